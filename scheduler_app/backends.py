@@ -1,0 +1,110 @@
+"""The django.tasks backend: ``@task`` functions enqueue into the scheduler.
+
+    TASKS = {"default": {"BACKEND": "scheduler_app.backends.SchedulerBackend",
+                         "QUEUES": ["default", "slow"],
+                         "OPTIONS": {"max_attempts": 3}}}
+
+This module loads before the app registry is ready, so models and the
+lifecycle service are imported inside methods.
+"""
+
+from django.core.exceptions import ValidationError
+from django.tasks import TaskResult, TaskResultStatus
+from django.tasks.backends.base import BaseTaskBackend
+from django.tasks.base import TaskError
+from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
+
+STATUS_MAP = {
+    "pending": TaskResultStatus.READY,
+    "running": TaskResultStatus.RUNNING,
+    "succeeded": TaskResultStatus.SUCCESSFUL,
+    "failed": TaskResultStatus.FAILED,
+    "cancelled": TaskResultStatus.FAILED,
+}
+
+
+class SchedulerBackend(BaseTaskBackend):
+    supports_defer = True
+    supports_async_task = True
+    supports_get_result = True
+    supports_priority = True
+
+    def __init__(self, alias, params):
+        super().__init__(alias, params)
+        self.database = self.options.get("database", "default")
+        self.max_attempts = self.options.get("max_attempts")
+
+    def enqueue(self, task, args, kwargs):
+        from . import lifecycle, registry
+
+        self.validate_task(task)
+        if not registry.is_registered(task.module_path):
+            raise InvalidTask(
+                f"Task {task.module_path} is not registered: the scheduler runs only "
+                f"@task functions defined in an installed app's tasks.py."
+            )
+        options = {}
+        if self.max_attempts is not None:
+            options["max_attempts"] = self.max_attempts
+        try:
+            job, _ = lifecycle.enqueue(
+                task,
+                list(args),
+                dict(kwargs),
+                execute_at=task.run_after,
+                priority=task.priority,
+                queue=task.queue_name,
+                using=self.database,
+                **options,
+            )
+        except ValidationError as exc:
+            raise InvalidTask("; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())) from exc
+        return self.to_result(job, task=task)
+
+    def get_result(self, result_id):
+        from .models import Job
+
+        try:
+            job = Job.objects.using(self.database).get(pk=int(result_id))
+        except (Job.DoesNotExist, ValueError, TypeError, OverflowError):
+            raise TaskResultDoesNotExist(result_id) from None
+        return self.to_result(job)
+
+    def to_result(self, job, task=None):
+        """Return the TaskResult of a Job row."""
+        from . import registry
+
+        if task is None:
+            try:
+                task = registry.get(job.task)
+            except registry.UnknownTask:
+                raise TaskResultDoesNotExist(
+                    f"{job.pk}: its task {job.task} is no longer registered"
+                ) from None
+        task = task.using(
+            priority=job.priority, queue_name=job.queue, backend=self.alias
+        )
+        if job.execute_at is not None:
+            task = task.using(run_after=job.execute_at)
+        result = TaskResult(
+            task=task,
+            id=str(job.pk),
+            status=STATUS_MAP[job.status],
+            enqueued_at=job.created_at,
+            started_at=job.started_at,
+            finished_at=job.finished_at,
+            last_attempted_at=job.started_at,
+            args=job.args,
+            kwargs=job.kwargs,
+            backend=self.alias,
+            errors=[
+                TaskError(
+                    exception_class_path=e.get("exception_class", "builtins.Exception"),
+                    traceback=e.get("traceback", ""),
+                )
+                for e in job.errors or []
+            ],
+            worker_ids=job.worker_ids,
+        )
+        object.__setattr__(result, "_return_value", job.result)
+        return result

@@ -1,0 +1,49 @@
+"""The scheduler's settings: ``settings.SCHEDULER`` over these defaults.
+
+Read them through :func:`get`, never at import time, so tests can override
+settings.
+"""
+
+from datetime import timedelta
+
+from django.conf import settings
+
+DEFAULTS = {
+    # Attempts a job gets unless its task or the caller says otherwise.
+    "DEFAULT_MAX_ATTEMPTS": 3,
+    # Retry backoff: base * 2 ** (attempt - 1), capped, with +-JITTER fraction.
+    "RETRY_BACKOFF_BASE": 2.0,
+    "RETRY_BACKOFF_MAX": 3600.0,
+    "RETRY_JITTER": 0.25,
+    # Retention of finished jobs, applied by every dispatcher's housekeeping
+    # and by `manage.py purgejobs` without --older-than.
+    "RETENTION": {
+        "succeeded": timedelta(days=14),
+        "failed": timedelta(days=30),
+        "cancelled": timedelta(days=30),
+    },
+    # Dispatcher defaults (each has a command-line option too).
+    "CONCURRENCY": 4,
+    "HORIZON": 300.0,  # seconds of future jobs mirrored in the heap
+    "HEAP_CAP": 20_000,  # most pending jobs the heap holds
+    "POLL_INTERVAL": 1.0,  # seconds between change polls (the fallback)
+    "FULL_SYNC_INTERVAL": 30.0,  # seconds between full reloads (the backstop)
+    "SYNC_OVERLAP": 2.0,  # seconds the change poll reaches back
+    "LEASE": 30.0,  # seconds a claim is good for without a heartbeat
+    "GRACE": 30.0,  # seconds running jobs get to finish on shutdown
+    "MAX_ABANDONED_THREADS": 8,  # timed-out threads allowed to linger
+    # A worker is dead when its heartbeat is older than this many leases.
+    "DEAD_AFTER_LEASES": 2,
+    "PRUNE_BATCH": 1000,
+    "NOTIFY_CHANNEL": "scheduler_app_jobs",
+    # Management commands the built-in `run_command` task may run.
+    "ALLOWED_COMMANDS": ["clearsessions", "purgejobs"],
+}
+
+
+def get(name):
+    """Return the setting ``name`` from settings.SCHEDULER or its default."""
+    overrides = getattr(settings, "SCHEDULER", None) or {}
+    if name == "RETENTION":
+        return {**DEFAULTS["RETENTION"], **overrides.get("RETENTION", {})}
+    return overrides.get(name, DEFAULTS[name])

@@ -1,0 +1,51 @@
+"""What a running task sees: the django.tasks context plus the scheduler's extras.
+
+A task declared with ``@task(takes_context=True)`` receives a JobContext:
+
+    @task(takes_context=True)
+    def export(context, day):
+        for chunk in chunks(day):
+            if context.cancel_requested or context.time_left() < 1:
+                raise JobCancelled()      # ends the job as cancelled
+            context.set_progress(done, total)
+"""
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from django.tasks import TaskContext
+
+
+class JobCancelled(Exception):
+    """Raise from a task to end its job as cancelled (after a cancel request)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobContext(TaskContext):
+    job_id: int
+    deadline: float | None = None  # epoch seconds; None: no timeout
+    cancel_event: threading.Event = field(default_factory=threading.Event)
+    progress_callback: Callable[[dict], bool] | None = None
+
+    @property
+    def cancel_requested(self):
+        """Return True once someone asked for this job to stop."""
+        return self.cancel_event.is_set()
+
+    def time_left(self):
+        """Return seconds until the timeout (infinity without one)."""
+        if self.deadline is None:
+            return float("inf")
+        return self.deadline - time.time()
+
+    @property
+    def should_stop(self):
+        return self.cancel_requested or self.time_left() <= 0
+
+    def set_progress(self, current, total=None, message=""):
+        """Record progress on the job row; return False if the attempt is no longer current."""
+        if self.progress_callback is None:
+            return True
+        return self.progress_callback({"current": current, "total": total, "message": message})

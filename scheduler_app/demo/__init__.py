@@ -1,0 +1,1 @@
+"""Demo tasks for `make run` and the benchmarks: no-op, sleep, fail, progress."""

@@ -1,0 +1,245 @@
+"""Jobs, dispatcher processes (workers) and queue flags.
+
+State changes never happen here: they live in ``scheduler_app.lifecycle``.
+The QuerySets only select, and are named after states.
+"""
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from . import conf
+
+PRIORITY_MIN = -100
+PRIORITY_MAX = 100
+
+
+class JobStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+ACTIVE_STATUSES = (JobStatus.PENDING, JobStatus.RUNNING)
+FINISHED_STATUSES = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
+
+
+class JobQuerySet(models.QuerySet):
+    def pending(self):
+        return self.filter(status=JobStatus.PENDING)
+
+    def running(self):
+        return self.filter(status=JobStatus.RUNNING)
+
+    def active(self):
+        return self.filter(status__in=ACTIVE_STATUSES)
+
+    def finished(self):
+        return self.filter(status__in=FINISHED_STATUSES)
+
+    def due(self, now=None):
+        return self.pending().filter(execute_at__lte=now or timezone.now())
+
+    def in_claim_order(self):
+        """Order as the dispatcher claims: priority, then time, then FIFO."""
+        return self.order_by("-priority", "execute_at", "id")
+
+    def lease_expired(self, now=None):
+        return self.running().filter(lease_expires_at__lt=now or timezone.now())
+
+
+class Job(models.Model):
+    task = models.CharField(max_length=255, help_text="Registered task path.")
+    args = models.JSONField(default=list, blank=True)
+    kwargs = models.JSONField(default=dict, blank=True)
+    queue = models.CharField(max_length=64, default="default")
+    priority = models.SmallIntegerField(
+        default=0, help_text=f"{PRIORITY_MIN}..{PRIORITY_MAX}; higher runs first."
+    )
+    execute_at = models.DateTimeField(default=timezone.now)
+    status = models.CharField(
+        max_length=16, choices=JobStatus.choices, default=JobStatus.PENDING
+    )
+    attempts = models.PositiveIntegerField(default=0)
+    max_attempts = models.PositiveIntegerField(default=3)
+    timeout = models.FloatField(
+        null=True, blank=True, help_text="Seconds an attempt may run; empty: no limit."
+    )
+    unique_key = models.CharField(
+        max_length=255,
+        null=True,
+        blank=True,
+        help_text="At most one pending or running job per key.",
+    )
+    result = models.JSONField(null=True, blank=True)
+    errors = models.JSONField(default=list, blank=True)
+    progress = models.JSONField(null=True, blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    worker = models.CharField(max_length=100, blank=True, default="")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    # Written explicitly by every lifecycle UPDATE (auto_now does not apply
+    # to QuerySet.update); the dispatcher's change poll reads it.
+    updated_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = JobQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(priority__gte=PRIORITY_MIN, priority__lte=PRIORITY_MAX),
+                name="job_priority_range",
+            ),
+            models.CheckConstraint(
+                condition=Q(max_attempts__gte=1), name="job_max_attempts_positive"
+            ),
+            models.CheckConstraint(
+                condition=Q(timeout__isnull=True) | Q(timeout__gt=0),
+                name="job_timeout_positive",
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=JobStatus.values), name="job_status_valid"
+            ),
+            models.UniqueConstraint(
+                fields=["unique_key"],
+                condition=Q(status__in=ACTIVE_STATUSES, unique_key__isnull=False),
+                name="job_unique_key_active",
+            ),
+        ]
+        indexes = [
+            # Window load and due counts: pending jobs by time.
+            models.Index(
+                fields=["execute_at", "id"],
+                condition=Q(status=JobStatus.PENDING),
+                name="job_pending_time_idx",
+            ),
+            # Claim order: priority first, then time, then FIFO.
+            models.Index(
+                fields=["-priority", "execute_at", "id"],
+                condition=Q(status=JobStatus.PENDING),
+                name="job_pending_claim_idx",
+            ),
+            models.Index(
+                fields=["lease_expires_at"],
+                condition=Q(status=JobStatus.RUNNING),
+                name="job_running_lease_idx",
+            ),
+            models.Index(fields=["updated_at"], name="job_updated_idx"),
+            models.Index(
+                fields=["finished_at"],
+                condition=Q(status__in=FINISHED_STATUSES),
+                name="job_finished_idx",
+            ),
+            models.Index(fields=["status", "id"], name="job_status_id_idx"),
+        ]
+
+    def __str__(self):
+        return f"#{self.pk} {self.task} ({self.status})"
+
+    @property
+    def is_active(self):
+        return self.status in ACTIVE_STATUSES
+
+    @property
+    def is_finished(self):
+        return self.status in FINISHED_STATUSES
+
+    @property
+    def duration(self):
+        """Return the last attempt's run time, or None."""
+        if self.started_at and self.finished_at:
+            return self.finished_at - self.started_at
+        return None
+
+    @property
+    def worker_ids(self):
+        """Return one worker id per attempt (failed attempts, then the current one)."""
+        ids = [e.get("worker", "") for e in self.errors or []]
+        if self.attempts > len(ids) and self.worker:
+            ids.append(self.worker)
+        return ids
+
+
+class WorkerState(models.TextChoices):
+    ALIVE = "alive", "Alive"
+    STOPPED = "stopped", "Stopped"
+    DEAD = "dead", "Dead"
+
+
+class WorkerQuerySet(models.QuerySet):
+    def alive(self, now=None):
+        return self.filter(state=WorkerState.ALIVE, last_heartbeat__gte=stale_before(now))
+
+    def stale(self, now=None):
+        return self.filter(state=WorkerState.ALIVE, last_heartbeat__lt=stale_before(now))
+
+
+def stale_before(now=None):
+    """Return the heartbeat time before which a worker counts as dead."""
+    lease = conf.get("LEASE")
+    return (now or timezone.now()) - timedelta(seconds=lease * conf.get("DEAD_AFTER_LEASES"))
+
+
+class Worker(models.Model):
+    """One dispatcher process (`manage.py rundispatcher`)."""
+
+    id = models.CharField(max_length=100, primary_key=True)
+    hostname = models.CharField(max_length=255)
+    pid = models.PositiveIntegerField()
+    queues = models.JSONField(default=list, help_text="Queues served.")
+    slots = models.JSONField(default=dict, help_text="Worker slots per queue group.")
+    state = models.CharField(
+        max_length=16, choices=WorkerState.choices, default=WorkerState.ALIVE
+    )
+    lease_seconds = models.FloatField(default=30.0)
+    started_at = models.DateTimeField(default=timezone.now)
+    last_heartbeat = models.DateTimeField(default=timezone.now)
+    stopped_at = models.DateTimeField(null=True, blank=True)
+    running = models.PositiveIntegerField(default=0)
+    processed = models.PositiveBigIntegerField(default=0)
+    failed = models.PositiveBigIntegerField(default=0)
+
+    objects = WorkerQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-started_at"]
+
+    def __str__(self):
+        return self.id
+
+    @property
+    def alive(self):
+        return self.state == WorkerState.ALIVE and self.last_heartbeat >= stale_before()
+
+    @property
+    def total_slots(self):
+        return sum(int(v) for v in (self.slots or {}).values())
+
+
+class Queue(models.Model):
+    """A persisted per-queue flag: paused queues are not claimed from."""
+
+    name = models.CharField(max_length=64, primary_key=True)
+    paused = models.BooleanField(default=False)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name

@@ -1,0 +1,91 @@
+"""The registry of runnable tasks.
+
+The tasks the admin, the API and the dispatcher may run are exactly the
+``django.tasks.Task`` objects defined in installed apps' ``tasks.py``
+modules, collected once at startup. A name coming from a request is only
+ever looked up here; nothing imports a path given by a user.
+"""
+
+import importlib
+import inspect
+import logging
+
+from django.apps import apps
+from django.tasks import Task
+from django.utils.module_loading import module_has_submodule
+
+logger = logging.getLogger(__name__)
+
+# name -> Task; written once by autodiscover() in AppConfig.ready().
+_tasks = {}
+
+
+class UnknownTask(LookupError):
+    """The name is not a registered task."""
+
+    def __init__(self, name):
+        self.name = name
+        super().__init__(
+            f"'{name}' is not a registered task. Tasks must be @task functions in an "
+            f"installed app's tasks.py; GET /api/tasks/ lists them."
+        )
+
+
+def autodiscover():
+    """Import every installed app's ``tasks`` module and register its tasks."""
+    found = {}
+    for app_config in apps.get_app_configs():
+        if not module_has_submodule(app_config.module, "tasks"):
+            continue
+        module = importlib.import_module(f"{app_config.name}.tasks")
+        for value in vars(module).values():
+            if isinstance(value, Task) and value.func.__module__ == module.__name__:
+                found[value.module_path] = value
+    _tasks.clear()
+    _tasks.update(found)
+    logger.debug("registered %d tasks", len(found))
+
+
+def get(name):
+    """Return the registered Task called ``name`` or raise UnknownTask."""
+    try:
+        return _tasks[name]
+    except (KeyError, TypeError):
+        raise UnknownTask(name) from None
+
+
+def is_registered(name):
+    return isinstance(name, str) and name in _tasks
+
+
+def names():
+    return sorted(_tasks)
+
+
+def all_tasks():
+    """Return the registered tasks sorted by name."""
+    return [_tasks[n] for n in sorted(_tasks)]
+
+
+def name_of(task):
+    """Return the registry name of a Task (its module path)."""
+    return task.module_path
+
+
+def describe(task):
+    """Return a JSON-friendly description of a task for the admin and the API."""
+    params = inspect.signature(task.func).parameters
+    if task.takes_context:
+        params = list(params.values())[1:]
+    else:
+        params = list(params.values())
+    signature = "(" + ", ".join(str(p) for p in params) + ")"
+    return {
+        "name": task.module_path,
+        "queue": task.queue_name,
+        "priority": task.priority,
+        "doc": inspect.getdoc(task.func) or "",
+        "signature": signature,
+        "is_async": inspect.iscoroutinefunction(task.func),
+        "takes_context": task.takes_context,
+    }

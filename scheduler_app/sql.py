@@ -1,0 +1,208 @@
+"""The dialect layer: raw SQL for the dispatcher's hot transitions.
+
+Everything that differs between PostgreSQL and SQLite lives here: SKIP
+LOCKED, array parameters, JSON append. Each function returns ``(sql,
+params)`` for one statement; ``scheduler_app.lifecycle`` executes them.
+"""
+
+from django.db import connections
+
+TABLE = "scheduler_app_job"
+
+CLAIM_RETURNING = (
+    "id, task, args, kwargs, queue, priority, execute_at, attempts, max_attempts, "
+    "timeout, cancel_requested, unique_key"
+)
+
+
+def vendor(using="default"):
+    return connections[using].vendor
+
+
+def is_postgres(using="default"):
+    return vendor(using) == "postgresql"
+
+
+def adapt_dt(value, using="default"):
+    """Return a datetime as the database driver wants it in raw SQL."""
+    if value is None:
+        return None
+    return connections[using].ops.adapt_datetimefield_value(value)
+
+
+def _in_list(column, values, params, using):
+    """Return ``column IN (...)`` (SQLite) or ``column = ANY(%s)`` (PostgreSQL)."""
+    values = list(values)
+    if is_postgres(using):
+        params.append(values)
+        return f"{column} = ANY(%s)"
+    if not values:
+        return "0 = 1"
+    params.extend(values)
+    return f"{column} IN ({', '.join(['%s'] * len(values))})"
+
+
+def claim(*, worker, queues, limit, now, lease_until, ids=None, using="default"):
+    """Return the statement that claims up to ``limit`` due jobs in claim order."""
+    params = [adapt_dt(now, using)]
+    where = ["status = 'pending'", "execute_at <= %s"]
+    where.append(_in_list("queue", queues, params, using))
+    if ids is not None:
+        where.append(_in_list("id", ids, params, using))
+    params.append(int(limit))
+    select = (
+        f"SELECT id FROM {TABLE} WHERE {' AND '.join(where)} "
+        "ORDER BY priority DESC, execute_at, id LIMIT %s"
+    )
+    set_params = [worker, adapt_dt(lease_until, using), adapt_dt(now, using), adapt_dt(now, using)]
+    set_clause = (
+        "status = 'running', attempts = attempts + 1, worker = %s, "
+        "lease_expires_at = %s, started_at = %s, updated_at = %s, finished_at = NULL"
+    )
+    if is_postgres(using):
+        # The CTE is an optimisation fence: rows are locked (skipping those
+        # another dispatcher holds) before the UPDATE touches them.
+        sql = (
+            f"WITH c AS ({select} FOR UPDATE SKIP LOCKED) "
+            f"UPDATE {TABLE} AS j SET {set_clause.replace('attempts + 1', 'j.attempts + 1')} "
+            f"FROM c WHERE j.id = c.id "
+            f"RETURNING {', '.join('j.' + c.strip() for c in CLAIM_RETURNING.split(','))}"
+        )
+        return sql, params + set_params
+    # SQLite: one statement is atomic; the status check repeats the CAS.
+    sql = (
+        f"UPDATE {TABLE} SET {set_clause} "
+        f"WHERE status = 'pending' AND id IN ({select}) RETURNING {CLAIM_RETURNING}"
+    )
+    return sql, set_params + params
+
+
+def finish(rows, *, now, using="default"):
+    """Return the statement that records outcomes of claimed attempts.
+
+    ``rows`` are tuples ``(id, worker, attempt, status, result_json,
+    error_json, execute_at)``; each row is compare-and-set on
+    ``status = running AND worker AND attempts``, so a finisher whose attempt
+    was rescued (and maybe claimed again elsewhere) changes nothing.
+    """
+    params = []
+    values = []
+    for job_id, worker, attempt, status, result, error, execute_at in rows:
+        values.append("(%s, %s, %s, %s, %s, %s, %s)")
+        params.extend(
+            [job_id, worker, attempt, status, result, error, adapt_dt(execute_at, using)]
+        )
+    pg = is_postgres(using)
+    if pg:
+        result_expr = "v.vresult::jsonb"
+        errors_expr = "j.errors || jsonb_build_array(v.verror::jsonb)"
+        exec_expr = "v.vexec::timestamptz"
+        id_match = "j.id = v.vid::bigint AND j.attempts = v.vattempts::integer"
+    else:
+        result_expr = "v.vresult"
+        errors_expr = "json_insert(j.errors, '$[#]', json(v.verror))"
+        exec_expr = "v.vexec"
+        id_match = "j.id = v.vid AND j.attempts = v.vattempts"
+    sql = (
+        f"WITH v(vid, vworker, vattempts, vstatus, vresult, verror, vexec) AS "
+        f"(VALUES {', '.join(values)}) "
+        f"UPDATE {TABLE} AS j SET "
+        f"status = v.vstatus, "
+        f"result = CASE WHEN v.vstatus = 'succeeded' THEN {result_expr} ELSE j.result END, "
+        f"errors = CASE WHEN v.verror IS NULL THEN j.errors ELSE {errors_expr} END, "
+        f"execute_at = CASE WHEN v.vexec IS NULL THEN j.execute_at ELSE {exec_expr} END, "
+        f"finished_at = CASE WHEN v.vstatus = 'pending' THEN NULL ELSE %s END, "
+        f"cancel_requested = CASE WHEN v.vstatus = 'pending' THEN {'FALSE' if pg else '0'} "
+        f"ELSE j.cancel_requested END, "
+        f"lease_expires_at = NULL, updated_at = %s "
+        f"FROM v WHERE {id_match} AND j.status = 'running' AND j.worker = v.vworker "
+        f"RETURNING {'j.id' if pg else 'id'}"
+    )
+    return sql, params + [adapt_dt(now, using), adapt_dt(now, using)]
+
+
+def rescue(*, now, limit, message, using="default"):
+    """Return the statement that takes back running jobs whose lease expired.
+
+    Rows go back to pending while attempts remain, to failed (a "lost" error)
+    when none do, to cancelled when a cancel was requested. The status and
+    lease test is the compare-and-set: a job that finished meanwhile no
+    longer matches.
+    """
+    pg = is_postgres(using)
+    t = adapt_dt(now, using)
+    time_text = now.isoformat()
+    if pg:
+        obj = (
+            "jsonb_build_object('attempt', j.attempts, 'time', %s::text, "
+            "'worker', j.worker, 'exception_class', 'scheduler_app.lifecycle.LeaseExpired', "
+            "'message', %s::text, 'traceback', '')"
+        )
+        errors_expr = f"j.errors || jsonb_build_array({obj})"
+        sql = (
+            f"WITH c AS (SELECT id FROM {TABLE} WHERE status = 'running' "
+            f"AND lease_expires_at < %s ORDER BY lease_expires_at LIMIT %s "
+            f"FOR UPDATE SKIP LOCKED) "
+            f"UPDATE {TABLE} AS j SET "
+            f"status = CASE WHEN j.cancel_requested THEN 'cancelled' "
+            f"WHEN j.attempts < j.max_attempts THEN 'pending' ELSE 'failed' END, "
+            f"errors = {errors_expr}, "
+            f"execute_at = CASE WHEN j.attempts < j.max_attempts THEN %s ELSE j.execute_at END, "
+            f"finished_at = CASE WHEN j.attempts < j.max_attempts AND NOT j.cancel_requested "
+            f"THEN NULL ELSE %s END, "
+            f"lease_expires_at = NULL, updated_at = %s "
+            f"FROM c WHERE j.id = c.id AND j.status = 'running' AND j.lease_expires_at < %s "
+            f"RETURNING j.id, j.status, j.queue"
+        )
+        params = [t, int(limit), time_text, message, t, t, t, t]
+        return sql, params
+    obj = (
+        "json_object('attempt', attempts, 'time', %s, 'worker', worker, "
+        "'exception_class', 'scheduler_app.lifecycle.LeaseExpired', "
+        "'message', %s, 'traceback', '')"
+    )
+    sql = (
+        f"UPDATE {TABLE} SET "
+        f"status = CASE WHEN cancel_requested THEN 'cancelled' "
+        f"WHEN attempts < max_attempts THEN 'pending' ELSE 'failed' END, "
+        f"errors = json_insert(errors, '$[#]', {obj}), "
+        f"execute_at = CASE WHEN attempts < max_attempts THEN %s ELSE execute_at END, "
+        f"finished_at = CASE WHEN attempts < max_attempts AND NOT cancel_requested "
+        f"THEN NULL ELSE %s END, "
+        f"lease_expires_at = NULL, updated_at = %s "
+        f"WHERE status = 'running' AND lease_expires_at < %s AND id IN "
+        f"(SELECT id FROM {TABLE} WHERE status = 'running' AND lease_expires_at < %s "
+        f"ORDER BY lease_expires_at LIMIT %s) "
+        f"RETURNING id, status, queue"
+    )
+    params = [time_text, message, t, t, t, t, t, int(limit)]
+    return sql, params
+
+
+def renew(*, worker, lease_until, now, using="default"):
+    """Return the statement that extends every lease ``worker`` holds."""
+    sql = (
+        f"UPDATE {TABLE} SET lease_expires_at = %s "
+        f"WHERE status = 'running' AND worker = %s RETURNING id, cancel_requested"
+    )
+    return sql, [adapt_dt(lease_until, using), worker]
+
+
+def release(rows, *, worker, now, using="default"):
+    """Return the statement that gives unfinished attempts back to pending.
+
+    ``rows`` are ``(id, attempt)`` pairs of ``worker``; the attempt that was
+    interrupted by a shutdown is not counted against the job.
+    """
+    params = [adapt_dt(now, using), worker]
+    conds = []
+    for job_id, attempt in rows:
+        conds.append("(id = %s AND attempts = %s)")
+        params.extend([job_id, attempt])
+    sql = (
+        f"UPDATE {TABLE} SET status = 'pending', attempts = attempts - 1, "
+        f"lease_expires_at = NULL, updated_at = %s "
+        f"WHERE status = 'running' AND worker = %s AND ({' OR '.join(conds)}) "
+        f"RETURNING id"
+    )
+    return sql, params

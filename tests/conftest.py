@@ -1,0 +1,21 @@
+import pytest
+from django.contrib.auth import get_user_model
+
+
+@pytest.fixture
+def staff_user(db):
+    return get_user_model().objects.create_user(
+        "staff", "staff@example.com", "pw-staff-123", is_staff=True
+    )
+
+
+@pytest.fixture
+def superuser(db):
+    return get_user_model().objects.create_superuser(
+        "admin", "admin@example.com", "pw-admin-123"
+    )
+
+
+@pytest.fixture
+def plain_user(db):
+    return get_user_model().objects.create_user("plain", "plain@example.com", "pw-plain-123")

@@ -1,0 +1,25 @@
+"""Test settings: the project's, plus a test app with test tasks and a third queue.
+
+SQLite tests use a file (not :memory:) so that worker threads and dispatcher
+subprocesses share the test database. A subprocess is pointed at the test
+database with SCHEDULER_TEST_DB_NAME (see tests/conftest.py).
+"""
+
+import os
+
+from project.settings import *  # noqa: F401,F403
+from project.settings import BASE_DIR, DATABASES, INSTALLED_APPS, SCHEDULER, TASKS
+
+INSTALLED_APPS = [*INSTALLED_APPS, "tests.testapp"]
+TASKS["default"]["QUEUES"] = ["default", "slow", "other"]
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+SCHEDULER = {**SCHEDULER, "RETRY_BACKOFF_BASE": 0.05, "RETRY_JITTER": 0.0}
+
+_db = DATABASES["default"]
+_child_name = os.environ.get("SCHEDULER_TEST_DB_NAME")
+if _child_name:
+    # A dispatcher subprocess started by a test: use the test database as is.
+    _db["NAME"] = _child_name
+elif _db["ENGINE"].endswith("sqlite3"):
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    _db["TEST"] = {"NAME": str(BASE_DIR / "test-artifacts" / f"test-db-{worker}.sqlite3")}

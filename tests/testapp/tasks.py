@@ -1,0 +1,86 @@
+"""Task functions used by the tests (one module, as STYLE.md asks)."""
+
+import asyncio
+import os
+import time
+
+from django.tasks import task
+
+from scheduler_app.context import JobCancelled
+
+
+@task
+def add(a, b):
+    return a + b
+
+
+@task
+def noop(*args, **kwargs):
+    return None
+
+
+@task(priority=10, queue_name="other")
+def important(x=None):
+    return x
+
+
+@task
+def boom(message="boom"):
+    raise ValueError(message)
+
+
+@task
+def unserializable():
+    return object()
+
+
+@task(takes_context=True)
+def record(context, marker_dir, name):
+    """Write a file named after the job id and attempt: proves it ran, and how often."""
+    path = os.path.join(marker_dir, f"{context.job_id}-{name}-{context.attempt}-{os.getpid()}-{time.time_ns()}")
+    with open(path, "w") as fh:
+        fh.write(str(time.time()))
+    return name
+
+
+@task(takes_context=True)
+def cooperative(context, seconds=10.0):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if context.cancel_requested:
+            raise JobCancelled()
+        time.sleep(0.01)
+    return "finished"
+
+
+@task
+def sleeper(seconds=1.0):
+    time.sleep(seconds)
+    return seconds
+
+
+@task(takes_context=True)
+def context_info(context):
+    return {
+        "job_id": context.job_id,
+        "attempt": context.attempt,
+        "deadline": context.deadline,
+        "result_id": context.task_result.id,
+    }
+
+
+@task
+async def async_add(a, b):
+    await asyncio.sleep(0)
+    return a + b
+
+
+@task
+def flaky(marker_dir, fail_times=1):
+    """Fail the first `fail_times` calls (counted with files), then succeed."""
+    count = len(os.listdir(marker_dir))
+    with open(os.path.join(marker_dir, f"call-{count}"), "w"):
+        pass
+    if count < fail_times:
+        raise RuntimeError(f"failure {count + 1}")
+    return count
