@@ -21,5 +21,8 @@ if _child_name:
     # A dispatcher subprocess started by a test: use the test database as is.
     _db["NAME"] = _child_name
 elif _db["ENGINE"].endswith("sqlite3"):
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    _db["TEST"] = {"NAME": str(BASE_DIR / "test-artifacts" / f"test-db-{worker}.sqlite3")}
+    (BASE_DIR / "test-artifacts").mkdir(exist_ok=True)
+    # One file per test run, so that parallel runs never share a database.
+    _db["TEST"] = {"NAME": str(BASE_DIR / "test-artifacts" / f"test-db-{os.getpid()}.sqlite3")}
+else:
+    _db["TEST"] = {"NAME": f"test_{_db['NAME']}_{os.getpid()}"}

@@ -1,0 +1,143 @@
+"""Read-only numbers about jobs, queues and workers, for the API and the dashboard.
+
+Every query here is served by an index (pending/running partial indexes,
+finished_at, status) so the numbers stay cheap with millions of rows.
+"""
+
+from datetime import timedelta
+
+from django.db.models import Count, Min, Q
+from django.db.models.functions import TruncMinute
+from django.utils import timezone
+
+from .models import Job, JobStatus, Queue, Worker
+
+
+def job_counts():
+    """Return ``{status: count}`` for every status (zeros included)."""
+    counts = dict.fromkeys(JobStatus.values, 0)
+    for row in Job.objects.order_by().values("status").annotate(n=Count("id")):
+        counts[row["status"]] = row["n"]
+    return counts
+
+
+def worker_slots(worker):
+    """Return ``{queue: slots}`` one worker gives; a shared pool counts for each queue."""
+    slots = dict(worker.slots or {})
+    shared = slots.pop("*", None)
+    result = {q: int(slots[q]) for q in slots}
+    if shared:
+        for q in worker.queues or []:
+            result.setdefault(q, int(shared))
+    return result
+
+
+def queue_names():
+    from .lifecycle import known_queues
+
+    names = set(known_queues())
+    names |= set(Queue.objects.values_list("name", flat=True))
+    names |= set(Job.objects.active().order_by().values_list("queue", flat=True).distinct())
+    return sorted(names)
+
+
+def queues(now=None):
+    """Return one dict per queue: name, paused, pending, due, running, lag, slots."""
+    now = now or timezone.now()
+    rows = {
+        name: {
+            "name": name,
+            "paused": False,
+            "pending": 0,
+            "due": 0,
+            "running": 0,
+            "oldest_due_lag_seconds": 0.0,
+            "slots": 0,
+        }
+        for name in queue_names()
+    }
+    active = (
+        Job.objects.active()
+        .order_by()
+        .values("queue")
+        .annotate(
+            pending=Count("id", filter=Q(status=JobStatus.PENDING)),
+            due=Count("id", filter=Q(status=JobStatus.PENDING, execute_at__lte=now)),
+            running=Count("id", filter=Q(status=JobStatus.RUNNING)),
+            oldest_due=Min("execute_at", filter=Q(status=JobStatus.PENDING, execute_at__lte=now)),
+        )
+    )
+    for row in active:
+        entry = rows[row["queue"]]
+        entry.update(pending=row["pending"], due=row["due"], running=row["running"])
+        if row["oldest_due"] is not None:
+            entry["oldest_due_lag_seconds"] = round((now - row["oldest_due"]).total_seconds(), 3)
+    for name, paused in Queue.objects.values_list("name", "paused"):
+        rows[name]["paused"] = paused
+    for worker in Worker.objects.alive(now):
+        for q, n in worker_slots(worker).items():
+            if q in rows:
+                rows[q]["slots"] += n
+    return [rows[name] for name in sorted(rows)]
+
+
+def oldest_due_lag(now=None):
+    """Return seconds the oldest due pending job has waited (0.0 when none)."""
+    now = now or timezone.now()
+    oldest = Job.objects.due(now).order_by("execute_at").values_list("execute_at", flat=True).first()
+    return round((now - oldest).total_seconds(), 3) if oldest else 0.0
+
+
+def throughput(now=None):
+    """Return finished (succeeded or failed) job counts for the last minute and hour."""
+    now = now or timezone.now()
+    finished = Job.objects.filter(
+        status__in=[JobStatus.SUCCEEDED, JobStatus.FAILED],
+        finished_at__gte=now - timedelta(hours=1),
+    )
+    agg = finished.aggregate(
+        last_hour=Count("id"),
+        last_minute=Count("id", filter=Q(finished_at__gte=now - timedelta(minutes=1))),
+    )
+    return {"last_minute": agg["last_minute"], "last_hour": agg["last_hour"]}
+
+
+def throughput_series(now=None, minutes=60):
+    """Return ``minutes`` per-minute buckets, oldest first: {minute, succeeded, failed}."""
+    now = now or timezone.now()
+    end = now.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    start = end - timedelta(minutes=minutes)
+    buckets = {
+        start + timedelta(minutes=i): {"succeeded": 0, "failed": 0} for i in range(minutes)
+    }
+    rows = (
+        Job.objects.filter(
+            status__in=[JobStatus.SUCCEEDED, JobStatus.FAILED], finished_at__gte=start
+        )
+        .annotate(minute=TruncMinute("finished_at"))
+        .order_by()
+        .values("minute", "status")
+        .annotate(n=Count("id"))
+    )
+    for row in rows:
+        bucket = buckets.get(row["minute"])
+        if bucket is not None:
+            bucket[row["status"]] = row["n"]
+    return [{"minute": m.isoformat(), **counts} for m, counts in buckets.items()]
+
+
+def overview(now=None):
+    """Return the /api/stats/ document."""
+    now = now or timezone.now()
+    return {
+        "jobs": job_counts(),
+        "queues": {
+            q["name"]: {"pending": q["pending"], "due": q["due"], "running": q["running"]}
+            for q in queues(now)
+        },
+        "oldest_due_lag_seconds": oldest_due_lag(now),
+        "throughput": throughput(now),
+        "workers": {"alive": Worker.objects.alive(now).count()},
+    }
+
+

@@ -1,0 +1,276 @@
+"""The lifecycle service: every transition, and the races it must win or lose cleanly."""
+
+import threading
+from datetime import timedelta
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.db import connection, connections
+from django.utils import timezone
+
+from scheduler_app import lifecycle
+from scheduler_app.lifecycle import InvalidTransition
+from scheduler_app.models import Job, JobStatus
+
+ADD = "tests.testapp.tasks.add"
+QUEUES = ["default", "slow", "other"]
+
+
+def claim_one(worker="w1", **kw):
+    return lifecycle.claim(worker, queues=QUEUES, limit=kw.pop("limit", 1), lease=30, **kw)
+
+
+@pytest.mark.django_db
+class TestEnqueue:
+    def test_defaults_come_from_the_task(self):
+        job, created = lifecycle.enqueue("tests.testapp.tasks.important", [1])
+        assert created
+        assert (job.priority, job.queue, job.status) == (10, "other", "pending")
+        assert job.max_attempts == 3
+
+    def test_validation_names_each_field(self):
+        with pytest.raises(ValidationError) as info:
+            lifecycle.enqueue(
+                "os.system", "notalist", {"x": object()}, priority=500, queue="nope",
+                max_attempts=0, timeout=-1, execute_at=timezone.now().replace(tzinfo=None),
+            )
+        errors = info.value.message_dict
+        assert set(errors) >= {"task", "args", "priority", "max_attempts", "timeout", "execute_at"}
+        assert "not a registered task" in errors["task"][0]
+        assert Job.objects.count() == 0
+
+    def test_unknown_queue(self):
+        with pytest.raises(ValidationError) as info:
+            lifecycle.enqueue(ADD, [1, 2], queue="nope")
+        assert "Unknown queue" in info.value.message_dict["queue"][0]
+
+    def test_unique_key_rejects_a_second_active_job_and_allows_one_after(self):
+        first, created = lifecycle.enqueue(ADD, [1, 2], unique_key="k")
+        again, created_again = lifecycle.enqueue(ADD, [3, 4], unique_key="k")
+        assert created and not created_again and again.pk == first.pk
+        lifecycle.cancel(first.pk)
+        third, created_third = lifecycle.enqueue(ADD, [5, 6], unique_key="k")
+        assert created_third and third.pk != first.pk
+
+    def test_unique_key_is_enforced_by_the_database(self):
+        from django.db import IntegrityError, transaction
+
+        lifecycle.enqueue(ADD, [1, 2], unique_key="db")
+        with pytest.raises(IntegrityError), transaction.atomic():
+            Job.objects.create(task=ADD, unique_key="db")
+
+    def test_enqueue_many_is_all_or_nothing(self):
+        with pytest.raises(lifecycle.BulkValidationError) as info:
+            lifecycle.enqueue_many([{"task": ADD, "args": [1, 2]}, {"task": "nope"}])
+        assert list(info.value.by_index) == [1]
+        assert Job.objects.count() == 0
+        jobs = lifecycle.enqueue_many([{"task": ADD, "args": [i, i]} for i in range(5)])
+        assert [j.args for j in jobs] == [[i, i] for i in range(5)]
+        assert all(j.pk for j in jobs)
+
+
+@pytest.mark.django_db
+class TestTransitions:
+    def test_cancel_pending_then_finished_is_409(self):
+        job, _ = lifecycle.enqueue(ADD, [1, 2])
+        assert lifecycle.cancel(job.pk) == "cancelled"
+        job.refresh_from_db()
+        assert job.status == "cancelled" and job.finished_at
+        with pytest.raises(InvalidTransition):
+            lifecycle.cancel(job.pk)
+
+    def test_cancel_running_requests_cooperation(self):
+        job, _ = lifecycle.enqueue(ADD, [1, 2])
+        claim_one()
+        assert lifecycle.cancel(job.pk) == "cancel_requested"
+        job.refresh_from_db()
+        assert job.status == "running" and job.cancel_requested
+
+    def test_cancel_unknown(self):
+        with pytest.raises(Job.DoesNotExist):
+            lifecycle.cancel(999999)
+
+    def test_retry_failed_keeps_errors_and_gives_one_more_attempt(self):
+        job, _ = lifecycle.enqueue("tests.testapp.tasks.boom", max_attempts=1)
+        (c,) = claim_one()
+        won = lifecycle.finish([lifecycle.failure_outcome(c, ValueError("x"), now=timezone.now())])
+        assert won == {job.pk}
+        job.refresh_from_db()
+        assert job.status == "failed" and len(job.errors) == 1
+        retried = lifecycle.retry(job.pk)
+        assert retried.status == "pending" and retried.max_attempts == 2
+        assert len(retried.errors) == 1
+
+    def test_retry_of_running_and_pending_is_409(self):
+        job, _ = lifecycle.enqueue(ADD, [1, 2])
+        with pytest.raises(InvalidTransition):
+            lifecycle.retry(job.pk)
+        claim_one()
+        with pytest.raises(InvalidTransition):
+            lifecycle.retry(job.pk)
+
+    def test_reschedule_pending_and_409_when_finished(self):
+        job, _ = lifecycle.enqueue(ADD, [1, 2])
+        later = timezone.now() + timedelta(hours=1)
+        job = lifecycle.reschedule(job.pk, execute_at=later, priority=7)
+        assert (job.execute_at, job.priority) == (later, 7)
+        with pytest.raises(ValidationError):
+            lifecycle.reschedule(job.pk, priority=101)
+        lifecycle.cancel(job.pk)
+        with pytest.raises(InvalidTransition):
+            lifecycle.reschedule(job.pk, priority=1)
+
+
+@pytest.mark.django_db
+class TestDispatcherTransitions:
+    def test_claim_orders_by_priority_then_time_then_fifo(self):
+        now = timezone.now()
+        ids = {}
+        for name, priority, age in [("low", -5, 30), ("high", 50, 1), ("old", 0, 20), ("new", 0, 10), ("tie", 0, 10)]:
+            job, _ = lifecycle.enqueue(ADD, [1, 1], priority=priority, execute_at=now - timedelta(seconds=age))
+            ids[job.pk] = name
+        lifecycle.enqueue(ADD, [1, 1], priority=100, execute_at=now + timedelta(hours=1))
+        claimed = claim_one(limit=10, now=now)
+        assert [ids[c.id] for c in claimed] == ["high", "old", "new", "tie", "low"]
+        assert all(c.attempt == 1 and c.worker == "w1" for c in claimed)
+
+    def test_claim_respects_limit_and_queues(self):
+        for _ in range(3):
+            lifecycle.enqueue(ADD, [1, 1])
+        lifecycle.enqueue(ADD, [1, 1], queue="slow")
+        assert len(lifecycle.claim("w", queues=["slow"], limit=5, lease=30)) == 1
+        assert len(lifecycle.claim("w", queues=["default"], limit=2, lease=30)) == 2
+
+    def test_two_claims_of_one_job_one_wins(self):
+        job, _ = lifecycle.enqueue(ADD, [1, 1])
+        assert [c.id for c in claim_one("a")] == [job.pk]
+        assert claim_one("b") == []
+        assert claim_one("a", ids=[job.pk]) == []
+
+    def test_cancel_racing_a_claim_exactly_one_wins(self):
+        job, _ = lifecycle.enqueue(ADD, [1, 1])
+        assert lifecycle.cancel(job.pk) == "cancelled"
+        assert claim_one() == []
+
+    def test_finish_is_compare_and_set_on_the_attempt(self):
+        job, _ = lifecycle.enqueue(ADD, [1, 1], max_attempts=3)
+        (first,) = claim_one("a", lease=-1) if False else claim_one("a")
+        # The lease expires; the job is rescued and claimed again by b.
+        Job.objects.filter(pk=job.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+        rescued = lifecycle.rescue_expired()
+        assert [(r[0], r[1]) for r in rescued] == [(job.pk, "pending")]
+        (second,) = claim_one("b")
+        assert second.attempt == 2
+        # a's late result changes nothing; b's counts.
+        assert lifecycle.finish([lifecycle.success_outcome(first, 1)]) == set()
+        assert lifecycle.finish([lifecycle.success_outcome(second, 2)]) == {job.pk}
+        job.refresh_from_db()
+        assert (job.status, job.result, job.worker, job.attempts) == ("succeeded", 2, "b", 2)
+        assert job.errors[0]["exception_class"].endswith("LeaseExpired")
+        assert job.worker_ids == ["a", "b"]
+
+    def test_rescue_never_overwrites_a_finished_job(self):
+        job, _ = lifecycle.enqueue(ADD, [1, 1])
+        (c,) = claim_one()
+        lifecycle.finish([lifecycle.success_outcome(c, 2)])
+        Job.objects.filter(pk=job.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+        assert lifecycle.rescue_expired() == []
+        job.refresh_from_db()
+        assert job.status == "succeeded"
+
+    def test_rescue_counts_attempts_and_fails_a_poison_pill(self):
+        job, _ = lifecycle.enqueue(ADD, [1, 1], max_attempts=2)
+        for expected in ["pending", "failed"]:
+            claim_one()
+            Job.objects.filter(pk=job.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+            assert [r[1] for r in lifecycle.rescue_expired()] == [expected]
+        job.refresh_from_db()
+        assert job.status == "failed" and len(job.errors) == 2 and job.finished_at
+
+    def test_failure_retries_with_backoff_then_fails(self):
+        job, _ = lifecycle.enqueue(ADD, [1, 1], max_attempts=2)
+        (c,) = claim_one()
+        now = timezone.now()
+        outcome = lifecycle.failure_outcome(c, ValueError("bad"), now=now)
+        assert outcome.status == "pending" and outcome.retry_at > now
+        lifecycle.finish([outcome])
+        job.refresh_from_db()
+        assert job.status == "pending" and job.execute_at == outcome.retry_at
+        assert job.errors[0]["message"] == "bad" and "ValueError" in job.errors[0]["exception_class"]
+        (c2,) = claim_one(now=outcome.retry_at)
+        lifecycle.finish([lifecycle.failure_outcome(c2, ValueError("worse"), now=now)])
+        job.refresh_from_db()
+        assert job.status == "failed" and [e["attempt"] for e in job.errors] == [1, 2]
+
+    def test_finish_batch_mixed_outcomes(self):
+        jobs = [lifecycle.enqueue(ADD, [i, i], max_attempts=1)[0] for i in range(3)]
+        claimed = claim_one(limit=3)
+        now = timezone.now()
+        outcomes = [
+            lifecycle.success_outcome(claimed[0], {"n": 1}),
+            lifecycle.failure_outcome(claimed[1], RuntimeError("x"), now=now),
+            lifecycle.Outcome(claimed[2].id, "w1", 1, JobStatus.CANCELLED),
+        ]
+        assert lifecycle.finish(outcomes) == {j.pk for j in jobs}
+        statuses = dict(Job.objects.values_list("pk", "status"))
+        assert sorted(statuses.values()) == ["cancelled", "failed", "succeeded"]
+
+    def test_unserializable_result_fails_the_attempt(self):
+        lifecycle.enqueue(ADD, [1, 1])
+        (c,) = claim_one()
+        outcome = lifecycle.success_outcome(c, object())
+        assert outcome.status == "failed"
+
+    def test_renew_reports_cancel_requests(self):
+        a, _ = lifecycle.enqueue(ADD, [1, 1])
+        b, _ = lifecycle.enqueue(ADD, [1, 1])
+        claim_one(limit=2)
+        lifecycle.cancel(b.pk)
+        assert lifecycle.renew_leases("w1", lease=60) == {b.pk}
+        assert Job.objects.get(pk=a.pk).lease_expires_at > timezone.now() + timedelta(seconds=50)
+
+    def test_release_returns_unfinished_attempts_uncounted(self):
+        job, _ = lifecycle.enqueue(ADD, [1, 1])
+        (c,) = claim_one()
+        assert lifecycle.release("w1", [(c.id, c.attempt)]) == {job.pk}
+        job.refresh_from_db()
+        assert (job.status, job.attempts) == ("pending", 0)
+
+    def test_prune_respects_retention(self):
+        old, _ = lifecycle.enqueue(ADD, [1, 1])
+        new, _ = lifecycle.enqueue(ADD, [1, 1])
+        lifecycle.cancel(old.pk)
+        lifecycle.cancel(new.pk)
+        Job.objects.filter(pk=old.pk).update(finished_at=timezone.now() - timedelta(days=40))
+        assert lifecycle.prune(batch=1) == 1
+        assert list(Job.objects.values_list("pk", flat=True)) == [new.pk]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_claims_from_threads_never_share_a_job():
+    lifecycle.enqueue_many([{"task": ADD, "args": [i, i]} for i in range(200)])
+    results = {}
+    barrier = threading.Barrier(4)
+
+    def worker(name):
+        got = []
+        barrier.wait()
+        try:
+            while True:
+                batch = lifecycle.claim(name, queues=QUEUES, limit=7, lease=30)
+                if not batch:
+                    break
+                got.extend(c.id for c in batch)
+        finally:
+            connections.close_all()
+        results[name] = got
+
+    threads = [threading.Thread(target=worker, args=(f"t{i}",)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    claimed = [i for ids in results.values() for i in ids]
+    assert len(claimed) == 200 and len(set(claimed)) == 200
+    assert Job.objects.filter(status="running").count() == 200
+    assert connection.vendor in ("sqlite", "postgresql")
