@@ -212,17 +212,19 @@ def build_job(
 # Wake-ups
 
 
-def announce(*, jobs=(), removed=(), cancel=(), queues=(), using="default"):
+def announce(*, jobs=(), removed=(), cancel=(), queues=(), queues_changed=False, using="default"):
     """Tell dispatchers, after commit, that jobs were added, changed or removed.
 
     ``jobs`` are Job instances now pending (new or rescheduled); ``removed``
     are ids no longer pending; ``cancel`` are running jobs whose cancel was
-    requested. On PostgreSQL a NOTIFY is queued inside the
+    requested; ``queues_changed`` says a queue was paused or resumed. On PostgreSQL a NOTIFY is queued inside the
     current transaction, so it is delivered exactly when the change commits.
     """
     jobs = list(jobs)
     queues = set(queues) | {j.queue for j in jobs}
     payload = {"queues": sorted(queues)}
+    if queues_changed:
+        payload["queues_changed"] = True
     if len(jobs) <= NOTIFY_MAX_JOBS and len(removed) <= NOTIFY_MAX_JOBS:
         payload["jobs"] = [
             [j.pk, j.execute_at.timestamp(), j.priority, j.queue] for j in jobs
@@ -469,7 +471,7 @@ def _set_paused(name, paused, using):
         Queue.objects.using(using).update_or_create(
             name=name, defaults={"paused": paused, "updated_at": now}
         )
-        announce(queues=[name], using=using)
+        announce(queues=[name], queues_changed=True, using=using)
     return paused
 
 

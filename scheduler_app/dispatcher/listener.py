@@ -1,0 +1,58 @@
+"""PostgreSQL LISTEN on the scheduler's channel, on a thread with its own connection."""
+
+import json
+import logging
+import threading
+
+import psycopg
+from django.db import connections
+
+logger = logging.getLogger(__name__)
+
+_DJANGO_ONLY = ("cursor_factory", "context", "prepare_threshold", "pool", "server_side_binding")
+
+
+class PgListener(threading.Thread):
+    """Hand every NOTIFY payload to ``deliver``; after a (re)connect ask for a sync."""
+
+    def __init__(self, deliver, channel, using="default"):
+        super().__init__(name="scheduler-listener", daemon=True)
+        self.deliver = deliver
+        self.channel = channel
+        params = connections[using].get_connection_params()
+        self.params = {k: v for k, v in params.items() if k not in _DJANGO_ONLY}
+        self._stopped = threading.Event()
+        self.connected = threading.Event()
+
+    def stop(self):
+        self._stopped.set()
+
+    def run(self):
+        backoff = 0.25
+        while not self._stopped.is_set():
+            try:
+                with psycopg.connect(**self.params, autocommit=True) as conn:
+                    conn.execute(f"LISTEN {psycopg.sql.Identifier(self.channel).as_string(conn)}")
+                    self.connected.set()
+                    backoff = 0.25
+                    # Anything sent while we were not listening is found by a sync.
+                    self.deliver({"sync": True, "queues_changed": True})
+                    while not self._stopped.is_set():
+                        for note in conn.notifies(timeout=0.5):
+                            self._handle(note.payload)
+            except psycopg.Error as exc:
+                self.connected.clear()
+                if self._stopped.is_set():
+                    return
+                logger.warning("LISTEN connection lost (%s); reconnecting in %.2fs", exc, backoff)
+                self._stopped.wait(backoff)
+                backoff = min(backoff * 2, 10.0)
+
+    def _handle(self, raw):
+        try:
+            payload = json.loads(raw)
+        except ValueError:
+            payload = {"sync": True}
+        if not isinstance(payload, dict):
+            payload = {"sync": True}
+        self.deliver(payload)

@@ -1,0 +1,317 @@
+"""The dispatcher loop: one ``tick(now)`` per wake-up, and ``run()`` around it.
+
+Only this thread talks to the store. It sleeps on one event, for as long as
+``tick`` says: until the earliest waiting job is due, the next timer (change
+poll, full reload, heartbeat, pause flags, housekeeping), the nearest job
+deadline, or a wake-up (a notification, a finished job, ``stop()``).
+
+Nothing here imports Django: the store, the executor and the clock are
+injected, so tests drive ``tick`` with a fake clock and an in-memory store.
+"""
+
+import collections
+import logging
+import math
+import threading
+
+from .clock import SystemClock
+from .pool import WorkerPool
+from .timeline import Entry, Timeline
+
+logger = logging.getLogger(__name__)
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        store,
+        groups,
+        execute,
+        *,
+        clock=None,
+        horizon=300.0,
+        cap=20_000,
+        poll_interval=1.0,
+        full_sync_interval=30.0,
+        sync_overlap=2.0,
+        lease=30.0,
+        grace=30.0,
+        burst=False,
+        max_jobs=None,
+        max_abandoned=8,
+        housekeeping_interval=60.0,
+        pause_interval=1.0,
+    ):
+        """``groups`` maps a slot-group name to ``(queues, slots)``."""
+        self.store = store
+        self.clock = clock or SystemClock()
+        self.groups = {name: (frozenset(qs), int(slots)) for name, (qs, slots) in groups.items()}
+        self.queue_group = {q: name for name, (qs, _) in self.groups.items() for q in qs}
+        self.queues = frozenset(self.queue_group)
+        self.horizon = horizon
+        self.poll_interval = poll_interval
+        # The window slides by reloading; reload at least twice per horizon.
+        self.full_sync_interval = min(full_sync_interval, max(horizon / 2, 0.1))
+        self.sync_overlap = sync_overlap
+        self.lease = lease
+        self.grace = grace
+        self.burst = burst
+        self.max_jobs = max_jobs
+        self.housekeeping_interval = housekeeping_interval
+        self.pause_interval = pause_interval
+
+        self.timeline = Timeline(self.queue_group.get, cap)  # loop thread only
+        self.pool = WorkerPool(
+            {name: slots for name, (_, slots) in self.groups.items()},
+            execute,
+            wake=self.wake,
+            clock=self.clock,
+            max_abandoned=max_abandoned,
+        )
+        self._event = threading.Event()  # any thread sets it to wake the loop
+        self._inbox = collections.deque()  # any thread appends payloads; loop pops
+        self._stopping = False  # any thread sets it through stop()
+        # Loop thread only, below.
+        self._outcomes = []  # written by the next finish(), kept across DB errors
+        self._stop_deadline = None
+        self._watermark = None
+        self._due_poll = 0.0
+        self._due_full = 0.0
+        self._due_heartbeat = 0.0
+        self._due_paused = 0.0
+        self._due_housekeeping = 0.0
+        self._db_retry_at = 0.0
+        self._db_backoff = 0.0
+        self._need_poll = False
+        self._need_paused = False
+        self.paused = frozenset()
+        self.claimed_total = 0
+        self.processed = 0
+        self.failed = 0
+        self.finished = False
+
+    # -- called from any thread -------------------------------------------
+
+    def wake(self):
+        self._event.set()
+
+    def notify(self, payload):
+        """Accept a change notification (NOTIFY payload or in-process signal)."""
+        self._inbox.append(payload)
+        self._event.set()
+
+    def stop(self):
+        """Begin a graceful stop: claim nothing more, let running jobs finish. Idempotent."""
+        self._stopping = True
+        self._event.set()
+
+    @property
+    def stopping(self):
+        return self._stopping
+
+    # -- the loop ------------------------------------------------------------
+
+    def run(self):
+        """Run until stopped (or, in burst mode, until idle); return the exit code."""
+        self.store.register(self)
+        try:
+            while not self.finished:
+                self._event.clear()
+                wait = self.tick(self.clock.time())
+                if not self.finished and wait > 0:
+                    self._event.wait(wait)
+        finally:
+            self.pool.shutdown()
+            try:
+                self.store.unregister(self)
+            except self.store.transient_errors:
+                logger.warning("could not mark the worker stopped (database unavailable)")
+        return 0
+
+    def tick(self, now):
+        """Do one pass at time ``now``; return how many seconds to wait."""
+        if now < self._db_retry_at:
+            return self._db_retry_at - now
+        try:
+            self._tick(now)
+        except self.store.transient_errors as exc:
+            self._db_backoff = min(max(self._db_backoff * 2, 0.25), 10.0)
+            self._db_retry_at = now + self._db_backoff
+            logger.warning(
+                "database unavailable (%s); retrying in %.2fs", exc, self._db_backoff,
+                extra={"action": "db_error"},
+            )
+            self.store.reset()
+            return self._db_backoff
+        self._db_backoff = 0.0
+        return self._wait(now)
+
+    def _tick(self, now):
+        self._drain_inbox()
+        self._collect()
+        if self._outcomes:
+            self.store.finish(self._outcomes, now)
+            self._outcomes = []
+        if now >= self._due_full or self._window_exhausted(now):
+            self._reload(now)
+        elif self._need_poll or now >= self._due_poll:
+            self._poll(now)
+        if now >= self._due_heartbeat:
+            self._heartbeat(now)
+        if self._need_paused or now >= self._due_paused:
+            self.paused = frozenset(self.store.paused_queues())
+            self._need_paused = False
+            self._due_paused = now + self.pause_interval
+        if now >= self._due_housekeeping:
+            self.store.housekeeping(now)
+            self._due_housekeeping = now + self.housekeeping_interval
+        if self._stopping:
+            self._stop_step(now)
+            return
+        self._claim(now)
+        self._check_done()
+
+    def _drain_inbox(self):
+        inbox = self._inbox
+        while inbox:
+            payload = inbox.popleft()
+            if payload.get("sync"):
+                self._need_poll = True
+            for job_id, at, priority, queue in payload.get("jobs", ()):
+                self.timeline.upsert(Entry(job_id, at, priority, queue))
+            for job_id in payload.get("removed", ()):
+                self.timeline.remove(job_id)
+            if payload.get("cancel"):
+                self.pool.request_cancel(payload["cancel"])
+            if payload.get("queues_changed"):
+                self._need_paused = True
+
+    def _collect(self):
+        for job, outcome, error in self.pool.collect():
+            if outcome is None:
+                outcome = self.store.error_outcome(job, error)
+            self._record(outcome)
+        for job in self.pool.expire():
+            logger.warning(
+                "job %s timed out after %ss", job.id, job.timeout,
+                extra={"job_id": job.id, "action": "timeout"},
+            )
+            self._record(self.store.timeout_outcome(job))
+
+    def _record(self, outcome):
+        self._outcomes.append(outcome)
+        self.processed += 1
+        if outcome.status == "failed":
+            self.failed += 1
+
+    def _window_exhausted(self, now):
+        tl = self.timeline
+        return tl.truncated and (now >= tl.edge or len(tl) < tl.cap // 2) and now >= self._due_poll
+
+    def _reload(self, now):
+        until = now + self.horizon
+        entries = self.store.load_window(self.queues, until, self.timeline.cap)
+        truncated = len(entries) >= self.timeline.cap
+        edge = entries[-1].at if truncated else until
+        self.timeline.reload(entries, edge=edge, truncated=truncated)
+        self._watermark = now
+        self._need_poll = False
+        self._due_full = now + self.full_sync_interval
+        self._due_poll = now + self.poll_interval
+
+    def _poll(self, now):
+        since = (self._watermark if self._watermark is not None else now) - self.sync_overlap
+        entries, newest = self.store.changes(self.queues, since)
+        for entry in entries:
+            self.timeline.upsert(entry)
+        if newest is not None:
+            self._watermark = max(self._watermark or newest, newest)
+        self._need_poll = False
+        self._due_poll = now + self.poll_interval
+
+    def _heartbeat(self, now):
+        cancel = self.store.renew(now)
+        if cancel:
+            self.pool.request_cancel(cancel)
+        for entry in self.store.rescue(now):
+            self.timeline.upsert(entry)
+        self.store.heartbeat(self, now)
+        self._due_heartbeat = now + self.lease / 3
+
+    def _claim(self, now):
+        if self.max_jobs is not None and self.claimed_total >= self.max_jobs:
+            return
+        due_groups = self.timeline.promote(now)
+        if self.burst and not due_groups and self.pool.busy() == 0:
+            # Burst mode asks the database, not the window, whether work remains.
+            due_groups = set(self.groups)
+        for group in due_groups:
+            free = self.pool.free(group)
+            if self.max_jobs is not None:
+                free = min(free, self.max_jobs - self.claimed_total)
+            if free <= 0:
+                continue
+            queues = self.groups[group][0] - self.paused
+            if not queues:
+                continue
+            jobs = self.store.claim(queues, free, now)
+            for job in jobs:
+                self.timeline.remove(job.id)
+                self.pool.submit(group, job)
+            self.claimed_total += len(jobs)
+            if len(jobs) < free:
+                # The database had fewer due jobs than the window thought:
+                # the rest were taken, cancelled or moved.
+                self.timeline.drop_due(group)
+
+    def _check_done(self):
+        if self.pool.busy() or self._outcomes or self.pool.abandoned_count:
+            return
+        if self.max_jobs is not None and self.claimed_total >= self.max_jobs:
+            self.finished = True
+        elif self.burst and not self.timeline.promote(self.clock.time()):
+            if not self.store.any_due(self.queues - self.paused, self.clock.time()):
+                self.finished = True
+
+    def _stop_step(self, now):
+        if self._stop_deadline is None:
+            self._stop_deadline = now + self.grace
+            logger.info(
+                "stopping: %d running jobs get %.1fs to finish", self.pool.busy(), self.grace,
+                extra={"action": "stop"},
+            )
+        if not self.pool.busy() and not self._outcomes:
+            self.finished = True
+        elif now >= self._stop_deadline:
+            unfinished = self.pool.running_jobs()
+            released = self.store.release(unfinished, now)
+            logger.warning(
+                "grace period over: released %d unfinished jobs back to pending",
+                len(released), extra={"action": "release"},
+            )
+            self.finished = True
+
+    def _wait(self, now):
+        if self.finished:
+            return 0.0
+        moments = [
+            self._due_poll,
+            self._due_full,
+            self._due_heartbeat,
+            self._due_paused,
+            self._due_housekeeping,
+        ]
+        if not self._stopping:
+            next_at = self.timeline.next_at()
+            if next_at is not None:
+                moments.append(next_at)
+            if self.timeline.truncated and math.isfinite(self.timeline.edge):
+                moments.append(max(self.timeline.edge, self._due_poll))
+        else:
+            moments.append(self._stop_deadline)
+        deadline = self.pool.next_deadline()
+        if deadline is not None:
+            moments.append(now + (deadline - self.clock.monotonic()))
+        if self.burst:
+            moments.append(now + 0.05)
+        return max(0.0, min(moments) - now)

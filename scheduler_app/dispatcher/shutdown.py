@@ -1,0 +1,35 @@
+"""Signal handling for the dispatcher: the first SIGTERM/SIGINT stops gracefully, the second at once."""
+
+import contextlib
+import logging
+import os
+import signal
+import threading
+
+logger = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def graceful_signals(stop, *, signals=(signal.SIGTERM, signal.SIGINT)):
+    """Install handlers that call ``stop()`` once, then exit at once; restore the old ones after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers can only be installed on the main thread
+        return
+    received = []
+
+    def handler(signum, frame):
+        received.append(signum)
+        if len(received) == 1:
+            logger.info("received %s: stopping gracefully (send again to exit at once)",
+                        signal.Signals(signum).name)
+            stop()
+        else:
+            logger.warning("received %s again: exiting at once", signal.Signals(signum).name)
+            os._exit(1)
+
+    previous = {s: signal.signal(s, handler) for s in signals}
+    try:
+        yield
+    finally:
+        for s, old in previous.items():
+            signal.signal(s, old)

@@ -1,0 +1,187 @@
+"""The dispatcher's database side: what the loop asks of the store, done with the ORM and SQL.
+
+Transitions go through ``scheduler_app.lifecycle`` (the one place that
+changes job status); this module adds the reads the loop needs (window,
+changes) and the Worker row. It runs on the loop thread only.
+"""
+
+import logging
+import os
+import socket
+import uuid
+from datetime import UTC, datetime
+
+from django.db import InterfaceError, OperationalError, connections
+from django.utils import timezone
+
+from scheduler_app import conf, lifecycle
+from scheduler_app.models import Job, Worker, WorkerState
+
+from .timeline import Entry
+
+logger = logging.getLogger(__name__)
+
+
+def to_datetime(epoch):
+    return datetime.fromtimestamp(epoch, tz=UTC)
+
+
+def new_worker_id():
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+class DjangoStore:
+    transient_errors = (OperationalError, InterfaceError)
+
+    def __init__(self, worker_id, *, lease, using="default", prune=True):
+        self.worker_id = worker_id
+        self.lease = lease
+        self.using = using
+        self.prune = prune
+
+    # -- the worker row ----------------------------------------------------
+
+    def register(self, dispatcher):
+        now = timezone.now()
+        slots = {}
+        for name, (queues, count) in dispatcher.groups.items():
+            slots[name] = count
+        Worker.objects.using(self.using).update_or_create(
+            id=self.worker_id,
+            defaults={
+                "hostname": socket.gethostname(),
+                "pid": os.getpid(),
+                "queues": sorted(dispatcher.queues),
+                "slots": slots,
+                "state": WorkerState.ALIVE,
+                "lease_seconds": self.lease,
+                "started_at": now,
+                "last_heartbeat": now,
+            },
+        )
+
+    def heartbeat(self, dispatcher, now):
+        Worker.objects.using(self.using).filter(id=self.worker_id).update(
+            last_heartbeat=to_datetime(now),
+            state=WorkerState.ALIVE,
+            running=dispatcher.pool.busy(),
+            processed=dispatcher.processed,
+            failed=dispatcher.failed,
+        )
+
+    def unregister(self, dispatcher):
+        Worker.objects.using(self.using).filter(id=self.worker_id).update(
+            state=WorkerState.STOPPED,
+            stopped_at=timezone.now(),
+            running=0,
+            processed=dispatcher.processed,
+            failed=dispatcher.failed,
+        )
+
+    def reset(self):
+        """Drop a broken connection so the next query reconnects."""
+        try:
+            connections[self.using].close()
+        except Exception:  # closing a dead connection may raise; it is gone either way
+            logger.debug("error closing a broken connection", exc_info=True)
+
+    # -- reads -------------------------------------------------------------
+
+    def load_window(self, queues, until, limit):
+        rows = (
+            Job.objects.using(self.using)
+            .pending()
+            .filter(queue__in=sorted(queues), execute_at__lte=to_datetime(until))
+            .order_by("execute_at", "id")
+            .values_list("id", "execute_at", "priority", "queue")[:limit]
+        )
+        return [Entry(i, at.timestamp(), p, q) for i, at, p, q in rows]
+
+    def changes(self, queues, since):
+        """Return pending jobs changed since ``since`` and the newest change time."""
+        rows = (
+            Job.objects.using(self.using)
+            .pending()
+            .filter(queue__in=sorted(queues), updated_at__gte=to_datetime(since))
+            .values_list("id", "execute_at", "priority", "queue", "updated_at")
+        )
+        entries, newest = [], None
+        for i, at, p, q, updated in rows:
+            entries.append(Entry(i, at.timestamp(), p, q))
+            stamp = updated.timestamp()
+            newest = stamp if newest is None or stamp > newest else newest
+        return entries, newest
+
+    def paused_queues(self):
+        return lifecycle.paused_queues(using=self.using)
+
+    def any_due(self, queues, now):
+        return (
+            Job.objects.using(self.using)
+            .due(to_datetime(now))
+            .filter(queue__in=sorted(queues))
+            .exists()
+        )
+
+    # -- transitions (through the lifecycle) -------------------------------
+
+    def claim(self, queues, limit, now):
+        return lifecycle.claim(
+            self.worker_id,
+            queues=sorted(queues),
+            limit=limit,
+            lease=self.lease,
+            now=to_datetime(now),
+            using=self.using,
+        )
+
+    def finish(self, outcomes, now):
+        won = lifecycle.finish(outcomes, now=to_datetime(now), using=self.using)
+        lost = len(outcomes) - len(won)
+        if lost:
+            logger.warning(
+                "%d results arrived after their attempt was taken back (lease expired); "
+                "they were discarded",
+                lost,
+                extra={"action": "finish_lost"},
+            )
+        return won
+
+    def renew(self, now):
+        return lifecycle.renew_leases(
+            self.worker_id, lease=self.lease, now=to_datetime(now), using=self.using
+        )
+
+    def rescue(self, now):
+        # Rescued jobs are announced by the lifecycle; this process hears it too.
+        lifecycle.rescue_expired(now=to_datetime(now), using=self.using)
+        return []
+
+    def release(self, jobs, now):
+        return lifecycle.release(
+            self.worker_id,
+            [(job.id, job.attempt) for job in jobs],
+            now=to_datetime(now),
+            using=self.using,
+        )
+
+    def housekeeping(self, now):
+        moment = to_datetime(now)
+        dead = Worker.objects.using(self.using).stale(moment).update(state=WorkerState.DEAD)
+        if dead:
+            logger.warning("marked %d workers dead (stale heartbeat)", dead)
+        if self.prune:
+            deleted = lifecycle.prune(now=moment, max_batches=1, using=self.using)
+            if deleted:
+                logger.info("pruned %d finished jobs past retention", deleted)
+
+    def error_outcome(self, job, exc):
+        return lifecycle.failure_outcome(job, exc, now=timezone.now())
+
+    def timeout_outcome(self, job):
+        exc = lifecycle.JobTimeout(f"Timed out after {job.timeout:g}s; the late result is discarded.")
+        return lifecycle.failure_outcome(job, exc, now=timezone.now(), traceback_text="")
+
+
+def default_lease():
+    return float(conf.get("LEASE"))

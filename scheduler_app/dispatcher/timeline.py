@@ -1,0 +1,122 @@
+"""The dispatcher's window of pending jobs: which job is due next, which groups have due jobs.
+
+Waiting entries sit in an indexed heap ordered by (execute_at, -priority,
+id); ``promote(now)`` moves the due ones into their slot group's due set.
+Which due job runs first is the database's decision (the claim orders by
+priority, time, id), so the due sets only need membership.
+
+The window holds entries up to ``edge``: ``now + horizon`` after a complete
+load, or the time of the last entry loaded when the load hit the cap (then
+``truncated`` is set and the dispatcher reloads when time reaches the edge).
+The number of entries never exceeds ``cap``.
+"""
+
+import math
+from dataclasses import dataclass
+
+from .heap import IndexedHeap
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A pending job as the dispatcher mirrors it."""
+
+    id: int
+    at: float  # execute_at, epoch seconds
+    priority: int
+    queue: str
+
+
+class Timeline:
+    """Pending jobs with execute_at up to the edge, for the queues one dispatcher serves."""
+
+    def __init__(self, group_of, cap):
+        self._group_of = group_of  # queue name -> group name, or None if not served
+        self.cap = cap
+        self._waiting = IndexedHeap()
+        self._due = {}  # group -> {id: Entry}
+        self._due_group = {}  # id -> group, for due entries
+        self.edge = -math.inf
+        self.truncated = False
+
+    def __len__(self):
+        return len(self._waiting) + len(self._due_group)
+
+    def __contains__(self, job_id):
+        return job_id in self._waiting or job_id in self._due_group
+
+    def reload(self, entries, *, edge, truncated):
+        """Replace the whole window with ``entries`` (at most ``cap`` of them)."""
+        self._waiting.clear()
+        self._due.clear()
+        self._due_group.clear()
+        self.edge = edge
+        self.truncated = truncated
+        for entry in entries[: self.cap]:
+            self.upsert(entry)
+
+    def upsert(self, entry):
+        """Add or move an entry; return whether the window keeps it."""
+        group = self._group_of(entry.queue)
+        if group is None or entry.at > self.edge:
+            self.remove(entry.id)
+            return False
+        self._remove_due(entry.id)
+        if entry.id not in self._waiting and len(self) >= self.cap:
+            # Full: shrink the window to end just before this entry. A reload
+            # at the new edge brings it (and anything else that was left out)
+            # back before it is due.
+            self.edge = min(self.edge, entry.at - 1e-6)
+            self.truncated = True
+            return False
+        self._waiting.push(entry.id, (entry.at, -entry.priority), entry)
+        return True
+
+    def remove(self, job_id):
+        """Forget an id; return whether it was there."""
+        if self._waiting.remove(job_id) is not None:
+            return True
+        return self._remove_due(job_id)
+
+    def _remove_due(self, job_id):
+        group = self._due_group.pop(job_id, None)
+        if group is None:
+            return False
+        del self._due[group][job_id]
+        if not self._due[group]:
+            del self._due[group]
+        return True
+
+    def promote(self, now):
+        """Move entries due at ``now`` into their group's due set; return the groups with due entries."""
+        waiting = self._waiting
+        while waiting:
+            (at, _), job_id, entry = waiting.peek()
+            if at > now:
+                break
+            waiting.pop()
+            group = self._group_of(entry.queue)
+            self._due.setdefault(group, {})[job_id] = entry
+            self._due_group[job_id] = group
+        return set(self._due)
+
+    def next_at(self):
+        """Return the time of the earliest waiting entry, or None."""
+        top = self._waiting.peek()
+        return None if top is None else top[0][0]
+
+    def due_count(self, group):
+        return len(self._due.get(group, ()))
+
+    def due_ids(self, group):
+        return list(self._due.get(group, ()))
+
+    def drop_due(self, group):
+        """Forget every due entry of ``group`` (a short claim proved them stale); return how many."""
+        entries = self._due.pop(group, {})
+        for job_id in entries:
+            del self._due_group[job_id]
+        return len(entries)
+
+    def waiting_count(self):
+        return len(self._waiting)

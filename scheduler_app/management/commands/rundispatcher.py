@@ -1,0 +1,121 @@
+import argparse
+import logging
+
+from django.core.management.base import BaseCommand, CommandError
+from django.db import connections
+
+from scheduler_app import conf, lifecycle, signals
+from scheduler_app.dispatcher.listener import PgListener
+from scheduler_app.dispatcher.loop import Dispatcher
+from scheduler_app.dispatcher.runner import Executor
+from scheduler_app.dispatcher.shutdown import graceful_signals
+from scheduler_app.dispatcher.store import DjangoStore, new_worker_id
+from scheduler_app.management import arguments
+
+logger = logging.getLogger("scheduler_app.dispatcher")
+
+SHARED = "*"
+
+
+def queue_spec(text):
+    name, _, slots = text.partition(":")
+    name = name.strip()
+    if not name:
+        raise argparse.ArgumentTypeError(f"invalid queue {text!r}; use NAME or NAME:CONCURRENCY")
+    return name, arguments.positive_int(slots) if slots else None
+
+
+class Command(BaseCommand):
+    help = (
+        "Run the dispatcher: mirror pending jobs in a timed heap, claim due jobs "
+        "when a worker slot is free, run them on a bounded thread pool."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--queue", type=queue_spec, action="append", dest="queues", metavar="NAME[:CONCURRENCY]",
+            help="Serve this queue with its own slots (repeatable). Default: every queue, sharing --concurrency slots.",
+        )
+        parser.add_argument("--concurrency", type=arguments.positive_int, default=None,
+                            help="Worker threads (per --queue without its own number). Default: SCHEDULER['CONCURRENCY'].")
+        parser.add_argument("--horizon", type=arguments.positive_seconds, default=None,
+                            help="Seconds of future jobs mirrored in the heap.")
+        parser.add_argument("--poll-interval", type=arguments.positive_seconds, default=None,
+                            help="Seconds between change polls (the fallback to NOTIFY).")
+        parser.add_argument("--lease", type=arguments.positive_seconds, default=None,
+                            help="Seconds a claim stays valid without a heartbeat.")
+        parser.add_argument("--grace", type=arguments.seconds, default=None,
+                            help="Seconds running jobs get to finish on SIGTERM/SIGINT.")
+        parser.add_argument("--burst", action="store_true",
+                            help="Exit 0 once nothing is due and nothing is running.")
+        parser.add_argument("--max-jobs", type=arguments.positive_int, default=None,
+                            help="Exit after running this many jobs.")
+
+    def handle(self, *args, **options):
+        known = lifecycle.known_queues()
+        concurrency = options["concurrency"] or conf.get("CONCURRENCY")
+        if options["queues"]:
+            groups = {}
+            for name, slots in options["queues"]:
+                if name not in known:
+                    raise CommandError(
+                        f"unknown queue {name!r}; known queues: {', '.join(sorted(known))}",
+                        returncode=2,
+                    )
+                if name in groups:
+                    raise CommandError(f"queue {name!r} given twice", returncode=2)
+                groups[name] = ({name}, slots or concurrency)
+        else:
+            groups = {SHARED: (set(known), concurrency)}
+        lease = options["lease"] or conf.get("LEASE")
+        worker_id = new_worker_id()
+        store = DjangoStore(worker_id, lease=lease)
+        dispatcher = Dispatcher(
+            store,
+            groups,
+            Executor(),
+            horizon=options["horizon"] or conf.get("HORIZON"),
+            cap=conf.get("HEAP_CAP"),
+            poll_interval=options["poll_interval"] or conf.get("POLL_INTERVAL"),
+            full_sync_interval=conf.get("FULL_SYNC_INTERVAL"),
+            sync_overlap=conf.get("SYNC_OVERLAP"),
+            lease=lease,
+            grace=conf.get("GRACE") if options["grace"] is None else options["grace"],
+            burst=options["burst"],
+            max_jobs=options["max_jobs"],
+            max_abandoned=conf.get("MAX_ABANDONED_THREADS"),
+        )
+        vendor = connections["default"].vendor
+        listener = None
+        if vendor == "postgresql":
+            listener = PgListener(dispatcher.notify, conf.get("NOTIFY_CHANNEL"))
+        slots = ", ".join(
+            f"{'all' if g == SHARED else g}:{n}" for g, (_, n) in dispatcher.groups.items()
+        )
+        self.stdout.write(
+            f"dispatcher {worker_id} | queues {', '.join(sorted(dispatcher.queues))} | "
+            f"slots {slots} | database {vendor} | wake-ups {'notify' if listener else 'poll'} "
+            f"every {dispatcher.poll_interval:g}s fallback | horizon {dispatcher.horizon:g}s"
+            + (" | burst" if dispatcher.burst else "")
+        )
+        self.stdout.flush()
+
+        def on_local_change(sender, payload, **kwargs):
+            dispatcher.notify(payload)
+
+        signals.jobs_changed.connect(on_local_change, weak=False, dispatch_uid=worker_id)
+        if listener:
+            listener.start()
+        try:
+            with graceful_signals(dispatcher.stop):
+                code = dispatcher.run()
+        finally:
+            signals.jobs_changed.disconnect(dispatch_uid=worker_id)
+            if listener:
+                listener.stop()
+        logger.info(
+            "dispatcher %s stopped: %d jobs processed, %d failed",
+            worker_id, dispatcher.processed, dispatcher.failed,
+        )
+        if code:
+            raise CommandError(f"dispatcher exited with code {code}", returncode=code)
