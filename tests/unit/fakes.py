@@ -1,0 +1,142 @@
+"""An in-memory store for driving the dispatcher loop without a database."""
+
+import threading
+from dataclasses import dataclass, field
+
+from scheduler_app.dispatcher.timeline import Entry
+
+
+class TransientError(Exception):
+    pass
+
+
+@dataclass
+class FakeJob:
+    id: int
+    at: float
+    priority: int = 0
+    queue: str = "default"
+    status: str = "pending"
+    attempt: int = 0
+    timeout: float | None = None
+    cancel_requested: bool = False
+    sleep: float = 0.0
+    raises: bool = False
+    runs: list = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class FakeOutcome:
+    job_id: int
+    attempt: int
+    status: str
+
+
+class FakeStore:
+    """Implements what the loop asks of a store, over a dict, with call counters."""
+
+    transient_errors = (TransientError,)
+
+    def __init__(self, clock):
+        self.clock = clock
+        self.jobs = {}
+        self.claims = []  # (queues, limit, returned ids)
+        self.finished = []
+        self.released = []
+        self.fail_next = 0
+        self.lock = threading.Lock()
+        self.registered = self.unregistered = False
+
+    def add(self, job_id, at, **kw):
+        self.jobs[job_id] = FakeJob(job_id, at, **kw)
+        return self.jobs[job_id]
+
+    def _maybe_fail(self):
+        if self.fail_next:
+            self.fail_next -= 1
+            raise TransientError("database down")
+
+    def register(self, dispatcher):
+        self.registered = True
+
+    def unregister(self, dispatcher):
+        self.unregistered = True
+
+    def reset(self):
+        pass
+
+    def load_window(self, queues, until, limit):
+        self._maybe_fail()
+        rows = sorted(
+            (j for j in self.jobs.values() if j.status == "pending" and j.queue in queues and j.at <= until),
+            key=lambda j: (j.at, j.id),
+        )[:limit]
+        return [Entry(j.id, j.at, j.priority, j.queue) for j in rows]
+
+    def changes(self, queues, since):
+        self._maybe_fail()
+        return [], None
+
+    def claim(self, queues, limit, now):
+        self._maybe_fail()
+        due = sorted(
+            (j for j in self.jobs.values() if j.status == "pending" and j.queue in queues and j.at <= now),
+            key=lambda j: (-j.priority, j.at, j.id),
+        )[:limit]
+        for job in due:
+            job.status = "running"
+            job.attempt += 1
+        self.claims.append((set(queues), limit, [j.id for j in due]))
+        return due
+
+    def finish(self, outcomes, now):
+        self._maybe_fail()
+        for o in outcomes:
+            self.jobs[o.job_id].status = o.status
+        self.finished.extend(outcomes)
+        return {o.job_id for o in outcomes}
+
+    def renew(self, now):
+        return {j.id for j in self.jobs.values() if j.status == "running" and j.cancel_requested}
+
+    def rescue(self, now):
+        return []
+
+    def heartbeat(self, dispatcher, now):
+        pass
+
+    def paused_queues(self):
+        return set()
+
+    def housekeeping(self, now):
+        pass
+
+    def any_due(self, queues, now):
+        return any(j.status == "pending" and j.queue in queues and j.at <= now for j in self.jobs.values())
+
+    def release(self, jobs, now):
+        for job in jobs:
+            self.jobs[job.id].status = "pending"
+        self.released.extend(j.id for j in jobs)
+        return {j.id for j in jobs}
+
+    def error_outcome(self, job, exc):
+        return FakeOutcome(job.id, job.attempt, "failed")
+
+    def timeout_outcome(self, job):
+        return FakeOutcome(job.id, job.attempt, "timeout")
+
+
+def execute(job, cancel_event, deadline):
+    """A fake executor: records the run, sleeps (cooperatively), may raise."""
+    import time
+
+    job.runs.append(time.monotonic())
+    end = time.monotonic() + job.sleep
+    while time.monotonic() < end:
+        if cancel_event.is_set():
+            return FakeOutcome(job.id, job.attempt, "cancelled")
+        time.sleep(0.005)
+    if job.raises:
+        raise RuntimeError("executor bug")
+    return FakeOutcome(job.id, job.attempt, "succeeded")

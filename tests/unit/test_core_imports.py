@@ -1,0 +1,24 @@
+"""The dispatcher core (heap, timeline, pool, clock, loop) imports no Django."""
+
+import subprocess
+import sys
+
+CORE = [
+    "scheduler_app.dispatcher.heap",
+    "scheduler_app.dispatcher.timeline",
+    "scheduler_app.dispatcher.pool",
+    "scheduler_app.dispatcher.clock",
+    "scheduler_app.dispatcher.loop",
+    "scheduler_app.dispatcher.shutdown",
+]
+
+
+def test_core_modules_do_not_import_django():
+    code = (
+        "import sys\n"
+        + "".join(f"import {m}\n" for m in CORE)
+        + "bad = sorted(m for m in sys.modules if m == 'django' or m.startswith('django.'))\n"
+        + "print(bad); sys.exit(1 if bad else 0)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -1,0 +1,199 @@
+"""The dispatcher loop driven tick by tick with a fake clock and an in-memory store."""
+
+import threading
+import time
+
+from scheduler_app.dispatcher.clock import FakeClock
+from scheduler_app.dispatcher.loop import Dispatcher
+
+from .fakes import FakeStore, execute
+from .test_pool import wait_for
+
+
+def make(groups=None, **kw):
+    clock = FakeClock(1000.0)
+    store = FakeStore(clock)
+    options = {"horizon": 60.0, "cap": 100, "poll_interval": 1.0, "lease": 30.0, "grace": 5.0}
+    options.update(kw)
+    dispatcher = Dispatcher(store, groups or {"*": ({"default", "slow"}, 2)}, execute, clock=clock, **options)
+    return dispatcher, store, clock
+
+
+def settle(dispatcher, clock, predicate, timeout=5.0):
+    """Tick (at a fixed fake time) until predicate holds; worker threads run for real."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        dispatcher.tick(clock.time())
+        if predicate():
+            return True
+        time.sleep(0.002)
+    return False
+
+
+def test_waits_exactly_until_the_heap_top_is_due():
+    dispatcher, store, clock = make(poll_interval=100, full_sync_interval=100, housekeeping_interval=100, pause_interval=100)
+    dispatcher.lease = 300
+    store.add(1, 1007.5)
+    wait = dispatcher.tick(clock.time())
+    assert 7.4 < wait <= 7.5
+    clock.advance(wait)
+    assert settle(dispatcher, clock, lambda: store.jobs[1].status == "succeeded")
+
+
+def test_far_future_top_does_not_delay_an_earlier_job_added_later():
+    dispatcher, store, clock = make()
+    store.add(1, 1050.0)
+    dispatcher.tick(clock.time())
+    store.add(2, 1001.0)
+    dispatcher.notify({"jobs": [[2, 1001.0, 0, "default"]]})
+    wait = dispatcher.tick(clock.time())
+    assert wait <= 1.0
+    clock.advance(1.0)
+    assert settle(dispatcher, clock, lambda: store.jobs[2].status == "succeeded")
+    assert store.jobs[1].status == "pending"
+
+
+def test_one_slot_runs_due_jobs_in_priority_order():
+    dispatcher, store, clock = make({"*": ({"default"}, 1)})
+    priorities = [3, -5, 50, 0, 7, 100, -100, 20, 1, 9]
+    for i, p in enumerate(priorities):
+        store.add(i, 999.0, priority=p)
+    assert settle(dispatcher, clock, lambda: all(j.status == "succeeded" for j in store.jobs.values()))
+    order = [job_id for _, _, ids in store.claims for job_id in ids]
+    assert [store.jobs[i].priority for i in order] == sorted(priorities, reverse=True)
+    assert all(limit == 1 for _, limit, _ in store.claims)
+
+
+def test_backpressure_never_claims_more_than_free_slots():
+    dispatcher, store, clock = make({"*": ({"default"}, 2)}, cap=50)
+    for i in range(500):
+        store.add(i, 999.0, sleep=0.001)
+    peak = 0
+
+    def check():
+        nonlocal peak
+        running = sum(1 for j in store.jobs.values() if j.status == "running")
+        peak = max(peak, running)
+        return all(j.status == "succeeded" for j in store.jobs.values())
+
+    assert settle(dispatcher, clock, check, timeout=20)
+    assert peak <= 2
+    assert all(limit <= 2 for _, limit, _ in store.claims)
+    assert len(dispatcher.timeline) <= 50
+
+
+def test_separate_queues_have_separate_slots():
+    dispatcher, store, clock = make({"slow": ({"slow"}, 1), "default": ({"default"}, 1)})
+    store.add(1, 999.0, queue="slow", sleep=0.5)
+    store.add(2, 999.0, queue="slow")
+    for i in range(3, 8):
+        store.add(i, 999.0)
+    assert settle(dispatcher, clock, lambda: all(store.jobs[i].status == "succeeded" for i in range(3, 8)), timeout=3)
+    assert store.jobs[2].status == "pending"  # the slow queue's only slot is still busy
+
+
+def test_short_claim_drops_stale_entries():
+    dispatcher, store, clock = make()
+    store.add(1, 999.0)
+    dispatcher.tick(clock.time())  # loads the window, claims job 1
+    store.add(2, 1001.0)
+    dispatcher.notify({"jobs": [[2, 1001.0, 0, "default"]]})
+    dispatcher.tick(clock.time())
+    store.jobs[2].status = "cancelled"  # cancelled elsewhere, no notification
+    clock.advance(2)
+    dispatcher.tick(clock.time())
+    assert 2 not in dispatcher.timeline
+
+
+def test_timeout_is_written_and_the_slot_reused():
+    dispatcher, store, clock = make({"*": ({"default"}, 1)})
+    store.add(1, 999.0, sleep=0.3, timeout=0.05)
+    store.add(2, 999.5)
+    dispatcher.tick(clock.time())
+    assert store.jobs[1].status == "running"
+    time.sleep(0.08)
+    # Fake clock: the pool's deadline uses it; move past the deadline.
+    clock.advance(0.1)
+    assert settle(dispatcher, clock, lambda: store.jobs[2].status == "succeeded", timeout=0.25)
+    assert [o.status for o in store.finished if o.job_id == 1] == ["timeout"]
+
+
+def test_database_errors_back_off_and_keep_outcomes():
+    dispatcher, store, clock = make()
+    store.add(1, 999.0)
+    dispatcher.tick(clock.time())
+    assert store.jobs[1].status == "running"
+    assert wait_for(lambda: store.jobs[1].runs and dispatcher.pool._done.qsize())
+    store.fail_next = 1
+    assert dispatcher.tick(clock.time()) > 0  # the finish failed; it backs off
+    assert store.jobs[1].status == "running"
+    clock.advance(1)
+    assert settle(dispatcher, clock, lambda: store.jobs[1].status == "succeeded")
+
+
+def test_burst_exits_when_nothing_is_due_and_nothing_runs():
+    dispatcher, store, clock = make(burst=True)
+    for i in range(5):
+        store.add(i, 999.0)
+    store.add(99, 5000.0)  # future: does not keep burst mode alive
+    thread = threading.Thread(target=dispatcher.run)
+    thread.start()
+    thread.join(10)
+    assert not thread.is_alive() and dispatcher.finished
+    assert all(store.jobs[i].status == "succeeded" for i in range(5))
+    assert store.jobs[99].status == "pending" and store.unregistered
+
+
+def test_max_jobs_stops_after_that_many():
+    dispatcher, store, clock = make(max_jobs=3)
+    for i in range(10):
+        store.add(i, 999.0)
+    assert settle(dispatcher, clock, lambda: dispatcher.finished)
+    assert sum(1 for j in store.jobs.values() if j.status == "succeeded") == 3
+
+
+def test_stop_lets_running_jobs_finish_within_grace():
+    dispatcher, store, clock = make()
+    store.add(1, 999.0, sleep=0.1)
+    dispatcher.tick(clock.time())
+    store.add(2, 999.0)
+    dispatcher.stop()
+    dispatcher.stop()  # idempotent
+    assert settle(dispatcher, clock, lambda: dispatcher.finished)
+    assert store.jobs[1].status == "succeeded" and store.jobs[2].status == "pending"
+    assert store.released == []
+
+
+def test_stop_releases_what_did_not_finish_in_grace():
+    dispatcher, store, clock = make(grace=1.0)
+    store.add(1, 999.0, sleep=3)
+    dispatcher.tick(clock.time())
+    dispatcher.stop()
+    dispatcher.tick(clock.time())
+    clock.advance(1.5)
+    dispatcher.tick(clock.time())
+    assert dispatcher.finished and store.released == [1]
+    assert store.jobs[1].status == "pending"
+
+
+def test_cancel_notification_reaches_the_running_job():
+    dispatcher, store, clock = make()
+    store.add(1, 999.0, sleep=5)
+    dispatcher.tick(clock.time())
+    assert wait_for(lambda: store.jobs[1].runs)
+    dispatcher.notify({"cancel": [1]})
+    assert settle(dispatcher, clock, lambda: store.jobs[1].status == "cancelled", timeout=2)
+
+
+def test_stop_and_notify_wake_a_sleeping_run():
+    dispatcher, store, clock = make(poll_interval=100, full_sync_interval=100, housekeeping_interval=100, pause_interval=100)
+    dispatcher.lease = 3000
+    thread = threading.Thread(target=dispatcher.run)
+    thread.start()
+    time.sleep(0.05)
+    store.add(1, 999.0)
+    dispatcher.notify({"jobs": [[1, 999.0, 0, "default"]]})
+    assert wait_for(lambda: store.jobs[1].status == "succeeded", 2)
+    dispatcher.stop()
+    thread.join(2)
+    assert not thread.is_alive()

@@ -1,0 +1,103 @@
+"""The worker pool: slots per group, results, timeouts with replacement threads, cancel."""
+
+import threading
+import time
+
+import pytest
+
+from scheduler_app.dispatcher.clock import SystemClock
+from scheduler_app.dispatcher.pool import WorkerPool
+
+from .fakes import FakeJob, execute
+
+
+def wait_for(predicate, timeout=10.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.005)
+    return False
+
+
+def collect_until(pool, count, timeout=10.0):
+    results = []
+    assert wait_for(lambda: results.extend(pool.collect()) or len(results) >= count, timeout)
+    return results
+
+
+def make_pool(groups=None, max_abandoned=2):
+    woke = threading.Event()
+    pool = WorkerPool(groups or {"a": 2, "b": 1}, execute, wake=woke.set, clock=SystemClock(), max_abandoned=max_abandoned)
+    return pool, woke
+
+
+def test_slots_are_per_group_and_free_again_after_collect():
+    pool, woke = make_pool()
+    pool.submit("a", FakeJob(1, 0, sleep=0.05))
+    pool.submit("a", FakeJob(2, 0, sleep=0.05))
+    assert pool.free("a") == 0 and pool.free("b") == 1
+    with pytest.raises(RuntimeError):
+        pool.submit("a", FakeJob(3, 0))
+    results = collect_until(pool, 2)
+    assert woke.is_set()
+    assert sorted(job.id for job, outcome, error in results) == [1, 2]
+    assert pool.free("a") == 2
+    pool.shutdown()
+
+
+def test_threads_are_reused():
+    pool, _ = make_pool({"a": 1})
+    for i in range(5):
+        pool.submit("a", FakeJob(i, 0))
+        collect_until(pool, 1)
+    assert sum(1 for t in threading.enumerate() if t.name.startswith("scheduler-a-")) == 1
+    pool.shutdown()
+
+
+def test_executor_exception_is_reported_not_lost():
+    pool, _ = make_pool()
+    pool.submit("a", FakeJob(1, 0, raises=True))
+    ((job, outcome, error),) = collect_until(pool, 1)
+    assert outcome is None and isinstance(error, RuntimeError)
+    assert pool.free("a") == 2
+    pool.shutdown()
+
+
+def test_timeout_frees_the_slot_at_once_and_drops_the_late_result():
+    pool, _ = make_pool({"a": 1})
+    slow = FakeJob(1, 0, sleep=0.5, timeout=0.05)
+    pool.submit("a", slow)
+    assert pool.next_deadline() is not None
+    assert wait_for(lambda: pool.expire() == [slow] or False, 2) or slow.runs
+    assert pool.free("a") == 1 and pool.abandoned_count == 1
+    fast = FakeJob(2, 0)
+    pool.submit("a", fast)  # a replacement thread, while the slow one still runs
+    results = collect_until(pool, 1)
+    assert [job.id for job, _, _ in results] == [2]
+    # The late result of job 1 arrives later and is dropped.
+    assert wait_for(lambda: not pool.collect() and pool.abandoned_count == 0, 3)
+    pool.shutdown()
+
+
+def test_abandoned_threads_are_bounded():
+    pool, _ = make_pool({"a": 2}, max_abandoned=1)
+    jobs = [FakeJob(i, 0, sleep=0.3, timeout=0.02) for i in (1, 2)]
+    for job in jobs:
+        pool.submit("a", job)
+    time.sleep(0.05)
+    assert sorted(j.id for j in pool.expire()) == [1, 2]
+    # One thread abandoned (slot given back), the other keeps its slot until it returns.
+    assert pool.abandoned_count == 1 and pool.free("a") == 1
+    assert wait_for(lambda: (pool.collect() or True) and pool.free("a") == 2, 3)
+    pool.shutdown()
+
+
+def test_cancel_request_reaches_the_running_job():
+    pool, _ = make_pool()
+    pool.submit("a", FakeJob(1, 0, sleep=5))
+    time.sleep(0.02)
+    assert pool.request_cancel([1, 99]) == 1
+    ((job, outcome, _),) = collect_until(pool, 1, timeout=2)
+    assert outcome.status == "cancelled"
+    pool.shutdown()

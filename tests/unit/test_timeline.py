@@ -1,0 +1,108 @@
+"""The window: promotion of due entries, the edge, the cap, removal and reschedule."""
+
+from hypothesis import given, settings, strategies as st
+
+from scheduler_app.dispatcher.timeline import Entry, Timeline
+
+GROUPS = {"default": "*", "slow": "*", "fast": "fast"}
+
+
+def make(cap=100, edge=1000.0):
+    tl = Timeline(GROUPS.get, cap)
+    tl.reload([], edge=edge, truncated=False)
+    return tl
+
+
+def test_promote_moves_due_entries_to_their_group():
+    tl = make()
+    tl.upsert(Entry(1, 10.0, 0, "default"))
+    tl.upsert(Entry(2, 20.0, 0, "fast"))
+    tl.upsert(Entry(3, 30.0, 0, "default"))
+    assert tl.next_at() == 10.0
+    assert tl.promote(5.0) == set()
+    assert tl.promote(20.0) == {"*", "fast"}
+    assert tl.due_ids("*") == [1] and tl.due_ids("fast") == [2]
+    assert tl.next_at() == 30.0
+
+
+def test_far_future_top_does_not_hide_an_earlier_job():
+    tl = make()
+    tl.upsert(Entry(1, 900.0, 0, "default"))
+    tl.upsert(Entry(2, 5.0, 0, "default"))
+    assert tl.next_at() == 5.0
+
+
+def test_unserved_queue_and_beyond_edge_are_ignored():
+    tl = make(edge=100.0)
+    assert not tl.upsert(Entry(1, 10.0, 0, "unknown"))
+    assert not tl.upsert(Entry(2, 101.0, 0, "default"))
+    assert len(tl) == 0
+
+
+def test_reschedule_moves_a_due_entry_back_to_waiting():
+    tl = make()
+    tl.upsert(Entry(1, 10.0, 0, "default"))
+    tl.promote(10.0)
+    tl.upsert(Entry(1, 50.0, 0, "default"))
+    assert tl.due_count("*") == 0 and tl.next_at() == 50.0
+    assert tl.remove(1) and not tl.remove(1)
+
+
+def test_cap_shrinks_the_edge_instead_of_growing():
+    tl = make(cap=3)
+    for i, at in enumerate([10.0, 20.0, 30.0]):
+        assert tl.upsert(Entry(i, at, 0, "default"))
+    assert not tl.upsert(Entry(9, 15.0, 0, "default"))
+    assert len(tl) == 3 and tl.truncated and tl.edge < 15.0
+    # Updating an entry already held is always allowed.
+    assert tl.upsert(Entry(0, 12.0, 0, "default"))
+
+
+def test_drop_due_forgets_stale_entries():
+    tl = make()
+    for i in range(5):
+        tl.upsert(Entry(i, 1.0, 0, "default"))
+    tl.promote(2.0)
+    assert tl.drop_due("*") == 5 and len(tl) == 0
+
+
+def test_window_slides_with_reload():
+    tl = make(edge=100.0)
+    tl.reload([Entry(1, 150.0, 0, "default")], edge=200.0, truncated=False)
+    assert tl.next_at() == 150.0 and tl.upsert(Entry(2, 180.0, 0, "default"))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["upsert", "remove", "promote"]),
+            st.integers(0, 20),
+            st.floats(0, 100, allow_nan=False),
+        ),
+        max_size=80,
+    )
+)
+def test_against_a_sorted_list_model(ops):
+    tl = make(cap=1000, edge=1000.0)
+    model = {}  # id -> at, for entries not yet promoted
+    due = set()
+    for op, job_id, at in ops:
+        if op == "upsert":
+            tl.upsert(Entry(job_id, at, 0, "default"))
+            model[job_id] = at
+            due.discard(job_id)
+        elif op == "remove":
+            tl.remove(job_id)
+            model.pop(job_id, None)
+            due.discard(job_id)
+        else:
+            tl.promote(at)
+            for i, t in list(model.items()):
+                if t <= at:
+                    due.add(i)
+                    del model[i]
+        expected_next = min(model.values()) if model else None
+        assert tl.next_at() == expected_next
+        assert set(tl.due_ids("*")) == due
+        assert len(tl) == len(model) + len(due)
