@@ -150,13 +150,18 @@ TASKS = {
 SCHEDULER = {}
 
 REST_FRAMEWORK = {
+    # Token first: its WWW-Authenticate header makes anonymous requests 401
+    # (with session first, DRF answers 403).
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
         "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAdminUser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    # JSON bodies only, bounded in size and nesting (see scheduler_app/api/parsers.py).
+    "DEFAULT_PARSER_CLASSES": ["scheduler_app.api.parsers.BoundedJSONParser"],
+    "EXCEPTION_HANDLER": "scheduler_app.api.exceptions.exception_handler",
 }
 
 SPECTACULAR_SETTINGS = {

@@ -1,0 +1,43 @@
+"""Map the lifecycle service's exceptions to DRF's error responses."""
+
+from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import ValidationError as DjangoValidationError
+from rest_framework import exceptions, status
+from rest_framework.serializers import as_serializer_error
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from scheduler_app.lifecycle import InvalidTransition
+from scheduler_app.models import Job
+
+
+class Conflict(exceptions.APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "The job is not in a state that allows this."
+    default_code = "conflict"
+
+
+class PayloadTooLarge(exceptions.APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_code = "payload_too_large"
+
+    def __init__(self, limit):
+        super().__init__(f"Request body exceeds {limit} bytes.")
+
+
+def exception_handler(exc, context):
+    """Return DRF's usual error response, also for the lifecycle's exceptions.
+
+    InvalidTransition -> 409, Job.DoesNotExist -> 404, django ValidationError
+    -> 400 with errors by field, a body over DATA_UPLOAD_MAX_MEMORY_SIZE -> 413.
+    """
+    if isinstance(exc, RequestDataTooBig):
+        from .parsers import max_body_size
+
+        exc = PayloadTooLarge(max_body_size())
+    elif isinstance(exc, InvalidTransition):
+        exc = Conflict(str(exc))
+    elif isinstance(exc, Job.DoesNotExist):
+        exc = exceptions.NotFound(str(exc) or None)
+    elif isinstance(exc, DjangoValidationError):
+        exc = exceptions.ValidationError(as_serializer_error(exc))
+    return drf_exception_handler(exc, context)

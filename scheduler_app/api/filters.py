@@ -1,0 +1,118 @@
+"""Query-string filters and ordering of GET /api/jobs/ (django-filter)."""
+
+from datetime import UTC
+
+import django_filters
+from django import forms
+from django.db.models import Q
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from scheduler_app.models import PRIORITY_MAX, PRIORITY_MIN, Job, JobStatus
+
+# Largest value of a 64-bit primary key: a longer number cannot be an id.
+MAX_ID = 2**63 - 1
+
+ORDERING_FIELDS = ("id", "execute_at", "priority", "created_at", "finished_at")
+
+
+class AwareIsoDateTimeField(forms.DateTimeField):
+    """An ISO 8601 datetime that must carry a UTC offset (or Z)."""
+
+    default_error_messages = {
+        "invalid": "Enter an ISO 8601 date and time with an offset, e.g. 2026-01-01T09:00:00+00:00.",
+        "naive": "Must carry a time zone offset (e.g. 2026-01-01T09:00:00+00:00).",
+        "overflow": "Out of the range of representable dates.",
+    }
+    input_formats = ["iso-8601"]
+
+    def strptime(self, value, format):
+        parsed = parse_datetime(value)
+        if parsed is None:
+            raise ValueError(value)
+        if timezone.is_naive(parsed):
+            raise forms.ValidationError(self.error_messages["naive"], code="naive")
+        try:
+            # The database stores UTC; an offset that pushes the value past
+            # year 1 or 9999 would overflow there, not here, as a 500.
+            return parsed.astimezone(UTC)
+        except OverflowError:
+            raise forms.ValidationError(self.error_messages["overflow"], code="overflow") from None
+
+
+class AwareIsoDateTimeFilter(django_filters.DateTimeFilter):
+    field_class = AwareIsoDateTimeField
+
+
+class StatusInFilter(django_filters.BaseInFilter, django_filters.ChoiceFilter):
+    """Comma-separated statuses, each one of JobStatus."""
+
+
+class IntegerFilter(django_filters.NumberFilter):
+    field_class = forms.IntegerField
+
+
+class TieBreakingOrderingFilter(django_filters.OrderingFilter):
+    """OrderingFilter that ends every ordering with id, for stable pages."""
+
+    def filter(self, qs, value):
+        if not value:
+            return qs
+        ordering = [self.get_ordering_value(param) for param in value]
+        if not {"id", "-id"} & set(ordering):
+            ordering.append("-id" if ordering[-1].startswith("-") else "id")
+        return qs.order_by(*ordering)
+
+
+class JobFilter(django_filters.FilterSet):
+    status = StatusInFilter(
+        field_name="status",
+        choices=JobStatus.choices,
+        help_text="Comma-separated statuses, e.g. pending,running.",
+    )
+    queue = django_filters.CharFilter(field_name="queue", max_length=64)
+    task = django_filters.CharFilter(field_name="task", max_length=255)
+    priority_min = IntegerFilter(
+        field_name="priority",
+        lookup_expr="gte",
+        min_value=PRIORITY_MIN,
+        max_value=PRIORITY_MAX,
+        help_text=f"Priority at least this ({PRIORITY_MIN}..{PRIORITY_MAX}).",
+    )
+    priority_max = IntegerFilter(
+        field_name="priority",
+        lookup_expr="lte",
+        min_value=PRIORITY_MIN,
+        max_value=PRIORITY_MAX,
+        help_text=f"Priority at most this ({PRIORITY_MIN}..{PRIORITY_MAX}).",
+    )
+    execute_after = AwareIsoDateTimeFilter(
+        field_name="execute_at",
+        lookup_expr="gte",
+        help_text="execute_at at or after this ISO 8601 time (with offset).",
+    )
+    execute_before = AwareIsoDateTimeFilter(
+        field_name="execute_at",
+        lookup_expr="lte",
+        help_text="execute_at at or before this ISO 8601 time (with offset).",
+    )
+    search = django_filters.CharFilter(
+        method="filter_search",
+        max_length=255,
+        help_text="The job id, or text contained in task or unique_key.",
+    )
+    ordering = TieBreakingOrderingFilter(
+        fields=ORDERING_FIELDS,
+        help_text="One of id, execute_at, priority, created_at, finished_at; "
+        "prefix - for descending. Default: -id.",
+    )
+
+    class Meta:
+        model = Job
+        fields = []
+
+    def filter_search(self, queryset, name, value):
+        match = Q(task__icontains=value) | Q(unique_key__icontains=value)
+        if value.isascii() and value.isdigit() and int(value) <= MAX_ID:
+            match |= Q(pk=int(value))
+        return queryset.filter(match)

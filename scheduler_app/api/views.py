@@ -1,0 +1,260 @@
+"""Views of the REST API. Thin: every state change is a call to the lifecycle service.
+
+Errors from the service become DRF error responses in
+``scheduler_app.api.exceptions.exception_handler``: InvalidTransition -> 409,
+Job.DoesNotExist -> 404, django ValidationError -> 400.
+"""
+
+import logging
+
+from django.db import IntegrityError
+from django.shortcuts import get_object_or_404
+from django_filters.rest_framework import DjangoFilterBackend
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.permissions import IsAdminUser
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from scheduler_app import lifecycle, registry, stats
+from scheduler_app.models import Job, Worker
+
+from .exceptions import Conflict
+from .filters import MAX_ID, JobFilter
+from .pagination import EstimatedCountPagination
+from .serializers import (
+    BulkCreateSerializer,
+    JobCreateSerializer,
+    JobSerializer,
+    QueueSerializer,
+    RescheduleSerializer,
+    StatsSerializer,
+    TaskSerializer,
+    WorkerSerializer,
+)
+
+logger = logging.getLogger(__name__)
+
+DETAIL_ERROR = OpenApiResponse(
+    {"type": "object", "properties": {"detail": {"type": "string"}}, "required": ["detail"]},
+    description='{"detail": "..."}',
+)
+FIELD_ERRORS = OpenApiResponse(
+    OpenApiTypes.OBJECT, description="Errors by field name: {field: [messages]}."
+)
+
+
+# Every endpoint: authenticated staff users only (401 anonymous, 403 others).
+# Stated on each view, not only as the project default, so that a change of
+# settings cannot open the API. (No docstring: drf-spectacular would repeat
+# it as the description of every operation.)
+class StaffOnly:
+    permission_classes = [IsAdminUser]
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List jobs (filtered, ordered, paginated)"),
+    retrieve=extend_schema(summary="Show one job", responses={200: JobSerializer, 404: DETAIL_ERROR}),
+)
+class JobViewSet(
+    StaffOnly,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    viewsets.GenericViewSet,
+):
+    serializer_class = JobSerializer
+    filter_backends = [DjangoFilterBackend]
+    filterset_class = JobFilter
+    pagination_class = EstimatedCountPagination
+
+    def get_queryset(self):
+        return Job.objects.select_related("created_by").order_by("-id")
+
+    def get_object(self):
+        """Return the job named in the URL; 404 for anything that is not an id.
+
+        Query-string filters are not applied to a single job.
+        """
+        raw = self.kwargs["pk"]
+        if not (raw.isascii() and raw.isdigit()) or int(raw) > MAX_ID:
+            raise NotFound("No job has this id.")
+        return get_object_or_404(self.get_queryset(), pk=int(raw))
+
+    def _respond(self, job, status_code=status.HTTP_200_OK, headers=None):
+        serializer = self.get_serializer(job)
+        return Response(serializer.data, status=status_code, headers=headers)
+
+    @extend_schema(
+        summary="Create a job",
+        request=JobCreateSerializer,
+        responses={
+            201: OpenApiResponse(JobSerializer, description="Created."),
+            200: OpenApiResponse(
+                JobSerializer, description="An active job holds this unique_key; nothing created."
+            ),
+            400: FIELD_ERRORS,
+        },
+    )
+    def create(self, request):
+        serializer = JobCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        spec = JobCreateSerializer.enqueue_spec(serializer.validated_data)
+        job, created = lifecycle.enqueue(created_by=request.user, **spec)
+        if not created:
+            return self._respond(job)
+        logger.info(
+            "job %s created through the API by %s",
+            job.pk,
+            request.user,
+            extra={"job_id": job.pk, "action": "enqueue"},
+        )
+        url = self.get_serializer(job).data["url"]
+        return self._respond(job, status.HTTP_201_CREATED, headers={"Location": url})
+
+    @extend_schema(
+        summary="Create up to 1,000 jobs in one transaction",
+        request=BulkCreateSerializer,
+        responses={
+            201: JobSerializer(many=True),
+            400: OpenApiResponse(
+                OpenApiTypes.OBJECT,
+                description='Nothing created. Errors by index: {"jobs": {"3": {"task": ["..."]}}}.',
+            ),
+            409: DETAIL_ERROR,
+        },
+    )
+    @action(detail=False, methods=["post"], filter_backends=[], pagination_class=None)
+    def bulk(self, request):
+        serializer = BulkCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        try:
+            jobs = lifecycle.enqueue_many(serializer.enqueue_specs(), created_by=request.user)
+        except lifecycle.BulkValidationError as exc:
+            raise ValidationError({"jobs": exc.by_index}) from None
+        except IntegrityError:
+            # Another request took one of the unique_keys between the
+            # lifecycle's check and its insert; the transaction rolled back.
+            raise Conflict(
+                "A unique_key of this request was taken by a concurrent request; "
+                "nothing was created. Send the request again."
+            ) from None
+        logger.info(
+            "%d jobs created through the API by %s",
+            len(jobs),
+            request.user,
+            extra={"action": "enqueue_many"},
+        )
+        data = self.get_serializer(jobs, many=True).data
+        return Response(data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        summary="Reschedule a pending job (execute_at, priority)",
+        request=RescheduleSerializer,
+        responses={200: JobSerializer, 400: FIELD_ERRORS, 404: DETAIL_ERROR, 409: DETAIL_ERROR},
+    )
+    def partial_update(self, request, pk=None):
+        job = self.get_object()
+        serializer = RescheduleSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        job = lifecycle.reschedule(job.pk, **serializer.validated_data)
+        return self._respond(job)
+
+    @extend_schema(
+        summary="Cancel a job (pending: at once; running: cancel_requested)",
+        request=None,
+        responses={200: JobSerializer, 404: DETAIL_ERROR, 409: DETAIL_ERROR},
+    )
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        job = self.get_object()
+        outcome = lifecycle.cancel(job.pk)
+        logger.info(
+            "job %s: %s through the API by %s",
+            job.pk,
+            outcome,
+            request.user,
+            extra={"job_id": job.pk, "action": "cancel"},
+        )
+        job.refresh_from_db()
+        return self._respond(job)
+
+    @extend_schema(
+        summary="Retry a failed or cancelled job now",
+        request=None,
+        responses={200: JobSerializer, 404: DETAIL_ERROR, 409: DETAIL_ERROR},
+    )
+    @action(detail=True, methods=["post"])
+    def retry(self, request, pk=None):
+        job = lifecycle.retry(self.get_object().pk)
+        logger.info(
+            "job %s retried through the API by %s",
+            job.pk,
+            request.user,
+            extra={"job_id": job.pk, "action": "retry"},
+        )
+        return self._respond(job)
+
+
+class TaskViewSet(StaffOnly, viewsets.ViewSet):
+    @extend_schema(summary="List registered tasks", responses=TaskSerializer(many=True))
+    def list(self, request):
+        tasks = [registry.describe(task) for task in registry.all_tasks()]
+        return Response(TaskSerializer(tasks, many=True).data)
+
+
+@extend_schema_view(list=extend_schema(summary="List dispatcher processes"))
+class WorkerViewSet(StaffOnly, mixins.ListModelMixin, viewsets.GenericViewSet):
+    serializer_class = WorkerSerializer
+    queryset = Worker.objects.order_by("-started_at", "id")
+    filter_backends = []
+    pagination_class = EstimatedCountPagination
+
+
+class QueueViewSet(StaffOnly, viewsets.ViewSet):
+    lookup_field = "name"
+    lookup_value_regex = "[^/]+"
+
+    @extend_schema(summary="List queues and their load", responses=QueueSerializer(many=True))
+    def list(self, request):
+        return Response(QueueSerializer(stats.queues(), many=True).data)
+
+    @extend_schema(
+        summary="Pause a queue: no dispatcher claims from it",
+        request=None,
+        responses={200: QueueSerializer, 404: DETAIL_ERROR},
+    )
+    @action(detail=True, methods=["post"])
+    def pause(self, request, name=None):
+        return self._set_paused(request, name, lifecycle.pause_queue)
+
+    @extend_schema(
+        summary="Resume a paused queue",
+        request=None,
+        responses={200: QueueSerializer, 404: DETAIL_ERROR},
+    )
+    @action(detail=True, methods=["post"])
+    def resume(self, request, name=None):
+        return self._set_paused(request, name, lifecycle.resume_queue)
+
+    def _set_paused(self, request, name, change):
+        if name not in lifecycle.known_queues():
+            raise NotFound(f"Unknown queue '{name}'. GET /api/queues/ lists them.")
+        paused = change(name)
+        logger.info(
+            "queue %s %s through the API by %s",
+            name,
+            "paused" if paused else "resumed",
+            request.user,
+            extra={"action": "pause" if paused else "resume"},
+        )
+        entry = next(q for q in stats.queues() if q["name"] == name)
+        return Response(QueueSerializer(entry).data)
+
+
+class StatsView(StaffOnly, APIView):
+    @extend_schema(summary="Counts, lag, throughput and live workers", responses=StatsSerializer)
+    def get(self, request):
+        return Response(StatsSerializer(stats.overview()).data)
