@@ -272,16 +272,17 @@ def enqueue(task, args=(), kwargs=None, *, using="default", **options):
     raise IntegrityError(f"Could not settle unique_key {job.unique_key!r} after retries.")
 
 
-def enqueue_many(specs, *, created_by=None, using="default"):
+def enqueue_many(specs, *, created_by=None, max_size=MAX_BULK, using="default"):
     """Create many jobs in one transaction; all or nothing.
 
     ``specs`` are dicts of :func:`build_job` keyword arguments (``task``
     required). Raise ValidationError with ``{index: errors}`` if any is
     invalid. A ``unique_key`` held by an active job yields that job in place
-    of a new one; two specs with one key is an error.
+    of a new one; two specs with one key is an error. ``max_size=None``
+    lifts the per-call limit (for code, not requests).
     """
-    if len(specs) > MAX_BULK:
-        raise ValidationError({"jobs": f"At most {MAX_BULK} jobs per request."})
+    if max_size is not None and len(specs) > max_size:
+        raise ValidationError({"jobs": f"At most {max_size} jobs per request."})
     now = timezone.now()
     built, errors, keys = [], {}, {}
     for index, spec in enumerate(specs):
@@ -313,7 +314,7 @@ def enqueue_many(specs, *, created_by=None, using="default"):
                 for j in Job.objects.using(using).active().filter(unique_key__in=list(keys))
             }
         new = [j for j in built if j.unique_key not in existing]
-        Job.objects.using(using).bulk_create(new)
+        Job.objects.using(using).bulk_create(new, batch_size=1000)
         if new:
             announce(jobs=new, using=using)
     return [existing.get(j.unique_key, j) if j.unique_key else j for j in built]

@@ -19,3 +19,14 @@ def superuser(db):
 @pytest.fixture
 def plain_user(db):
     return get_user_model().objects.create_user("plain", "plain@example.com", "pw-plain-123")
+
+
+def pytest_collection_modifyitems(config, items):
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        return
+    skip = pytest.mark.skip(reason="needs PostgreSQL (runs in the PostgreSQL pass of make test)")
+    for item in items:
+        if "postgres_only" in item.keywords:
+            item.add_marker(skip)

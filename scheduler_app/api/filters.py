@@ -16,25 +16,31 @@ MAX_ID = 2**63 - 1
 ORDERING_FIELDS = ("id", "execute_at", "priority", "created_at", "finished_at")
 
 
-class AwareIsoDateTimeField(forms.DateTimeField):
-    """An ISO 8601 datetime that must carry a UTC offset (or Z)."""
+class AwareIsoDateTimeField(forms.Field):
+    """An ISO 8601 date and time that must carry a UTC offset (or Z)."""
 
     default_error_messages = {
         "invalid": "Enter an ISO 8601 date and time with an offset, e.g. 2026-01-01T09:00:00+00:00.",
         "naive": "Must carry a time zone offset (e.g. 2026-01-01T09:00:00+00:00).",
         "overflow": "Out of the range of representable dates.",
     }
-    input_formats = ["iso-8601"]
 
-    def strptime(self, value, format):
-        parsed = parse_datetime(value)
+    def to_python(self, value):
+        if value in self.empty_values:
+            return None
+        value = value.strip()
+        try:
+            # parse_datetime accepts a bare date too; a time is required here.
+            parsed = parse_datetime(value) if "T" in value.upper() or " " in value else None
+        except ValueError:
+            parsed = None
         if parsed is None:
-            raise ValueError(value)
+            raise forms.ValidationError(self.error_messages["invalid"], code="invalid")
         if timezone.is_naive(parsed):
             raise forms.ValidationError(self.error_messages["naive"], code="naive")
         try:
-            # The database stores UTC; an offset that pushes the value past
-            # year 1 or 9999 would overflow there, not here, as a 500.
+            # The database compares in UTC; an offset that pushes the value
+            # past year 1 or 9999 would overflow there, as a 500.
             return parsed.astimezone(UTC)
         except OverflowError:
             raise forms.ValidationError(self.error_messages["overflow"], code="overflow") from None

@@ -39,7 +39,7 @@ class PgListener(threading.Thread):
                     self.deliver({"sync": True, "queues_changed": True})
                     while not self._stopped.is_set():
                         for note in conn.notifies(timeout=0.5):
-                            self._handle(note.payload)
+                            self._deliver_raw(note.payload)
             except psycopg.Error as exc:
                 self.connected.clear()
                 if self._stopped.is_set():
@@ -48,7 +48,7 @@ class PgListener(threading.Thread):
                 self._stopped.wait(backoff)
                 backoff = min(backoff * 2, 10.0)
 
-    def _handle(self, raw):
+    def _deliver_raw(self, raw):
         try:
             payload = json.loads(raw)
         except ValueError:

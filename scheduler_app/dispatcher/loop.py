@@ -205,8 +205,16 @@ class Dispatcher:
             self.failed += 1
 
     def _window_exhausted(self, now):
+        """Return whether a truncated window needs reloading now.
+
+        At once when it has drained to half the cap (a backlog being worked
+        off); when time passes its edge, at most once per poll interval (jobs
+        beyond the edge may be due).
+        """
         tl = self.timeline
-        return tl.truncated and (now >= tl.edge or len(tl) < tl.cap // 2) and now >= self._due_poll
+        if not tl.truncated:
+            return False
+        return len(tl) < tl.cap // 2 or (now >= tl.edge and now >= self._due_poll)
 
     def _reload(self, now):
         until = now + self.horizon

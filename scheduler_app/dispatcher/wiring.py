@@ -1,0 +1,59 @@
+"""Build a dispatcher wired to the database, and connect its wake-ups.
+
+Used by ``manage.py rundispatcher`` and by tests that run a dispatcher on a
+thread.
+"""
+
+import contextlib
+
+from django.db import connections
+
+from scheduler_app import conf, signals
+
+from .listener import PgListener
+from .loop import Dispatcher
+from .runner import Executor
+from .store import DjangoStore, new_worker_id
+
+
+def create(groups, *, lease=None, using="default", clock=None, **options):
+    """Return a Dispatcher over the database; unset options come from settings.SCHEDULER."""
+    lease = lease or conf.get("LEASE")
+    store = DjangoStore(new_worker_id(), lease=lease, using=using)
+    defaults = {
+        "horizon": conf.get("HORIZON"),
+        "cap": conf.get("HEAP_CAP"),
+        "poll_interval": conf.get("POLL_INTERVAL"),
+        "full_sync_interval": conf.get("FULL_SYNC_INTERVAL"),
+        "sync_overlap": conf.get("SYNC_OVERLAP"),
+        "grace": conf.get("GRACE"),
+        "max_abandoned": conf.get("MAX_ABANDONED_THREADS"),
+    }
+    defaults.update({k: v for k, v in options.items() if v is not None})
+    return Dispatcher(store, groups, Executor(using), lease=lease, clock=clock, **defaults)
+
+
+def uses_notify(using="default"):
+    return connections[using].vendor == "postgresql"
+
+
+@contextlib.contextmanager
+def wakeups(dispatcher, using="default"):
+    """Connect in-process change signals and, on PostgreSQL, LISTEN, for the block's duration."""
+    uid = f"dispatcher-{dispatcher.store.worker_id}"
+
+    def on_local_change(sender, payload, **kwargs):
+        dispatcher.notify(payload)
+
+    signals.jobs_changed.connect(on_local_change, weak=False, dispatch_uid=uid)
+    listener = None
+    if uses_notify(using):
+        listener = PgListener(dispatcher.notify, conf.get("NOTIFY_CHANNEL"), using=using)
+        listener.start()
+    try:
+        yield listener
+    finally:
+        signals.jobs_changed.disconnect(dispatch_uid=uid)
+        if listener:
+            listener.stop()
+            listener.join(5)
