@@ -1,0 +1,616 @@
+"""The Django admin console for jobs and dispatcher processes.
+
+Entry points only: every change of a job goes through ``lifecycle`` (create
+with ``enqueue``, reschedule with ``reschedule``, cancel/retry/run-now with
+the ``*_many`` functions). The live dashboard lives in ``admin_views``.
+"""
+
+import calendar
+import datetime
+import json
+
+from django.contrib import admin, messages
+from django.contrib.admin.options import ActionLocation
+from django.contrib.admin.views.main import ChangeList
+from django.core.paginator import Paginator
+from django.http import HttpResponseRedirect
+from django.urls import reverse
+from django.utils import formats, timezone
+from django.utils.dateparse import parse_date
+from django.utils.functional import cached_property
+from django.utils.html import format_html, format_html_join
+from django.utils.text import capfirst
+
+from . import admin_views, lifecycle, registry
+from .admin_views import humanize_seconds, relative_time, worker_state
+from .forms import JobAddForm, JobRescheduleForm
+from .models import Job, JobStatus, Queue, Worker
+
+# Actions on "all N matching jobs" stop here: past it, narrow the filter.
+MAX_ACTION_JOBS = 10_000
+ACTION_CHUNK = 1000
+BOTH_LOCATIONS = [ActionLocation.CHANGE_LIST, ActionLocation.CHANGE_FORM]
+
+
+# ---------------------------------------------------------------------------
+# Formatting helpers
+
+
+def status_badge(status, *, extra=""):
+    label = JobStatus(status).label if status in JobStatus.values else status
+    return format_html('<span class="sched-badge sched-{}">{}{}</span>', status, label, extra)
+
+
+def pretty_json(value):
+    return format_html('<pre class="sched-json">{}</pre>', json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False))
+
+
+# ---------------------------------------------------------------------------
+# The change list: filters, pagination and date drill-down that stay cheap
+# with millions of rows.
+
+
+class CappedCountPaginator(Paginator):
+    """Count at most ``cap`` rows: ``SELECT COUNT(*) FROM (... LIMIT cap + 1)``.
+
+    A full COUNT(*) of a big jobs table takes seconds on every page view;
+    past the cap the list says "more than 10,000" and pages up to the cap.
+    """
+
+    cap = MAX_ACTION_JOBS
+
+    @cached_property
+    def count(self):
+        counted = self.object_list.order_by()[: self.cap + 1].count()
+        self.capped = counted > self.cap
+        return min(counted, self.cap)
+
+    capped = False
+
+
+class QueueFilter(admin.SimpleListFilter):
+    title = "queue"
+    parameter_name = "queue"
+
+    def lookups(self, request, model_admin):
+        names = set(lifecycle.known_queues()) | set(Queue.objects.values_list("name", flat=True))
+        return [(n, n) for n in sorted(names)]
+
+    def queryset(self, request, queryset):
+        if self.value():
+            return queryset.filter(queue=self.value())
+        return queryset
+
+
+class TaskFilter(admin.SimpleListFilter):
+    """Registered tasks (no SELECT DISTINCT over the whole table)."""
+
+    title = "task"
+    parameter_name = "task"
+
+    def lookups(self, request, model_admin):
+        return [(n, n) for n in registry.names()]
+
+    def queryset(self, request, queryset):
+        if self.value():
+            return queryset.filter(task=self.value())
+        return queryset
+
+
+class DateRangeFilter(admin.DateFieldListFilter):
+    """The admin's date presets plus a from/before pair of dates."""
+
+    template = "admin/scheduler_app/date_range_filter.html"
+
+    def queryset(self, request, queryset):
+        for key, values in list(self.used_parameters.items()):
+            value = values[-1] if isinstance(values, list) else values
+            if value in ("", None):
+                del self.used_parameters[key]  # an empty date box means "no bound"
+                continue
+            day = parse_date(value) if isinstance(value, str) and len(value) == 10 else None
+            if day is not None:
+                midnight = datetime.datetime.combine(day, datetime.time.min)
+                self.used_parameters[key] = [timezone.make_aware(midnight)]
+        return super().queryset(request, queryset)
+
+    def choices(self, changelist):
+        yield from super().choices(changelist)
+        current = {}
+        for key in (self.lookup_kwarg_since, self.lookup_kwarg_until):
+            value = changelist.params.get(key, "")
+            current[key] = value[:10] if value else ""
+        keep = [
+            (k, v)
+            for k, v in changelist.params.items()
+            if k not in (self.lookup_kwarg_since, self.lookup_kwarg_until, getattr(self, "lookup_kwarg_isnull", None))
+        ]
+        yield {
+            "range_form": True,
+            "since_name": self.lookup_kwarg_since,
+            "until_name": self.lookup_kwarg_until,
+            "since": current[self.lookup_kwarg_since],
+            "until": current[self.lookup_kwarg_until],
+            "keep": keep,
+            "display": "",
+            "selected": False,
+            "query_string": "",
+        }
+
+
+class JobChangeList(ChangeList):
+    def get_queryset(self, request, *args, **kwargs):
+        # The list shows none of these; errors hold tracebacks (up to 20 kB each).
+        return super().get_queryset(request, *args, **kwargs).defer("args", "kwargs", "result", "errors")
+
+    @cached_property
+    def calendar_hierarchy(self):
+        """Date drill-down links from the calendar, not from SELECT DISTINCT dates.
+
+        Django's date_hierarchy scans the table for the dates that occur;
+        this one offers every year/month/day and costs no query.
+        """
+        field = self.date_hierarchy
+        names = {part: f"{field}__{part}" for part in ("year", "month", "day")}
+        try:
+            year, month, day = (
+                int(self.params[names[p]]) if self.params.get(names[p]) else None
+                for p in ("year", "month", "day")
+            )
+        except ValueError:
+            year = month = day = None
+
+        def link(filters):
+            return self.get_query_string(filters, [f"{field}__"])
+
+        base = {"show": True, "field_name": self.opts.get_field(field).verbose_name}
+        if year and month and day:
+            date = datetime.date(year, month, day)
+            return {
+                **base,
+                "back": {"link": link({names["year"]: year, names["month"]: month}), "title": capfirst(formats.date_format(date, "YEAR_MONTH_FORMAT"))},
+                "choices": [{"title": capfirst(formats.date_format(date, "MONTH_DAY_FORMAT"))}],
+            }
+        if year and month:
+            days = calendar.monthrange(year, month)[1]
+            return {
+                **base,
+                "back": {"link": link({names["year"]: year}), "title": str(year)},
+                "choices": [
+                    {
+                        "link": link({names["year"]: year, names["month"]: month, names["day"]: d}),
+                        "title": capfirst(formats.date_format(datetime.date(year, month, d), "MONTH_DAY_FORMAT")),
+                    }
+                    for d in range(1, days + 1)
+                ],
+            }
+        if year:
+            return {
+                **base,
+                "back": {"link": link({}), "title": "All dates"},
+                "choices": [
+                    {
+                        "link": link({names["year"]: year, names["month"]: m}),
+                        "title": capfirst(formats.date_format(datetime.date(year, m, 1), "YEAR_MONTH_FORMAT")),
+                    }
+                    for m in range(1, 13)
+                ],
+            }
+        this_year = timezone.localdate().year
+        return {
+            **base,
+            "back": None,
+            "choices": [
+                {"link": link({names["year"]: y}), "title": str(y)}
+                for y in range(this_year - 2, this_year + 2)
+            ],
+        }
+
+
+# ---------------------------------------------------------------------------
+# Jobs
+
+
+@admin.register(Job)
+class JobAdmin(admin.ModelAdmin):
+    list_display = [
+        "id",
+        "task_name",
+        "status_badge",
+        "priority",
+        "queue",
+        "execute_at_display",
+        "attempts_display",
+        "duration_display",
+        "worker",
+    ]
+    list_display_links = ["id", "task_name"]
+    list_filter = [
+        "status",
+        QueueFilter,
+        TaskFilter,
+        ("execute_at", DateRangeFilter),
+        ("created_at", DateRangeFilter),
+        ("finished_at", DateRangeFilter),
+    ]
+    search_fields = ["=id", "task", "=unique_key"]
+    search_help_text = "A job id, part of a task path, or an exact unique key."
+    date_hierarchy = "execute_at"
+    list_per_page = 50
+    list_max_show_all = 500
+    show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER
+    paginator = CappedCountPaginator
+    # No column follows a relation (worker is a plain id), so no join and no
+    # per-row query; tests pin the query count of a page.
+    list_select_related = False
+    actions = ["cancel_jobs", "retry_jobs", "run_jobs_now"]
+    change_list_template = "admin/scheduler_app/job/change_list.html"
+
+    add_fieldsets = [
+        (None, {"fields": ["task", "args", "kwargs"]}),
+        ("When and how", {"fields": ["execute_at", "priority", "queue", "max_attempts", "timeout", "unique_key"]}),
+    ]
+    change_fieldsets = [
+        (None, {"fields": ["status_badge", "task", "queue", "args_display", "kwargs_display", "unique_key", "created_by", "created_at"]}),
+        ("Schedule", {"fields": ["execute_at", "priority", "due_display", "max_attempts", "timeout"]}),
+        ("Execution", {"fields": ["attempts_display", "worker_display", "started_at", "finished_at", "duration_display", "lease_expires_at", "progress_display", "cancel_requested"]}),
+        ("Result", {"fields": ["result_display"]}),
+        ("Errors", {"fields": ["errors_display"]}),
+    ]
+    rescheduled_fields = ["execute_at", "priority"]
+
+    class Media:
+        css = {"all": ["scheduler_app/css/admin.css"]}
+        js = ["scheduler_app/js/job_form.js"]
+
+    # -- list columns -----------------------------------------------------
+
+    def get_changelist(self, request, **kwargs):
+        return JobChangeList
+
+    @admin.display(description="task", ordering="task")
+    def task_name(self, obj):
+        module, _, name = obj.task.rpartition(".")
+        return format_html('<span class="sched-task" title="{}"><span class="sched-module">{}.</span>{}</span>', obj.task, module, name)
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, obj):
+        extra = ""
+        if obj.status == JobStatus.RUNNING:
+            if obj.cancel_requested:
+                extra = " · cancelling"
+            elif obj.progress and obj.progress.get("total"):
+                extra = f" · {round(100 * obj.progress['current'] / obj.progress['total'])}%"
+        return status_badge(obj.status, extra=extra)
+
+    @admin.display(description="execute at", ordering="execute_at")
+    def execute_at_display(self, obj):
+        when = formats.date_format(timezone.localtime(obj.execute_at), "Y-m-d H:i:s")
+        if obj.status != JobStatus.PENDING:
+            return when
+        hint = relative_time(obj.execute_at, late=True)
+        css = "sched-late" if obj.execute_at <= timezone.now() else "sched-future"
+        return format_html('{} <span class="{}">{}</span>', when, css, hint)
+
+    @admin.display(description="attempts")
+    def attempts_display(self, obj):
+        return f"{obj.attempts}/{obj.max_attempts}"
+
+    @admin.display(description="duration")
+    def duration_display(self, obj):
+        if obj.duration is not None:
+            return humanize_seconds(obj.duration.total_seconds())
+        if obj.status == JobStatus.RUNNING and obj.started_at:
+            return format_html('<span class="sched-running-for">{} so far</span>', humanize_seconds((timezone.now() - obj.started_at).total_seconds()))
+        return "–"
+
+    # -- change page fields -------------------------------------------------
+
+    @admin.display(description="args")
+    def args_display(self, obj):
+        return pretty_json(obj.args)
+
+    @admin.display(description="kwargs")
+    def kwargs_display(self, obj):
+        return pretty_json(obj.kwargs)
+
+    @admin.display(description="when")
+    def due_display(self, obj):
+        if obj.status != JobStatus.PENDING:
+            return "–"
+        return relative_time(obj.execute_at, late=True)
+
+    @admin.display(description="worker")
+    def worker_display(self, obj):
+        if not obj.worker:
+            return "–"
+        worker = Worker.objects.filter(pk=obj.worker).first()
+        if worker is None:
+            return obj.worker
+        url = reverse("admin:scheduler_app_worker_change", args=[worker.pk])
+        state = worker_state(worker)
+        return format_html('<a href="{}">{}</a> <span class="sched-badge sched-worker-{}">{}</span>', url, worker.pk, state, state)
+
+    @admin.display(description="progress")
+    def progress_display(self, obj):
+        p = obj.progress
+        if not p:
+            return "–"
+        current, total = p.get("current") or 0, p.get("total") or 0
+        pct = round(100 * current / total) if total else 0
+        return format_html(
+            '<progress max="100" value="{}"></progress> {}/{} {}', pct, current, total, p.get("message") or ""
+        )
+
+    @admin.display(description="result")
+    def result_display(self, obj):
+        if obj.status != JobStatus.SUCCEEDED:
+            return "–"
+        return pretty_json(obj.result)
+
+    @admin.display(description="errors")
+    def errors_display(self, obj):
+        if not obj.errors:
+            return "None"
+        rows = format_html_join(
+            "",
+            '<div class="sched-error"><p><strong>Attempt {}</strong> · {} · worker {}</p>'
+            "<p><code>{}</code>: {}</p><details{}><summary>Traceback</summary><pre>{}</pre></details></div>",
+            (
+                (
+                    e.get("attempt", "?"),
+                    e.get("time", ""),
+                    e.get("worker") or "–",
+                    e.get("exception_class", ""),
+                    e.get("message", ""),
+                    " open" if i == len(obj.errors) - 1 else "",
+                    e.get("traceback") or "(none)",
+                )
+                for i, e in enumerate(obj.errors)
+            ),
+        )
+        return format_html('<div class="sched-errors">{}</div>', rows)
+
+    # -- forms: create through lifecycle.enqueue, reschedule through lifecycle.reschedule
+
+    def get_fieldsets(self, request, obj=None):
+        return self.add_fieldsets if obj is None else self.change_fieldsets
+
+    def get_readonly_fields(self, request, obj=None):
+        if obj is None:
+            return []
+        return [f for fs in self.change_fieldsets for f in fs[1]["fields"] if f not in self.rescheduled_fields]
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        return JobRescheduleForm if obj is not None else JobAddForm
+
+    def get_changeform_initial_data(self, request):
+        initial = super().get_changeform_initial_data(request)
+        if initial.get("task") and not registry.is_registered(initial["task"]):
+            del initial["task"]
+        return initial
+
+    def has_change_permission(self, request, obj=None):
+        # Only a pending job can change (execute_at, priority); any other is view-only.
+        allowed = super().has_change_permission(request, obj)
+        return allowed and (obj is None or obj.status == JobStatus.PENDING)
+
+    def has_delete_permission(self, request, obj=None):
+        # Deleting an active job would pull it from under a dispatcher; finished
+        # ones may go (retention prunes them anyway).
+        allowed = super().has_delete_permission(request, obj)
+        return allowed and (obj is None or obj.is_finished)
+
+    def get_actions(self, request, action_location=ActionLocation.CHANGE_LIST):
+        actions = super().get_actions(request, action_location=action_location)
+        actions.pop("delete_selected", None)  # would delete running jobs too
+        return actions
+
+    def save_model(self, request, obj, form, change):
+        if not change:
+            job, created = lifecycle.enqueue(created_by=request.user, **form.job_options)
+            obj.pk, obj.id = job.pk, job.pk
+            obj._scheduler_created = created
+            return
+        changes = {f: form.cleaned_data[f] for f in form.changed_data if f in self.rescheduled_fields}
+        obj._scheduler_error = None
+        if changes:
+            try:
+                lifecycle.reschedule(obj.pk, **changes)
+            except lifecycle.InvalidTransition as exc:
+                obj._scheduler_error = str(exc)
+
+    def save_related(self, request, form, formsets, change):
+        pass  # a job has no related objects the form edits
+
+    def log_addition(self, request, obj, message):
+        if getattr(obj, "_scheduler_created", True):
+            return super().log_addition(request, obj, message)
+        return None
+
+    def response_add(self, request, obj, post_url_continue=None):
+        if getattr(obj, "_scheduler_created", True):
+            return super().response_add(request, obj, post_url_continue)
+        existing = Job.objects.get(pk=obj.pk)
+        self.message_user(
+            request,
+            format_html(
+                'No job was created: job <a href="{}">#{}</a> ({}) already holds unique key “{}”.',
+                reverse("admin:scheduler_app_job_change", args=[existing.pk]),
+                existing.pk,
+                existing.status,
+                existing.unique_key,
+            ),
+            messages.WARNING,
+        )
+        return HttpResponseRedirect(reverse("admin:scheduler_app_job_change", args=[existing.pk]))
+
+    def response_change(self, request, obj):
+        error = getattr(obj, "_scheduler_error", None)
+        if error:
+            self.message_user(request, f"Not rescheduled: {error}", messages.ERROR)
+            return HttpResponseRedirect(request.path)
+        return super().response_change(request, obj)
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        if request.method == "POST" and not any(k.endswith("action") for k in request.POST):
+            # A save of a job that left "pending" since the page was loaded
+            # (it started, or someone cancelled it): say so instead of a 403.
+            obj = self.get_object(request, object_id)
+            if obj is not None and obj.status != JobStatus.PENDING and super().has_change_permission(request, obj):
+                self.message_user(
+                    request,
+                    f"Job {obj.pk} was not rescheduled: it is {obj.status} now, and only pending jobs can be rescheduled.",
+                    messages.ERROR,
+                )
+                return HttpResponseRedirect(request.path)
+        extra_context = {**(extra_context or {}), "show_save_and_add_another": False}
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    # -- actions -------------------------------------------------------------
+
+    def _selected_ids(self, request, queryset):
+        ids = list(queryset.order_by().values_list("pk", flat=True)[: MAX_ACTION_JOBS + 1])
+        if len(ids) > MAX_ACTION_JOBS:
+            self.message_user(
+                request,
+                f"More than {MAX_ACTION_JOBS:,} jobs are selected; nothing was changed. Narrow the filter and try again.",
+                messages.ERROR,
+            )
+            return None
+        return ids
+
+    @staticmethod
+    def _chunks(ids):
+        for start in range(0, len(ids), ACTION_CHUNK):
+            yield ids[start : start + ACTION_CHUNK]
+
+    def _report(self, request, changed_parts, skipped, skipped_reason):
+        parts = [p for n, p in changed_parts if n]
+        if skipped:
+            parts.append(f"skipped {skipped} {plural(skipped)} {skipped_reason}")
+        changed = sum(n for n, _ in changed_parts)
+        text = "; ".join(parts) + "."
+        self.message_user(request, text[0].upper() + text[1:], messages.SUCCESS if changed else messages.WARNING)
+
+    @admin.action(description="Cancel selected jobs", permissions=["change"], location=BOTH_LOCATIONS)
+    def cancel_jobs(self, request, queryset):
+        ids = self._selected_ids(request, queryset)
+        if ids is None:
+            return
+        cancelled = requested = skipped = 0
+        for chunk in self._chunks(ids):
+            c, r, s = lifecycle.cancel_many(chunk)
+            cancelled, requested, skipped = cancelled + c, requested + r, skipped + s
+        self._report(
+            request,
+            [
+                (cancelled, f"cancelled {cancelled} pending {plural(cancelled)}"),
+                (requested, f"asked {requested} running {plural(requested)} to stop (cooperative cancel)"),
+            ],
+            skipped,
+            "that had already finished or were already asked to stop",
+        )
+
+    @admin.action(description="Retry selected jobs", permissions=["change"], location=BOTH_LOCATIONS)
+    def retry_jobs(self, request, queryset):
+        ids = self._selected_ids(request, queryset)
+        if ids is None:
+            return
+        retried = skipped = 0
+        for chunk in self._chunks(ids):
+            r, s = lifecycle.retry_many(chunk)
+            retried, skipped = retried + r, skipped + s
+        self._report(
+            request,
+            [(retried, f"queued {retried} {plural(retried)} to run again now")],
+            skipped,
+            "that were not failed or cancelled (or whose unique key is taken)",
+        )
+
+    @admin.action(description="Run selected jobs now", permissions=["change"], location=BOTH_LOCATIONS)
+    def run_jobs_now(self, request, queryset):
+        ids = self._selected_ids(request, queryset)
+        if ids is None:
+            return
+        changed = skipped = 0
+        for chunk in self._chunks(ids):
+            c, s = lifecycle.run_now_many(chunk)
+            changed, skipped = changed + c, skipped + s
+        self._report(
+            request,
+            [(changed, f"made {changed} pending {plural(changed)} due now")],
+            skipped,
+            "that were not pending",
+        )
+
+
+def plural(n):
+    return "job" if n == 1 else "jobs"
+
+
+# ---------------------------------------------------------------------------
+# Workers (dispatcher processes): read-only
+
+
+@admin.register(Worker)
+class WorkerAdmin(admin.ModelAdmin):
+    list_display = [
+        "id",
+        "hostname",
+        "pid",
+        "queues_display",
+        "slots_display",
+        "alive_badge",
+        "heartbeat_age",
+        "running",
+        "processed",
+        "failed",
+        "started_at",
+    ]
+    list_filter = ["state", "hostname"]
+    search_fields = ["id", "hostname"]
+    ordering = ["-last_heartbeat"]
+    show_full_result_count = False
+    readonly_fields = [
+        "id", "hostname", "pid", "queues_display", "slots_display", "alive_badge", "state",
+        "lease_seconds", "started_at", "last_heartbeat", "heartbeat_age", "stopped_at",
+        "running", "processed", "failed",
+    ]
+    fields = readonly_fields
+
+    class Media:
+        css = {"all": ["scheduler_app/css/admin.css"]}
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="queues")
+    def queues_display(self, obj):
+        return ", ".join(obj.queues or []) or "–"
+
+    @admin.display(description="slots")
+    def slots_display(self, obj):
+        slots = obj.slots or {}
+        if set(slots) == {"*"}:
+            return f"{slots['*']} shared"
+        return ", ".join(f"{q}: {n}" for q, n in sorted(slots.items())) or "–"
+
+    @admin.display(description="status")
+    def alive_badge(self, obj):
+        state = worker_state(obj)
+        return format_html('<span class="sched-badge sched-worker-{}">{}</span>', state, state)
+
+    @admin.display(description="heartbeat", ordering="-last_heartbeat")
+    def heartbeat_age(self, obj):
+        return f"{humanize_seconds((timezone.now() - obj.last_heartbeat).total_seconds())} ago"
+
+
+admin_views.install(admin.site)

@@ -1,0 +1,213 @@
+"""The dashboard page, its JSON feed, queue pause/resume, and the workers admin."""
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.messages import get_messages
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from scheduler_app import admin_views
+from scheduler_app.models import Job, JobStatus, Queue, Worker
+
+pytestmark = pytest.mark.django_db
+
+DASHBOARD = "/admin/scheduler_app/dashboard/"
+DATA = reverse("admin:scheduler_app_dashboard_data")
+
+
+def toggle_url(queue, action):
+    return reverse("admin:scheduler_app_queue_toggle", args=[queue, action])
+
+
+class TestPage:
+    def test_url_and_admin_chrome(self, admin_client_):
+        assert reverse("admin:scheduler_app_dashboard") == DASHBOARD
+        response = admin_client_.get(DASHBOARD)
+        html = response.content.decode()
+        assert response.status_code == 200
+        assert 'id="header"' in html and 'class="breadcrumbs"' in html
+        assert "<h1>Scheduler dashboard</h1>" in html
+        assert "scheduler_app/js/dashboard.js" in html
+        assert f'data-url="{DATA}"' in html
+        for section in admin_views.SECTIONS:
+            assert f'data-section="{section}"' in html
+
+    def test_linked_from_the_admin_index_and_app_index(self, admin_client_):
+        for url in (reverse("admin:index"), reverse("admin:app_list", args=["scheduler_app"])):
+            html = admin_client_.get(url).content.decode()
+            assert f'<a href="{DASHBOARD}"' in html and ">Dashboard</a>" in html
+
+    def test_counts_and_sections(self, admin_client_, make_job):
+        now = timezone.now()
+        make_job(execute_at=now - timedelta(seconds=30))
+        make_job(execute_at=now + timedelta(hours=1), queue="slow")
+        make_job(JobStatus.RUNNING, progress={"current": 3, "total": 4, "message": "m"})
+        failed = make_job(JobStatus.FAILED, errors=[{"attempt": 1, "exception_class": "builtins.ValueError", "message": "disk <full>", "traceback": "tb"}])
+        make_job(JobStatus.SUCCEEDED)
+        html = admin_client_.get(DASHBOARD).content.decode()
+        assert 'id="sched-count-pending">2<' in html
+        assert 'id="sched-count-running">1<' in html
+        assert 'id="sched-count-failed">1<' in html
+        assert 'id="sched-due-now">1<' in html
+        assert "42 s" in html  # running elapsed
+        assert "75%" in html  # running progress
+        assert "disk &lt;full&gt;" in html
+        assert reverse("admin:scheduler_app_job_change", args=[failed.pk]) in html
+        assert "<svg" in html and 'class="bar-ok"' in html and 'class="bar-fail"' in html
+
+    def test_empty_dashboard(self, admin_client_):
+        html = admin_client_.get(DASHBOARD).content.decode()
+        assert "Nothing is running." in html and "No pending jobs." in html and "No failed jobs." in html
+        assert "No dispatcher has reported" in html
+
+
+class TestData:
+    def test_json_numbers(self, admin_client_, make_job):
+        now = timezone.now()
+        make_job(execute_at=now - timedelta(seconds=90))
+        make_job(execute_at=now + timedelta(minutes=10))
+        make_job(JobStatus.SUCCEEDED)
+        make_job(JobStatus.FAILED, errors=[{"attempt": 1, "exception_class": "x.Boom", "message": "boom", "traceback": ""}])
+        data = admin_client_.get(DATA).json()
+        assert data["counts"] == {"pending": 2, "running": 0, "succeeded": 1, "failed": 1, "cancelled": 0}
+        default = next(q for q in data["queues"] if q["name"] == "default")
+        assert (default["pending"], default["due"], default["running"]) == (2, 1, 0)
+        assert 89 <= data["oldest_due_lag_seconds"] <= 120
+        assert len(data["throughput_series"]) == 60
+        assert sum(b["succeeded"] for b in data["throughput_series"]) == 1
+        assert sum(b["failed"] for b in data["throughput_series"]) == 1
+        assert data["failures"][0]["message"] == "boom" and data["failures"][0]["exception_class"] == "Boom"
+        assert set(data["html"]) == set(admin_views.SECTIONS)
+        assert 'id="sched-count-pending">2<' in data["html"]["summary"]
+
+    def test_upcoming_order_due_by_priority_then_future_by_time(self, admin_client_, make_job):
+        now = timezone.now()
+        due_low = make_job(execute_at=now - timedelta(minutes=5), priority=0)
+        due_high = make_job(execute_at=now - timedelta(minutes=1), priority=50)
+        due_low_newer = make_job(execute_at=now - timedelta(minutes=2), priority=0)
+        later = make_job(execute_at=now + timedelta(hours=2), priority=100)
+        sooner = make_job(execute_at=now + timedelta(minutes=2), priority=-10)
+        make_job(JobStatus.SUCCEEDED)
+        upcoming = admin_client_.get(DATA).json()["upcoming"]
+        assert [j["id"] for j in upcoming] == [due_high.pk, due_low.pk, due_low_newer.pk, sooner.pk, later.pk]
+        assert [j["due"] for j in upcoming] == [True, True, True, False, False]
+        assert upcoming[3]["when"] == "in 2 min" or upcoming[3]["when"] == "in 1 min"
+
+    def test_upcoming_is_capped_at_20(self, admin_client_, make_job):
+        for _ in range(25):
+            make_job(execute_at=timezone.now() + timedelta(minutes=1))
+        assert len(admin_client_.get(DATA).json()["upcoming"]) == 20
+
+    def test_running_with_elapsed_and_failures_capped_at_10(self, admin_client_, make_job):
+        running = make_job(JobStatus.RUNNING, cancel_requested=True)
+        for i in range(12):
+            make_job(JobStatus.FAILED, finished_at=timezone.now() - timedelta(minutes=i), errors=[{"message": f"m{i}"}])
+        data = admin_client_.get(DATA).json()
+        assert data["running"][0]["id"] == running.pk
+        assert 41 <= data["running"][0]["elapsed_seconds"] <= 60
+        assert data["running"][0]["cancel_requested"] is True
+        assert [f["message"] for f in data["failures"]] == [f"m{i}" for i in range(10)]
+
+    def test_workers_alive_and_dead(self, admin_client_):
+        now = timezone.now()
+        Worker.objects.create(id="a", hostname="h1", pid=1, queues=["default", "slow"], slots={"*": 4}, last_heartbeat=now, processed=7, failed=1)
+        Worker.objects.create(id="b", hostname="h2", pid=2, queues=["other"], slots={"other": 2}, last_heartbeat=now - timedelta(minutes=5))
+        Worker.objects.create(id="gone", hostname="h3", pid=3, queues=["other"], state="stopped", last_heartbeat=now - timedelta(days=2))
+        data = admin_client_.get(DATA).json()
+        workers = {w["id"]: w for w in data["workers"]}
+        assert set(workers) == {"a", "b"}  # "gone" stopped two days ago
+        assert workers["a"]["state"] == "alive" and workers["b"]["state"] == "dead"
+        assert workers["a"]["slots"] == {"default": 4, "slow": 4} and workers["a"]["shared"]
+        assert (workers["a"]["processed"], workers["a"]["failed"]) == (7, 1)
+        assert 299 <= workers["b"]["heartbeat_age_seconds"] <= 320
+        assert data["workers_alive"] == 1
+        html = data["html"]["workers"]
+        assert "sched-worker-alive" in html and "sched-worker-dead" in html
+
+    def test_chart_scales_to_a_round_maximum(self):
+        series = [{"minute": timezone.now().isoformat(), "succeeded": 3, "failed": 4}] + [
+            {"minute": timezone.now().isoformat(), "succeeded": 0, "failed": 0}
+        ] * 59
+        chart = admin_views.throughput_chart(series)
+        assert chart["max"] == 10
+        bar = chart["bars"][0]
+        assert bar["ok_h"] == pytest.approx(chart["plot_h"] * 0.3, abs=0.01)
+        assert bar["fail_h"] == pytest.approx(chart["plot_h"] * 0.4, abs=0.01)
+        assert bar["fail_y"] + bar["fail_h"] == pytest.approx(bar["ok_y"], abs=0.02)  # stacked
+        assert len(chart["bars"]) == 60
+
+    def test_query_count_does_not_grow_with_rows(self, admin_client_, make_job):
+        from django.db import connection
+        from django.test.utils import CaptureQueriesContext
+
+        def count():
+            with CaptureQueriesContext(connection) as ctx:
+                admin_client_.get(DATA)
+            return len(ctx)
+
+        for status in JobStatus.values:
+            make_job(status)
+        admin_client_.get(DATA)
+        few = count()
+        for status in JobStatus.values:
+            for _ in range(15):
+                make_job(status)
+        Worker.objects.bulk_create(Worker(id=f"w{i}", hostname="h", pid=i) for i in range(5))
+        # Two session/user queries, then a fixed set of stats queries.
+        assert count() == few <= 16
+
+
+class TestQueues:
+    def test_pause_and_resume(self, admin_client_):
+        response = admin_client_.post(toggle_url("slow", "pause"))
+        assert response.status_code == 302 and response["Location"] == DASHBOARD
+        assert Queue.objects.get(name="slow").paused
+        assert [str(m) for m in get_messages(response.wsgi_request)] == ["Queue “slow” paused."]
+        html = admin_client_.get(DASHBOARD).content.decode()
+        assert toggle_url("slow", "resume") in html and ">Resume</button>" in html
+        response = admin_client_.post(toggle_url("slow", "resume"), HTTP_ACCEPT="application/json")
+        assert response.json() == {"queue": "slow", "paused": False}
+        assert not Queue.objects.get(name="slow").paused
+
+    def test_unknown_queue_is_a_message_not_a_500(self, admin_client_):
+        response = admin_client_.post(toggle_url("nope", "pause"), follow=True)
+        assert response.status_code == 200
+        assert "Unknown queue 'nope'." in [str(m) for m in get_messages(response.wsgi_request)]
+        response = admin_client_.post(toggle_url("nope", "pause"), HTTP_ACCEPT="application/json")
+        assert response.status_code == 400 and "Unknown queue" in response.json()["error"]
+        assert admin_client_.post(toggle_url("slow", "explode")).status_code == 404
+
+    def test_get_is_not_allowed(self, admin_client_):
+        assert admin_client_.get(toggle_url("slow", "pause")).status_code == 405
+        assert not Queue.objects.filter(paused=True).exists()
+
+    def test_csrf_is_required(self, superuser):
+        client = Client(enforce_csrf_checks=True)
+        client.force_login(superuser)
+        assert client.post(toggle_url("slow", "pause")).status_code == 403
+        assert not Queue.objects.filter(paused=True).exists()
+
+    def test_paused_queue_flags_upcoming_jobs(self, admin_client_, make_job):
+        make_job(queue="slow")
+        admin_client_.post(toggle_url("slow", "pause"))
+        data = admin_client_.get(DATA).json()
+        assert data["upcoming"][0]["paused"] is True
+        assert next(q for q in data["queues"] if q["name"] == "slow")["paused"] is True
+
+
+class TestWorkerAdmin:
+    def test_read_only_list_with_alive_and_dead(self, admin_client_):
+        now = timezone.now()
+        Worker.objects.create(id="w-alive", hostname="h", pid=1, queues=["default"], slots={"default": 3}, last_heartbeat=now)
+        Worker.objects.create(id="w-dead", hostname="h", pid=2, queues=["slow"], slots={"*": 2}, last_heartbeat=now - timedelta(minutes=10))
+        html = admin_client_.get(reverse("admin:scheduler_app_worker_changelist")).content.decode()
+        assert "sched-worker-alive" in html and "sched-worker-dead" in html
+        assert "default: 3" in html and "2 shared" in html
+        assert "10 min ago" in html
+        assert admin_client_.get(reverse("admin:scheduler_app_worker_add")).status_code == 403
+        detail = admin_client_.get(reverse("admin:scheduler_app_worker_change", args=["w-alive"]))
+        assert detail.status_code == 200 and 'name="hostname"' not in detail.content.decode()
+        assert admin_client_.post(reverse("admin:scheduler_app_worker_delete", args=["w-alive"]), {"post": "yes"}).status_code == 403
+        assert Worker.objects.count() == 2
