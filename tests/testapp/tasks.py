@@ -40,6 +40,8 @@ def record(context, marker_dir, name):
     path = os.path.join(marker_dir, f"{context.job_id}-{name}-{context.attempt}-{os.getpid()}-{time.time_ns()}")
     with open(path, "w") as fh:
         fh.write(str(time.time()))
+    # Process tests slow jobs down so a kill lands mid-run.
+    time.sleep(float(os.environ.get("SCHEDULER_TEST_RECORD_SLEEP", "0")))
     return name
 
 

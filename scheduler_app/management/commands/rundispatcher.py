@@ -4,12 +4,9 @@ import logging
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
-from scheduler_app import conf, lifecycle, signals
-from scheduler_app.dispatcher.listener import PgListener
-from scheduler_app.dispatcher.loop import Dispatcher
-from scheduler_app.dispatcher.runner import Executor
+from scheduler_app import conf, lifecycle
+from scheduler_app.dispatcher import wiring
 from scheduler_app.dispatcher.shutdown import graceful_signals
-from scheduler_app.dispatcher.store import DjangoStore, new_worker_id
 from scheduler_app.management import arguments
 
 logger = logging.getLogger("scheduler_app.dispatcher")
@@ -67,55 +64,32 @@ class Command(BaseCommand):
                 groups[name] = ({name}, slots or concurrency)
         else:
             groups = {SHARED: (set(known), concurrency)}
-        lease = options["lease"] or conf.get("LEASE")
-        worker_id = new_worker_id()
-        store = DjangoStore(worker_id, lease=lease)
-        dispatcher = Dispatcher(
-            store,
+        dispatcher = wiring.create(
             groups,
-            Executor(),
-            horizon=options["horizon"] or conf.get("HORIZON"),
-            cap=conf.get("HEAP_CAP"),
-            poll_interval=options["poll_interval"] or conf.get("POLL_INTERVAL"),
-            full_sync_interval=conf.get("FULL_SYNC_INTERVAL"),
-            sync_overlap=conf.get("SYNC_OVERLAP"),
-            lease=lease,
-            grace=conf.get("GRACE") if options["grace"] is None else options["grace"],
+            lease=options["lease"],
+            horizon=options["horizon"],
+            poll_interval=options["poll_interval"],
+            grace=options["grace"],
             burst=options["burst"],
             max_jobs=options["max_jobs"],
-            max_abandoned=conf.get("MAX_ABANDONED_THREADS"),
         )
         vendor = connections["default"].vendor
-        listener = None
-        if vendor == "postgresql":
-            listener = PgListener(dispatcher.notify, conf.get("NOTIFY_CHANNEL"))
         slots = ", ".join(
             f"{'all' if g == SHARED else g}:{n}" for g, (_, n) in dispatcher.groups.items()
         )
+        notify = wiring.uses_notify()
         self.stdout.write(
-            f"dispatcher {worker_id} | queues {', '.join(sorted(dispatcher.queues))} | "
-            f"slots {slots} | database {vendor} | wake-ups {'notify' if listener else 'poll'} "
-            f"every {dispatcher.poll_interval:g}s fallback | horizon {dispatcher.horizon:g}s"
+            f"dispatcher {dispatcher.store.worker_id} | queues {', '.join(sorted(dispatcher.queues))} | "
+            f"slots {slots} | database {vendor} | wake-ups {'notify' if notify else 'poll'} "
+            f"(poll every {dispatcher.poll_interval:g}s) | horizon {dispatcher.horizon:g}s"
             + (" | burst" if dispatcher.burst else "")
         )
         self.stdout.flush()
-
-        def on_local_change(sender, payload, **kwargs):
-            dispatcher.notify(payload)
-
-        signals.jobs_changed.connect(on_local_change, weak=False, dispatch_uid=worker_id)
-        if listener:
-            listener.start()
-        try:
-            with graceful_signals(dispatcher.stop):
-                code = dispatcher.run()
-        finally:
-            signals.jobs_changed.disconnect(dispatch_uid=worker_id)
-            if listener:
-                listener.stop()
+        with wiring.wakeups(dispatcher), graceful_signals(dispatcher.stop):
+            code = dispatcher.run()
         logger.info(
             "dispatcher %s stopped: %d jobs processed, %d failed",
-            worker_id, dispatcher.processed, dispatcher.failed,
+            dispatcher.store.worker_id, dispatcher.processed, dispatcher.failed,
         )
         if code:
             raise CommandError(f"dispatcher exited with code {code}", returncode=code)
