@@ -1,0 +1,64 @@
+"""enqueue and purgejobs: good input works, bad input is one line and exit code 2."""
+
+from datetime import timedelta
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+
+from scheduler_app import lifecycle
+from scheduler_app.models import Job
+
+from .helpers import run_manage
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_enqueue_prints_the_new_job_id(capsys):
+    call_command("enqueue", "tests.testapp.tasks.add", "--args", "[1, 2]", "--in", "60", "--priority", "5")
+    job = Job.objects.get(pk=int(capsys.readouterr().out.strip()))
+    assert job.args == [1, 2] and job.priority == 5
+    assert job.execute_at > timezone.now() + timedelta(seconds=50)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["nope.task"], "not a registered task"),
+        (["tests.testapp.tasks.add", "--args", "{"], "invalid JSON"),
+        (["tests.testapp.tasks.add", "--args", "{}"], "expected a JSON list"),
+        (["tests.testapp.tasks.add", "--kwargs", "[]"], "expected a JSON object"),
+        (["tests.testapp.tasks.add", "--at", "2026-01-01T10:00:00"], "needs a UTC offset"),
+        (["tests.testapp.tasks.add", "--at", "tomorrow"], "invalid ISO 8601"),
+        (["tests.testapp.tasks.add", "--in", "-5"], "seconds must be >= 0"),
+        (["tests.testapp.tasks.add", "--priority", "500"], "between -100 and 100"),
+        (["tests.testapp.tasks.add", "--queue", "nope"], "Unknown queue"),
+        (["tests.testapp.tasks.add", "--at", "2026-01-01T10:00:00+00:00", "--in", "5"], "not allowed with"),
+    ],
+)
+def test_enqueue_bad_input(args, message):
+    result = run_manage("enqueue", *args, timeout=60)
+    assert result.returncode == 2
+    assert message in result.stderr and "Traceback" not in result.stderr
+    assert Job.objects.count() == 0
+
+
+def test_purgejobs_uses_retention_or_older_than(capsys):
+    old, _ = lifecycle.enqueue("tests.testapp.tasks.add", [1, 1])
+    new, _ = lifecycle.enqueue("tests.testapp.tasks.add", [1, 1])
+    pending, _ = lifecycle.enqueue("tests.testapp.tasks.add", [1, 1])
+    for job in (old, new):
+        lifecycle.cancel(job.pk)
+    Job.objects.filter(pk=old.pk).update(finished_at=timezone.now() - timedelta(days=31))
+    call_command("purgejobs", "--dry-run")
+    assert "1 finished jobs would be deleted" in capsys.readouterr().out
+    call_command("purgejobs")
+    assert set(Job.objects.values_list("pk", flat=True)) == {new.pk, pending.pk}
+    call_command("purgejobs", "--older-than", "0s", "--status", "cancelled")
+    assert set(Job.objects.values_list("pk", flat=True)) == {pending.pk}
+
+
+@pytest.mark.parametrize("args", [["--older-than", "soon"], ["--status", "pending"], ["--status", "bogus"]])
+def test_purgejobs_bad_input(args):
+    result = run_manage("purgejobs", *args, timeout=60)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
