@@ -62,9 +62,10 @@ class TieBreakingOrderingFilter(django_filters.OrderingFilter):
     """OrderingFilter that ends every ordering with id, for stable pages."""
 
     def filter(self, qs, value):
-        if not value:
+        # The CSV field lets empty items through ("id," or ","); skip them.
+        ordering = [self.get_ordering_value(param) for param in value or () if param]
+        if not ordering:
             return qs
-        ordering = [self.get_ordering_value(param) for param in value]
         if not {"id", "-id"} & set(ordering):
             ordering.append("-id" if ordering[-1].startswith("-") else "id")
         return qs.order_by(*ordering)

@@ -120,7 +120,12 @@ class JobSerializer(serializers.ModelSerializer):
     """A job as the API shows it."""
 
     url = serializers.HyperlinkedIdentityField(view_name="api:job-detail")
-    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    created_by = serializers.SlugRelatedField(
+        slug_field="username",
+        read_only=True,
+        allow_null=True,
+        help_text="Username of who created the job; null when created by code.",
+    )
     args = JSONListField(read_only=True)
     kwargs = JSONObjectField(read_only=True)
 

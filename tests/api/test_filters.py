@@ -92,6 +92,14 @@ def test_ordering(api, jobs, ordering, expected):
     assert ids(api.get(f"/api/jobs/?ordering={ordering}")) == [jobs[i].pk for i in expected]
 
 
+@pytest.mark.parametrize("ordering", ["", ",", "priority,", ",,priority"])
+def test_empty_ordering_items_are_ignored(api, jobs, ordering):
+    expected = [j.pk for j in reversed(jobs)] if "priority" not in ordering else [
+        j.pk for j in jobs
+    ]
+    assert ids(api.get(f"/api/jobs/?ordering={ordering}")) == expected
+
+
 def test_ordering_by_finished_at(api, jobs):
     got = ids(api.get("/api/jobs/?status=succeeded,failed,cancelled&ordering=finished_at"))
     assert got == [jobs[3].pk, jobs[2].pk, jobs[4].pk]
