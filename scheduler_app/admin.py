@@ -18,7 +18,8 @@ from django.urls import reverse
 from django.utils import formats, timezone
 from django.utils.dateparse import parse_date
 from django.utils.functional import cached_property
-from django.utils.html import format_html, format_html_join
+from django.utils.html import escape, format_html, format_html_join
+from django.utils.safestring import mark_safe
 from django.utils.text import capfirst
 
 from . import admin_views, lifecycle, registry
@@ -34,6 +35,19 @@ BOTH_LOCATIONS = [ActionLocation.CHANGE_LIST, ActionLocation.CHANGE_FORM]
 
 # ---------------------------------------------------------------------------
 # Formatting helpers
+
+
+def task_html(task):
+    """Return a task path as 'module.' (muted, may wrap) + 'name' (bold)."""
+    module, _, name = task.rpartition(".")
+    return format_html('<span class="sched-task" title="{}"><span class="sched-module">{}.</span><wbr><strong>{}</strong></span>', task, module, name)
+
+
+def exact_time(value):
+    """Return a local time to the second (job timings need seconds), or '–'."""
+    if value is None:
+        return "–"
+    return formats.date_format(timezone.localtime(value), "Y-m-d H:i:s")
 
 
 def status_badge(status, *, extra=""):
@@ -89,7 +103,8 @@ class TaskFilter(admin.SimpleListFilter):
     parameter_name = "task"
 
     def lookups(self, request, model_admin):
-        return [(n, n) for n in registry.names()]
+        # Long dotted paths: allow line breaks after the dots in the sidebar.
+        return [(n, mark_safe("<wbr>.".join(escape(p) for p in n.split(".")))) for n in registry.names()]
 
     def queryset(self, request, queryset):
         if self.value():
@@ -224,7 +239,7 @@ class JobAdmin(admin.ModelAdmin):
         "duration_display",
         "worker",
     ]
-    list_display_links = ["id", "task_name"]
+    list_display_links = ["id"]
     list_filter = [
         "status",
         QueueFilter,
@@ -252,9 +267,9 @@ class JobAdmin(admin.ModelAdmin):
         ("When and how", {"fields": ["execute_at", "priority", "queue", "max_attempts", "timeout", "unique_key"]}),
     ]
     change_fieldsets = [
-        (None, {"fields": ["status_badge", "task", "queue", "args_display", "kwargs_display", "unique_key", "created_by", "created_at"]}),
+        (None, {"fields": ["status_badge", "task", "queue", "args_display", "kwargs_display", "unique_key", "created_by", "created_at_display"]}),
         ("Schedule", {"fields": ["execute_at", "priority", "due_display", "max_attempts", "timeout"]}),
-        ("Execution", {"fields": ["attempts_display", "worker_display", "started_at", "finished_at", "duration_display", "lease_expires_at", "progress_display", "cancel_requested"]}),
+        ("Execution", {"fields": ["attempts_display", "worker_display", "started_at_display", "finished_at_display", "duration_display", "lease_display", "progress_display", "cancel_requested"]}),
         ("Result", {"fields": ["result_display"]}),
         ("Errors", {"fields": ["errors_display"]}),
     ]
@@ -271,8 +286,7 @@ class JobAdmin(admin.ModelAdmin):
 
     @admin.display(description="task", ordering="task")
     def task_name(self, obj):
-        module, _, name = obj.task.rpartition(".")
-        return format_html('<span class="sched-task" title="{}"><span class="sched-module">{}.</span>{}</span>', obj.task, module, name)
+        return task_html(obj.task)
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, obj):
@@ -286,7 +300,8 @@ class JobAdmin(admin.ModelAdmin):
 
     @admin.display(description="execute at", ordering="execute_at")
     def execute_at_display(self, obj):
-        when = formats.date_format(timezone.localtime(obj.execute_at), "Y-m-d H:i:s")
+        date, _, time = exact_time(obj.execute_at).partition(" ")
+        when = format_html('<span class="sched-when">{}</span> <span class="sched-when">{}</span>', date, time)
         if obj.status != JobStatus.PENDING:
             return when
         hint = relative_time(obj.execute_at, late=True)
@@ -318,8 +333,26 @@ class JobAdmin(admin.ModelAdmin):
     @admin.display(description="when")
     def due_display(self, obj):
         if obj.status != JobStatus.PENDING:
+            return exact_time(obj.execute_at)
+        return f"{exact_time(obj.execute_at)} ({relative_time(obj.execute_at, late=True)})"
+
+    @admin.display(description="created at")
+    def created_at_display(self, obj):
+        return exact_time(obj.created_at)
+
+    @admin.display(description="started at")
+    def started_at_display(self, obj):
+        return exact_time(obj.started_at)
+
+    @admin.display(description="finished at")
+    def finished_at_display(self, obj):
+        return exact_time(obj.finished_at)
+
+    @admin.display(description="lease expires at")
+    def lease_display(self, obj):
+        if obj.status != JobStatus.RUNNING:
             return "–"
-        return relative_time(obj.execute_at, late=True)
+        return f"{exact_time(obj.lease_expires_at)} ({relative_time(obj.lease_expires_at)})"
 
     @admin.display(description="worker")
     def worker_display(self, obj):

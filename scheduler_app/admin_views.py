@@ -180,6 +180,8 @@ def dashboard_data(now=None):
         {
             "id": j.id,
             "task": j.task,
+            "task_module": j.task.rpartition(".")[0],
+            "task_name": j.task.rpartition(".")[2],
             "queue": j.queue,
             "priority": j.priority,
             "execute_at": j.execute_at.isoformat(),
@@ -195,6 +197,8 @@ def dashboard_data(now=None):
         {
             "id": j.id,
             "task": j.task,
+            "task_module": j.task.rpartition(".")[0],
+            "task_name": j.task.rpartition(".")[2],
             "queue": j.queue,
             "worker": j.worker,
             "attempt": f"{j.attempts}/{j.max_attempts}",
@@ -221,6 +225,8 @@ def dashboard_data(now=None):
             {
                 "id": j.id,
                 "task": j.task,
+                "task_module": j.task.rpartition(".")[0],
+                "task_name": j.task.rpartition(".")[2],
                 "queue": j.queue,
                 "attempts": j.attempts,
                 "finished_at": j.finished_at.isoformat() if j.finished_at else None,

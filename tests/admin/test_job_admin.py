@@ -142,6 +142,11 @@ class TestList:
             html = admin_client_.get(CHANGELIST).content.decode()
         assert "More than 5 jobs" in html
         assert "8 jobs" not in html
+        with mock.patch.object(scheduler_admin.CappedCountPaginator, "cap", 5):
+            html = admin_client_.get(CHANGELIST, {"q": "add"}).content.decode()
+        assert "more than 5 results" in html
+        html = admin_client_.get(CHANGELIST, {"q": "add"}).content.decode()
+        assert "8 results" in html and "8 jobs" in html
 
 
 # ---------------------------------------------------------------------------
