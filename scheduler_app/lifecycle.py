@@ -141,6 +141,7 @@ def build_job(
     timeout=None,
     unique_key=None,
     created_by=None,
+    schedule=None,
     now=None,
 ):
     """Validate a job description and return an unsaved Job.
@@ -203,6 +204,7 @@ def build_job(
         timeout=float(timeout) if timeout is not None else None,
         unique_key=unique_key,
         created_by=created_by,
+        schedule_id=getattr(schedule, "pk", schedule),
         created_at=now,
         updated_at=now,
     )
@@ -233,6 +235,31 @@ def announce(*, jobs=(), removed=(), cancel=(), queues=(), queues_changed=False,
         payload["cancel"] = list(cancel)
     else:
         payload["sync"] = True
+    connection = connections[using]
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_notify(%s, %s)", [conf.get("NOTIFY_CHANNEL"), json.dumps(payload)]
+            )
+    transaction.on_commit(
+        lambda: signals.jobs_changed.send(sender=Job, payload=payload), using=using
+    )
+
+
+def announce_schedules(entries, *, using="default"):
+    """Tell dispatchers, after commit, that schedules changed.
+
+    ``entries`` are ``(schedule_id, next_run epoch or None)``; None means the
+    schedule has nothing to run (disabled, ended or deleted). Same channel
+    and signal as :func:`announce`, payload ``{"schedules": [[id, epoch], ...]}``.
+    """
+    entries = [[int(i), e] for i, e in entries]
+    if not entries:
+        return
+    if len(entries) <= NOTIFY_MAX_JOBS:
+        payload = {"queues": [], "schedules": entries}
+    else:
+        payload = {"queues": [], "sync": True}
     connection = connections[using]
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:

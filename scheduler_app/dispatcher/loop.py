@@ -16,7 +16,7 @@ import threading
 
 from .clock import SystemClock
 from .pool import WorkerPool
-from .timeline import Entry, Timeline
+from .timeline import SCHEDULES, Entry, Timeline, schedule_entry
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ class Dispatcher:
         self.housekeeping_interval = housekeeping_interval
         self.pause_interval = pause_interval
 
-        self.timeline = Timeline(self.queue_group.get, cap)  # loop thread only
+        self.timeline = Timeline(self._group_of, cap)  # loop thread only
         self.pool = WorkerPool(
             {name: slots for name, (_, slots) in self.groups.items()},
             execute,
@@ -89,6 +89,19 @@ class Dispatcher:
         self.processed = 0
         self.failed = 0
         self.finished = False
+
+    def _group_of(self, queue):
+        """Return the slot group of ``queue``; schedules have a pseudo-group without slots."""
+        if queue == SCHEDULES:
+            return SCHEDULES
+        return self.queue_group.get(queue)
+
+    def _apply(self, entry):
+        """Upsert an entry; a schedule entry without a time leaves the window."""
+        if entry.at is None:
+            self.timeline.remove(entry.id)
+        else:
+            self.timeline.upsert(entry)
 
     # -- called from any thread -------------------------------------------
 
@@ -185,6 +198,8 @@ class Dispatcher:
                 self.pool.request_cancel(payload["cancel"])
             if payload.get("queues_changed"):
                 self._need_paused = True
+            for schedule_id, at in payload.get("schedules", ()):
+                self._apply(schedule_entry(schedule_id, at))
 
     def _collect(self):
         for job, outcome, error in self.pool.collect():
@@ -231,7 +246,7 @@ class Dispatcher:
         since = (self._watermark if self._watermark is not None else now) - self.sync_overlap
         entries, newest = self.store.changes(self.queues, since)
         for entry in entries:
-            self.timeline.upsert(entry)
+            self._apply(entry)
         if newest is not None:
             self._watermark = max(self._watermark or newest, newest)
         self._need_poll = False
@@ -252,7 +267,10 @@ class Dispatcher:
         due_groups = self.timeline.promote(now)
         if self.burst and not due_groups and self.pool.busy() == 0:
             # Burst mode asks the database, not the window, whether work remains.
-            due_groups = set(self.groups)
+            due_groups = set(self.groups) | {SCHEDULES}
+        if SCHEDULES in due_groups:
+            due_groups.discard(SCHEDULES)
+            self._materialize(now)
         for group in due_groups:
             free = self.pool.free(group)
             if self.max_jobs is not None:
@@ -271,6 +289,13 @@ class Dispatcher:
                 # The database had fewer due jobs than the window thought:
                 # the rest were taken, cancelled or moved.
                 self.timeline.drop_due(group)
+
+    def _materialize(self, now):
+        """Turn due schedules into jobs (the store's compare-and-set decides who does)."""
+        ids = [-i for i in self.timeline.due_ids(SCHEDULES)]
+        self.timeline.drop_due(SCHEDULES)
+        for entry in self.store.materialize(now, ids):
+            self._apply(entry)
 
     def _check_done(self):
         if self.pool.busy() or self._outcomes or self.pool.abandoned_count:

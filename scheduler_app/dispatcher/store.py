@@ -14,10 +14,10 @@ from datetime import UTC, datetime
 from django.db import InterfaceError, OperationalError, connections
 from django.utils import timezone
 
-from scheduler_app import conf, lifecycle
+from scheduler_app import conf, lifecycle, schedules
 from scheduler_app.models import Job, Worker, WorkerState
 
-from .timeline import Entry
+from .timeline import Entry, schedule_entry
 
 logger = logging.getLogger(__name__)
 
@@ -88,24 +88,35 @@ class DjangoStore:
     # -- reads -------------------------------------------------------------
 
     def load_window(self, queues, until, limit):
+        """Return the window: the next runs of schedules first, then pending jobs by time.
+
+        Schedules come first so that a full window of jobs never pushes them
+        out; the loop takes the last entry as the edge of a truncated window.
+        """
+        planned = [schedule_entry(i, at) for i, at in schedules.window(until, using=self.using)]
+        planned = planned[: max(limit // 2, 1)]
         rows = (
             Job.objects.using(self.using)
             .pending()
             .filter(queue__in=sorted(queues), execute_at__lte=to_datetime(until))
             .order_by("execute_at", "id")
-            .values_list("id", "execute_at", "priority", "queue")[:limit]
+            .values_list("id", "execute_at", "priority", "queue")[: limit - len(planned)]
         )
-        return [Entry(i, at.timestamp(), p, q) for i, at, p, q in rows]
+        return planned + [Entry(i, at.timestamp(), p, q) for i, at, p, q in rows]
 
     def changes(self, queues, since):
-        """Return pending jobs changed since ``since`` and the newest change time."""
+        """Return pending jobs and schedules changed since ``since``, and the newest change time.
+
+        A schedule with nothing to run has an entry with ``at=None``.
+        """
+        planned, newest = schedules.changes(since, using=self.using)
+        entries = [schedule_entry(i, at) for i, at in planned]
         rows = (
             Job.objects.using(self.using)
             .pending()
             .filter(queue__in=sorted(queues), updated_at__gte=to_datetime(since))
             .values_list("id", "execute_at", "priority", "queue", "updated_at")
         )
-        entries, newest = [], None
         for i, at, p, q, updated in rows:
             entries.append(Entry(i, at.timestamp(), p, q))
             stamp = updated.timestamp()
@@ -134,6 +145,11 @@ class DjangoStore:
             now=to_datetime(now),
             using=self.using,
         )
+
+    def materialize(self, now, ids=()):
+        """Enqueue the jobs of due schedules; return their entries (``at=None``: none left)."""
+        planned = schedules.materialize_due(to_datetime(now), ids=ids, using=self.using)
+        return [schedule_entry(i, at) for i, at in planned]
 
     def finish(self, outcomes, now):
         won = lifecycle.finish(outcomes, now=to_datetime(now), using=self.using)
@@ -170,6 +186,8 @@ class DjangoStore:
         dead = Worker.objects.using(self.using).stale(moment).update(state=WorkerState.DEAD)
         if dead:
             logger.warning("marked %d workers dead (stale heartbeat)", dead)
+        # A safety net: due schedules the window missed (it is a cache).
+        schedules.materialize_due(moment, using=self.using)
         if self.prune:
             deleted = lifecycle.prune(now=moment, max_batches=1, using=self.using)
             if deleted:

@@ -21,10 +21,20 @@ from .heap import IndexedHeap
 class Entry:
     """A pending job as the dispatcher mirrors it."""
 
-    id: int
-    at: float  # execute_at, epoch seconds
+    id: int  # job id; -schedule id for a schedule's next run
+    at: float  # execute_at, epoch seconds (None in a schedule change: it has no next run)
     priority: int
     queue: str
+
+
+# Schedules share the timeline with jobs: an entry per enabled schedule, at its
+# next run, with id ``-schedule_id`` and this pseudo-queue (and pseudo-group).
+SCHEDULES = "__schedules__"
+
+
+def schedule_entry(schedule_id, at):
+    """Return the timeline entry of a schedule's next run (``at`` None: it has none)."""
+    return Entry(-int(schedule_id), at, 0, SCHEDULES)
 
 
 class Timeline:

@@ -3,7 +3,7 @@
 import threading
 from dataclasses import dataclass, field
 
-from scheduler_app.dispatcher.timeline import Entry
+from scheduler_app.dispatcher.timeline import Entry, schedule_entry
 
 
 class TransientError(Exception):
@@ -40,6 +40,8 @@ class FakeStore:
     def __init__(self, clock):
         self.clock = clock
         self.jobs = {}
+        self.schedules = {}  # id -> [next_run epoch, interval seconds]
+        self.materialized = []  # (schedule id, run time) per job made
         self.claims = []  # (queues, limit, returned ids)
         self.finished = []
         self.released = []
@@ -67,15 +69,36 @@ class FakeStore:
 
     def load_window(self, queues, until, limit):
         self._maybe_fail()
+        planned = [
+            schedule_entry(i, at) for i, (at, _) in sorted(self.schedules.items()) if at is not None and at <= until
+        ]
         rows = sorted(
             (j for j in self.jobs.values() if j.status == "pending" and j.queue in queues and j.at <= until),
             key=lambda j: (j.at, j.id),
         )[:limit]
-        return [Entry(j.id, j.at, j.priority, j.queue) for j in rows]
+        return planned + [Entry(j.id, j.at, j.priority, j.queue) for j in rows][: limit - len(planned)]
 
     def changes(self, queues, since):
         self._maybe_fail()
         return [], None
+
+    def add_schedule(self, schedule_id, at, interval):
+        self.schedules[schedule_id] = [at, interval]
+
+    def materialize(self, now, ids=()):
+        """Turn due schedules into jobs (one per run), as the Django store does."""
+        self._maybe_fail()
+        out = []
+        for schedule_id, spec in self.schedules.items():
+            at, interval = spec
+            if at is not None and at <= now:
+                job_id = 1_000_000 + len(self.materialized)
+                self.add(job_id, at)
+                self.materialized.append((schedule_id, at))
+                spec[0] = at + interval * (int((now - at) // interval) + 1)
+            if at is not None and at <= now or schedule_id in ids:
+                out.append(schedule_entry(schedule_id, spec[0]))
+        return out
 
     def claim(self, queues, limit, now):
         self._maybe_fail()
