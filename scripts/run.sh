@@ -11,15 +11,16 @@ $PY manage.py bootstrap_demo
 pids=()
 stop() {
     trap - INT TERM EXIT
-    for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    echo "Stopping (running jobs get the dispatcher's grace period)..."
+    # Each child leads its own process group (setsid), so the terminal's Ctrl-C
+    # reaches only this script; the children get exactly one SIGTERM from here.
+    for pid in "${pids[@]}"; do kill -TERM -- "-$pid" 2>/dev/null || true; done
     wait 2>/dev/null || true
 }
 trap stop INT TERM EXIT
-$PY manage.py runserver "$HOST:$PORT" &
+setsid $PY manage.py runserver "$HOST:$PORT" &
 pids+=($!)
-if $PY manage.py help rundispatcher >/dev/null 2>&1; then
-    $PY manage.py rundispatcher &
-    pids+=($!)
-fi
-echo "Admin: http://$HOST:$PORT/admin/   API: http://$HOST:$PORT/api/   (Ctrl-C stops)"
-wait -n "${pids[@]}"
+setsid $PY manage.py rundispatcher &
+pids+=($!)
+echo "Admin: http://$HOST:$PORT/admin/  Dashboard: http://$HOST:$PORT/admin/scheduler_app/dashboard/  API: http://$HOST:$PORT/api/docs/  (Ctrl-C stops)"
+wait -n "${pids[@]}" || true
