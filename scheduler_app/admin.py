@@ -248,8 +248,8 @@ class JobAdmin(admin.ModelAdmin):
         ("created_at", DateRangeFilter),
         ("finished_at", DateRangeFilter),
     ]
-    search_fields = ["=id", "task", "=unique_key"]
-    search_help_text = "A job id, part of a task path, or an exact unique key."
+    search_fields = ["task", "=unique_key"]  # and a number (or #number): the job id
+    search_help_text = "A job id (e.g. 42 or #42), part of a task path, or an exact unique key."
     date_hierarchy = "execute_at"
     list_per_page = 50
     list_max_show_all = 500
@@ -406,6 +406,14 @@ class JobAdmin(admin.ModelAdmin):
         return format_html('<div class="sched-errors">{}</div>', rows)
 
     # -- forms: create through lifecycle.enqueue, reschedule through lifecycle.reschedule
+
+    def get_search_results(self, request, queryset, search_term):
+        # A number is a job id: look it up by primary key alone, instead of
+        # also scanning every task path for those digits.
+        term = search_term.strip().lstrip("#")
+        if term.isdigit():
+            return queryset.filter(pk=int(term)), False
+        return super().get_search_results(request, queryset, search_term)
 
     def get_fieldsets(self, request, obj=None):
         return self.add_fieldsets if obj is None else self.change_fieldsets

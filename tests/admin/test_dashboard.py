@@ -80,6 +80,7 @@ class TestData:
         assert sum(b["failed"] for b in data["throughput_series"]) == 1
         assert data["failures"][0]["message"] == "boom" and data["failures"][0]["exception_class"] == "Boom"
         assert set(data["html"]) == set(admin_views.SECTIONS)
+        assert isinstance(data["took_ms"], int)
         assert 'id="sched-count-pending">2<' in data["html"]["summary"]
 
     def test_upcoming_order_due_by_priority_then_future_by_time(self, admin_client_, make_job):

@@ -112,6 +112,8 @@ class TestList:
         a = make_job(unique_key="report-2026")
         b = make_job(task="tests.testapp.tasks.noop")
         assert listed_ids(admin_client_.get(CHANGELIST, {"q": str(a.pk)})) == [a.pk]
+        assert listed_ids(admin_client_.get(CHANGELIST, {"q": f" #{b.pk} "})) == [b.pk]
+        assert listed_ids(admin_client_.get(CHANGELIST, {"q": "999999"})) == []
         assert listed_ids(admin_client_.get(CHANGELIST, {"q": "noop"})) == [b.pk]
         assert listed_ids(admin_client_.get(CHANGELIST, {"q": "report-2026"})) == [a.pk]
         assert listed_ids(admin_client_.get(CHANGELIST, {"q": "report"})) == []  # unique_key is exact
