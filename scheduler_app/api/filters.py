@@ -103,6 +103,12 @@ class JobFilter(django_filters.FilterSet):
         lookup_expr="lte",
         help_text="execute_at at or before this ISO 8601 time (with offset).",
     )
+    schedule = IntegerFilter(
+        field_name="schedule_id",
+        min_value=1,
+        max_value=MAX_ID,
+        help_text="Jobs created by this schedule (its id).",
+    )
     search = django_filters.CharFilter(
         method="filter_search",
         max_length=255,

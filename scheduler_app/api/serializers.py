@@ -154,6 +154,7 @@ class JobSerializer(serializers.ModelSerializer):
             "updated_at",
             "started_at",
             "finished_at",
+            "schedule",
         ]
         read_only_fields = fields
 

@@ -4,7 +4,7 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
-from . import views
+from . import schedules, views
 
 app_name = "api"
 
@@ -13,6 +13,7 @@ router.register("jobs", views.JobViewSet, basename="job")
 router.register("tasks", views.TaskViewSet, basename="task")
 router.register("workers", views.WorkerViewSet, basename="worker")
 router.register("queues", views.QueueViewSet, basename="queue")
+router.register("schedules", schedules.ScheduleViewSet, basename="schedule")
 
 urlpatterns = [
     *router.urls,
