@@ -6,19 +6,57 @@ finished_at, status) so the numbers stay cheap with millions of rows.
 
 from datetime import timedelta
 
+from django.db import connection
 from django.db.models import Count, Min, Q
 from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
-from .models import Job, JobStatus, Queue, Worker
+from .models import ACTIVE_STATUSES, FINISHED_STATUSES, Job, JobStatus, Queue, Worker
+
+# Past this many rows (PostgreSQL's own estimate), finished-status counts come
+# from the planner's statistics instead of a scan of every finished row.
+EXACT_COUNT_LIMIT = 200_000
 
 
 def job_counts():
-    """Return ``{status: count}`` for every status (zeros included)."""
+    """Return ``{status: count}`` for every status (zeros included).
+
+    Pending and running are always exact (small partial indexes). On
+    PostgreSQL tables past EXACT_COUNT_LIMIT rows, finished statuses are the
+    planner's estimate (table rows x the status's frequency in pg_stats),
+    refreshed by autovacuum's ANALYZE.
+    """
     counts = dict.fromkeys(JobStatus.values, 0)
-    for row in Job.objects.order_by().values("status").annotate(n=Count("id")):
+    estimated = _estimated_finished_counts()
+    jobs = Job.objects.order_by()
+    if estimated is not None:
+        jobs = jobs.filter(status__in=ACTIVE_STATUSES)
+        counts.update(estimated)
+    for row in jobs.values("status").annotate(n=Count("id")):
         counts[row["status"]] = row["n"]
     return counts
+
+
+def _estimated_finished_counts():
+    if connection.vendor != "postgresql":
+        return None
+    table = Job._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reltuples::bigint FROM pg_class WHERE relname = %s", [table])
+        row = cursor.fetchone()
+        if not row or row[0] < EXACT_COUNT_LIMIT:
+            return None
+        total = row[0]
+        cursor.execute(
+            "SELECT most_common_vals::text::text[], most_common_freqs FROM pg_stats "
+            "WHERE tablename = %s AND attname = 'status'",
+            [table],
+        )
+        stats = cursor.fetchone()
+    if not stats or not stats[0]:
+        return None
+    freqs = dict(zip(stats[0], stats[1], strict=False))
+    return {s: int(total * freqs.get(s, 0.0)) for s in FINISHED_STATUSES}
 
 
 def worker_slots(worker):
@@ -32,30 +70,25 @@ def worker_slots(worker):
     return result
 
 
-def queue_names():
-    from .lifecycle import known_queues
-
-    names = set(known_queues())
-    names |= set(Queue.objects.values_list("name", flat=True))
-    names |= set(Job.objects.active().order_by().values_list("queue", flat=True).distinct())
-    return sorted(names)
+def _queue_row(name):
+    return {
+        "name": name,
+        "paused": False,
+        "pending": 0,
+        "due": 0,
+        "running": 0,
+        "oldest_due_lag_seconds": 0.0,
+        "slots": 0,
+    }
 
 
 def queues(now=None):
-    """Return one dict per queue: name, paused, pending, due, running, lag, slots."""
+    """Return one dict per queue (known, flagged, or holding active jobs): name,
+    paused, pending, due, running, oldest_due_lag_seconds, slots."""
+    from .lifecycle import known_queues
+
     now = now or timezone.now()
-    rows = {
-        name: {
-            "name": name,
-            "paused": False,
-            "pending": 0,
-            "due": 0,
-            "running": 0,
-            "oldest_due_lag_seconds": 0.0,
-            "slots": 0,
-        }
-        for name in queue_names()
-    }
+    rows = {name: _queue_row(name) for name in known_queues()}
     active = (
         Job.objects.active()
         .order_by()
@@ -68,12 +101,12 @@ def queues(now=None):
         )
     )
     for row in active:
-        entry = rows[row["queue"]]
+        entry = rows.setdefault(row["queue"], _queue_row(row["queue"]))
         entry.update(pending=row["pending"], due=row["due"], running=row["running"])
         if row["oldest_due"] is not None:
             entry["oldest_due_lag_seconds"] = round((now - row["oldest_due"]).total_seconds(), 3)
     for name, paused in Queue.objects.values_list("name", "paused"):
-        rows[name]["paused"] = paused
+        rows.setdefault(name, _queue_row(name))["paused"] = paused
     for worker in Worker.objects.alive(now):
         for q, n in worker_slots(worker).items():
             if q in rows:

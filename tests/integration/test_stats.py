@@ -1,0 +1,47 @@
+"""Counts for the API and the dashboard: exact where cheap, estimated past a size on PostgreSQL."""
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from scheduler_app import lifecycle, stats
+from scheduler_app.models import Job, Worker
+
+pytestmark = pytest.mark.django_db(transaction=True)
+ADD = "tests.testapp.tasks.add"
+
+
+def make_jobs():
+    lifecycle.enqueue_many([{"task": ADD, "args": [1, 1]} for _ in range(30)])
+    lifecycle.enqueue_many([{"task": ADD, "args": [1, 1], "queue": "slow"} for _ in range(5)])
+    lifecycle.enqueue(ADD, [1, 1], execute_at=timezone.now() + timedelta(hours=1))
+    ids = list(Job.objects.filter(queue="default").order_by("pk").values_list("pk", flat=True)[:20])
+    lifecycle.cancel_many(ids)
+    lifecycle.claim("w", queues=["slow"], limit=2, lease=30)
+
+
+def test_exact_counts_and_queues():
+    make_jobs()
+    Worker.objects.create(id="w", hostname="h", pid=1, queues=["default", "slow"], slots={"*": 4})
+    assert stats.job_counts() == {"pending": 14, "running": 2, "succeeded": 0, "failed": 0, "cancelled": 20}
+    by_name = {q["name"]: q for q in stats.queues()}
+    assert set(by_name) >= {"default", "slow", "other"}
+    assert (by_name["default"]["pending"], by_name["default"]["due"]) == (11, 10)
+    assert (by_name["slow"]["pending"], by_name["slow"]["running"], by_name["slow"]["slots"]) == (3, 2, 4)
+    assert by_name["other"]["pending"] == 0
+    overview = stats.overview()
+    assert overview["jobs"]["cancelled"] == 20 and overview["workers"]["alive"] == 1
+
+
+@pytest.mark.postgres_only
+def test_finished_counts_are_estimated_on_big_postgres_tables(monkeypatch):
+    make_jobs()
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {Job._meta.db_table}")
+    monkeypatch.setattr(stats, "EXACT_COUNT_LIMIT", 0)
+    counts = stats.job_counts()
+    # Active statuses stay exact; the finished one comes from pg_stats (exact on a small sample).
+    assert (counts["pending"], counts["running"]) == (14, 2)
+    assert counts["cancelled"] == 20
