@@ -15,7 +15,7 @@ JOB_FIELDS = {
     "id", "url", "task", "args", "kwargs", "queue", "priority", "execute_at", "status",
     "attempts", "max_attempts", "timeout", "unique_key", "result", "errors",
     "cancel_requested", "worker", "created_by", "created_at", "updated_at",
-    "started_at", "finished_at",
+    "started_at", "finished_at", "schedule",
 }
 
 pytestmark = pytest.mark.django_db
