@@ -1,0 +1,23 @@
+"""Bench-only django.tasks tasks: used by this project and by django-tasks-db."""
+
+from django.tasks import task
+
+from bench import stamps
+
+
+@task
+def noop(*args, **kwargs):
+    return None
+
+
+@task
+def stamp(key, due):
+    stamps.record(key, due)
+
+
+@task
+def relay(key):
+    """Enqueue ``stamp`` from inside a running job (same-process pickup)."""
+    import time
+
+    stamp.enqueue(key=key, due=time.time())

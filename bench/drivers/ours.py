@@ -1,0 +1,240 @@
+"""Driver for this project (runs in .venv with bench.settings_ours).
+
+Subcommands print one ``RESULT {json}`` line. See bench/run.py.
+"""
+
+import argparse
+import http.client
+import json
+import os
+import random
+import statistics
+import sys
+import time
+from datetime import UTC, datetime
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from bench.drivers.common import create_stamp_table, emit, setup_django, wait_stamp  # noqa: E402
+
+NOOP = "scheduler_app.demo.tasks.noop"
+STAMP = "bench.benchapp.tasks.stamp"
+
+
+def dt(epoch):
+    return datetime.fromtimestamp(epoch, tz=UTC)
+
+
+def cmd_setup(args):
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    create_stamp_table()
+    from django.contrib.auth import get_user_model
+    from rest_framework.authtoken.models import Token
+
+    User = get_user_model()
+    user, _ = User.objects.get_or_create(username="bench", defaults={"is_staff": True, "is_superuser": True})
+    user.is_staff = user.is_superuser = True
+    user.save()
+    token, _ = Token.objects.get_or_create(user=user)
+    emit({"token": token.key})
+
+
+def cmd_enqueue_noop(args):
+    from scheduler_app import lifecycle
+
+    t0 = time.perf_counter()
+    at = None if args.future is None else dt(time.time() + args.future)
+    left = args.n
+    while left > 0:
+        chunk = min(left, 10_000)
+        spec = {"task": NOOP} if at is None else {"task": NOOP, "execute_at": at}
+        lifecycle.enqueue_many([spec] * chunk, max_size=None)
+        left -= chunk
+    emit({"seconds": time.perf_counter() - t0})
+
+
+def cmd_enqueue_stamps(args):
+    from bench.benchapp.tasks import stamp
+
+    base = time.time()
+    for i in range(args.n):
+        due = base + args.first + i * args.spread / args.n
+        stamp.using(run_after=dt(due)).enqueue(key=f"t{i}", due=due)
+    emit({"base": base, "enqueued_in": time.time() - base})
+
+
+class Api:
+    def __init__(self, url, token):
+        host, port = url.split(":")
+        self.addr = (host, int(port))
+        self.headers = {"Authorization": f"Token {token}", "Content-Type": "application/json"}
+        self.conn = None
+
+    def post(self, path, body):
+        for attempt in range(2):
+            if self.conn is None:
+                self.conn = http.client.HTTPConnection(*self.addr, timeout=60)
+            try:
+                self.conn.request("POST", path, json.dumps(body), self.headers)
+                resp = self.conn.getresponse()
+                data = resp.read()
+                if resp.status >= 300:
+                    raise RuntimeError(f"POST {path}: {resp.status} {data[:300]!r}")
+                if resp.getheader("Connection", "").lower() == "close":
+                    self.conn.close()
+                    self.conn = None
+                return json.loads(data or b"null")
+            except (http.client.HTTPException, ConnectionError, OSError):
+                self.conn = None
+                if attempt:
+                    raise
+
+
+def cmd_pickup(args):
+    from bench.benchapp.tasks import relay, stamp
+
+    api = Api(args.url, args.token) if args.via == "api" else None
+    lat = []
+    for i in range(args.n + args.warmup):
+        time.sleep(random.uniform(0.05, 0.15))  # the dispatcher is idle again
+        key = f"p{args.via}{i}"
+        t0 = time.time()
+        if api:
+            api.post("/api/jobs/", {"task": STAMP, "kwargs": {"key": key, "due": t0}})
+        elif args.via == "inproc":
+            relay.enqueue(key=key)  # the job enqueues stamp(due=its own now)
+        else:
+            stamp.enqueue(key=key, due=t0)
+        started = wait_stamp(key)
+        if args.via == "inproc" and started is not None:
+            from django.db import connection
+
+            with connection.cursor() as c:
+                c.execute("SELECT due FROM bench_stamp WHERE key = %s", [key])
+                t0 = c.fetchone()[0]
+        if i >= args.warmup:
+            lat.append(None if started is None else (started - t0) * 1000)
+    emit({"latency_ms": lat})
+
+
+def cmd_enqueue_rate(args):
+    """task.enqueue() per second, bulk API jobs/s, single API create times."""
+    from scheduler_app.demo.tasks import noop
+
+    out = {}
+    t0 = time.perf_counter()
+    for _ in range(args.n):
+        noop.enqueue()
+    out["enqueue_per_s"] = args.n / (time.perf_counter() - t0)
+    if args.url:
+        api = Api(args.url, args.token)
+        api.post("/api/jobs/", {"task": NOOP})  # warm up
+        single = []
+        for _ in range(args.single):
+            t = time.perf_counter()
+            api.post("/api/jobs/", {"task": NOOP})
+            single.append((time.perf_counter() - t) * 1000)
+        out["api_single_ms"] = single
+        t0 = time.perf_counter()
+        for _ in range(args.bulk_requests):
+            api.post("/api/jobs/bulk/", {"jobs": [{"task": NOOP}] * 1000})
+        out["api_bulk_per_s"] = args.bulk_requests * 1000 / (time.perf_counter() - t0)
+    emit(out)
+
+
+def cmd_explain(args):
+    """EXPLAIN the hot queries and time them (claim rolled back)."""
+    from django.db import connection, transaction
+
+    from scheduler_app import sql
+    from scheduler_app.dispatcher.store import DjangoStore
+    from scheduler_app.models import Job
+
+    now = datetime.now(tz=UTC)
+    queues = ["default", "slow"]
+    store = DjangoStore("bench-explain", lease=30)
+    window = (
+        Job.objects.pending()
+        .filter(queue__in=queues, execute_at__lte=dt(time.time() + 300))
+        .order_by("execute_at", "id")
+        .values_list("id", "execute_at", "priority", "queue")[:20000]
+    )
+    changes = (
+        Job.objects.pending()
+        .filter(queue__in=queues, updated_at__gte=dt(time.time() - 3))
+        .values_list("id", "execute_at", "priority", "queue", "updated_at")
+    )
+    claim_sql, claim_params = sql.claim(
+        worker="bench-explain", queues=queues, limit=4, now=now, lease_until=now, ids=None
+    )
+    queries = {
+        "claim (4)": (claim_sql, claim_params),
+        "window load": window.query.sql_with_params(),
+        "changes poll": changes.query.sql_with_params(),
+    }
+    pg = connection.vendor == "postgresql"
+    out = {}
+    for name, (q, p) in queries.items():
+        with transaction.atomic():
+            with connection.cursor() as c:
+                c.execute(("EXPLAIN (ANALYZE, BUFFERS) " if pg else "EXPLAIN QUERY PLAN ") + q, p)
+                rows = c.fetchall()
+            transaction.set_rollback(True)
+        plan = "\n".join(r[0] for r in rows) if pg else "\n".join(str(r[-1]) for r in rows)
+        times = []
+        for _ in range(args.repeat):
+            with transaction.atomic():
+                with connection.cursor() as c:
+                    t = time.perf_counter()
+                    c.execute(q, p)
+                    c.fetchall()
+                    times.append((time.perf_counter() - t) * 1000)
+                transaction.set_rollback(True)
+        out[name] = {"plan": plan, "ms": times}
+    # The store's own calls (ORM overhead included), read-only ones.
+    for name, fn in (
+        ("store.load_window", lambda: store.load_window({"default", "slow"}, time.time() + 300, 20000)),
+        ("store.changes", lambda: store.changes({"default", "slow"}, time.time() - 3)),
+    ):
+        times = []
+        for _ in range(args.repeat):
+            t = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t) * 1000)
+        out[name] = {"plan": "", "ms": times}
+    emit(out)
+
+
+def main():
+    setup_django("bench.settings_ours")
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("setup")
+    s = sub.add_parser("enqueue_noop")
+    s.add_argument("--n", type=int, required=True)
+    s.add_argument("--future", type=float, default=None)
+    s = sub.add_parser("enqueue_stamps")
+    s.add_argument("--n", type=int, default=200)
+    s.add_argument("--first", type=float, default=3.0)
+    s.add_argument("--spread", type=float, default=10.0)
+    s = sub.add_parser("pickup")
+    s.add_argument("--n", type=int, default=50)
+    s.add_argument("--warmup", type=int, default=3)
+    s.add_argument("--via", choices=["orm", "api", "inproc"], default="orm")
+    s.add_argument("--url", default="")
+    s.add_argument("--token", default="")
+    s = sub.add_parser("enqueue_rate")
+    s.add_argument("--n", type=int, default=1000)
+    s.add_argument("--single", type=int, default=200)
+    s.add_argument("--bulk-requests", type=int, default=10)
+    s.add_argument("--url", default="")
+    s.add_argument("--token", default="")
+    s = sub.add_parser("explain")
+    s.add_argument("--repeat", type=int, default=30)
+    args = p.parse_args()
+    globals()["cmd_" + args.cmd](args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+"""Driver for a peer (runs in bench/.venv-peers with bench.peers.settings; PEER selects it).
+
+Each peer enqueues through its own public API; jobs are recorded by the
+peer's own tables (throughput) or by the shared stamp task (timing).
+"""
+
+import argparse
+import os
+import random
+import sys
+import time
+from datetime import UTC, datetime
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from bench.drivers.common import create_stamp_table, emit, setup_django, wait_stamp  # noqa: E402
+
+PEER = os.environ["PEER"]
+
+
+def dt(epoch):
+    return datetime.fromtimestamp(epoch, tz=UTC)
+
+
+def enqueue_one(kind, at=None, **kwargs):
+    """Enqueue one job of ``kind`` (noop | stamp), due at ``at`` (epoch) or now."""
+    if PEER == "dtdb":
+        from bench.benchapp import tasks
+
+        t = getattr(tasks, kind)
+        if at is not None:
+            t = t.using(run_after=dt(at))
+        t.enqueue(**kwargs)
+    elif PEER == "procrastinate":
+        from bench.peers.procapp import tasks
+
+        t = getattr(tasks, kind)
+        if at is not None:
+            t.configure(schedule_at=dt(at)).defer(**kwargs)
+        else:
+            t.defer(**kwargs)
+    elif PEER == "djangoq":
+        func = f"bench.peers.qtasks.{kind}"
+        if at is None:
+            from django_q.tasks import async_task
+
+            async_task(func, **kwargs)
+        else:
+            # django-q2 has no per-task ETA: a one-off Schedule is its way.
+            from django_q.models import Schedule
+
+            Schedule.objects.create(
+                func=func, kwargs=kwargs, schedule_type=Schedule.ONCE, repeats=1, next_run=dt(at)
+            )
+
+
+def cmd_setup(args):
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    create_stamp_table()
+    emit({})
+
+
+def cmd_enqueue_noop(args):
+    from django.db import transaction
+
+    t0 = time.perf_counter()
+    if PEER == "procrastinate":
+        from bench.peers.procapp import tasks
+
+        for start in range(0, args.n, 1000):
+            tasks.noop.batch_defer(*[{}] * min(1000, args.n - start))
+    else:
+        with transaction.atomic():
+            for _ in range(args.n):
+                enqueue_one("noop")
+    emit({"seconds": time.perf_counter() - t0})
+
+
+def cmd_enqueue_stamps(args):
+    base = time.time()
+    for i in range(args.n):
+        due = base + args.first + i * args.spread / args.n
+        enqueue_one("stamp", at=due, key=f"t{i}", due=due)
+    emit({"base": base, "enqueued_in": time.time() - base})
+
+
+def cmd_pickup(args):
+    lat = []
+    for i in range(args.n + args.warmup):
+        time.sleep(random.uniform(0.05, 0.15))
+        key = f"p{i}"
+        t0 = time.time()
+        enqueue_one("stamp", key=key, due=t0)
+        started = wait_stamp(key, timeout=args.timeout)
+        if i >= args.warmup:
+            lat.append(None if started is None else (started - t0) * 1000)
+    emit({"latency_ms": lat})
+
+
+def cmd_enqueue_rate(args):
+    t0 = time.perf_counter()
+    for _ in range(args.n):
+        enqueue_one("noop")
+    emit({"enqueue_per_s": args.n / (time.perf_counter() - t0)})
+
+
+def main():
+    setup_django("bench.peers.settings")
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("setup")
+    s = sub.add_parser("enqueue_noop")
+    s.add_argument("--n", type=int, required=True)
+    s = sub.add_parser("enqueue_stamps")
+    s.add_argument("--n", type=int, default=200)
+    s.add_argument("--first", type=float, default=3.0)
+    s.add_argument("--spread", type=float, default=10.0)
+    s = sub.add_parser("pickup")
+    s.add_argument("--n", type=int, default=50)
+    s.add_argument("--warmup", type=int, default=3)
+    s.add_argument("--timeout", type=float, default=30.0)
+    s = sub.add_parser("enqueue_rate")
+    s.add_argument("--n", type=int, default=1000)
+    args = p.parse_args()
+    globals()["cmd_" + args.cmd](args)
+
+
+if __name__ == "__main__":
+    main()

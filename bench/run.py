@@ -1,0 +1,926 @@
+"""The benchmark harness: this project, its peers and the raw-SQL floor, side by side.
+
+    .venv/bin/python bench/run.py                       # everything (make bench)
+    .venv/bin/python bench/run.py --quick               # small N, 1 repetition: harness check
+    .venv/bin/python bench/run.py --only throughput,precision --subjects ours,procrastinate --dbs pg
+
+Every subject runs as subprocesses (its own worker command) against its own
+database; the harness measures from outside, through the database: the
+frameworks' own start/finish columns for throughput, and a shared bench-only
+task that records ``time.time()`` as its first statement for timing.
+Results: stdout, bench/results/<stamp>.json, docs/BENCHMARKS.md (generated
+section) and docs/SCALING.md (generated section).
+"""
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+
+import psutil
+import psycopg
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH = os.path.join(ROOT, "bench")
+OURS_PY = os.path.join(ROOT, ".venv", "bin", "python")
+PEERS_VENV = os.path.join(BENCH, ".venv-peers")
+PEERS_PY = os.path.join(PEERS_VENV, "bin", "python")
+RESULTS = os.path.join(BENCH, "results")
+LOGS = os.path.join(RESULTS, "logs")
+PG = "postgresql://postgres@127.0.0.1:5432/"
+API_PORT = 8765
+
+ALL_MEASUREMENTS = ["floor", "throughput", "precision", "pickup", "memory", "scale", "enqueue", "scaling"]
+ALL_SUBJECTS = ["ours", "dtdb", "procrastinate", "djangoq"]
+LABEL = {
+    "ours": "this project",
+    "dtdb": "django-tasks-db 0.13.0",
+    "procrastinate": "procrastinate 3.10.0",
+    "djangoq": "django-q2 1.11.1 (ORM)",
+}
+SQLITE_OK = {"ours", "dtdb", "djangoq"}  # procrastinate is PostgreSQL-only
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------
+# statistics
+
+
+def pct(values, q):
+    v = sorted(x for x in values if x is not None)
+    if not v:
+        return None
+    k = (len(v) - 1) * q / 100
+    lo, hi = int(k), min(int(k) + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (k - lo)
+
+
+def summary(values):
+    """median and min-max of repetitions."""
+    v = [x for x in values if x is not None]
+    if not v:
+        return {"median": None, "min": None, "max": None, "n": 0}
+    return {"median": statistics.median(v), "min": min(v), "max": max(v), "n": len(v)}
+
+
+def fmt(x, digits=0):
+    if x is None:
+        return "-"
+    if abs(x) >= 100 or digits == 0:
+        return f"{x:,.0f}"
+    return f"{x:,.{digits}f}"
+
+
+def fmt_s(s, digits=0):
+    if s is None or s["median"] is None:
+        return "-"
+    if s["n"] == 1:
+        return fmt(s["median"], digits)
+    return f"{fmt(s['median'], digits)} ({fmt(s['min'], digits)}–{fmt(s['max'], digits)})"
+
+
+# ---------------------------------------------------------------------------
+# databases
+
+
+def pg_admin(sql):
+    with psycopg.connect(PG + "postgres", autocommit=True) as c:
+        c.execute(sql)
+
+
+def fresh_pg(name):
+    pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    pg_admin(f'CREATE DATABASE "{name}"')
+
+
+class DB:
+    """The harness's own connection to a subject's database (PostgreSQL or SQLite)."""
+
+    def __init__(self, kind, name):
+        self.kind, self.name = kind, name
+        self.path = f"/tmp/bench_{name}.sqlite3" if kind == "sqlite" else None
+        self.conn = None
+
+    @property
+    def env_value(self):
+        return self.path if self.kind == "sqlite" else self.name
+
+    @property
+    def url(self):
+        return f"sqlite:///{self.path}" if self.kind == "sqlite" else PG + self.name
+
+    def create(self):
+        self.close()
+        if self.kind == "pg":
+            fresh_pg(self.name)
+        else:
+            for suffix in ("", "-wal", "-shm"):
+                if os.path.exists(self.path + suffix):
+                    os.remove(self.path + suffix)
+
+    def connect(self):
+        if self.conn is None:
+            if self.kind == "pg":
+                self.conn = psycopg.connect(PG + self.name, autocommit=True)
+            else:
+                self.conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+                self.conn.execute("PRAGMA busy_timeout=60000")
+        return self.conn
+
+    def q(self, sql, params=()):
+        c = self.connect()
+        if self.kind == "sqlite":
+            sql = sql.replace("%s", "?")
+        cur = c.execute(sql, params)
+        try:
+            return cur.fetchall()
+        except Exception:  # statements without rows
+            return []
+
+    def close(self):
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+
+def to_epoch(value):
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value.replace(" ", "T"))
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.timestamp()
+
+
+# ---------------------------------------------------------------------------
+# processes
+
+
+class Proc:
+    """A subprocess in its own session; stopped by its own id (process group)."""
+
+    def __init__(self, argv, env, tag):
+        os.makedirs(LOGS, exist_ok=True)
+        self.log_path = os.path.join(LOGS, f"{tag}.log")
+        self.log = open(self.log_path, "ab")
+        self.started = time.time()
+        self.p = subprocess.Popen(
+            argv, env=env, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+    @property
+    def pid(self):
+        return self.p.pid
+
+    def alive(self):
+        return self.p.poll() is None
+
+    def stop(self, grace=15):
+        if self.alive():
+            try:
+                os.killpg(self.p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                self.p.wait(grace)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.p.pid, signal.SIGKILL)
+                self.p.wait(5)
+        else:
+            # children of a group leader that already exited (django-q2)
+            try:
+                os.killpg(self.p.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        self.log.close()
+
+
+def run_driver(argv, env, timeout=1800):
+    r = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    for line in reversed(r.stdout.splitlines()):
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    raise RuntimeError(f"driver failed ({r.returncode}): {shlex.join(argv)}\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}")
+
+
+# ---------------------------------------------------------------------------
+# subjects
+
+
+class Subject:
+    name = ""
+    done_sql = ""
+    times_sql = ""
+    reset_sql = ()
+
+    def __init__(self, kind):
+        self.kind = kind
+        self.db = DB(kind, f"bench_{self.name}")
+
+    def env(self, **extra):
+        raise NotImplementedError
+
+    def driver(self, *args, env=None, timeout=1800):
+        raise NotImplementedError
+
+    def setup(self):
+        self.db.create()
+        out = self.driver("setup")
+        self.reset()
+        return out
+
+    def reset(self):
+        for sql in self.reset_sql:
+            self.db.q(sql)
+        self.db.q("DELETE FROM bench_stamp")
+
+    def workers(self, variant, tag):
+        """Start the worker(s): variant 'default' or 'c4'; return [Proc]."""
+        raise NotImplementedError
+
+    def done(self, since):
+        return self.db.q(self.done_sql)[0][0]
+
+    def span(self, since):
+        first, last = self.db.q(self.times_sql)[0]
+        return to_epoch(first), to_epoch(last)
+
+    def variant_label(self, variant):
+        return "default" if variant == "default" else "concurrency 4"
+
+
+class Ours(Subject):
+    name = "ours"
+    reset_sql = ("DELETE FROM scheduler_app_job", "DELETE FROM scheduler_app_worker")
+    # Remaining work, not finished rows: the scale test keeps old finished filler rows.
+    remaining_sql = "SELECT count(*) FROM scheduler_app_job WHERE status IN ('pending', 'running')"
+
+    def env(self, **extra):
+        e = dict(os.environ)
+        e.update(
+            DATABASE_URL=self.db.url,
+            DJANGO_SETTINGS_MODULE="bench.settings_ours",
+            SCHEDULER_LOG_LEVEL="WARNING",
+            PYTHONPATH=ROOT,
+        )
+        e.update({k: str(v) for k, v in extra.items()})
+        return e
+
+    def driver(self, *args, env=None, timeout=1800):
+        return run_driver([OURS_PY, os.path.join(BENCH, "drivers", "ours.py"), *args], env or self.env(), timeout)
+
+    def workers(self, variant, tag, slots=4, count=1, stats_prefix=None):
+        procs = []
+        for i in range(count):
+            extra = {}
+            if stats_prefix:
+                extra["BENCH_CLAIM_STATS"] = f"{stats_prefix}-{i}.json"
+            argv = [OURS_PY, os.path.join(BENCH, "drivers", "ours_dispatch.py"), "--concurrency", str(slots)]
+            procs.append(Proc(argv, self.env(**extra), f"{tag}-{i}"))
+        return procs
+
+    def variant_label(self, variant):
+        return "4 slots"
+
+    def done(self, since):
+        # Used with a known N: done = N - remaining (see throughput()).
+        return -self.db.q(self.remaining_sql)[0][0]
+
+    def span(self, since):
+        since_dt = datetime.fromtimestamp(since - 1, tz=UTC)
+        if self.kind == "sqlite":
+            since_dt = since_dt.strftime("%Y-%m-%d %H:%M:%S.%f")
+        first, last = self.db.q(
+            "SELECT min(started_at), max(finished_at) FROM scheduler_app_job WHERE finished_at >= %s",
+            (since_dt,),
+        )[0]
+        return to_epoch(first), to_epoch(last)
+
+
+class Peer(Subject):
+    def env(self, **extra):
+        e = dict(os.environ)
+        e.update(
+            PEER=self.name,
+            BENCH_DB=self.db.env_value,
+            DJANGO_SETTINGS_MODULE="bench.peers.settings",
+            PYTHONPATH=ROOT,
+        )
+        e.pop("VIRTUAL_ENV", None)
+        e.update({k: str(v) for k, v in extra.items()})
+        return e
+
+    def driver(self, *args, env=None, timeout=1800):
+        return run_driver([PEERS_PY, os.path.join(BENCH, "drivers", "peer.py"), *args], env or self.env(), timeout)
+
+
+class DTDB(Peer):
+    name = "dtdb"
+    reset_sql = ("DELETE FROM django_tasks_database_dbtaskresult",)
+    done_sql = "SELECT count(*) FROM django_tasks_database_dbtaskresult WHERE status IN ('SUCCESSFUL', 'FAILED')"
+    times_sql = "SELECT min(started_at), max(finished_at) FROM django_tasks_database_dbtaskresult"
+
+    def workers(self, variant, tag):
+        # No concurrency knob: "concurrency 4" is 4 db_worker processes.
+        n = 1 if variant == "default" else 4
+        return [Proc([PEERS_PY, "-m", "django", "db_worker"], self.env(), f"{tag}-{i}") for i in range(n)]
+
+    def variant_label(self, variant):
+        return "default (1 process)" if variant == "default" else "4 processes"
+
+
+class Procrastinate(Peer):
+    name = "procrastinate"
+    reset_sql = ("TRUNCATE procrastinate_events, procrastinate_jobs CASCADE",)
+    done_sql = "SELECT count(*) FROM procrastinate_jobs WHERE status IN ('succeeded', 'failed')"
+    times_sql = (
+        "SELECT min(at) FILTER (WHERE type = 'started'), "
+        "max(at) FILTER (WHERE type IN ('succeeded', 'failed')) FROM procrastinate_events"
+    )
+
+    def workers(self, variant, tag):
+        argv = [PEERS_PY, "-m", "django", "procrastinate", "worker"]
+        if variant != "default":
+            argv += ["--concurrency", "4"]
+        return [Proc(argv, self.env(), tag)]
+
+    def variant_label(self, variant):
+        return "default (concurrency 1)" if variant == "default" else "concurrency 4"
+
+
+class DjangoQ(Peer):
+    name = "djangoq"
+    reset_sql = ("DELETE FROM django_q_ormq", "DELETE FROM django_q_task", "DELETE FROM django_q_schedule")
+    done_sql = "SELECT count(*) FROM django_q_task"
+    times_sql = "SELECT min(started), max(stopped) FROM django_q_task"
+
+    def workers(self, variant, tag):
+        extra = {} if variant == "default" else {"PEER_WORKERS": 4}
+        return [Proc([PEERS_PY, "-m", "django", "qcluster"], self.env(**extra), tag)]
+
+    def variant_label(self, variant):
+        return f"default ({os.cpu_count()} workers)" if variant == "default" else "4 workers"
+
+
+SUBJECT_CLASSES = {"ours": Ours, "dtdb": DTDB, "procrastinate": Procrastinate, "djangoq": DjangoQ}
+
+
+def stop_all(procs):
+    for p in procs:
+        p.stop()
+
+
+# ---------------------------------------------------------------------------
+# measurements
+
+
+def throughput_once(subj, n, variant, tag, slots=4, count=1, timeout=None, stats_prefix=None):
+    """Enqueue n due no-op jobs, start the worker(s), wait for the last to finish."""
+    subj.reset()
+    subj.driver("enqueue_noop", "--n", str(n))
+    if subj.kind == "pg":
+        subj.db.q("VACUUM ANALYZE")
+    spawn = time.time()
+    if isinstance(subj, Ours):
+        procs = subj.workers(variant, tag, slots=slots, count=count, stats_prefix=stats_prefix)
+    else:
+        procs = subj.workers(variant, tag)
+    timeout = timeout or (60 + n / 20)
+    deadline = time.monotonic() + timeout
+    done = 0
+    try:
+        while time.monotonic() < deadline:
+            done = subj.done(spawn)
+            if isinstance(subj, Ours):
+                done = n + done
+            if done >= n:
+                break
+            if not any(p.alive() for p in procs):
+                raise RuntimeError(f"{tag}: worker exited early; see {procs[0].log_path}")
+            time.sleep(0.25)
+    finally:
+        stop_all(procs)
+    first, last = subj.span(spawn)
+    ok = done >= n and first is not None and last is not None
+    res = {
+        "n": n,
+        "done": done,
+        "complete": ok,
+        "run_s": (last - first) if ok else None,
+        "wall_s": (last - spawn) if ok else None,
+    }
+    res["jobs_per_s"] = n / res["run_s"] if ok and res["run_s"] > 0 else None
+    res["jobs_per_s_wall"] = n / res["wall_s"] if ok else None
+    if stats_prefix:
+        claims = {"claims": 0, "asked": 0, "got": 0, "short": 0, "empty": 0}
+        for i in range(count):
+            try:
+                with open(f"{stats_prefix}-{i}.json") as f:
+                    for k, v in json.load(f).items():
+                        claims[k] += v
+            except FileNotFoundError:
+                pass
+        res["claims"] = claims
+    return res
+
+
+def m_floor(ctx):
+    db = DB("pg", "bench_floor")
+    db.create()
+    Ours.__new__(Ours)  # noqa: B018
+    ours = Ours("pg")
+    ours.db = db
+    ours.driver("setup")
+    out = {}
+    for batch in ctx.floor_batches:
+        n = min(ctx.floor_n * batch, ctx.floor_cap)
+        reps = []
+        for _ in range(ctx.reps):
+            r = run_driver([OURS_PY, os.path.join(BENCH, "floor.py"), "--dsn", PG + db.name,
+                            "--batch", str(batch), "--n", str(n)], ours.env())
+            reps.append(r["jobs_per_s"])
+        out[str(batch)] = {"n": n, "jobs_per_s": summary(reps), "reps": reps}
+        log(f"  floor batch {batch}: {fmt_s(out[str(batch)]['jobs_per_s'])} jobs/s")
+    db.close()
+    pg_admin('DROP DATABASE IF EXISTS "bench_floor" WITH (FORCE)')
+    return out
+
+
+def m_throughput(ctx):
+    out = {"ours": {}, "peers": {}}
+    for kind in ctx.dbs:
+        if "ours" in ctx.subjects:
+            ours = ctx.subject("ours", kind)
+            for n in ctx.ours_ns:
+                reps = [throughput_once(ours, n, "default", f"tp-ours-{kind}-{n}-{r}", slots=4)
+                        for r in range(ctx.reps)]
+                out["ours"][f"{kind}/n={n}/slots=4"] = pack(reps)
+                log(f"  ours {kind} n={n} slots=4: {fmt_s(out['ours'][f'{kind}/n={n}/slots=4']['jobs_per_s'])} jobs/s")
+            if kind == "pg" or ctx.sqlite_curve:
+                for slots in ctx.curve:
+                    if slots == 4 and ctx.curve_n in ctx.ours_ns:
+                        continue
+                    reps = [throughput_once(ours, ctx.curve_n, "default", f"tp-ours-{kind}-s{slots}-{r}",
+                                            slots=slots) for r in range(ctx.reps)]
+                    key = f"{kind}/n={ctx.curve_n}/slots={slots}"
+                    out["ours"][key] = pack(reps)
+                    log(f"  ours {kind} n={ctx.curve_n} slots={slots}: {fmt_s(out['ours'][key]['jobs_per_s'])} jobs/s")
+        for name in ctx.peers:
+            if kind == "sqlite" and name not in SQLITE_OK:
+                continue
+            peer = ctx.subject(name, kind)
+            for variant in ("default", "c4"):
+                reps = [throughput_once(peer, ctx.peer_n, variant, f"tp-{name}-{kind}-{variant}-{r}")
+                        for r in range(ctx.reps)]
+                out["peers"][f"{name}/{kind}/{variant}"] = pack(reps) | {
+                    "label": peer.variant_label(variant)}
+                log(f"  {name} {kind} {variant}: {fmt_s(out['peers'][f'{name}/{kind}/{variant}']['jobs_per_s'])} jobs/s")
+    return out
+
+
+def pack(reps):
+    return {
+        "jobs_per_s": summary([r["jobs_per_s"] for r in reps]),
+        "jobs_per_s_wall": summary([r["jobs_per_s_wall"] for r in reps]),
+        "complete": all(r["complete"] for r in reps),
+        "reps": reps,
+    }
+
+
+def timed_session(subj, tag, body, warmup):
+    procs = subj.workers("default", tag)
+    try:
+        time.sleep(warmup)
+        return body()
+    finally:
+        stop_all(procs)
+
+
+def m_precision(ctx):
+    out = {}
+    for kind in ctx.dbs:
+        for name in ctx.subjects:
+            if kind == "sqlite" and name not in SQLITE_OK:
+                continue
+            subj = ctx.subject(name, kind)
+            reps = []
+            for r in range(ctx.reps):
+                subj.reset()
+
+                def body():
+                    info = subj.driver("enqueue_stamps", "--n", str(ctx.prec_n), "--first", "3",
+                                       "--spread", str(ctx.prec_spread))
+                    end = info["base"] + 3 + ctx.prec_spread + ctx.prec_wait
+                    while time.time() < end:
+                        if subj.db.q("SELECT count(*) FROM bench_stamp")[0][0] >= ctx.prec_n:
+                            break
+                        time.sleep(0.5)
+                    return subj.db.q("SELECT due, started FROM bench_stamp WHERE key LIKE 't%%'")
+
+                rows = timed_session(subj, f"prec-{name}-{kind}-{r}", body, ctx.warmup)
+                late = [(s - d) * 1000 for d, s in rows]
+                reps.append({
+                    "ran": len(late), "expected": ctx.prec_n,
+                    "p50": pct(late, 50), "p95": pct(late, 95), "p99": pct(late, 99),
+                    "max": max(late) if late else None, "min": min(late) if late else None,
+                })
+            out[f"{name}/{kind}"] = {k: summary([x[k] for x in reps]) for k in ("p50", "p95", "p99", "max", "min")} | {
+                "ran": [x["ran"] for x in reps], "expected": ctx.prec_n, "reps": reps}
+            log(f"  precision {name} {kind}: p50 {fmt_s(out[f'{name}/{kind}']['p50'], 1)} "
+                f"p99 {fmt_s(out[f'{name}/{kind}']['p99'], 1)} max {fmt_s(out[f'{name}/{kind}']['max'], 1)} ms")
+    return out
+
+
+class ApiServer:
+    def __init__(self, subj):
+        self.subj = subj
+        # Django's threaded dev server (what runserver --noreload runs); see wsgi_server.py.
+        argv = [OURS_PY, os.path.join(BENCH, "wsgi_server.py"), str(API_PORT)]
+        self.proc = Proc(argv, subj.env(), f"api-{subj.kind}")
+        deadline = time.monotonic() + 30
+        import socket
+
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", API_PORT), timeout=0.5).close()
+                return
+            except OSError:
+                time.sleep(0.2)
+        raise RuntimeError("API server did not start; see " + self.proc.log_path)
+
+    def stop(self):
+        self.proc.stop()
+
+
+def m_pickup(ctx):
+    out = {}
+    for kind in ctx.dbs:
+        for name in ctx.subjects:
+            if kind == "sqlite" and name not in SQLITE_OK:
+                continue
+            subj = ctx.subject(name, kind)
+            vias = ["orm", "api", "inproc"] if name == "ours" else ["enqueue"]
+            server = ApiServer(subj) if name == "ours" else None
+            try:
+                for via in vias:
+                    reps = []
+                    for r in range(ctx.reps):
+                        subj.reset()
+                        args = ["pickup", "--n", str(ctx.pickup_n)]
+                        if name == "ours":
+                            args += ["--via", via, "--url", f"127.0.0.1:{API_PORT}", "--token", ctx.tokens[kind]]
+                        lat = timed_session(subj, f"pick-{name}-{kind}-{via}-{r}",
+                                            lambda: subj.driver(*args)["latency_ms"], ctx.warmup)
+                        reps.append({"p50": pct(lat, 50), "p99": pct(lat, 99), "max": pct(lat, 100),
+                                     "missing": sum(1 for x in lat if x is None)})
+                    key = f"{name}/{kind}/{via}"
+                    out[key] = {k: summary([x[k] for x in reps]) for k in ("p50", "p99", "max")} | {"reps": reps}
+                    log(f"  pickup {key}: p50 {fmt_s(out[key]['p50'], 1)} p99 {fmt_s(out[key]['p99'], 1)} ms")
+            finally:
+                if server:
+                    server.stop()
+    return out
+
+
+def rss_mb(pid):
+    try:
+        return psutil.Process(pid).memory_info().rss / 2**20
+    except psutil.NoSuchProcess:
+        return None
+
+
+def seed_ours(db, n, *, status="pending", due_offset="-1", step=0.0, finished=False):
+    """Insert n rows into our table with SQL (fast): execute_at = now + offset + i * step seconds."""
+    if db.kind == "pg":
+        fin = "now() - interval '1 hour'" if finished else "NULL"
+        sql = (
+            "INSERT INTO scheduler_app_job (task, args, kwargs, queue, priority, execute_at, status, attempts, "
+            "max_attempts, errors, cancel_requested, worker, created_at, updated_at, started_at, finished_at) "
+            f"SELECT 'scheduler_app.demo.tasks.noop', '[]', '{{}}', 'default', 0, "
+            f"now() + make_interval(secs => {due_offset} + i * {step}), '{status}', {1 if finished else 0}, 3, "
+            f"'[]', false, '', now(), {'now() - interval ' + repr('1 hour') if finished else 'now()'}, "
+            f"{fin}, {fin} FROM generate_series(1, {int(n)}) AS i"
+        )
+        db.q(sql)
+    else:
+        fin = "strftime('%Y-%m-%d %H:%M:%f', 'now', '-1 hour')" if finished else "NULL"
+        upd = fin if finished else "strftime('%Y-%m-%d %H:%M:%f', 'now')"
+        sql = (
+            f"WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < {int(n)}) "
+            "INSERT INTO scheduler_app_job (task, args, kwargs, queue, priority, execute_at, status, attempts, "
+            "max_attempts, errors, cancel_requested, worker, created_at, updated_at, started_at, finished_at) "
+            "SELECT 'scheduler_app.demo.tasks.noop', '[]', '{}', 'default', 0, "
+            f"strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || ({due_offset} + i * {step}) || ' seconds'), "
+            f"'{status}', {1 if finished else 0}, 3, '[]', 0, '', strftime('%Y-%m-%d %H:%M:%f', 'now'), "
+            f"{upd}, {fin}, {fin} FROM s"
+        )
+        db.q(sql)
+    db.q("VACUUM ANALYZE" if db.kind == "pg" else "ANALYZE")
+
+
+def sample_rss(procs, seconds, until=None, every=0.25):
+    peak, last = 0.0, None
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        v = sum(filter(None, (rss_mb(p.pid) for p in procs)))
+        if v:
+            peak, last = max(peak, v), v
+        if until and until():
+            break
+        time.sleep(every)
+    return peak, last
+
+
+def m_memory(ctx):
+    out = {}
+    for kind in ctx.dbs:
+        subj = ctx.subject("ours", kind)
+        res = {}
+        # idle
+        subj.reset()
+        procs = subj.workers("default", f"mem-{kind}-idle")
+        try:
+            time.sleep(ctx.warmup + 2)
+            res["idle_mb"], _ = sample_rss(procs, 3)
+        finally:
+            stop_all(procs)
+        # 1M future pending jobs (spaced 5 ms from now + 240 s, so the window
+        # of the default 300 s horizon is full up to the heap cap)
+        subj.reset()
+        t = time.time()
+        seed_ours(subj.db, ctx.mem_future, due_offset="240", step=0.005)
+        res["seed_future_s"] = time.time() - t
+        procs = subj.workers("default", f"mem-{kind}-future")
+        try:
+            time.sleep(ctx.warmup + 2)
+            res["future_mb"], _ = sample_rss(procs, 5)
+        finally:
+            stop_all(procs)
+        # 100k due jobs, 4 slots, sampled while they run
+        subj.reset()
+        seed_ours(subj.db, ctx.mem_due)
+        procs = subj.workers("default", f"mem-{kind}-due")
+        try:
+            time.sleep(1)
+            remaining = lambda: subj.db.q(Ours.remaining_sql)[0][0] == 0  # noqa: E731
+            res["due_mb"], res["due_last_mb"] = sample_rss(procs, ctx.mem_due_seconds, until=remaining, every=0.5)
+            res["due_remaining"] = subj.db.q(Ours.remaining_sql)[0][0]
+        finally:
+            stop_all(procs)
+        subj.reset()
+        res["future_growth_mb"] = res["future_mb"] - res["idle_mb"]
+        res["due_growth_mb"] = res["due_mb"] - res["idle_mb"]
+        out[kind] = res
+        log(f"  memory {kind}: idle {res['idle_mb']:.1f} MB, +{res['future_growth_mb']:.1f} MB with "
+            f"{ctx.mem_future:,} future, +{res['due_growth_mb']:.1f} MB with {ctx.mem_due:,} due")
+    return out
+
+
+def m_scale(ctx):
+    out = {}
+    kind = "pg"
+    subj = ctx.subject("ours", kind)
+    subj.reset()
+    have = 0
+    for size in ctx.scale_sizes:
+        subj.db.q("DELETE FROM scheduler_app_job WHERE status IN ('pending', 'running')")
+        seed_ours(subj.db, size - have, status="succeeded", finished=True)
+        have = size
+        seed_ours(subj.db, 1000)  # due pending rows for the claim to lock (rolled back)
+        ex = subj.driver("explain", "--repeat", "30")
+        subj.db.q("DELETE FROM scheduler_app_job WHERE status IN ('pending', 'running')")
+        reps = [throughput_once(subj, ctx.scale_n, "default", f"scale-{size}-{r}") for r in range(ctx.reps)]
+        out[str(size)] = {
+            "queries": {k: {"plan": v["plan"], "ms": summary(v["ms"]), "p99": pct(v["ms"], 99)} for k, v in ex.items()},
+            "throughput": pack(reps),
+        }
+        log(f"  scale {size:,} finished rows: " + ", ".join(
+            f"{k} {out[str(size)]['queries'][k]['ms']['median']:.2f} ms" for k in ex) +
+            f"; {fmt_s(out[str(size)]['throughput']['jobs_per_s'])} jobs/s")
+    subj.db.q("TRUNCATE scheduler_app_job")
+    return out
+
+
+def m_enqueue(ctx):
+    out = {}
+    for kind in ctx.dbs:
+        for name in ctx.subjects:
+            if kind == "sqlite" and name not in SQLITE_OK:
+                continue
+            subj = ctx.subject(name, kind)
+            reps = []
+            server = ApiServer(subj) if name == "ours" else None
+            try:
+                for r in range(ctx.reps):
+                    subj.reset()
+                    args = ["enqueue_rate", "--n", str(ctx.enqueue_n)]
+                    if name == "ours":
+                        args += ["--url", f"127.0.0.1:{API_PORT}", "--token", ctx.tokens[kind],
+                                 "--single", str(ctx.api_single), "--bulk-requests", str(ctx.api_bulk)]
+                    reps.append(subj.driver(*args))
+            finally:
+                if server:
+                    server.stop()
+            subj.reset()
+            res = {"enqueue_per_s": summary([x["enqueue_per_s"] for x in reps])}
+            if name == "ours":
+                res["api_bulk_per_s"] = summary([x["api_bulk_per_s"] for x in reps])
+                res["api_single_p50_ms"] = summary([pct(x["api_single_ms"], 50) for x in reps])
+                res["api_single_p99_ms"] = summary([pct(x["api_single_ms"], 99) for x in reps])
+            out[f"{name}/{kind}"] = res
+            log(f"  enqueue {name} {kind}: " + ", ".join(f"{k} {fmt_s(v, 1)}" for k, v in res.items()))
+    return out
+
+
+def m_scaling(ctx):
+    out = {}
+    subj = ctx.subject("ours", "pg")
+    for count in ctx.scaling_counts:
+        reps = []
+        for r in range(ctx.reps):
+            prefix = os.path.join(RESULTS, f"claims-{count}-{r}")
+            reps.append(throughput_once(subj, ctx.scaling_n, "default", f"scaling-{count}-{r}", slots=4,
+                                        count=count, stats_prefix=prefix, timeout=300))
+        claims = [x["claims"] for x in reps]
+        out[str(count)] = pack(reps) | {
+            "claims": summary([c["claims"] for c in claims]),
+            "short": summary([c["short"] for c in claims]),
+            "empty": summary([c["empty"] for c in claims]),
+            "short_pct": summary([100 * c["short"] / c["claims"] if c["claims"] else None for c in claims]),
+            "rows_per_claim": summary([c["got"] / c["claims"] if c["claims"] else None for c in claims]),
+        }
+        o = out[str(count)]
+        log(f"  {count} dispatchers: {fmt_s(o['jobs_per_s'])} jobs/s, {fmt_s(o['claims'])} claims, "
+            f"{fmt_s(o['short_pct'], 1)}% short, {fmt_s(o['rows_per_claim'], 2)} rows/claim")
+    return out
+
+
+# ---------------------------------------------------------------------------
+# context, report
+
+
+class Ctx:
+    def __init__(self, args):
+        self.args = args
+        self.quick = args.quick
+        self.reps = args.reps or (1 if args.quick else 3)
+        self.only = args.only.split(",") if args.only else ALL_MEASUREMENTS
+        self.subjects = args.subjects.split(",") if args.subjects else ALL_SUBJECTS
+        self.peers = [s for s in self.subjects if s != "ours"]
+        self.dbs = args.dbs.split(",")
+        q = args.quick
+        self.ours_ns = [500] if q else [5000, 50000]
+        self.curve = [1, 4, 16, 64]
+        self.curve_n = 500 if q else 5000
+        self.sqlite_curve = not q
+        self.peer_n = 200 if q else args.peer_n
+        self.floor_batches = [1, 4, 16, 64]
+        self.floor_n = 200 if q else 2000
+        self.floor_cap = 2000 if q else 20000
+        self.prec_n = 50 if q else 200
+        self.prec_spread = 5.0 if q else 10.0
+        self.prec_wait = 30.0
+        self.pickup_n = 10 if q else 50
+        self.warmup = 3.0
+        self.mem_future = 20_000 if q else 1_000_000
+        self.mem_due = 5_000 if q else 100_000
+        self.mem_due_seconds = 10 if q else 30
+        self.scale_sizes = [1_000, 10_000] if q else [10_000, 100_000, 1_000_000]
+        self.scale_n = 500 if q else 2000
+        self.enqueue_n = 200 if q else 1000
+        self.api_single = 20 if q else 200
+        self.api_bulk = 2 if q else 10
+        self.scaling_counts = [1, 2] if q else [1, 2, 4, 8]
+        self.scaling_n = 1000 if q else 10000
+        self._subjects = {}
+        self.tokens = {}
+
+    def subject(self, name, kind):
+        key = (name, kind)
+        if key not in self._subjects:
+            s = SUBJECT_CLASSES[name](kind)
+            log(f"setting up {name} on {kind} ...")
+            info = s.setup()
+            if name == "ours":
+                self.tokens[kind] = info["token"]
+            self._subjects[key] = s
+        return self._subjects[key]
+
+    def close(self):
+        for s in self._subjects.values():
+            s.db.close()
+
+
+def machine():
+    def sh(cmd):
+        try:
+            return subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=10).stdout.strip()
+        except Exception:
+            return ""
+
+    lscpu = sh("lscpu")
+    pick = [line for line in lscpu.splitlines()
+            if line.split(":")[0] in ("Architecture", "CPU(s)", "Model name", "Thread(s) per core",
+                                      "Hypervisor vendor", "L3 cache")]
+    with psycopg.connect(PG + "postgres") as c:
+        pgv = c.execute("SHOW server_version").fetchone()[0]
+        settings = {k: c.execute(f"SHOW {k}").fetchone()[0]
+                    for k in ("shared_buffers", "synchronous_commit", "fsync", "max_connections")}
+    peers_py = sh(f"{PEERS_PY} --version") if os.path.exists(PEERS_PY) else "(peers venv missing)"
+    return {
+        "nproc": os.cpu_count(),
+        "lscpu": pick,
+        "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
+        "kernel": platform.release(),
+        "postgresql": pgv,
+        "pg_settings": settings,
+        "python": sys.version.split()[0],
+        "peers_python": peers_py,
+        "sqlite": sqlite3.sqlite_version,
+        "loadavg_start": os.getloadavg(),
+    }
+
+
+def ensure_peers_venv(needed):
+    if not needed or os.path.exists(PEERS_PY):
+        return
+    py = subprocess.run([os.path.join(ROOT, "scripts", "find-python")], capture_output=True,
+                        text=True, check=True).stdout.strip()
+    log(f"creating {PEERS_VENV} with {py}")
+    subprocess.run([py, "-m", "venv", PEERS_VENV], check=True)
+    subprocess.run([PEERS_PY, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r",
+                    os.path.join(BENCH, "requirements-peers.txt")], check=True)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="small N, 1 repetition (harness check)")
+    p.add_argument("--only", default="", help=f"comma list of {','.join(ALL_MEASUREMENTS)}")
+    p.add_argument("--subjects", default="", help=f"comma list of {','.join(ALL_SUBJECTS)}")
+    p.add_argument("--dbs", default="pg,sqlite", help="pg,sqlite")
+    p.add_argument("--reps", type=int, default=0, help="repetitions (default 3; 1 with --quick)")
+    p.add_argument("--peer-n", type=int, default=2000, help="jobs per peer throughput run")
+    p.add_argument("--no-docs", action="store_true", help="do not rewrite docs/BENCHMARKS.md / SCALING.md")
+    p.add_argument("--from-json", default="", help="render the docs from a saved results file")
+    args = p.parse_args()
+    command = "make bench  # = .venv/bin/python bench/run.py" if len(sys.argv) == 1 else \
+        ".venv/bin/python bench/run.py " + shlex.join(sys.argv[1:])
+
+    os.makedirs(RESULTS, exist_ok=True)
+    if args.from_json:
+        with open(args.from_json) as f:
+            results = json.load(f)
+    else:
+        ctx = Ctx(args)
+        ensure_peers_venv(bool(ctx.peers))
+        results = {"command": command, "started": datetime.now(UTC).isoformat(timespec="seconds"),
+                   "machine": machine(), "config": {k: v for k, v in vars(ctx).items()
+                                                    if not k.startswith("_") and k not in ("args", "tokens")},
+                   "results": {}}
+        t_all = time.time()
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        out_path = os.path.join(RESULTS, f"{stamp}.json")
+        try:
+            for m in ALL_MEASUREMENTS:
+                if m not in ctx.only:
+                    continue
+                if m in ("floor", "memory", "scale", "scaling") and "ours" not in ctx.subjects:
+                    continue
+                if m in ("scale", "scaling", "floor") and "pg" not in ctx.dbs:
+                    continue
+                log(f"== {m}")
+                t = time.time()
+                results["results"][m] = globals()["m_" + m](ctx)
+                results.setdefault("durations", {})[m] = time.time() - t
+                with open(out_path, "w") as f:
+                    json.dump(results, f, indent=1, default=str)
+        finally:
+            ctx.close()
+        results["total_s"] = time.time() - t_all
+        results["machine"]["loadavg_end"] = os.getloadavg()
+        with open(out_path, "w") as f:
+            json.dump(results, f, indent=1, default=str)
+        log(f"results: {out_path}")
+    import report  # bench/report.py
+
+    text = report.render(results)
+    print(text)
+    if not args.no_docs:
+        report.write_docs(results, text)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, BENCH)
+    main()
