@@ -655,3 +655,4 @@ class WorkerAdmin(admin.ModelAdmin):
 
 
 admin_views.install(admin.site)
+from . import admin_schedules  # noqa: E402,F401  (schedules; registers ScheduleAdmin)

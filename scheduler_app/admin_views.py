@@ -23,7 +23,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_POST
 
-from . import lifecycle, stats
+from . import lifecycle, schedules, stats
 from .models import Job, JobStatus, Worker, stale_before
 
 UPCOMING_LIMIT = 20
@@ -103,6 +103,43 @@ def upcoming_jobs(now, limit=UPCOMING_LIMIT):
         Job.objects.pending().filter(execute_at__gt=now).order_by("execute_at", "id").only(*fields)[: limit - len(due)]
     ) if len(due) < limit else []
     return due + future
+
+
+def with_schedule_runs(upcoming, now, paused, limit=UPCOMING_LIMIT):
+    """Return ``upcoming`` jobs with the next runs of enabled schedules merged in.
+
+    Due jobs keep their claim order at the top; future jobs and schedule runs
+    follow by time. Schedule rows carry ``schedule: True``.
+    """
+    runs = [
+        {
+            "schedule": True,
+            "id": s.pk,
+            "name": s.name,
+            "task": s.task,
+            "task_module": s.task.rpartition(".")[0],
+            "task_name": s.task.rpartition(".")[2],
+            "queue": s.queue,
+            "priority": s.priority,
+            "execute_at": s.next_run_at.isoformat(),
+            "due": s.next_run_at <= now,
+            "when": relative_time(s.next_run_at, now, late=True),
+            "paused": s.queue in paused,
+            "description": schedules.describe(s),
+            "url": reverse("admin:scheduler_app_schedule_change", args=[s.pk]),
+            "_at": s.next_run_at,
+        }
+        for s in schedules.upcoming(now, limit)
+    ]
+    if not runs:
+        return upcoming
+    due = [u for u in upcoming if u["due"]]
+    later = [u for u in upcoming if not u["due"]]
+    later = sorted(later + runs, key=lambda u: u.get("_at") or parse_datetime(u["execute_at"]))
+    merged = (due + later)[:limit]
+    for u in merged:
+        u.pop("_at", None)
+    return merged
 
 
 def throughput_chart(series, *, width=720, height=160):
@@ -194,6 +231,7 @@ def dashboard_data(now=None):
         }
         for j in upcoming_jobs(now)
     ]
+    upcoming = with_schedule_runs(upcoming, now, paused)
     running = [
         {
             "id": j.id,

@@ -1,0 +1,221 @@
+"""The Django admin of recurring schedules (imported at the end of ``admin``).
+
+Entry points only: the form parses what a person typed and asks
+``schedules.clean`` (the one authority on a valid schedule) for errors,
+shown inline on their fields; saving, enabling, disabling and "run now"
+call the ``schedules`` service.
+"""
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.html import format_html
+
+from . import lifecycle, registry, schedules
+from .admin_views import relative_time
+from .models import JobStatus, Schedule
+
+
+class ScheduleForm(forms.ModelForm):
+    """Create or change a schedule; errors from ``schedules.clean`` land on their fields."""
+
+    task = forms.ChoiceField(choices=())
+    queue = forms.ChoiceField(choices=(), required=False, help_text="Empty: the task's queue.")
+    priority = forms.IntegerField(required=False, help_text="-100..100, higher runs first. Empty: the task's.")
+    max_attempts = forms.IntegerField(required=False, min_value=1, help_text="Empty: the default.")
+    args = forms.JSONField(required=False, initial=list, help_text='A JSON list, e.g. [1, "a"].')
+    kwargs = forms.JSONField(required=False, initial=dict, help_text='A JSON object, e.g. {"x": 1}.')
+    cron = forms.CharField(
+        required=False,
+        help_text=schedules.CRON_HELP + " Leave empty for an interval.",
+        widget=forms.TextInput(attrs={"class": "vTextField", "spellcheck": "false"}),
+    )
+    timezone = forms.CharField(
+        initial="UTC",
+        help_text="IANA time zone of the cron expression, e.g. Europe/Berlin.",
+    )
+
+    class Meta:
+        model = Schedule
+        fields = [
+            "name",
+            "task",
+            "args",
+            "kwargs",
+            "queue",
+            "priority",
+            "max_attempts",
+            "timeout",
+            "cron",
+            "interval_seconds",
+            "timezone",
+            "enabled",
+            "misfire_policy",
+            "start_at",
+            "end_at",
+        ]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["task"].choices = [("", "---------")] + [(n, n) for n in registry.names()]
+        self.fields["queue"].choices = [("", "(the task's queue)")] + [
+            (q, q) for q in sorted(lifecycle.known_queues())
+        ]
+        self.schedule_data = None
+
+    def _post_clean(self):
+        # Model validation would repeat the service's errors (the cron/interval
+        # check constraint); run it only on data the service accepted.
+        if self.schedule_data is not None:
+            super()._post_clean()
+
+    def clean(self):
+        data = super().clean()
+        if self.errors:
+            return data
+        fields = {f: data.get(f) for f in schedules.EDITABLE if f in self.fields}
+        fields["cron"] = fields.get("cron") or ""
+        fields["args"] = [] if fields.get("args") is None else fields["args"]
+        fields["kwargs"] = {} if fields.get("kwargs") is None else fields["kwargs"]
+        instance = self.instance if self.instance.pk else None
+        try:
+            self.schedule_data = schedules.clean(fields, instance=instance)
+        except ValidationError as exc:
+            for field, errors in exc.message_dict.items():
+                target = field if field in self.fields else None
+                for error in errors:
+                    self.add_error(target, error)
+            return data
+        data.update({f: v for f, v in self.schedule_data.items() if f in self.fields})
+        return data
+
+
+@admin.register(Schedule)
+class ScheduleAdmin(admin.ModelAdmin):
+    form = ScheduleForm
+    list_display = [
+        "name",
+        "task_name",
+        "timetable",
+        "next_run",
+        "last_run",
+        "enabled",
+    ]
+    list_display_links = ["name"]
+    list_editable = ["enabled"]
+    list_filter = ["enabled", "misfire_policy"]
+    search_fields = ["name", "task"]
+    ordering = ["name"]
+    actions = ["run_now", "enable", "disable"]
+    readonly_fields = ["timetable", "next_run_at", "last_run_at", "last_job_link", "created_at", "updated_at"]
+    fieldsets = [
+        (None, {"fields": ["name", "task", "args", "kwargs", "enabled"]}),
+        (
+            "Timetable",
+            {
+                "fields": ["cron", "interval_seconds", "timezone", "misfire_policy", "start_at", "end_at"],
+                "description": "Give a cron expression or an interval in seconds, not both.",
+            },
+        ),
+        ("Jobs", {"fields": ["queue", "priority", "max_attempts", "timeout"]}),
+        ("State", {"fields": ["timetable", "next_run_at", "last_run_at", "last_job_link", "created_at", "updated_at"]}),
+    ]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("last_job")
+
+    @admin.display(description="task", ordering="task")
+    def task_name(self, obj):
+        module, _, name = obj.task.rpartition(".")
+        return format_html('<span title="{}">{}</span>', obj.task, name)
+
+    @admin.display(description="schedule")
+    def timetable(self, obj):
+        if obj is None or obj.pk is None:
+            return "–"
+        return schedules.describe(obj)
+
+    @admin.display(description="next run", ordering="next_run_at")
+    def next_run(self, obj):
+        if not obj.enabled:
+            return "disabled"
+        if obj.next_run_at is None:
+            return "ended"
+        return format_html(
+            '<span title="{}">{}</span>', obj.next_run_at.isoformat(), relative_time(obj.next_run_at, late=True)
+        )
+
+    @admin.display(description="last run", ordering="last_run_at")
+    def last_run(self, obj):
+        if obj.last_run_at is None:
+            return "never"
+        when = relative_time(obj.last_run_at)
+        job = obj.last_job
+        if job is None:
+            return when
+        label = JobStatus(job.status).label if job.status in JobStatus.values else job.status
+        return format_html(
+            '{} · <a href="{}"><span class="sched-badge sched-{}">{}</span></a>',
+            when,
+            reverse("admin:scheduler_app_job_change", args=[job.pk]),
+            job.status,
+            label,
+        )
+
+    @admin.display(description="last job")
+    def last_job_link(self, obj):
+        if obj.last_job is None:
+            return "–"
+        return format_html(
+            '<a href="{}">#{}</a> ({})',
+            reverse("admin:scheduler_app_job_change", args=[obj.last_job.pk]),
+            obj.last_job.pk,
+            obj.last_job.status,
+        )
+
+    def save_model(self, request, obj, form, change):
+        data = getattr(form, "schedule_data", None)
+        if data is None:
+            # The change list's "enabled" toggle: a form with that one field.
+            saved = schedules.update(obj.pk, enabled=obj.enabled)
+        elif change:
+            saved = schedules.update(obj.pk, **data)
+        else:
+            saved = schedules.create(**data)
+        obj.pk = saved.pk
+        obj.refresh_from_db()
+
+    def save_related(self, request, form, formsets, change):
+        pass  # no relations to save; the service saved everything
+
+    def delete_model(self, request, obj):
+        schedules.delete(obj.pk)
+
+    def delete_queryset(self, request, queryset):
+        for pk in list(queryset.values_list("pk", flat=True)):
+            try:
+                schedules.delete(pk)
+            except Schedule.DoesNotExist:
+                pass
+
+    @admin.action(description="Run selected schedules now", permissions=["change"])
+    def run_now(self, request, queryset):
+        jobs = [schedules.run_now(pk, created_by=request.user) for pk in queryset.values_list("pk", flat=True)]
+        self.message_user(
+            request,
+            f"Enqueued {len(jobs)} job{'s' if len(jobs) != 1 else ''}: "
+            + ", ".join(f"#{j.pk}" for j in jobs),
+            messages.SUCCESS,
+        )
+
+    @admin.action(description="Enable selected schedules", permissions=["change"])
+    def enable(self, request, queryset):
+        changed = schedules.set_enabled_many(queryset.values_list("pk", flat=True), True, now=timezone.now())
+        self.message_user(request, f"Enabled {changed} schedule{'s' if changed != 1 else ''}.", messages.SUCCESS)
+
+    @admin.action(description="Disable selected schedules", permissions=["change"])
+    def disable(self, request, queryset):
+        changed = schedules.set_enabled_many(queryset.values_list("pk", flat=True), False, now=timezone.now())
+        self.message_user(request, f"Disabled {changed} schedule{'s' if changed != 1 else ''}.", messages.SUCCESS)
