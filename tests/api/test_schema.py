@@ -33,6 +33,13 @@ EXPECTED_OPERATIONS = {
     ("post", "/api/queues/{name}/pause/"),
     ("post", "/api/queues/{name}/resume/"),
     ("get", "/api/stats/"),
+    ("get", "/api/schedules/"),
+    ("post", "/api/schedules/"),
+    ("get", "/api/schedules/{id}/"),
+    ("put", "/api/schedules/{id}/"),
+    ("patch", "/api/schedules/{id}/"),
+    ("delete", "/api/schedules/{id}/"),
+    ("post", "/api/schedules/{id}/run/"),
 }
 
 
@@ -52,7 +59,7 @@ def test_schema_is_served_to_staff(api):
     params = {p["name"] for p in schema["paths"]["/api/jobs/"]["get"]["parameters"]}
     assert params == {
         "status", "queue", "task", "priority_min", "priority_max", "execute_after",
-        "execute_before", "search", "ordering", "page", "page_size",
+        "execute_before", "schedule", "search", "ordering", "page", "page_size",
     }
     task_enum = schema["components"]["schemas"]["JobCreate"]["properties"]["task"]
     assert "tests.testapp.tasks.add" in str(task_enum) or "TaskEnum" in str(task_enum)
