@@ -36,6 +36,10 @@ DEFAULTS = {
     "DEAD_AFTER_LEASES": 2,
     "PRUNE_BATCH": 1000,
     "NOTIFY_CHANNEL": "scheduler_app_jobs",
+    # Schedules: a run this many seconds past its time is missed (the misfire
+    # policy decides), and a "catch_up" schedule makes at most this many jobs.
+    "SCHEDULE_MISFIRE_GRACE": 30.0,
+    "SCHEDULE_CATCH_UP_MAX": 10,
     # Management commands the built-in `run_command` task may run.
     "ALLOWED_COMMANDS": ["clearsessions", "purgejobs"],
 }

@@ -33,17 +33,13 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone as dj_timezone
 
-from . import lifecycle
+from . import conf, lifecycle
 from .models import MisfirePolicy, Schedule
 
 logger = logging.getLogger(__name__)
 
 NAME_MAX = 200
 INTERVAL_MAX = 366 * 24 * 3600
-# Missed runs a "catch_up" schedule enqueues at most (the most recent ones).
-CATCH_UP_MAX = 10
-# A run this many seconds past its time counts as missed ("skip" drops it).
-MISFIRE_GRACE = 30.0
 # Schedules the dispatcher materialises per call; the rest wait for the next.
 MATERIALIZE_BATCH = 100
 TIMING_FIELDS = ("cron", "interval_seconds", "timezone", "start_at", "end_at")
@@ -188,17 +184,17 @@ def plan(schedule, run_time, now):
     """Return ``(run times to enqueue, next run_at)`` for a schedule due at ``run_time``.
 
     The misfire policy decides what a late schedule (``now`` more than
-    MISFIRE_GRACE past ``run_time``) does: ``run_once`` enqueues one job for
-    all missed runs, ``skip`` enqueues none, ``catch_up`` one per missed run
-    (at most CATCH_UP_MAX, the most recent). Then the schedule moves to its
-    first run after ``now``.
+    SCHEDULE_MISFIRE_GRACE seconds past ``run_time``) does: ``run_once``
+    enqueues one job for all missed runs, ``skip`` enqueues none,
+    ``catch_up`` one per missed run (at most SCHEDULE_CATCH_UP_MAX, the most
+    recent). Then the schedule moves to its first run after ``now``.
     """
-    late = (now - run_time).total_seconds() > MISFIRE_GRACE
+    late = (now - run_time).total_seconds() > conf.get("SCHEDULE_MISFIRE_GRACE")
     policy = _get(schedule, "misfire_policy")
     if policy == MisfirePolicy.SKIP and late:
         runs = []
     elif policy == MisfirePolicy.CATCH_UP and late:
-        runs = missed_runs(schedule, run_time, now, CATCH_UP_MAX)
+        runs = missed_runs(schedule, run_time, now, conf.get("SCHEDULE_CATCH_UP_MAX"))
     else:
         runs = [run_time]
     return runs, next_run(schedule, now, anchor=run_time)

@@ -84,7 +84,7 @@ def test_compare_and_set_lets_only_one_caller_win():
 
 @pytest.mark.parametrize(
     "policy, expected",
-    [("run_once", 1), ("skip", 0), ("catch_up", schedules.CATCH_UP_MAX)],
+    [("run_once", 1), ("skip", 0), ("catch_up", 10)],
 )
 def test_misfire_after_a_one_hour_outage(policy, expected):
     s = make(misfire_policy=policy)  # every minute
@@ -101,6 +101,13 @@ def test_misfire_after_a_one_hour_outage(policy, expected):
     # One outage, one decision: nothing else is due now.
     assert schedules.materialize_due(now) == []
     assert len(jobs_of(s)) == expected
+
+
+def test_catch_up_is_bounded_by_the_setting(settings):
+    settings.SCHEDULER = {**settings.SCHEDULER, "SCHEDULE_CATCH_UP_MAX": 3}
+    s = make(misfire_policy="catch_up")
+    schedules.materialize_due(s.next_run_at + timedelta(hours=1, seconds=20))
+    assert len(jobs_of(s)) == 3
 
 
 def test_skip_still_runs_a_schedule_that_is_only_a_little_late():
