@@ -488,7 +488,16 @@ def materialize_due(now, *, ids=(), using="default"):
 def _materialize_one(schedule, now, using):
     """Claim one due run of ``schedule`` by compare-and-set and enqueue it; return whether we won."""
     read = schedule.next_run_at
-    runs, following = plan(schedule, read, now)
+    try:
+        runs, following = plan(schedule, read, now)
+    except (CronSimError, ValueError, KeyError) as exc:
+        # A row edited around the service (bad cron or zone): stop it, loudly,
+        # rather than fail every dispatcher's tick on it.
+        logger.error(
+            "schedule %s stopped: cannot compute its next run (%s)", schedule.pk, exc,
+            extra={"schedule_id": schedule.pk, "action": "schedule_error"},
+        )
+        runs, following = [], None
     with transaction.atomic(using=using):
         won = (
             Schedule.objects.using(using)

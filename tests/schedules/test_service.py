@@ -214,3 +214,10 @@ def test_deleting_keeps_the_jobs():
     assert Job.objects.filter(schedule__isnull=True).aggregate(n=Count("id"))["n"] == 1
     with pytest.raises(Schedule.DoesNotExist):
         schedules.delete(s.pk)
+
+
+def test_a_row_with_a_broken_cron_is_stopped_not_fatal():
+    s = make()
+    Schedule.objects.filter(pk=s.pk).update(cron="99 * * * *")
+    assert schedules.materialize_due(s.next_run_at) == [(s.pk, None)]
+    assert jobs_of(s) == []
