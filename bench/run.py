@@ -464,9 +464,12 @@ def m_throughput(ctx):
         if "ours" in ctx.subjects:
             ours = ctx.subject("ours", kind)
             for n in ctx.ours_ns:
+                if kind == "sqlite" and n > ctx.curve_n and not ctx.sqlite_big:
+                    continue
+                nreps = ctx.reps if n <= ctx.curve_n else ctx.big_reps
                 reps = [throughput_once(ours, n, "default", f"tp-ours-{kind}-{n}-{r}", slots=4)
-                        for r in range(ctx.reps)]
-                out["ours"][f"{kind}/n={n}/slots=4"] = pack(reps)
+                        for r in range(nreps)]
+                out["ours"][f"{kind}/n={n}/slots=4"] = pack(reps)  # noqa
                 log(f"  ours {kind} n={n} slots=4: {fmt_s(out['ours'][f'{kind}/n={n}/slots=4']['jobs_per_s'])} jobs/s")
             if kind == "pg" or ctx.sqlite_curve:
                 for slots in ctx.curve:
@@ -481,8 +484,10 @@ def m_throughput(ctx):
             if kind == "sqlite" and name not in SQLITE_OK:
                 continue
             peer = ctx.subject(name, kind)
-            for variant in ("default", "c4"):
-                reps = [throughput_once(peer, ctx.peer_n, variant, f"tp-{name}-{kind}-{variant}-{r}")
+            variants = ("default", "c4") if kind == "pg" else ("default",)
+            n = ctx.peer_n_for(name)
+            for variant in variants:
+                reps = [throughput_once(peer, n, variant, f"tp-{name}-{kind}-{variant}-{r}")
                         for r in range(ctx.reps)]
                 out["peers"][f"{name}/{kind}/{variant}"] = pack(reps) | {
                     "label": peer.variant_label(variant)}
@@ -512,11 +517,11 @@ def m_precision(ctx):
     out = {}
     for kind in ctx.dbs:
         for name in ctx.subjects:
-            if kind == "sqlite" and name not in SQLITE_OK:
+            if kind == "sqlite" and name != "ours":
                 continue
             subj = ctx.subject(name, kind)
             reps = []
-            for r in range(ctx.reps):
+            for r in range(ctx.reps if name == "ours" else ctx.peer_timing_reps):
                 subj.reset()
 
                 def body():
@@ -568,7 +573,7 @@ def m_pickup(ctx):
     out = {}
     for kind in ctx.dbs:
         for name in ctx.subjects:
-            if kind == "sqlite" and name not in SQLITE_OK:
+            if kind == "sqlite" and name != "ours":
                 continue
             subj = ctx.subject(name, kind)
             vias = ["orm", "api", "inproc"] if name == "ours" else ["enqueue"]
@@ -576,7 +581,7 @@ def m_pickup(ctx):
             try:
                 for via in vias:
                     reps = []
-                    for r in range(ctx.reps):
+                    for r in range(ctx.pickup_reps):
                         subj.reset()
                         args = ["pickup", "--n", str(ctx.pickup_n)]
                         if name == "ours":
@@ -622,7 +627,7 @@ def seed_ours(db, n, *, status="pending", due_offset="-1", step=0.0, finished=Fa
             "INSERT INTO scheduler_app_job (task, args, kwargs, queue, priority, execute_at, status, attempts, "
             "max_attempts, errors, cancel_requested, worker, created_at, updated_at, started_at, finished_at) "
             "SELECT 'scheduler_app.demo.tasks.noop', '[]', '{}', 'default', 0, "
-            f"strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || ({due_offset} + i * {step}) || ' seconds'), "
+            f"strftime('%Y-%m-%d %H:%M:%f', 'now', printf('%+.3f seconds', {due_offset} + i * {step})), "
             f"'{status}', {1 if finished else 0}, 3, '[]', 0, '', strftime('%Y-%m-%d %H:%M:%f', 'now'), "
             f"{upd}, {fin}, {fin} FROM s"
         )
@@ -709,7 +714,7 @@ def m_scale(ctx):
         log(f"  scale {size:,} finished rows: " + ", ".join(
             f"{k} {out[str(size)]['queries'][k]['ms']['median']:.2f} ms" for k in ex) +
             f"; {fmt_s(out[str(size)]['throughput']['jobs_per_s'])} jobs/s")
-    subj.db.q("TRUNCATE scheduler_app_job")
+    subj.db.q("DELETE FROM scheduler_app_job")
     return out
 
 
@@ -786,6 +791,12 @@ class Ctx:
         self.curve_n = 500 if q else 5000
         self.sqlite_curve = not q
         self.peer_n = 200 if q else args.peer_n
+        # django-q2 runs ~35 jobs/s here: half the jobs keeps a full run under an hour.
+        self.peer_n_overrides = {} if q else {"djangoq": max(1, args.peer_n // 2)}
+        self.big_reps = 1 if q else args.big_reps
+        self.sqlite_big = args.sqlite_big
+        self.peer_timing_reps = 1 if q else args.peer_timing_reps
+        self.pickup_reps = 1
         self.floor_batches = [1, 4, 16, 64]
         self.floor_n = 200 if q else 2000
         self.floor_cap = 2000 if q else 20000
@@ -806,6 +817,9 @@ class Ctx:
         self.scaling_n = 1000 if q else 10000
         self._subjects = {}
         self.tokens = {}
+
+    def peer_n_for(self, name):
+        return self.peer_n_overrides.get(name, self.peer_n)
 
     def subject(self, name, kind):
         key = (name, kind)
@@ -839,7 +853,10 @@ def machine():
         settings = {k: c.execute(f"SHOW {k}").fetchone()[0]
                     for k in ("shared_buffers", "synchronous_commit", "fsync", "max_connections")}
     peers_py = sh(f"{PEERS_PY} --version") if os.path.exists(PEERS_PY) else "(peers venv missing)"
+    dirty = sh(f"git -C {ROOT} status --porcelain -- scheduler_app project")
     return {
+        "git": sh(f"git -C {ROOT} rev-parse --short HEAD") + (" + uncommitted changes in scheduler_app/project"
+                                                              if dirty else ""),
         "nproc": os.cpu_count(),
         "lscpu": pick,
         "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
@@ -872,6 +889,9 @@ def main():
     p.add_argument("--dbs", default="pg,sqlite", help="pg,sqlite")
     p.add_argument("--reps", type=int, default=0, help="repetitions (default 3; 1 with --quick)")
     p.add_argument("--peer-n", type=int, default=2000, help="jobs per peer throughput run")
+    p.add_argument("--big-reps", type=int, default=1, help="repetitions of the 50,000-job run")
+    p.add_argument("--sqlite-big", action="store_true", help="also run 50,000 jobs on SQLite")
+    p.add_argument("--peer-timing-reps", type=int, default=1, help="repetitions of peers' precision runs")
     p.add_argument("--no-docs", action="store_true", help="do not rewrite docs/BENCHMARKS.md / SCALING.md")
     p.add_argument("--from-json", default="", help="render the docs from a saved results file")
     args = p.parse_args()

@@ -21,8 +21,8 @@ stats = {"claims": 0, "asked": 0, "got": 0, "short": 0, "empty": 0}
 _claim = store.DjangoStore.claim
 
 
-def counted_claim(self, queues, limit, now):
-    jobs = _claim(self, queues, limit, now)
+def counted_claim(self, queues, limit, now, *args, **kwargs):
+    jobs = _claim(self, queues, limit, now, *args, **kwargs)
     stats["claims"] += 1
     stats["asked"] += limit
     stats["got"] += len(jobs)
