@@ -147,7 +147,17 @@ class Job(models.Model):
                 condition=Q(status=JobStatus.RUNNING),
                 name="job_running_lease_idx",
             ),
-            models.Index(fields=["updated_at"], name="job_updated_idx"),
+            # The dispatcher's change poll reads pending rows only; a partial
+            # index is not touched when claims and finishes move rows out.
+            models.Index(
+                fields=["updated_at"],
+                condition=Q(status=JobStatus.PENDING),
+                name="job_pending_updated_idx",
+            ),
+            # Admin and API filters and searches.
+            models.Index(fields=["queue", "id"], name="job_queue_id_idx"),
+            models.Index(fields=["task", "id"], name="job_task_id_idx"),
+            models.Index(fields=["unique_key"], name="job_unique_key_idx"),
             models.Index(
                 fields=["finished_at"],
                 condition=Q(status__in=FINISHED_STATUSES),

@@ -25,6 +25,10 @@ class IndexedHeap:
         """Iterate over values in no particular order."""
         return (item[2] for item in self._items)
 
+    def ids(self):
+        """Return the ids held, in no particular order."""
+        return list(self._pos)
+
     def get(self, item_id, default=None):
         index = self._pos.get(item_id)
         return default if index is None else self._items[index][2]

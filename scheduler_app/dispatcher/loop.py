@@ -265,9 +265,12 @@ class Dispatcher:
         if self.max_jobs is not None and self.claimed_total >= self.max_jobs:
             return
         due_groups = self.timeline.promote(now)
+        # Let the database choose which due jobs run when the window may not
+        # hold the best of them: it hit its cap, or (burst mode) it is empty.
+        by_query = self.timeline.truncated
         if self.burst and not due_groups and self.pool.busy() == 0:
-            # Burst mode asks the database, not the window, whether work remains.
             due_groups = set(self.groups) | {SCHEDULES}
+            by_query = True
         if SCHEDULES in due_groups:
             due_groups.discard(SCHEDULES)
             self._materialize(now)
@@ -280,15 +283,35 @@ class Dispatcher:
             queues = self.groups[group][0] - self.paused
             if not queues:
                 continue
-            jobs = self.store.claim(queues, free, now)
-            for job in jobs:
-                self.timeline.remove(job.id)
-                self.pool.submit(group, job)
-            self.claimed_total += len(jobs)
+            if not by_query:
+                # The window's best due jobs, claimed by id: cheap and exact
+                # while this dispatcher is alone on them.
+                entries = self.timeline.take_due(group, free, skip=self.paused)
+                if not entries:
+                    continue
+                try:
+                    claimed = self.store.claim(queues, len(entries), now, ids=[e.id for e in entries])
+                except self.store.transient_errors:
+                    for entry in entries:
+                        self.timeline.upsert(entry)
+                    raise
+                free -= len(self._start(group, claimed))
+                if len(claimed) == len(entries) or free <= 0:
+                    continue
+                # Some were gone (another dispatcher won them, or they were
+                # cancelled or moved): let the database pick the next ones,
+                # skipping rows other dispatchers hold.
+            jobs = self._start(group, self.store.claim(queues, free, now))
             if len(jobs) < free:
-                # The database had fewer due jobs than the window thought:
-                # the rest were taken, cancelled or moved.
+                # The database has fewer due jobs than the window thought.
                 self.timeline.drop_due(group)
+
+    def _start(self, group, jobs):
+        for job in jobs:
+            self.timeline.remove(job.id)
+            self.pool.submit(group, job)
+        self.claimed_total += len(jobs)
+        return jobs
 
     def _materialize(self, now):
         """Turn due schedules into jobs (the store's compare-and-set decides who does)."""

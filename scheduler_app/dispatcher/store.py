@@ -136,13 +136,14 @@ class DjangoStore:
 
     # -- transitions (through the lifecycle) -------------------------------
 
-    def claim(self, queues, limit, now):
+    def claim(self, queues, limit, now, ids=None):
         return lifecycle.claim(
             self.worker_id,
             queues=sorted(queues),
             limit=limit,
             lease=self.lease,
             now=to_datetime(now),
+            ids=ids,
             using=self.using,
         )
 

@@ -43,23 +43,23 @@ class Timeline:
     def __init__(self, group_of, cap):
         self._group_of = group_of  # queue name -> group name, or None if not served
         self.cap = cap
-        self._waiting = IndexedHeap()
-        self._due = {}  # group -> {id: Entry}
-        self._due_group = {}  # id -> group, for due entries
+        self._waiting = IndexedHeap()  # by (execute_at, -priority, id)
+        self._due = {}  # queue -> IndexedHeap by (-priority, execute_at, id): claim order
+        self._due_queue = {}  # id -> queue, for due entries
         self.edge = -math.inf
         self.truncated = False
 
     def __len__(self):
-        return len(self._waiting) + len(self._due_group)
+        return len(self._waiting) + len(self._due_queue)
 
     def __contains__(self, job_id):
-        return job_id in self._waiting or job_id in self._due_group
+        return job_id in self._waiting or job_id in self._due_queue
 
     def reload(self, entries, *, edge, truncated):
         """Replace the whole window with ``entries`` (at most ``cap`` of them)."""
         self._waiting.clear()
         self._due.clear()
-        self._due_group.clear()
+        self._due_queue.clear()
         self.edge = edge
         self.truncated = truncated
         for entry in entries[: self.cap]:
@@ -89,44 +89,67 @@ class Timeline:
         return self._remove_due(job_id)
 
     def _remove_due(self, job_id):
-        group = self._due_group.pop(job_id, None)
-        if group is None:
+        queue = self._due_queue.pop(job_id, None)
+        if queue is None:
             return False
-        del self._due[group][job_id]
-        if not self._due[group]:
-            del self._due[group]
+        heap = self._due[queue]
+        heap.remove(job_id)
+        if not heap:
+            del self._due[queue]
         return True
 
     def promote(self, now):
-        """Move entries due at ``now`` into their group's due set; return the groups with due entries."""
+        """Move entries due at ``now`` into their queue's due heap; return the groups with due entries."""
         waiting = self._waiting
         while waiting:
             (at, _), job_id, entry = waiting.peek()
             if at > now:
                 break
             waiting.pop()
-            group = self._group_of(entry.queue)
-            self._due.setdefault(group, {})[job_id] = entry
-            self._due_group[job_id] = group
-        return set(self._due)
+            heap = self._due.get(entry.queue)
+            if heap is None:
+                heap = self._due[entry.queue] = IndexedHeap()
+            heap.push(job_id, (-entry.priority, entry.at), entry)
+            self._due_queue[job_id] = entry.queue
+        return {self._group_of(q) for q in self._due}
 
     def next_at(self):
         """Return the time of the earliest waiting entry, or None."""
         top = self._waiting.peek()
         return None if top is None else top[0][0]
 
+    def _group_queues(self, group, skip=()):
+        return [q for q in self._due if self._group_of(q) == group and q not in skip]
+
     def due_count(self, group):
-        return len(self._due.get(group, ()))
+        return sum(len(self._due[q]) for q in self._group_queues(group))
 
     def due_ids(self, group):
-        return list(self._due.get(group, ()))
+        return [job_id for q in self._group_queues(group) for job_id in self._due[q].ids()]
+
+    def take_due(self, group, n, skip=()):
+        """Remove and return up to ``n`` due entries of ``group`` in claim order
+        (priority, time, id), leaving queues in ``skip`` (paused) alone."""
+        queues = self._group_queues(group, skip)
+        taken = []
+        while queues and len(taken) < n:
+            best = min(queues, key=lambda q: (self._due[q].peek()[0], self._due[q].peek()[1]))
+            _, job_id, entry = self._due[best].pop()
+            del self._due_queue[job_id]
+            taken.append(entry)
+            if not self._due[best]:
+                del self._due[best]
+                queues.remove(best)
+        return taken
 
     def drop_due(self, group):
         """Forget every due entry of ``group`` (a short claim proved them stale); return how many."""
-        entries = self._due.pop(group, {})
-        for job_id in entries:
-            del self._due_group[job_id]
-        return len(entries)
+        dropped = 0
+        for queue in self._group_queues(group):
+            for job_id in self._due.pop(queue).ids():
+                del self._due_queue[job_id]
+                dropped += 1
+        return dropped
 
     def waiting_count(self):
         return len(self._waiting)

@@ -100,10 +100,14 @@ class FakeStore:
                 out.append(schedule_entry(schedule_id, spec[0]))
         return out
 
-    def claim(self, queues, limit, now):
+    def claim(self, queues, limit, now, ids=None):
         self._maybe_fail()
         due = sorted(
-            (j for j in self.jobs.values() if j.status == "pending" and j.queue in queues and j.at <= now),
+            (
+                j
+                for j in self.jobs.values()
+                if j.status == "pending" and j.queue in queues and j.at <= now and (ids is None or j.id in ids)
+            ),
             key=lambda j: (-j.priority, j.at, j.id),
         )[:limit]
         for job in due:

@@ -106,3 +106,17 @@ def test_against_a_sorted_list_model(ops):
         assert tl.next_at() == expected_next
         assert set(tl.due_ids("*")) == due
         assert len(tl) == len(model) + len(due)
+
+
+def test_take_due_merges_queues_in_claim_order_and_skips_paused():
+    tl = make()
+    tl.upsert(Entry(1, 5.0, 0, "default"))
+    tl.upsert(Entry(2, 6.0, 10, "slow"))
+    tl.upsert(Entry(3, 4.0, 0, "slow"))
+    tl.upsert(Entry(4, 1.0, -1, "default"))
+    tl.upsert(Entry(5, 1.0, 99, "fast"))  # another group
+    assert tl.promote(10.0) == {"*", "fast"}
+    assert [e.id for e in tl.take_due("*", 2)] == [2, 3]
+    assert [e.id for e in tl.take_due("*", 5, skip={"default"})] == []
+    assert [e.id for e in tl.take_due("*", 5)] == [1, 4]
+    assert tl.due_count("*") == 0 and tl.due_count("fast") == 1
