@@ -555,15 +555,19 @@ def _load_dt(value):
     return value
 
 
-def claim(worker, *, queues, limit, lease, now=None, ids=None, using="default"):
+def claim(worker, *, queues, limit, lease, now=None, ids=None, finished=(), using="default"):
     """Claim up to ``limit`` due pending jobs of ``queues`` for ``worker``.
 
     One statement: pending -> running, attempts + 1, lease and worker set.
-    Return ClaimedJob values in claim order (priority, time, FIFO).
+    With ``ids``, only those jobs are candidates. Outcomes in ``finished``
+    are recorded first (as :func:`finish` does), on PostgreSQL in the same
+    round trip. Return ClaimedJob values in claim order (priority, time, FIFO).
     """
-    if limit <= 0 or not queues:
-        return []
     now = now or timezone.now()
+    if limit <= 0 or not queues:
+        if finished:
+            finish(finished, now=now, using=using)
+        return []
     statement, params = sql.claim(
         worker=worker,
         queues=queues,
@@ -573,8 +577,20 @@ def claim(worker, *, queues, limit, lease, now=None, ids=None, using="default"):
         ids=ids,
         using=using,
     )
+    finished = list(finished)
     with connections[using].cursor() as cursor:
-        cursor.execute(statement, params)
+        if finished and sql.is_postgres(using):
+            # Two statements, one round trip: psycopg's client-side binding
+            # sends them as one simple query, which PostgreSQL runs as one
+            # implicit transaction (both or neither).
+            finish_sql, finish_params = sql.finish(_finish_rows(finished), now=now, using=using)
+            cursor.execute(f"{finish_sql}; {statement}", finish_params + params)
+            _report_lost(finished, {r[0] for r in cursor.fetchall()})
+            cursor.nextset()
+        else:
+            if finished:
+                finish(finished, now=now, using=using)
+            cursor.execute(statement, params)
         rows = cursor.fetchall()
     claimed = [
         ClaimedJob(
@@ -658,7 +674,26 @@ def finish(outcomes, *, now=None, using="default"):
     if not outcomes:
         return set()
     now = now or timezone.now()
-    rows = [
+    statement, params = sql.finish(_finish_rows(outcomes), now=now, using=using)
+    with connections[using].cursor() as cursor:
+        cursor.execute(statement, params)
+        won = {r[0] for r in cursor.fetchall()}
+    _report_lost(outcomes, won)
+    return won
+
+
+def _report_lost(outcomes, won):
+    lost = [o.job_id for o in outcomes if o.job_id not in won]
+    if lost:
+        logger.warning(
+            "results of %d attempts arrived after the attempt was taken back "
+            "(lease expired) and were discarded: jobs %s",
+            len(lost), lost[:20], extra={"action": "finish_lost"},
+        )
+
+
+def _finish_rows(outcomes):
+    return [
         (
             o.job_id,
             o.worker,
@@ -670,10 +705,6 @@ def finish(outcomes, *, now=None, using="default"):
         )
         for o in outcomes
     ]
-    statement, params = sql.finish(rows, now=now, using=using)
-    with connections[using].cursor() as cursor:
-        cursor.execute(statement, params)
-        return {r[0] for r in cursor.fetchall()}
 
 
 def renew_leases(worker, *, lease, now=None, using="default"):

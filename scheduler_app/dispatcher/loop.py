@@ -13,6 +13,7 @@ import collections
 import logging
 import math
 import threading
+import time
 
 from .clock import SystemClock
 from .pool import WorkerPool
@@ -133,6 +134,10 @@ class Dispatcher:
                 wait = self.tick(self.clock.time())
                 if not self.finished and wait > 0:
                     self._event.wait(wait)
+                    # Yield the GIL once: workers that finished at the same
+                    # moment report now, so one round trip records (and
+                    # refills) several slots instead of one.
+                    time.sleep(0)
         finally:
             self.pool.shutdown()
             try:
@@ -162,9 +167,6 @@ class Dispatcher:
     def _tick(self, now):
         self._drain_inbox()
         self._collect()
-        if self._outcomes:
-            self.store.finish(self._outcomes, now)
-            self._outcomes = []
         if now >= self._due_full or self._window_exhausted(now):
             self._reload(now)
         elif self._need_poll or now >= self._due_poll:
@@ -179,10 +181,26 @@ class Dispatcher:
             self.store.housekeeping(now)
             self._due_housekeeping = now + self.housekeeping_interval
         if self._stopping:
+            self._flush(now)
             self._stop_step(now)
             return
+        # The first claim of the tick also records the outcomes collected
+        # above (one round trip on PostgreSQL); flush them if none ran.
         self._claim(now)
+        self._flush(now)
         self._check_done()
+
+    def _flush(self, now):
+        if self._outcomes:
+            self.store.finish(self._outcomes, now)
+            self._outcomes = []
+
+    def _claim_from_store(self, queues, limit, now, ids=None):
+        outcomes = self._outcomes
+        jobs = self.store.claim(queues, limit, now, ids=ids, finished=outcomes)
+        if outcomes:
+            self._outcomes = []
+        return jobs
 
     def _drain_inbox(self):
         inbox = self._inbox
@@ -290,7 +308,7 @@ class Dispatcher:
                 if not entries:
                     continue
                 try:
-                    claimed = self.store.claim(queues, len(entries), now, ids=[e.id for e in entries])
+                    claimed = self._claim_from_store(queues, len(entries), now, ids=[e.id for e in entries])
                 except self.store.transient_errors:
                     for entry in entries:
                         self.timeline.upsert(entry)
@@ -301,7 +319,7 @@ class Dispatcher:
                 # Some were gone (another dispatcher won them, or they were
                 # cancelled or moved): let the database pick the next ones,
                 # skipping rows other dispatchers hold.
-            jobs = self._start(group, self.store.claim(queues, free, now))
+            jobs = self._start(group, self._claim_from_store(queues, free, now))
             if len(jobs) < free:
                 # The database has fewer due jobs than the window thought.
                 self.timeline.drop_due(group)

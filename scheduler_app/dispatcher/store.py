@@ -136,7 +136,7 @@ class DjangoStore:
 
     # -- transitions (through the lifecycle) -------------------------------
 
-    def claim(self, queues, limit, now, ids=None):
+    def claim(self, queues, limit, now, ids=None, finished=()):
         return lifecycle.claim(
             self.worker_id,
             queues=sorted(queues),
@@ -144,6 +144,7 @@ class DjangoStore:
             lease=self.lease,
             now=to_datetime(now),
             ids=ids,
+            finished=finished,
             using=self.using,
         )
 
@@ -153,16 +154,7 @@ class DjangoStore:
         return [schedule_entry(i, at) for i, at in planned]
 
     def finish(self, outcomes, now):
-        won = lifecycle.finish(outcomes, now=to_datetime(now), using=self.using)
-        lost = len(outcomes) - len(won)
-        if lost:
-            logger.warning(
-                "%d results arrived after their attempt was taken back (lease expired); "
-                "they were discarded",
-                lost,
-                extra={"action": "finish_lost"},
-            )
-        return won
+        return lifecycle.finish(outcomes, now=to_datetime(now), using=self.using)
 
     def renew(self, now):
         return lifecycle.renew_leases(

@@ -100,8 +100,10 @@ class FakeStore:
                 out.append(schedule_entry(schedule_id, spec[0]))
         return out
 
-    def claim(self, queues, limit, now, ids=None):
+    def claim(self, queues, limit, now, ids=None, finished=()):
         self._maybe_fail()
+        if finished:
+            self.finish(finished, now)
         due = sorted(
             (
                 j
