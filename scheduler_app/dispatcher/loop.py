@@ -343,8 +343,12 @@ class Dispatcher:
             return
         if self.max_jobs is not None and self.claimed_total >= self.max_jobs:
             self.finished = True
-        elif self.burst and not self.timeline.promote(self.clock.time()):
-            if not self.store.any_due(self.queues - self.paused, self.clock.time()):
+        elif self.burst:
+            # Due jobs of paused queues cannot run: they do not keep a burst alive.
+            self.timeline.promote(self.clock.time())
+            if not self.timeline.has_due(skip=self.paused) and not self.store.any_due(
+                self.queues - self.paused, self.clock.time()
+            ):
                 self.finished = True
 
     def _stop_step(self, now):

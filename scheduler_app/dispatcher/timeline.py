@@ -124,6 +124,10 @@ class Timeline:
     def due_count(self, group):
         return sum(len(self._due[q]) for q in self._group_queues(group))
 
+    def has_due(self, skip=()):
+        """Return whether any queue outside ``skip`` (paused ones) has due entries."""
+        return any(q not in skip for q in self._due)
+
     def due_ids(self, group):
         return [job_id for q in self._group_queues(group) for job_id in self._due[q].ids()]
 

@@ -48,7 +48,7 @@ def chromium_path():
     return path
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(chromium_path):
     from playwright.sync_api import sync_playwright
 

@@ -197,3 +197,12 @@ def test_stop_and_notify_wake_a_sleeping_run():
     dispatcher.stop()
     thread.join(2)
     assert not thread.is_alive()
+
+
+def test_burst_does_not_wait_for_paused_queues():
+    dispatcher, store, clock = make(burst=True)
+    store.paused_queues = lambda: {"slow"}
+    store.add(1, 999.0, queue="slow")
+    store.add(2, 999.0)
+    assert settle(dispatcher, clock, lambda: dispatcher.finished)
+    assert store.jobs[1].status == "pending" and store.jobs[2].status == "succeeded"
