@@ -47,7 +47,9 @@ elif PEER == "procrastinate":
     INSTALLED_APPS += ["procrastinate.contrib.django", "bench.peers.procapp"]
 elif PEER == "djangoq":
     INSTALLED_APPS += ["django_q"]
-    Q_CLUSTER = {"name": "bench", "orm": "default"}
+    # save_limit 0 = keep every success row: the default (250) deletes older
+    # results, and the harness counts finished jobs from that table.
+    Q_CLUSTER = {"name": "bench", "orm": "default", "save_limit": 0}
     if os.environ.get("PEER_WORKERS"):
         Q_CLUSTER["workers"] = int(os.environ["PEER_WORKERS"])
 else:
