@@ -394,23 +394,29 @@ def run_now(schedule_id, *, created_by=None, now=None, using="default"):
     now = now or dj_timezone.now()
     schedule = Schedule.objects.using(using).get(pk=schedule_id)
     with transaction.atomic(using=using):
-        job, _ = lifecycle.enqueue(
-            schedule.task,
-            schedule.args,
-            schedule.kwargs,
-            queue=schedule.queue,
-            priority=schedule.priority,
-            max_attempts=schedule.max_attempts,
-            timeout=schedule.timeout,
-            execute_at=now,
-            schedule=schedule.pk,
-            created_by=created_by,
-            now=now,
-            using=using,
-        )
+        job = _enqueue_run(schedule, now, now=now, created_by=created_by, using=using)
         Schedule.objects.using(using).filter(pk=schedule.pk).update(
             last_run_at=now, last_job=job, updated_at=now
         )
+    return job
+
+
+def _enqueue_run(schedule, execute_at, *, now, using, **extra):
+    """Enqueue one job of ``schedule`` due at ``execute_at``; return it."""
+    job, _ = lifecycle.enqueue(
+        schedule.task,
+        schedule.args,
+        schedule.kwargs,
+        queue=schedule.queue,
+        priority=schedule.priority,
+        max_attempts=schedule.max_attempts,
+        timeout=schedule.timeout,
+        execute_at=execute_at,
+        schedule=schedule.pk,
+        now=now,
+        using=using,
+        **extra,
+    )
     return job
 
 
@@ -510,18 +516,11 @@ def _materialize_one(schedule, now, using):
         last_job = None
         for run_time in runs:
             try:
-                last_job, _ = lifecycle.enqueue(
-                    schedule.task,
-                    schedule.args,
-                    schedule.kwargs,
-                    queue=schedule.queue,
-                    priority=schedule.priority,
-                    max_attempts=schedule.max_attempts,
-                    timeout=schedule.timeout,
-                    execute_at=run_time,
-                    unique_key=f"schedule:{schedule.pk}:{run_time.isoformat()}",
-                    schedule=schedule.pk,
+                last_job = _enqueue_run(
+                    schedule,
+                    run_time,
                     now=now,
+                    unique_key=f"schedule:{schedule.pk}:{run_time.isoformat()}",
                     using=using,
                 )
             except ValidationError as exc:
