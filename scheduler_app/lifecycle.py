@@ -555,19 +555,24 @@ def _load_dt(value):
     return value
 
 
-def claim(worker, *, queues, limit, lease, now=None, ids=None, finished=(), using="default"):
+def claim(worker, *, queues, limit, lease, now=None, ids=None, finished=(), raw=None, using="default"):
     """Claim up to ``limit`` due pending jobs of ``queues`` for ``worker``.
 
     One statement: pending -> running, attempts + 1, lease and worker set.
     With ``ids``, only those jobs are candidates. Outcomes in ``finished``
     are recorded first (as :func:`finish` does), on PostgreSQL in the same
-    round trip. Return ClaimedJob values in claim order (priority, time, FIFO).
+    round trip. ``raw``, a psycopg connection to the same PostgreSQL
+    database, runs both as one prepared statement (the dispatcher's hot
+    path). Return ClaimedJob values in claim order (priority, time, FIFO).
     """
     now = now or timezone.now()
     if limit <= 0 or not queues:
         if finished:
             finish(finished, now=now, using=using)
         return []
+    if raw is not None:
+        rows = _claim_prepared(raw, worker, queues, limit, lease, now, ids, list(finished))
+        return _claimed(rows, worker, now)
     statement, params = sql.claim(
         worker=worker,
         queues=queues,
@@ -592,6 +597,27 @@ def claim(worker, *, queues, limit, lease, now=None, ids=None, finished=(), usin
                 finish(finished, now=now, using=using)
             cursor.execute(statement, params)
         rows = cursor.fetchall()
+    return _claimed(rows, worker, now)
+
+
+def _claim_prepared(raw, worker, queues, limit, lease, now, ids, finished):
+    params = sql.pg_finish_and_claim_params(
+        _finish_rows(finished),
+        worker=worker,
+        queues=queues,
+        limit=limit,
+        now=now,
+        lease_until=now + timedelta(seconds=lease),
+        ids=ids,
+    )
+    with raw.cursor() as cursor:
+        cursor.execute(sql.PG_FINISH_AND_CLAIM[ids is not None], params, prepare=True)
+        rows = cursor.fetchall()
+    _report_lost(finished, {r[0] for r in rows if r[0] is not None})
+    return [r[1:] for r in rows if r[0] is None]
+
+
+def _claimed(rows, worker, now):
     claimed = [
         ClaimedJob(
             id=r[0],

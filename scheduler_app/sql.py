@@ -206,3 +206,69 @@ def release(rows, *, worker, now, using="default"):
         f"RETURNING id"
     )
     return sql, params
+
+
+def _claim_returning(alias):
+    return ", ".join(f"{alias}.{c.strip()}" for c in CLAIM_RETURNING.split(","))
+
+
+def _pg_finish_and_claim(by_ids):
+    """Build the PostgreSQL statement that records outcomes and claims jobs at once.
+
+    Its text never changes with the batch size (arrays, not VALUES lists), so a
+    connection that prepares statements plans it once. Data-modifying CTEs
+    run on one snapshot: ``f`` touches this worker's running rows, ``u`` only
+    pending ones, so they never meet.
+    """
+    id_filter = "AND id = ANY(%(ids)s::bigint[]) " if by_ids else ""
+    returning = _claim_returning("j")
+    columns = len(CLAIM_RETURNING.split(","))
+    return (
+        "WITH v AS (SELECT * FROM unnest("
+        "%(v_id)s::bigint[], %(v_worker)s::text[], %(v_attempt)s::integer[], %(v_status)s::text[], "
+        "%(v_result)s::text[], %(v_error)s::text[], %(v_exec)s::timestamptz[]) "
+        "AS v(vid, vworker, vattempts, vstatus, vresult, verror, vexec)), "
+        f"f AS (UPDATE {TABLE} AS j SET "
+        "status = v.vstatus, "
+        "result = CASE WHEN v.vstatus = 'succeeded' THEN v.vresult::jsonb ELSE j.result END, "
+        "errors = CASE WHEN v.verror IS NULL THEN j.errors "
+        "ELSE j.errors || jsonb_build_array(v.verror::jsonb) END, "
+        "execute_at = COALESCE(v.vexec, j.execute_at), "
+        "finished_at = CASE WHEN v.vstatus = 'pending' THEN NULL ELSE %(now)s END, "
+        "cancel_requested = CASE WHEN v.vstatus = 'pending' THEN FALSE ELSE j.cancel_requested END, "
+        "lease_expires_at = NULL, updated_at = %(now)s "
+        "FROM v WHERE j.id = v.vid AND j.attempts = v.vattempts "
+        "AND j.status = 'running' AND j.worker = v.vworker RETURNING j.id), "
+        f"c AS (SELECT id FROM {TABLE} WHERE status = 'pending' AND execute_at <= %(now)s "
+        f"AND queue = ANY(%(queues)s::text[]) {id_filter}"
+        "ORDER BY priority DESC, execute_at, id LIMIT %(limit)s FOR UPDATE SKIP LOCKED), "
+        f"u AS (UPDATE {TABLE} AS j SET status = 'running', attempts = j.attempts + 1, "
+        "worker = %(worker)s, lease_expires_at = %(lease)s, started_at = %(now)s, "
+        "updated_at = %(now)s, finished_at = NULL "
+        f"FROM c WHERE j.id = c.id RETURNING {returning}) "
+        f"SELECT NULL::bigint AS finished, * FROM u "
+        f"UNION ALL SELECT f.id, {', '.join(['NULL'] * columns)} FROM f"
+    )
+
+
+PG_FINISH_AND_CLAIM = {True: _pg_finish_and_claim(True), False: _pg_finish_and_claim(False)}
+
+
+def pg_finish_and_claim_params(rows, *, worker, queues, limit, now, lease_until, ids):
+    """Return the parameters of PG_FINISH_AND_CLAIM for finish ``rows`` (as finish() takes)."""
+    columns = list(zip(*rows)) if rows else [()] * 7
+    return {
+        "v_id": list(columns[0]),
+        "v_worker": list(columns[1]),
+        "v_attempt": list(columns[2]),
+        "v_status": list(columns[3]),
+        "v_result": list(columns[4]),
+        "v_error": list(columns[5]),
+        "v_exec": list(columns[6]),
+        "now": now,
+        "queues": list(queues),
+        "ids": list(ids) if ids is not None else None,
+        "limit": int(limit),
+        "worker": worker,
+        "lease": lease_until,
+    }

@@ -5,11 +5,10 @@ import logging
 import threading
 
 import psycopg
-from django.db import connections
+
+from . import pg
 
 logger = logging.getLogger(__name__)
-
-_DJANGO_ONLY = ("cursor_factory", "context", "prepare_threshold", "pool", "server_side_binding")
 
 
 class PgListener(threading.Thread):
@@ -19,8 +18,7 @@ class PgListener(threading.Thread):
         super().__init__(name="scheduler-listener", daemon=True)
         self.deliver = deliver
         self.channel = channel
-        params = connections[using].get_connection_params()
-        self.params = {k: v for k, v in params.items() if k not in _DJANGO_ONLY}
+        self.using = using
         self._stopped = threading.Event()
         self.connected = threading.Event()
 
@@ -31,7 +29,7 @@ class PgListener(threading.Thread):
         backoff = 0.25
         while not self._stopped.is_set():
             try:
-                with psycopg.connect(**self.params, autocommit=True) as conn:
+                with pg.connect(self.using) as conn:
                     conn.execute(f"LISTEN {psycopg.sql.Identifier(self.channel).as_string(conn)}")
                     self.connected.set()
                     backoff = 0.25

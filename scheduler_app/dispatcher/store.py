@@ -11,12 +11,14 @@ import socket
 import uuid
 from datetime import UTC, datetime
 
+import psycopg
 from django.db import InterfaceError, OperationalError, connections
 from django.utils import timezone
 
 from scheduler_app import conf, lifecycle, schedules
 from scheduler_app.models import Job, Worker, WorkerState
 
+from . import pg
 from .timeline import Entry, schedule_entry
 
 logger = logging.getLogger(__name__)
@@ -31,13 +33,23 @@ def new_worker_id():
 
 
 class DjangoStore:
-    transient_errors = (OperationalError, InterfaceError)
+    transient_errors = (OperationalError, InterfaceError, psycopg.OperationalError, psycopg.InterfaceError)
 
     def __init__(self, worker_id, *, lease, using="default", prune=True):
         self.worker_id = worker_id
         self.lease = lease
         self.using = using
         self.prune = prune
+        # PostgreSQL: a connection of the loop's own for claims and finishes,
+        # where they run as one prepared statement. Loop thread only.
+        self._raw = None
+
+    def _hot_connection(self):
+        if connections[self.using].vendor != "postgresql":
+            return None
+        if self._raw is None or self._raw.closed:
+            self._raw = pg.connect(self.using)
+        return self._raw
 
     # -- the worker row ----------------------------------------------------
 
@@ -70,6 +82,9 @@ class DjangoStore:
         )
 
     def unregister(self, dispatcher):
+        if self._raw is not None:
+            self._raw.close()
+            self._raw = None
         Worker.objects.using(self.using).filter(id=self.worker_id).update(
             state=WorkerState.STOPPED,
             stopped_at=timezone.now(),
@@ -79,11 +94,17 @@ class DjangoStore:
         )
 
     def reset(self):
-        """Drop a broken connection so the next query reconnects."""
+        """Drop broken connections so the next query reconnects."""
         try:
             connections[self.using].close()
         except Exception:  # closing a dead connection may raise; it is gone either way
             logger.debug("error closing a broken connection", exc_info=True)
+        if self._raw is not None:
+            try:
+                self._raw.close()
+            except Exception:
+                logger.debug("error closing a broken connection", exc_info=True)
+            self._raw = None
 
     # -- reads -------------------------------------------------------------
 
@@ -145,6 +166,7 @@ class DjangoStore:
             now=to_datetime(now),
             ids=ids,
             finished=finished,
+            raw=self._hot_connection(),
             using=self.using,
         )
 
