@@ -169,7 +169,7 @@ class ScheduleViewSet(StaffOnly, viewsets.ModelViewSet):
             extra={"schedule_id": schedule.pk, "action": "schedule_create"},
         )
         response = self._respond(schedule, status.HTTP_201_CREATED)
-        response["Location"] = response.data["url"]
+        response["Location"] = str(response.data["url"])
         return response
 
     @extend_schema(
@@ -218,4 +218,4 @@ class ScheduleViewSet(StaffOnly, viewsets.ModelViewSet):
             extra={"schedule_id": schedule.pk, "job_id": job.pk, "action": "schedule_run"},
         )
         data = JobSerializer(job, context=self.get_serializer_context()).data
-        return Response(data, status=status.HTTP_201_CREATED, headers={"Location": data["url"]})
+        return Response(data, status=status.HTTP_201_CREATED, headers={"Location": str(data["url"])})

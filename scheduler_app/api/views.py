@@ -112,7 +112,8 @@ class JobViewSet(
             extra={"job_id": job.pk, "action": "enqueue"},
         )
         url = self.get_serializer(job).data["url"]
-        return self._respond(job, status.HTTP_201_CREATED, headers={"Location": url})
+        # str(): the URL is a DRF Hyperlink (a str subclass) that wsgiref refuses.
+        return self._respond(job, status.HTTP_201_CREATED, headers={"Location": str(url)})
 
     @extend_schema(
         summary="Create up to 1,000 jobs in one transaction",

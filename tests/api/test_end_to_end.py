@@ -54,3 +54,23 @@ def test_paused_queue_is_not_run_until_resumed(api):
     call_command("rundispatcher", "--burst")
     body = api.get(job["url"]).json()
     assert (body["status"], body["result"]) == ("succeeded", 5)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_create_under_a_real_wsgi_server_sets_a_plain_location_header(live_server, staff_user):
+    """wsgiref (runserver) rejects header values that are str subclasses: a 500 before the fix."""
+    import json
+    import urllib.request
+
+    from rest_framework.authtoken.models import Token
+
+    token = Token.objects.create(user=staff_user)
+    request = urllib.request.Request(
+        f"{live_server.url}/api/jobs/",
+        data=json.dumps({"task": "tests.testapp.tasks.add", "args": [1, 2]}).encode(),
+        headers={"Authorization": f"Token {token.key}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        assert response.status == 201
+        assert response.headers["Location"].endswith(f"/api/jobs/{json.load(response)['id']}/")
