@@ -23,6 +23,9 @@ logger = logging.getLogger(__name__)
 
 
 class Dispatcher:
+    # Seconds to claim by query after a claim by id came back short.
+    CONTENTION_BACKOFF = 1.0
+
     def __init__(
         self,
         store,
@@ -85,6 +88,10 @@ class Dispatcher:
         self._db_backoff = 0.0
         self._need_poll = False
         self._need_paused = False
+        self._edge_was_ahead = False
+        # Until then, claim by query: another dispatcher was seen taking the
+        # same due jobs, so claiming the window's ids would mostly miss.
+        self._contended_until = 0.0
         self.paused = frozenset()
         self.claimed_total = 0
         self.processed = 0
@@ -247,7 +254,11 @@ class Dispatcher:
         tl = self.timeline
         if not tl.truncated:
             return False
-        return len(tl) < tl.cap // 2 or (now >= tl.edge and now >= self._due_poll)
+        # An edge already past at load time means the window is all due
+        # jobs of a backlog; claims go by query then, and re-reading the same
+        # rows every poll would only burn time (the backlog drains the window).
+        edge_passed = self._edge_was_ahead and now >= tl.edge and now >= self._due_poll
+        return len(tl) < tl.cap // 2 or edge_passed
 
     def _reload(self, now):
         until = now + self.horizon
@@ -255,6 +266,7 @@ class Dispatcher:
         truncated = len(entries) >= self.timeline.cap
         edge = entries[-1].at if truncated else until
         self.timeline.reload(entries, edge=edge, truncated=truncated)
+        self._edge_was_ahead = edge > now
         self._watermark = now
         self._need_poll = False
         self._due_full = now + self.full_sync_interval
@@ -285,7 +297,7 @@ class Dispatcher:
         due_groups = self.timeline.promote(now)
         # Let the database choose which due jobs run when the window may not
         # hold the best of them: it hit its cap, or (burst mode) it is empty.
-        by_query = self.timeline.truncated
+        by_query = self.timeline.truncated or now < self._contended_until
         if self.burst and not due_groups and self.pool.busy() == 0:
             due_groups = set(self.groups) | {SCHEDULES}
             by_query = True
@@ -316,6 +328,7 @@ class Dispatcher:
                 free -= len(self._start(group, claimed))
                 if len(claimed) == len(entries) or free <= 0:
                     continue
+                self._contended_until = now + self.CONTENTION_BACKOFF
                 # Some were gone (another dispatcher won them, or they were
                 # cancelled or moved): let the database pick the next ones,
                 # skipping rows other dispatchers hold.

@@ -43,6 +43,7 @@ class FakeStore:
         self.schedules = {}  # id -> [next_run epoch, interval seconds]
         self.materialized = []  # (schedule id, run time) per job made
         self.claims = []  # (queues, limit, returned ids)
+        self.claim_ids = []  # the ids asked for, per claim (None: by query)
         self.finished = []
         self.released = []
         self.fail_next = 0
@@ -102,6 +103,7 @@ class FakeStore:
 
     def claim(self, queues, limit, now, ids=None, finished=()):
         self._maybe_fail()
+        self.claim_ids.append(ids)
         if finished:
             self.finish(finished, now)
         due = sorted(

@@ -206,3 +206,31 @@ def test_burst_does_not_wait_for_paused_queues():
     store.add(2, 999.0)
     assert settle(dispatcher, clock, lambda: dispatcher.finished)
     assert store.jobs[1].status == "pending" and store.jobs[2].status == "succeeded"
+
+
+def test_a_backlog_beyond_the_cap_is_not_reloaded_every_poll():
+    dispatcher, store, clock = make({"*": ({"default"}, 1)}, cap=10, poll_interval=0.5)
+    for i in range(100):
+        store.add(i, 900.0 + i * 0.01, sleep=0.0)
+    loads = []
+    original = store.load_window
+    store.load_window = lambda *a: loads.append(1) or original(*a)
+    dispatcher.tick(clock.time())
+    assert dispatcher.timeline.truncated and len(loads) == 1
+    for _ in range(5):
+        clock.advance(0.6)
+        dispatcher.tick(clock.time())
+    # Every poll interval passed; the window (all due) was not re-read.
+    assert len(loads) == 1
+
+
+def test_a_short_claim_by_id_switches_to_claims_by_query_for_a_while():
+    dispatcher, store, clock = make({"*": ({"default"}, 1)})
+    for i in range(3):
+        store.add(i, 999.0, sleep=0.2)
+    dispatcher.tick(clock.time())
+    store.jobs[1].status = "running"  # taken by another dispatcher, no notification
+    assert settle(dispatcher, clock, lambda: store.jobs[0].status == "succeeded")
+    assert settle(dispatcher, clock, lambda: store.jobs[2].status == "running")
+    by_ids = [ids is not None for ids in store.claim_ids]
+    assert by_ids[:2] == [True, True] and by_ids[2] is False
