@@ -36,6 +36,11 @@ DEFAULTS = {
     "DEAD_AFTER_LEASES": 2,
     "PRUNE_BATCH": 1000,
     "NOTIFY_CHANNEL": "scheduler_app_jobs",
+    # PostgreSQL: wait for the WAL flush when the dispatcher commits claims
+    # and results. False trades durability of the last ~0.2 s of claims and
+    # results on a *PostgreSQL server* crash for 2-3x throughput: such jobs
+    # run again (still at-least-once). Enqueues, cancels etc. stay durable.
+    "SYNCHRONOUS_COMMIT": True,
     # Schedules: a run this many seconds past its time is missed (the misfire
     # policy decides), and a "catch_up" schedule makes at most this many jobs.
     "SCHEDULE_MISFIRE_GRACE": 30.0,

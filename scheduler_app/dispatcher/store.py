@@ -49,6 +49,8 @@ class DjangoStore:
             return None
         if self._raw is None or self._raw.closed:
             self._raw = pg.connect(self.using)
+            if not conf.get("SYNCHRONOUS_COMMIT"):
+                self._raw.execute("SET synchronous_commit = off")
         return self._raw
 
     # -- the worker row ----------------------------------------------------

@@ -222,3 +222,18 @@ def test_lost_connections_are_retried_and_nothing_is_lost():
         jobs = [enqueue("noop") for _ in range(5)]
         assert wait_for(lambda: all(status(j) == "succeeded" for j in jobs), 30)
         assert not dispatcher.finished
+
+
+@pytest.mark.postgres_only
+def test_asynchronous_commit_of_the_hot_path_is_opt_in(settings):
+    from scheduler_app.dispatcher.store import DjangoStore
+
+    store = DjangoStore("w", lease=30)
+    assert store._hot_connection().execute("SHOW synchronous_commit").fetchone()[0] == "on"
+    store.reset()
+    settings.SCHEDULER = {**settings.SCHEDULER, "SYNCHRONOUS_COMMIT": False}
+    assert store._hot_connection().execute("SHOW synchronous_commit").fetchone()[0] == "off"
+    store.reset()
+    job = enqueue("add", 2, 2)
+    call_command("rundispatcher", "--burst")
+    assert Job.objects.get(pk=job.pk).result == 4
