@@ -17,14 +17,20 @@ def graceful_signals(stop, *, signals=(signal.SIGTERM, signal.SIGINT)):
         return
     received = []
 
+    def graceful(name):
+        logger.info("received %s: stopping gracefully (send again to exit at once)", name)
+        stop()
+
     def handler(signum, frame):
+        # A handler runs on the main thread between two bytecodes, possibly
+        # while that thread holds the very lock stop() needs (the loop's
+        # Event, a logging stream): touching either here can deadlock. So it
+        # only records the signal and hands the work to a short-lived thread.
         received.append(signum)
         if len(received) == 1:
-            logger.info("received %s: stopping gracefully (send again to exit at once)",
-                        signal.Signals(signum).name)
-            stop()
+            name = signal.Signals(signum).name
+            threading.Thread(target=graceful, args=(name,), name="scheduler-stop", daemon=True).start()
         else:
-            logger.warning("received %s again: exiting at once", signal.Signals(signum).name)
             os._exit(1)
 
     previous = {s: signal.signal(s, handler) for s in signals}

@@ -72,7 +72,7 @@ def test_many_dispatcher_processes_make_exactly_one_job_per_run(count, tmp_path)
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
         codes = [p.wait(60) for p in processes]
-    assert codes == [0] * count, [log.read_text()[-2000:] for log in logs]
+    assert codes == [0] * count, "\n---\n".join(log.read_text()[-3000:] for log in logs)
     jobs = list(Job.objects.filter(schedule=s).order_by("execute_at"))
     keys = [j.unique_key for j in jobs]
     per_key = dict(Job.objects.filter(schedule=s).values_list("unique_key").annotate(n=Count("id")).order_by())

@@ -234,3 +234,35 @@ def test_a_short_claim_by_id_switches_to_claims_by_query_for_a_while():
     assert settle(dispatcher, clock, lambda: store.jobs[2].status == "running")
     by_ids = [ids is not None for ids in store.claim_ids]
     assert by_ids[:2] == [True, True] and by_ids[2] is False
+
+
+def test_the_signal_handler_never_takes_the_loop_lock(tmp_path):
+    """A signal can land while the main thread holds the loop Event's lock
+    (inside Event.wait()); a handler that called Event.set() itself
+    deadlocked there (seen: a dispatcher hung on SIGTERM). Reproduced
+    deterministically in a subprocess, so the old code hangs into a timeout
+    instead of hanging the suite."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "run.py"
+    script.write_text(
+        "import signal, sys, threading, time\n"
+        f"sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})\n"
+        "from scheduler_app.dispatcher.clock import SystemClock\n"
+        "from scheduler_app.dispatcher.loop import Dispatcher\n"
+        "from scheduler_app.dispatcher.shutdown import graceful_signals\n"
+        "from tests.unit.fakes import FakeStore, execute\n"
+        "d = Dispatcher(FakeStore(SystemClock()), {'*': ({'default'}, 1)}, execute)\n"
+        "with graceful_signals(d.stop):\n"
+        "    handler = signal.getsignal(signal.SIGTERM)\n"
+        "    with d._event._cond:  # as inside Event.wait()\n"
+        "        handler(signal.SIGTERM, None)\n"
+        "    for _ in range(200):\n"
+        "        if d.stopping and d._event.is_set():\n"
+        "            print('stopped', flush=True); break\n"
+        "        time.sleep(0.01)\n"
+    )
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0 and "stopped" in result.stdout, result.stderr
