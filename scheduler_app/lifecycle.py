@@ -235,6 +235,11 @@ def announce(*, jobs=(), removed=(), cancel=(), queues=(), queues_changed=False,
         payload["cancel"] = list(cancel)
     else:
         payload["sync"] = True
+    _send(payload, using)
+
+
+def _send(payload, using):
+    """Queue the NOTIFY (PostgreSQL) in the current transaction; signal in-process after commit."""
     connection = connections[using]
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
@@ -260,15 +265,7 @@ def announce_schedules(entries, *, using="default"):
         payload = {"queues": [], "schedules": entries}
     else:
         payload = {"queues": [], "sync": True}
-    connection = connections[using]
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT pg_notify(%s, %s)", [conf.get("NOTIFY_CHANNEL"), json.dumps(payload)]
-            )
-    transaction.on_commit(
-        lambda: signals.jobs_changed.send(sender=Job, payload=payload), using=using
-    )
+    _send(payload, using)
 
 
 # ---------------------------------------------------------------------------
