@@ -557,10 +557,9 @@ def claim(worker, *, queues, limit, lease, now=None, ids=None, finished=(), raw=
 
     One statement: pending -> running, attempts + 1, lease and worker set.
     With ``ids``, only those jobs are candidates. Outcomes in ``finished``
-    are recorded first (as :func:`finish` does), on PostgreSQL in the same
-    round trip. ``raw``, a psycopg connection to the same PostgreSQL
-    database, runs both as one prepared statement (the dispatcher's hot
-    path). Return ClaimedJob values in claim order (priority, time, FIFO).
+    are recorded first (as :func:`finish` does). ``raw``, a psycopg
+    connection to the same PostgreSQL database, runs both in one round trip
+    as one prepared statement (the dispatcher's hot path). Return ClaimedJob values in claim order (priority, time, FIFO).
     """
     now = now or timezone.now()
     if limit <= 0 or not queues:
@@ -579,20 +578,10 @@ def claim(worker, *, queues, limit, lease, now=None, ids=None, finished=(), raw=
         ids=ids,
         using=using,
     )
-    finished = list(finished)
+    if finished:
+        finish(finished, now=now, using=using)
     with connections[using].cursor() as cursor:
-        if finished and sql.is_postgres(using):
-            # Two statements, one round trip: psycopg's client-side binding
-            # sends them as one simple query, which PostgreSQL runs as one
-            # implicit transaction (both or neither).
-            finish_sql, finish_params = sql.finish(_finish_rows(finished), now=now, using=using)
-            cursor.execute(f"{finish_sql}; {statement}", finish_params + params)
-            _report_lost(finished, {r[0] for r in cursor.fetchall()})
-            cursor.nextset()
-        else:
-            if finished:
-                finish(finished, now=now, using=using)
-            cursor.execute(statement, params)
+        cursor.execute(statement, params)
         rows = cursor.fetchall()
     return _claimed(rows, worker, now)
 

@@ -64,9 +64,6 @@ class WorkerPool:
     def free(self, group):
         return self.groups[group] - self.busy(group)
 
-    def total_free(self):
-        return sum(self.free(g) for g in self.groups)
-
     @property
     def abandoned_count(self):
         return len(self._abandoned)
@@ -180,15 +177,6 @@ class WorkerPool:
     def running_jobs(self):
         """Return the jobs whose attempts are in flight (timed-out ones excluded)."""
         return [r.job for r in self._running.values() if not r.timed_out]
-
-    def is_running(self, job_id):
-        return job_id in self._by_job
-
-    def elapsed(self, job_id):
-        token = self._by_job.get(job_id)
-        if token is None:
-            return None
-        return self._clock.monotonic() - self._running[token].started
 
     def shutdown(self):
         """Tell every thread to exit once its current job returns (threads are daemons)."""

@@ -217,6 +217,3 @@ class DjangoStore:
         exc = lifecycle.JobTimeout(f"Timed out after {job.timeout:g}s; the late result is discarded.")
         return lifecycle.failure_outcome(job, exc, now=timezone.now(), traceback_text="")
 
-
-def default_lease():
-    return float(conf.get("LEASE"))

@@ -154,6 +154,3 @@ class Timeline:
                 del self._due_queue[job_id]
                 dropped += 1
         return dropped
-
-    def waiting_count(self):
-        return len(self._waiting)

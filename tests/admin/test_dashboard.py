@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from scheduler_app import admin_views
-from scheduler_app.models import Job, JobStatus, Queue, Worker
+from scheduler_app.models import JobStatus, Queue, Worker
 
 pytestmark = pytest.mark.django_db
 
