@@ -400,8 +400,12 @@ class Dispatcher:
                 moments.append(next_at)
             if self.timeline.truncated and math.isfinite(self.timeline.edge):
                 moments.append(max(self.timeline.edge, self._due_poll))
-        else:
+        elif self._stop_deadline is not None:
             moments.append(self._stop_deadline)
+        else:
+            # stop() came from another thread during this tick: tick again
+            # at once so the stop step starts its grace period.
+            return 0.0
         deadline = self.pool.next_deadline()
         if deadline is not None:
             moments.append(now + (deadline - self.clock.monotonic()))

@@ -185,6 +185,19 @@ def test_cancel_notification_reaches_the_running_job():
     assert settle(dispatcher, clock, lambda: store.jobs[1].status == "cancelled", timeout=2)
 
 
+def test_a_stop_that_lands_mid_tick_gives_a_wait_not_an_error():
+    """stop() is called from another thread; it can land after the tick's
+    stop check and before the wait is computed (a CI failure: min() of None)."""
+    dispatcher, store, clock = make()
+    store.add(1, 999.0, sleep=0.2)
+    original = store.claim
+    store.claim = lambda *a, **kw: (dispatcher.stop(), original(*a, **kw))[1]
+    wait = dispatcher.tick(clock.time())
+    assert wait == 0.0 and dispatcher.stopping
+    store.claim = original
+    assert settle(dispatcher, clock, lambda: dispatcher.finished)
+
+
 def test_stop_and_notify_wake_a_sleeping_run():
     dispatcher, store, clock = make(poll_interval=100, full_sync_interval=100, housekeeping_interval=100, pause_interval=100)
     dispatcher.lease = 3000
