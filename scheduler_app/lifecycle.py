@@ -222,6 +222,10 @@ def announce(*, jobs=(), removed=(), cancel=(), queues=(), queues_changed=False,
     requested; ``queues_changed`` says a queue was paused or resumed. On PostgreSQL a NOTIFY is queued inside the
     current transaction, so it is delivered exactly when the change commits.
     """
+    _send(_payload(jobs, removed, cancel, queues, queues_changed), using)
+
+
+def _payload(jobs=(), removed=(), cancel=(), queues=(), queues_changed=False):
     jobs = list(jobs)
     queues = set(queues) | {j.queue for j in jobs}
     payload = {"queues": sorted(queues)}
@@ -235,7 +239,7 @@ def announce(*, jobs=(), removed=(), cancel=(), queues=(), queues_changed=False,
         payload["cancel"] = list(cancel)
     else:
         payload["sync"] = True
-    _send(payload, using)
+    return payload
 
 
 def _send(payload, using):
@@ -285,15 +289,55 @@ def enqueue(task, args=(), kwargs=None, *, using="default", **options):
             if existing is not None:
                 return existing, False
         try:
-            with transaction.atomic(using=using):
-                job.save(using=using, force_insert=True)
-                announce(jobs=[job], using=using)
+            if not job.unique_key and sql.is_postgres(using):
+                _insert_and_announce(job, using)
+            else:
+                with transaction.atomic(using=using):
+                    job.save(using=using, force_insert=True)
+                    announce(jobs=[job], using=using)
             return job, True
         except IntegrityError:
             if not job.unique_key:
                 raise
             job.pk = None
     raise IntegrityError(f"Could not settle unique_key {job.unique_key!r} after retries.")
+
+
+# An id no real job has: _insert_and_announce splits the payload around it.
+_ID_MARK = -918_273_645_546_372_819
+
+
+def _insert_and_announce(job, using):
+    """PostgreSQL: INSERT and NOTIFY in one statement (one round trip outside a transaction).
+
+    Same effect as ``save()`` + :func:`announce` in a transaction, in a
+    quarter of the round trips: the enqueue is on the pickup path of every
+    job. Inside the caller's transaction it runs in a savepoint, as
+    ``transaction.atomic`` would, so a failed insert leaves that transaction usable.
+    """
+    job.pk = _ID_MARK
+    text = json.dumps(_payload(jobs=[job]))
+    job.pk = None
+    parts = text.split(str(_ID_MARK))
+    statement, params = sql.pg_insert_and_notify(
+        job, channel=conf.get("NOTIFY_CHANNEL"), payload_parts=parts, using=using
+    )
+    connection = connections[using]
+    if connection.in_atomic_block:
+        with transaction.atomic(using=using), connection.cursor() as cursor:
+            cursor.execute(statement, params)
+            row = cursor.fetchone()
+    else:
+        with connection.cursor() as cursor:
+            cursor.execute(statement, params)
+            row = cursor.fetchone()
+    job.pk = row[0]
+    job._state.adding = False
+    job._state.db = using
+    payload = json.loads(parts[0] + str(job.pk) + parts[1])
+    transaction.on_commit(
+        lambda: signals.jobs_changed.send(sender=Job, payload=payload), using=using
+    )
 
 
 def enqueue_many(specs, *, created_by=None, max_size=MAX_BULK, using="default"):
@@ -591,13 +635,12 @@ def _claim_prepared(raw, worker, queues, limit, lease, now, ids, finished):
         _finish_rows(finished),
         worker=worker,
         queues=queues,
-        limit=limit,
         now=now,
         lease_until=now + timedelta(seconds=lease),
         ids=ids,
     )
     with raw.cursor() as cursor:
-        cursor.execute(sql.PG_FINISH_AND_CLAIM[ids is not None], params, prepare=True)
+        cursor.execute(sql.pg_finish_and_claim(ids is not None, limit), params, prepare=True)
         rows = cursor.fetchall()
     _report_lost(finished, {r[0] for r in rows if r[0] is not None})
     return [r[1:] for r in rows if r[0] is None]

@@ -5,7 +5,10 @@ LOCKED, array parameters, JSON append. Each function returns ``(sql,
 params)`` for one statement; ``scheduler_app.lifecycle`` executes them.
 """
 
+import json
+
 from django.db import connections
+from django.db.models.sql import InsertQuery
 
 TABLE = "scheduler_app_job"
 
@@ -40,6 +43,29 @@ def _in_list(column, values, params, using):
         return "0 = 1"
     params.extend(values)
     return f"{column} IN ({', '.join(['%s'] * len(values))})"
+
+
+def pg_insert_and_notify(obj, *, channel, payload_parts, using="default"):
+    """One statement that inserts ``obj`` and sends the NOTIFY that announces it.
+
+    The INSERT is compiled by Django (field preparation as ``save()`` does
+    it); a data-modifying CTE returns the new id and passes it to
+    ``pg_notify`` as ``payload_parts[0] || id || payload_parts[1]``. Run
+    outside a transaction it is one round trip and one commit, atomic like
+    any single statement; the NOTIFY is delivered when it commits.
+    """
+    meta = obj._meta
+    fields = [f for f in meta.local_concrete_fields if not f.generated and f is not meta.auto_field]
+    query = InsertQuery(type(obj))
+    query.insert_values(fields, [obj])
+    compiler = query.get_compiler(using=using)
+    compiler.returning_fields = [meta.pk]
+    [(insert, params)] = compiler.as_sql()
+    statement = (
+        f"WITH ins AS ({insert}) "
+        "SELECT ins.id, pg_notify(%s, %s || ins.id::text || %s) FROM ins"
+    )
+    return statement, [*params, channel, *payload_parts]
 
 
 def claim(*, worker, queues, limit, now, lease_until, ids=None, using="default"):
@@ -212,22 +238,26 @@ def _claim_returning(alias):
     return ", ".join(f"{alias}.{c.strip()}" for c in CLAIM_RETURNING.split(","))
 
 
-def _pg_finish_and_claim(by_ids):
+def _pg_finish_and_claim(by_ids, limit):
     """Build the PostgreSQL statement that records outcomes and claims jobs at once.
 
-    Its text never changes with the batch size (arrays, not VALUES lists), so a
-    connection that prepares statements plans it once. Data-modifying CTEs
-    run on one snapshot: ``f`` touches this worker's running rows, ``u`` only
-    pending ones, so they never meet.
+    Its text depends only on the claim's kind and ``limit`` (arrays, not
+    VALUES lists), so the loop's connection prepares one statement per
+    (kind, limit) and, with ``plan_cache_mode = force_generic_plan``, plans
+    each once: planning this statement cost more than running it. The plan
+    must then be right for any parameters: rows are found by primary key
+    (``id = ANY(...)``), never by joining on an estimate; the limit is a
+    literal so the planner knows how many rows come out of ``c``.
+    Data-modifying CTEs run on one snapshot: ``f`` touches this worker's
+    running rows, ``u`` only pending ones, so they never meet.
     """
     id_filter = "AND id = ANY(%(ids)s::bigint[]) " if by_ids else ""
     returning = _claim_returning("j")
     columns = len(CLAIM_RETURNING.split(","))
     return (
-        "WITH v AS (SELECT * FROM unnest("
-        "%(v_id)s::bigint[], %(v_worker)s::text[], %(v_attempt)s::integer[], %(v_status)s::text[], "
-        "%(v_result)s::text[], %(v_error)s::text[], %(v_exec)s::timestamptz[]) "
-        "AS v(vid, vworker, vattempts, vstatus, vresult, verror, vexec)), "
+        "WITH v AS (SELECT * FROM jsonb_to_recordset(%(finished)s::jsonb) "
+        "AS v(vid bigint, vworker text, vattempts integer, vstatus text, vresult text, "
+        "verror text, vexec timestamptz)), "
         f"f AS (UPDATE {TABLE} AS j SET "
         "status = v.vstatus, "
         "result = CASE WHEN v.vstatus = 'succeeded' THEN v.vresult::jsonb ELSE j.result END, "
@@ -237,38 +267,62 @@ def _pg_finish_and_claim(by_ids):
         "finished_at = CASE WHEN v.vstatus = 'pending' THEN NULL ELSE %(now)s END, "
         "cancel_requested = CASE WHEN v.vstatus = 'pending' THEN FALSE ELSE j.cancel_requested END, "
         "lease_expires_at = NULL, updated_at = %(now)s "
-        "FROM v WHERE j.id = v.vid AND j.attempts = v.vattempts "
-        "AND j.status = 'running' AND j.worker = v.vworker RETURNING j.id), "
+        "FROM v WHERE j.id = v.vid AND j.id = ANY(ARRAY(SELECT vid FROM v)) "
+        "AND j.attempts = v.vattempts AND j.status = 'running' AND j.worker = v.vworker RETURNING j.id), "
         f"c AS (SELECT id FROM {TABLE} WHERE status = 'pending' AND execute_at <= %(now)s "
         f"AND queue = ANY(%(queues)s::text[]) {id_filter}"
-        "ORDER BY priority DESC, execute_at, id LIMIT %(limit)s FOR UPDATE SKIP LOCKED), "
+        f"ORDER BY priority DESC, execute_at, id LIMIT {int(limit)} FOR UPDATE SKIP LOCKED), "
         f"u AS (UPDATE {TABLE} AS j SET status = 'running', attempts = j.attempts + 1, "
         "worker = %(worker)s, lease_expires_at = %(lease)s, started_at = %(now)s, "
         "updated_at = %(now)s, finished_at = NULL "
-        f"FROM c WHERE j.id = c.id RETURNING {returning}) "
+        f"WHERE j.id = ANY(ARRAY(SELECT id FROM c)) RETURNING {returning}) "
         f"SELECT NULL::bigint AS finished, * FROM u "
         f"UNION ALL SELECT f.id, {', '.join(['NULL'] * columns)} FROM f"
     )
 
 
-PG_FINISH_AND_CLAIM = {True: _pg_finish_and_claim(True), False: _pg_finish_and_claim(False)}
+_PG_FINISH_AND_CLAIM = {}
 
 
-def pg_finish_and_claim_params(rows, *, worker, queues, limit, now, lease_until, ids):
-    """Return the parameters of PG_FINISH_AND_CLAIM for finish ``rows`` (as finish() takes)."""
-    columns = list(zip(*rows)) if rows else [()] * 7
+def pg_finish_and_claim(by_ids, limit):
+    """The finish+claim statement for a claim by ids (or by query) of up to ``limit`` rows."""
+    key = (bool(by_ids), int(limit))
+    statement = _PG_FINISH_AND_CLAIM.get(key)
+    if statement is None:
+        statement = _PG_FINISH_AND_CLAIM[key] = _pg_finish_and_claim(*key)
+    return statement
+
+
+def _pg_array(values):
+    """A PostgreSQL array literal: one text parameter, cheaper to send than a list."""
+    quoted = ('"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values)
+    return "{" + ",".join(quoted) + "}"
+
+
+def pg_finish_and_claim_params(rows, *, worker, queues, now, lease_until, ids):
+    """Return the parameters of pg_finish_and_claim for finish ``rows`` (as finish() takes).
+
+    The outcomes travel as one JSON document and the id and queue lists as
+    array literals: psycopg adapts a Python list element by element, which
+    cost more than the statement's planning does now.
+    """
+    finished = [
+        {
+            "vid": job_id,
+            "vworker": worker_id,
+            "vattempts": attempt,
+            "vstatus": status,
+            "vresult": result,
+            "verror": error,
+            "vexec": execute_at.isoformat() if execute_at is not None else None,
+        }
+        for job_id, worker_id, attempt, status, result, error, execute_at in rows
+    ]
     return {
-        "v_id": list(columns[0]),
-        "v_worker": list(columns[1]),
-        "v_attempt": list(columns[2]),
-        "v_status": list(columns[3]),
-        "v_result": list(columns[4]),
-        "v_error": list(columns[5]),
-        "v_exec": list(columns[6]),
+        "finished": json.dumps(finished),
         "now": now,
-        "queues": list(queues),
-        "ids": list(ids) if ids is not None else None,
-        "limit": int(limit),
+        "queues": _pg_array(queues),
+        "ids": _pg_array(ids) if ids is not None else None,
         "worker": worker,
         "lease": lease_until,
     }

@@ -49,6 +49,13 @@ class DjangoStore:
             return None
         if self._raw is None or self._raw.closed:
             self._raw = pg.connect(self.using)
+            # Its only prepared statements are sql.pg_finish_and_claim's,
+            # written to be planned once: planning them took longer than
+            # running them (0.46 -> 0.17 ms per empty claim).
+            self._raw.execute("SET plan_cache_mode = force_generic_plan")
+            # One statement per (kind, limit): at most 2 x the largest slot
+            # group, so keep them all rather than evict and re-plan.
+            self._raw.prepared_max = None
             if not conf.get("SYNCHRONOUS_COMMIT"):
                 self._raw.execute("SET synchronous_commit = off")
         return self._raw

@@ -71,6 +71,11 @@ class Timeline:
         if group is None or entry.at > self.edge:
             self.remove(entry.id)
             return False
+        queue = self._due_queue.get(entry.id)
+        known = self._waiting.get(entry.id) if queue is None else self._due[queue].get(entry.id)
+        if known == entry:
+            # Unchanged (a change poll re-reads its overlap): nothing to move.
+            return True
         self._remove_due(entry.id)
         if entry.id not in self._waiting and len(self) >= self.cap:
             # Full: shrink the window to end just before this entry. A reload

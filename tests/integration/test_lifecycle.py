@@ -1,5 +1,6 @@
 """The lifecycle service: every transition, and the races it must win or lose cleanly."""
 
+import json
 import threading
 from datetime import timedelta
 
@@ -274,3 +275,93 @@ def test_concurrent_claims_from_threads_never_share_a_job():
     assert len(claimed) == 200 and len(set(claimed)) == 200
     assert Job.objects.filter(status="running").count() == 200
     assert connection.vendor in ("sqlite", "postgresql")
+
+
+def _listen():
+    from scheduler_app import conf
+    from scheduler_app.dispatcher import pg
+
+    conn = pg.connect("default")
+    conn.execute(f'LISTEN "{conf.get("NOTIFY_CHANNEL")}"')
+    return conn
+
+
+def _notes(conn, timeout=0.5):
+    return [json.loads(n.payload) for n in conn.notifies(timeout=timeout, stop_after=10)]
+
+
+@pytest.mark.postgres_only
+@pytest.mark.django_db(transaction=True)
+class TestEnqueueAnnounces:
+    """PostgreSQL enqueues INSERT and NOTIFY in one statement: same payload as announce()."""
+
+    def test_the_notify_and_the_signal_carry_the_new_job(self):
+        from scheduler_app import signals
+
+        received = []
+
+        def receiver(sender, payload, **kw):
+            received.append(payload)
+
+        signals.jobs_changed.connect(receiver)
+        conn = _listen()
+        try:
+            at = timezone.now() + timedelta(seconds=30)
+            job, created = lifecycle.enqueue(ADD, [1, 2], execute_at=at, priority=7, queue="slow")
+            notes = _notes(conn)
+        finally:
+            signals.jobs_changed.disconnect(receiver)
+            conn.close()
+        expected = {
+            "queues": ["slow"],
+            "jobs": [[job.pk, at.timestamp(), 7, "slow"]],
+            "removed": [],
+            "cancel": [],
+        }
+        assert created and job.pk and not job._state.adding
+        assert notes == [expected] and received == [expected]
+        stored = Job.objects.get(pk=job.pk)
+        assert (stored.args, stored.priority, stored.queue, stored.execute_at) == ([1, 2], 7, "slow", at)
+
+    def test_inside_a_transaction_that_rolls_back_nothing_is_created_or_sent(self):
+        from django.db import transaction
+
+        conn = _listen()
+        try:
+            with pytest.raises(RuntimeError), transaction.atomic():
+                job, _ = lifecycle.enqueue(ADD, [1, 2])
+                assert Job.objects.filter(pk=job.pk).exists()
+                raise RuntimeError("roll back")
+            notes = _notes(conn)
+        finally:
+            conn.close()
+        assert notes == [] and Job.objects.count() == 0
+
+    def test_a_failed_insert_leaves_the_callers_transaction_usable(self):
+        from django.db import IntegrityError, transaction
+
+        conn = _listen()
+        try:
+            with transaction.atomic():
+                first, _ = lifecycle.enqueue(ADD, [1])
+                bad = lifecycle.build_job(ADD, [2])
+                bad.priority = 500  # past the check constraint: the INSERT fails
+                with pytest.raises(IntegrityError):
+                    lifecycle._insert_and_announce(bad, "default")
+                second, _ = lifecycle.enqueue(ADD, [3])
+            notes = _notes(conn)
+        finally:
+            conn.close()
+        assert sorted(Job.objects.values_list("args", flat=True)) == [[1], [3]]
+        assert [n["jobs"][0][0] for n in notes] == [first.pk, second.pk]
+
+
+@pytest.mark.postgres_only
+@pytest.mark.django_db
+def test_array_literals_for_the_claim_statement_round_trip():
+    from scheduler_app import sql
+
+    values = ["default", 'with "quotes"', "back\\slash", "comma,brace}{", "", "NULL"]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT %s::text[], %s::bigint[]", [sql._pg_array(values), sql._pg_array([1, 2, 3])])
+        assert cursor.fetchone() == (values, [1, 2, 3])

@@ -86,26 +86,39 @@ def test_window_slides_with_reload():
 def test_against_a_sorted_list_model(ops):
     tl = make(cap=1000, edge=1000.0)
     model = {}  # id -> at, for entries not yet promoted
-    due = set()
+    due = {}  # id -> at, for promoted ones
     for op, job_id, at in ops:
         if op == "upsert":
             tl.upsert(Entry(job_id, at, 0, "default"))
-            model[job_id] = at
-            due.discard(job_id)
+            if due.get(job_id) != at:  # an unchanged due entry stays due
+                due.pop(job_id, None)
+                model[job_id] = at
         elif op == "remove":
             tl.remove(job_id)
             model.pop(job_id, None)
-            due.discard(job_id)
+            due.pop(job_id, None)
         else:
             tl.promote(at)
             for i, t in list(model.items()):
                 if t <= at:
-                    due.add(i)
+                    due[i] = t
                     del model[i]
         expected_next = min(model.values()) if model else None
         assert tl.next_at() == expected_next
-        assert set(tl.due_ids("*")) == due
+        assert set(tl.due_ids("*")) == set(due)
         assert len(tl) == len(model) + len(due)
+
+
+def test_an_unchanged_entry_is_left_where_it_is():
+    tl = make()
+    tl.upsert(Entry(1, 5.0, 0, "default"))
+    tl.upsert(Entry(2, 50.0, 0, "default"))
+    tl.promote(10.0)
+    tl.upsert(Entry(1, 5.0, 0, "default"))  # a poll re-reads it
+    tl.upsert(Entry(2, 50.0, 0, "default"))
+    assert tl.due_ids("*") == [1] and tl.next_at() == 50.0
+    tl.upsert(Entry(1, 5.0, 3, "default"))  # a changed priority is applied
+    assert tl.due_ids("*") == [] and tl.next_at() == 5.0
 
 
 def test_take_due_merges_queues_in_claim_order_and_skips_paused():
