@@ -88,6 +88,7 @@ class Job(models.Model):
         blank=True,
         on_delete=models.SET_NULL,
         related_name="+",
+        db_index=False,  # a partial index below: most jobs have no creator
     )
     schedule = models.ForeignKey(
         "Schedule",
@@ -96,6 +97,7 @@ class Job(models.Model):
         on_delete=models.SET_NULL,
         related_name="jobs",
         help_text="The schedule that created this job.",
+        db_index=False,  # a partial index below: most jobs have no schedule
     )
     created_at = models.DateTimeField(default=timezone.now)
     # Written explicitly by every lifecycle UPDATE (auto_now does not apply
@@ -157,7 +159,24 @@ class Job(models.Model):
             # Admin and API filters and searches.
             models.Index(fields=["queue", "id"], name="job_queue_id_idx"),
             models.Index(fields=["task", "id"], name="job_task_id_idx"),
-            models.Index(fields=["unique_key"], name="job_unique_key_idx"),
+            # Columns most jobs leave empty get partial indexes: every claim
+            # and finish writes a new row version, and each full index on the
+            # table costs an index insertion for each of them.
+            models.Index(
+                fields=["unique_key"],
+                condition=Q(unique_key__isnull=False),
+                name="job_unique_key_idx",
+            ),
+            models.Index(
+                fields=["created_by"],
+                condition=Q(created_by__isnull=False),
+                name="job_created_by_idx",
+            ),
+            models.Index(
+                fields=["schedule", "id"],
+                condition=Q(schedule__isnull=False),
+                name="job_schedule_idx",
+            ),
             models.Index(
                 fields=["finished_at"],
                 condition=Q(status__in=FINISHED_STATUSES),

@@ -51,6 +51,7 @@ class WorkerPool:
         self._done = queue.SimpleQueue()  # shared: (token, outcome, error)
         self._idle = {g: [] for g in self.groups}  # loop thread only
         self._running = {}  # token -> _Running; loop thread only
+        self._busy = dict.fromkeys(self.groups, 0)  # group -> len of its _running; loop thread only
         self._by_job = {}  # job id -> token; loop thread only
         self._abandoned = {}  # token -> _Worker still running a timed-out job
         self._tokens = itertools.count(1)
@@ -59,7 +60,7 @@ class WorkerPool:
     # -- capacity ---------------------------------------------------------
 
     def busy(self, group=None):
-        return sum(1 for r in self._running.values() if group is None or r.group == group)
+        return len(self._running) if group is None else self._busy[group]
 
     def free(self, group):
         return self.groups[group] - self.busy(group)
@@ -85,6 +86,7 @@ class WorkerPool:
         if getattr(job, "cancel_requested", False):
             record.cancel_event.set()
         self._running[token] = record
+        self._busy[group] += 1
         self._by_job[job.id] = token
         worker.inbox.put((token, job, record.cancel_event, deadline_epoch))
 
@@ -121,6 +123,7 @@ class WorkerPool:
             record = self._running.pop(token, None)
             if record is None:
                 continue
+            self._busy[record.group] -= 1
             self._by_job.pop(record.job.id, None)
             if record.timed_out:
                 # Failed at its deadline already; the thread is back, the slot frees now.
@@ -144,6 +147,7 @@ class WorkerPool:
             expired.append(record.job)
             if len(self._abandoned) < self.max_abandoned:
                 del self._running[token]
+                self._busy[record.group] -= 1
                 self._by_job.pop(record.job.id, None)
                 record.worker.abandoned = True
                 record.worker.inbox.put(None)  # exit after the overdue job returns
