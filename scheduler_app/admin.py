@@ -25,7 +25,7 @@ from django.utils.text import capfirst
 from . import admin_views, lifecycle, registry
 from .admin_views import humanize_seconds, relative_time, worker_state
 from .forms import JobAddForm, JobRescheduleForm
-from .models import Job, JobStatus, Queue, Worker
+from .models import Job, JobStatus, Queue, Schedule, Worker
 
 # Actions on "all N matching jobs" stop here: past it, narrow the filter.
 MAX_ACTION_JOBS = 10_000
@@ -110,6 +110,30 @@ class TaskFilter(admin.SimpleListFilter):
         if self.value():
             return queryset.filter(task=self.value())
         return queryset
+
+
+class ScheduleFilter(admin.SimpleListFilter):
+    """The jobs a schedule made (the partial index on schedule_id serves it)."""
+
+    title = "schedule"
+    parameter_name = "schedule"
+    MAX_CHOICES = 100
+
+    def lookups(self, request, model_admin):
+        rows = Schedule.objects.order_by("name").values_list("pk", "name")[: self.MAX_CHOICES]
+        return [(str(pk), name) for pk, name in rows]
+
+    def has_output(self):
+        # Shown when a schedule exists or one is selected (a link from the schedule page).
+        return bool(self.lookup_choices) or self.value() is not None
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        if not value:
+            return queryset
+        if not value.isdigit():
+            return queryset.none()
+        return queryset.filter(schedule_id=int(value))
 
 
 class DateRangeFilter(admin.DateFieldListFilter):
@@ -244,6 +268,7 @@ class JobAdmin(admin.ModelAdmin):
         "status",
         QueueFilter,
         TaskFilter,
+        ScheduleFilter,
         ("execute_at", DateRangeFilter),
         ("created_at", DateRangeFilter),
         ("finished_at", DateRangeFilter),
@@ -267,7 +292,7 @@ class JobAdmin(admin.ModelAdmin):
         ("When and how", {"fields": ["execute_at", "priority", "queue", "max_attempts", "timeout", "unique_key"]}),
     ]
     change_fieldsets = [
-        (None, {"fields": ["status_badge", "task", "queue", "args_display", "kwargs_display", "unique_key", "created_by", "created_at_display"]}),
+        (None, {"fields": ["status_badge", "task", "queue", "args_display", "kwargs_display", "unique_key", "created_by", "schedule_link", "created_at_display"]}),
         ("Schedule", {"fields": ["execute_at", "priority", "due_display", "max_attempts", "timeout"]}),
         ("Execution", {"fields": ["attempts_display", "worker_display", "started_at_display", "finished_at_display", "duration_display", "lease_display", "progress_display", "cancel_requested"]}),
         ("Result", {"fields": ["result_display"]}),
@@ -353,6 +378,16 @@ class JobAdmin(admin.ModelAdmin):
         if obj.status != JobStatus.RUNNING:
             return "–"
         return f"{exact_time(obj.lease_expires_at)} ({relative_time(obj.lease_expires_at)})"
+
+    @admin.display(description="schedule")
+    def schedule_link(self, obj):
+        if obj.schedule_id is None:
+            return "–"
+        schedule = Schedule.objects.filter(pk=obj.schedule_id).only("name").first()
+        if schedule is None:
+            return f"#{obj.schedule_id}"
+        url = reverse("admin:scheduler_app_schedule_change", args=[schedule.pk])
+        return format_html('<a href="{}">{}</a>', url, schedule.name)
 
     @admin.display(description="worker")
     def worker_display(self, obj):

@@ -109,7 +109,7 @@ class ScheduleAdmin(admin.ModelAdmin):
     search_fields = ["name", "task"]
     ordering = ["name"]
     actions = ["run_now", "enable", "disable"]
-    readonly_fields = ["timetable", "next_run_at", "last_run_at", "last_job_link", "created_at", "updated_at"]
+    readonly_fields = ["timetable", "next_run_at", "last_run_at", "last_job_link", "jobs_link", "created_at", "updated_at"]
     fieldsets = [
         (None, {"fields": ["name", "task", "args", "kwargs", "enabled"]}),
         (
@@ -120,7 +120,7 @@ class ScheduleAdmin(admin.ModelAdmin):
             },
         ),
         ("Jobs", {"fields": ["queue", "priority", "max_attempts", "timeout"]}),
-        ("State", {"fields": ["timetable", "next_run_at", "last_run_at", "last_job_link", "created_at", "updated_at"]}),
+        ("State", {"fields": ["timetable", "next_run_at", "last_run_at", "last_job_link", "jobs_link", "created_at", "updated_at"]}),
     ]
 
     def get_queryset(self, request):
@@ -174,6 +174,13 @@ class ScheduleAdmin(admin.ModelAdmin):
             obj.last_job.pk,
             obj.last_job.status,
         )
+
+    @admin.display(description="jobs")
+    def jobs_link(self, obj):
+        if obj.pk is None:
+            return "–"
+        url = reverse("admin:scheduler_app_job_changelist") + f"?schedule={obj.pk}"
+        return format_html('<a href="{}">All jobs of this schedule</a>', url)
 
     def save_model(self, request, obj, form, change):
         data = getattr(form, "schedule_data", None)

@@ -1,5 +1,6 @@
 """The schedule admin: list, add/change form validation, actions; the dashboard's upcoming runs."""
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -152,3 +153,27 @@ def test_dashboard_lists_upcoming_schedule_runs_among_jobs(admin_client_):
     rows = [(u.get("schedule", False), u["id"]) for u in data["upcoming"]]
     assert rows == [(False, soon.pk), (True, s.pk), (False, later.pk)]
     assert "⟳ every-5" in data["html"]["upcoming"]
+
+
+def test_job_list_filters_by_schedule_and_the_pages_link_each_other(admin_client_):
+    nightly = schedules.create(name="nightly", task=ADD, args=[1, 2], cron="0 3 * * *", timezone="UTC")
+    hourly = schedules.create(name="hourly", task=ADD, args=[3, 4], interval_seconds=3600)
+    mine = schedules.run_now(nightly.pk)
+    theirs = schedules.run_now(hourly.pk)
+    loose = Job.objects.create(task=ADD)
+    jobs = reverse("admin:scheduler_app_job_changelist")
+
+    def listed(params):
+        html = admin_client_.get(jobs, params).content.decode()
+        return {int(i) for i in re.findall(r'<th class="field-id"><a href="[^"]*/(\d+)/change/', html)}
+
+    assert listed({"schedule": nightly.pk}) == {mine.pk}
+    assert listed({}) == {mine.pk, theirs.pk, loose.pk}
+    assert admin_client_.get(jobs, {"schedule": "abc"}).status_code in (200, 302)
+    sidebar = admin_client_.get(jobs).content.decode()
+    assert f"?schedule={nightly.pk}" in sidebar and "hourly" in sidebar
+    # The job names its schedule; the schedule links to its jobs.
+    job_page = admin_client_.get(reverse("admin:scheduler_app_job_change", args=[mine.pk])).content.decode()
+    assert reverse("admin:scheduler_app_schedule_change", args=[nightly.pk]) in job_page
+    schedule_page = admin_client_.get(reverse("admin:scheduler_app_schedule_change", args=[nightly.pk])).content.decode()
+    assert f"{jobs}?schedule={nightly.pk}" in schedule_page
