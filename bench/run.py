@@ -588,12 +588,17 @@ def m_pickup(ctx):
                         args = ["pickup", "--n", str(ctx.pickup_n)]
                         if name == "ours":
                             args += ["--via", via, "--url", f"127.0.0.1:{API_PORT}", "--token", ctx.tokens[kind]]
-                        lat = timed_session(subj, f"pick-{name}-{kind}-{via}-{r}",
-                                            lambda: subj.driver(*args)["latency_ms"], ctx.warmup)
+                        res = timed_session(subj, f"pick-{name}-{kind}-{via}-{r}",
+                                            lambda: subj.driver(*args), ctx.warmup)
+                        lat, after = res["latency_ms"], res.get("after_return_ms") or []
                         reps.append({"p50": pct(lat, 50), "p99": pct(lat, 99), "max": pct(lat, 100),
-                                     "missing": sum(1 for x in lat if x is None)})
+                                     "missing": sum(1 for x in lat if x is None),
+                                     "after_p50": pct(after, 50) if after else None,
+                                     "after_p99": pct(after, 99) if after else None})
                     key = f"{name}/{kind}/{via}"
                     out[key] = {k: summary([x[k] for x in reps]) for k in ("p50", "p99", "max")} | {"reps": reps}
+                    if all(x["after_p50"] is not None for x in reps):
+                        out[key] |= {k: summary([x[k] for x in reps]) for k in ("after_p50", "after_p99")}
                     log(f"  pickup {key}: p50 {fmt_s(out[key]['p50'], 1)} p99 {fmt_s(out[key]['p99'], 1)} ms")
             finally:
                 if server:

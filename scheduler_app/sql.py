@@ -68,6 +68,22 @@ def pg_insert_and_notify(obj, *, channel, payload_parts, using="default"):
     return statement, [*params, channel, *payload_parts]
 
 
+def sqlite_optimize(using="default"):
+    """SQLite: let the planner have statistics (``PRAGMA optimize``, bounded).
+
+    SQLite only gathers statistics when asked; without them it plans the
+    dispatcher's queries from guesses (the change poll scanned every pending
+    row). ``optimize`` analyses tables this connection queried that were never
+    analysed or have grown 25-fold since; ``analysis_limit`` keeps it to
+    milliseconds on large tables. No-op elsewhere.
+    """
+    if is_postgres(using) or vendor(using) != "sqlite":
+        return
+    with connections[using].cursor() as cursor:
+        cursor.execute("PRAGMA analysis_limit = 1000")
+        cursor.execute("PRAGMA optimize")
+
+
 def claim(*, worker, queues, limit, now, lease_until, ids=None, using="default"):
     """Return the statement that claims up to ``limit`` due jobs in claim order."""
     params = [adapt_dt(now, using)]
@@ -76,8 +92,12 @@ def claim(*, worker, queues, limit, now, lease_until, ids=None, using="default")
     if ids is not None:
         where.append(_in_list("id", ids, params, using))
     params.append(int(limit))
+    # SQLite without statistics (nobody runs ANALYZE) chose (status, id) and
+    # sorted every pending row per claim: 31 ms with 100,000 due jobs, against
+    # 0.07 ms walking the claim index, which is already in claim order.
+    hint = " INDEXED BY job_pending_claim_idx" if ids is None and not is_postgres(using) else ""
     select = (
-        f"SELECT id FROM {TABLE} WHERE {' AND '.join(where)} "
+        f"SELECT id FROM {TABLE}{hint} WHERE {' AND '.join(where)} "
         "ORDER BY priority DESC, execute_at, id LIMIT %s"
     )
     set_params = [worker, adapt_dt(lease_until, using), adapt_dt(now, using), adapt_dt(now, using)]

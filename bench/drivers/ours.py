@@ -95,7 +95,7 @@ def cmd_pickup(args):
     from bench.benchapp.tasks import relay, stamp
 
     api = Api(args.url, args.token) if args.via == "api" else None
-    lat = []
+    lat, after_return = [], []
     for i in range(args.n + args.warmup):
         time.sleep(random.uniform(0.05, 0.15))  # the dispatcher is idle again
         key = f"p{args.via}{i}"
@@ -106,7 +106,10 @@ def cmd_pickup(args):
             relay.enqueue(key=key)  # the job enqueues stamp(due=its own now)
         else:
             stamp.enqueue(key=key, due=t0)
+        t1 = time.time()  # the enqueue committed and returned
         started = wait_stamp(key)
+        if i >= args.warmup and args.via != "inproc":
+            after_return.append(None if started is None else (started - t1) * 1000)
         if args.via == "inproc" and started is not None:
             from django.db import connection
 
@@ -115,7 +118,7 @@ def cmd_pickup(args):
                 t0 = c.fetchone()[0]
         if i >= args.warmup:
             lat.append(None if started is None else (started - t0) * 1000)
-    emit({"latency_ms": lat})
+    emit({"latency_ms": lat, "after_return_ms": after_return})
 
 
 def cmd_enqueue_rate(args):

@@ -86,16 +86,18 @@ def cmd_enqueue_stamps(args):
 
 
 def cmd_pickup(args):
-    lat = []
+    lat, after_return = [], []
     for i in range(args.n + args.warmup):
         time.sleep(random.uniform(0.05, 0.15))
         key = f"p{i}"
         t0 = time.time()
         enqueue_one("stamp", key=key, due=t0)
+        t1 = time.time()  # the enqueue committed and returned
         started = wait_stamp(key, timeout=args.timeout)
         if i >= args.warmup:
             lat.append(None if started is None else (started - t0) * 1000)
-    emit({"latency_ms": lat})
+            after_return.append(None if started is None else (started - t1) * 1000)
+    emit({"latency_ms": lat, "after_return_ms": after_return})
 
 
 def cmd_enqueue_rate(args):

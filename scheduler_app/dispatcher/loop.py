@@ -276,7 +276,12 @@ class Dispatcher:
 
     def _poll(self, now):
         since = (self._watermark if self._watermark is not None else now) - self.sync_overlap
-        entries, newest = self.store.changes(self.queues, since)
+        entries, newest = self.store.changes(self.queues, since, self.timeline.cap)
+        if entries is None:
+            # More jobs changed than the window can hold: read the window
+            # afresh (at most cap rows) instead of every change.
+            self._reload(now)
+            return
         for entry in entries:
             self._apply(entry)
         if newest is not None:

@@ -15,7 +15,7 @@ import psycopg
 from django.db import InterfaceError, OperationalError, connections
 from django.utils import timezone
 
-from scheduler_app import conf, lifecycle, schedules
+from scheduler_app import conf, lifecycle, schedules, sql
 from scheduler_app.models import Job, Worker, WorkerState
 
 from . import pg
@@ -134,10 +134,13 @@ class DjangoStore:
         )
         return planned + [Entry(i, at.timestamp(), p, q) for i, at, p, q in rows]
 
-    def changes(self, queues, since):
+    def changes(self, queues, since, limit=None):
         """Return pending jobs and schedules changed since ``since``, and the newest change time.
 
-        A schedule with nothing to run has an entry with ``at=None``.
+        A schedule with nothing to run has an entry with ``at=None``. When
+        more than ``limit`` jobs changed, return ``(None, None)``: the caller
+        reloads its window instead (reading a bulk enqueue of 100,000 jobs
+        in full at every poll cost 50 MB and most of a second).
         """
         planned, newest = schedules.changes(since, using=self.using)
         entries = [schedule_entry(i, at) for i, at in planned]
@@ -147,6 +150,10 @@ class DjangoStore:
             .filter(queue__in=sorted(queues), updated_at__gte=to_datetime(since))
             .values_list("id", "execute_at", "priority", "queue", "updated_at")
         )
+        if limit is not None:
+            rows = list(rows[: limit + 1])
+            if len(rows) > limit:
+                return None, None
         for i, at, p, q, updated in rows:
             entries.append(Entry(i, at.timestamp(), p, q))
             stamp = updated.timestamp()
@@ -216,6 +223,7 @@ class DjangoStore:
             deleted = lifecycle.prune(now=moment, max_batches=1, using=self.using)
             if deleted:
                 logger.info("pruned %d finished jobs past retention", deleted)
+        sql.sqlite_optimize(using=self.using)
 
     def error_outcome(self, job, exc):
         return lifecycle.failure_outcome(job, exc, now=timezone.now())

@@ -365,3 +365,28 @@ def test_array_literals_for_the_claim_statement_round_trip():
     with connection.cursor() as cursor:
         cursor.execute("SELECT %s::text[], %s::bigint[]", [sql._pg_array(values), sql._pg_array([1, 2, 3])])
         assert cursor.fetchone() == (values, [1, 2, 3])
+
+
+@pytest.mark.django_db
+def test_sqlite_claims_by_query_walk_the_claim_index_and_housekeeping_gathers_statistics():
+    """SQLite never analyses on its own; without statistics it sorted every pending row per claim."""
+    from scheduler_app import sql
+
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's planner")
+    now = timezone.now()
+    statement, params = sql.claim(
+        worker="w", queues=QUEUES, limit=4, now=now, lease_until=now + timedelta(seconds=30)
+    )
+    select = statement[statement.index("SELECT id") : statement.index("LIMIT")] + "LIMIT 4"
+    with connection.cursor() as cursor:
+        # SQLite's statement takes the SET values first, then the SELECT's (LIMIT last).
+        cursor.execute("EXPLAIN QUERY PLAN " + select, params[4:-1])
+        plan = " ".join(str(row[-1]) for row in cursor.fetchall())
+    assert "job_pending_claim_idx" in plan and "TEMP B-TREE" not in plan, plan
+    lifecycle.enqueue_many([{"task": ADD, "args": [i, i]} for i in range(50)])
+    Job.objects.filter(status=JobStatus.PENDING).exists()  # the table was queried
+    sql.sqlite_optimize()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM sqlite_stat1 WHERE tbl = 'scheduler_app_job'")
+        assert cursor.fetchone()[0] > 0

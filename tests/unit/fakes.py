@@ -47,6 +47,8 @@ class FakeStore:
         self.finished = []
         self.released = []
         self.fail_next = 0
+        self.changed = []  # entries the change poll returns
+        self.change_limits = []  # the limit of each change poll
         self.lock = threading.Lock()
         self.registered = self.unregistered = False
 
@@ -79,9 +81,13 @@ class FakeStore:
         )[:limit]
         return planned + [Entry(j.id, j.at, j.priority, j.queue) for j in rows][: limit - len(planned)]
 
-    def changes(self, queues, since):
+    def changes(self, queues, since, limit=None):
         self._maybe_fail()
-        return [], None
+        self.change_limits.append(limit)
+        changed = [e for e in self.changed if e.queue in queues]
+        if limit is not None and len(changed) > limit:
+            return None, None
+        return changed, (since if changed else None)
 
     def add_schedule(self, schedule_id, at, interval):
         self.schedules[schedule_id] = [at, interval]

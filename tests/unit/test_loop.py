@@ -249,6 +249,28 @@ def test_a_short_claim_by_id_switches_to_claims_by_query_for_a_while():
     assert by_ids[:2] == [True, True] and by_ids[2] is False
 
 
+def test_a_poll_that_finds_more_changes_than_the_window_holds_reloads_instead():
+    from scheduler_app.dispatcher.timeline import Entry
+
+    dispatcher, store, clock = make({"*": ({"default"}, 1)}, cap=10, poll_interval=0.5)
+    store.add(1, 1005.0)
+    loads = []
+    original = store.load_window
+    store.load_window = lambda *a: loads.append(1) or original(*a)
+    dispatcher.tick(clock.time())
+    assert len(loads) == 1
+    store.changed = [Entry(100 + i, 1010.0 + i, 0, "default") for i in range(3)]
+    clock.advance(0.6)
+    dispatcher.tick(clock.time())
+    # A few changes are applied from the poll itself.
+    assert len(loads) == 1 and 100 in dispatcher.timeline and store.change_limits[-1] == 10
+    store.changed = [Entry(200 + i, 1010.0 + i, 0, "default") for i in range(11)]
+    clock.advance(0.6)
+    dispatcher.tick(clock.time())
+    # Past the window's cap: one window load instead of holding every change.
+    assert len(loads) == 2 and 200 not in dispatcher.timeline and 1 in dispatcher.timeline
+
+
 def test_the_signal_handler_never_takes_the_loop_lock(tmp_path):
     """A signal can land while the main thread holds the loop Event's lock
     (inside Event.wait()); a handler that called Event.set() itself
