@@ -272,6 +272,9 @@ def _pg_finish_and_claim(by_ids, limit):
     running rows, ``u`` only pending ones, so they never meet.
     """
     id_filter = "AND id = ANY(%(ids)s::bigint[]) " if by_ids else ""
+    # By ids the caller asks for exactly the rows it names (and orders what
+    # comes back), so no sort; by query the claim index gives claim order.
+    order = "" if by_ids else "ORDER BY priority DESC, execute_at, id "
     returning = _claim_returning("j")
     columns = len(CLAIM_RETURNING.split(","))
     return (
@@ -291,7 +294,7 @@ def _pg_finish_and_claim(by_ids, limit):
         "AND j.attempts = v.vattempts AND j.status = 'running' AND j.worker = v.vworker RETURNING j.id), "
         f"c AS (SELECT id FROM {TABLE} WHERE status = 'pending' AND execute_at <= %(now)s "
         f"AND queue = ANY(%(queues)s::text[]) {id_filter}"
-        f"ORDER BY priority DESC, execute_at, id LIMIT {int(limit)} FOR UPDATE SKIP LOCKED), "
+        f"{order}LIMIT {int(limit)} FOR UPDATE SKIP LOCKED), "
         f"u AS (UPDATE {TABLE} AS j SET status = 'running', attempts = j.attempts + 1, "
         "worker = %(worker)s, lease_expires_at = %(lease)s, started_at = %(now)s, "
         "updated_at = %(now)s, finished_at = NULL "
