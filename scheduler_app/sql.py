@@ -56,16 +56,31 @@ def pg_insert_and_notify(obj, *, channel, payload_parts, using="default"):
     """
     meta = obj._meta
     fields = [f for f in meta.local_concrete_fields if not f.generated and f is not meta.auto_field]
-    query = InsertQuery(type(obj))
-    query.insert_values(fields, [obj])
-    compiler = query.get_compiler(using=using)
-    compiler.returning_fields = [meta.pk]
-    [(insert, params)] = compiler.as_sql()
-    statement = (
-        f"WITH ins AS ({insert}) "
-        "SELECT ins.id, pg_notify(%s, %s || ins.id::text || %s) FROM ins"
-    )
+    key = (type(obj), using)
+    statement = _INSERT_STATEMENTS.get(key)
+    if statement is None:
+        query = InsertQuery(type(obj))
+        query.insert_values(fields, [obj])
+        compiler = query.get_compiler(using=using)
+        compiler.returning_fields = [meta.pk]
+        [(insert, params)] = compiler.as_sql()
+        statement = (
+            f"WITH ins AS ({insert}) "
+            "SELECT ins.id, pg_notify(%s, %s || ins.id::text || %s) FROM ins"
+        )
+        if len(params) == len(fields):  # one placeholder per field: the text can be reused
+            _INSERT_STATEMENTS[key] = statement
+    else:
+        # The compiler's per-field preparation without compiling the text again
+        # (a third of the enqueue's Python time).
+        connection = connections[using]
+        params = [f.get_db_prep_save(f.pre_save(obj, True), connection=connection) for f in fields]
     return statement, [*params, channel, *payload_parts]
+
+
+# (model, database alias) -> the INSERT ... pg_notify statement: its text
+# depends only on the model's fields.
+_INSERT_STATEMENTS = {}
 
 
 def sqlite_optimize(using="default"):
