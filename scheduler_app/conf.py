@@ -27,6 +27,9 @@ DEFAULTS = {
     "HORIZON": 300.0,  # seconds of future jobs mirrored in the heap
     "HEAP_CAP": 20_000,  # most pending jobs the heap holds
     "POLL_INTERVAL": 1.0,  # seconds between change polls (the fallback)
+    # SQLite only: seconds between checks of PRAGMA data_version (did another
+    # process commit?); a change brings the poll forward. 0 turns it off.
+    "SQLITE_CHANGE_CHECK": 0.02,
     "FULL_SYNC_INTERVAL": 30.0,  # seconds between full reloads (the backstop)
     "SYNC_OVERLAP": 2.0,  # seconds the change poll reaches back
     "LEASE": 30.0,  # seconds a claim is good for without a heartbeat

@@ -45,6 +45,7 @@ class Dispatcher:
         max_abandoned=8,
         housekeeping_interval=60.0,
         pause_interval=1.0,
+        change_check_interval=None,
     ):
         """``groups`` maps a slot-group name to ``(queues, slots)``."""
         self.store = store
@@ -63,6 +64,9 @@ class Dispatcher:
         self.max_jobs = max_jobs
         self.housekeeping_interval = housekeeping_interval
         self.pause_interval = pause_interval
+        # Where other processes cannot notify (SQLite), ask the store this
+        # often whether anyone committed since; a yes brings the poll forward.
+        self.change_check_interval = change_check_interval
 
         self.timeline = Timeline(self._group_of, cap)  # loop thread only
         self.pool = WorkerPool(
@@ -84,6 +88,7 @@ class Dispatcher:
         self._due_heartbeat = 0.0
         self._due_paused = 0.0
         self._due_housekeeping = 0.0
+        self._due_change_check = 0.0
         self._db_retry_at = 0.0
         self._db_backoff = 0.0
         self._need_poll = False
@@ -176,6 +181,10 @@ class Dispatcher:
     def _tick(self, now):
         self._drain_inbox()
         self._collect()
+        if self.change_check_interval and now >= self._due_change_check:
+            if self.store.data_changed():
+                self._need_poll = True
+            self._due_change_check = now + self.change_check_interval
         if now >= self._due_full or self._window_exhausted(now):
             self._reload(now)
         elif self._need_poll or now >= self._due_poll:
@@ -399,6 +408,8 @@ class Dispatcher:
             self._due_paused,
             self._due_housekeeping,
         ]
+        if self.change_check_interval:
+            moments.append(self._due_change_check)
         if not self._stopping:
             next_at = self.timeline.next_at()
             if next_at is not None:

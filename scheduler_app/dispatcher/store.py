@@ -43,6 +43,7 @@ class DjangoStore:
         # PostgreSQL: a connection of the loop's own for claims and finishes,
         # where they run as one prepared statement. Loop thread only.
         self._raw = None
+        self._data_version = None  # SQLite: PRAGMA data_version last seen
 
     def _hot_connection(self):
         if connections[self.using].vendor != "postgresql":
@@ -112,6 +113,7 @@ class DjangoStore:
 
     def reset(self):
         """Drop broken connections so the next query reconnects."""
+        self._data_version = None
         try:
             connections[self.using].close()
         except Exception:  # closing a dead connection may raise; it is gone either way
@@ -124,6 +126,23 @@ class DjangoStore:
             self._raw = None
 
     # -- reads -------------------------------------------------------------
+
+    def data_changed(self):
+        """SQLite: whether another connection committed since the last call.
+
+        ``PRAGMA data_version`` reads a counter in shared memory: no I/O, so
+        the loop can ask every few milliseconds and find an enqueue made by
+        the web server long before its change poll would. True after a
+        reconnect (the counter is per connection). Always True elsewhere.
+        """
+        if connections[self.using].vendor != "sqlite":
+            return True
+        with connections[self.using].cursor() as cursor:
+            cursor.execute("PRAGMA data_version")
+            version = cursor.fetchone()[0]
+        changed = version != self._data_version
+        self._data_version = version
+        return changed
 
     def load_window(self, queues, until, limit):
         """Return the window: the next runs of schedules first, then pending jobs by time.

@@ -28,6 +28,10 @@ def create(groups, *, lease=None, using="default", clock=None, **options):
         "sync_overlap": conf.get("SYNC_OVERLAP"),
         "grace": conf.get("GRACE"),
         "max_abandoned": conf.get("MAX_ABANDONED_THREADS"),
+        # SQLite has no NOTIFY: a cheap check for other processes' commits.
+        "change_check_interval": (
+            conf.get("SQLITE_CHANGE_CHECK") if connections[using].vendor == "sqlite" else None
+        ),
     }
     defaults.update({k: v for k, v in options.items() if v is not None})
     return Dispatcher(store, groups, Executor(using), lease=lease, clock=clock, **defaults)

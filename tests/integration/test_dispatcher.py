@@ -192,19 +192,30 @@ def test_stale_workers_are_marked_dead_not_deleted():
 
 def test_enqueue_from_another_process_wakes_a_sleeping_dispatcher():
     far = enqueue("noop", execute_at=timezone.now() + timedelta(seconds=250))
-    notify = connection.vendor == "postgresql"
-    # With NOTIFY the poll is not needed: make it too slow to be what works.
-    poll = 30.0 if notify else 0.3
-    with dispatcher_thread(poll_interval=poll, full_sync_interval=60) as dispatcher:
+    # NOTIFY (PostgreSQL) or the data_version check (SQLite) is what works:
+    # the poll is made too slow to be it.
+    with dispatcher_thread(poll_interval=30.0, full_sync_interval=60) as dispatcher:
         assert wait_for(lambda: far.pk in dispatcher.timeline, 10)
         result = run_manage("enqueue", T + "noop")
         assert result.returncode == 0, result.stderr
         job_id = int(result.stdout.strip())
-        assert wait_for(lambda: Job.objects.get(pk=job_id).status == "succeeded", 10 if notify else 15)
+        assert wait_for(lambda: Job.objects.get(pk=job_id).status == "succeeded", 10)
         job = Job.objects.get(pk=job_id)
-    if notify:
-        # Picked up by NOTIFY, long before the 30 s poll.
-        assert job.started_at - job.created_at < timedelta(seconds=5)
+    # Picked up long before the 30 s poll.
+    assert job.started_at - job.created_at < timedelta(seconds=5)
+
+
+def test_sqlite_change_check_can_be_turned_off():
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's data_version check")
+    with dispatcher_thread(poll_interval=30.0, full_sync_interval=60, change_check_interval=0) as dispatcher:
+        time.sleep(0.3)
+        result = run_manage("enqueue", T + "noop")
+        job_id = int(result.stdout.strip())
+        time.sleep(1.5)
+        # Only the 30 s poll could find it now.
+        assert Job.objects.get(pk=job_id).status == "pending"
+        assert job_id not in dispatcher.timeline
 
 
 @pytest.mark.postgres_only

@@ -271,6 +271,28 @@ def test_a_poll_that_finds_more_changes_than_the_window_holds_reloads_instead():
     assert len(loads) == 2 and 200 not in dispatcher.timeline and 1 in dispatcher.timeline
 
 
+def test_a_store_change_check_brings_the_poll_forward_and_bounds_the_wait():
+    dispatcher, store, clock = make(
+        poll_interval=100, full_sync_interval=100, housekeeping_interval=100, pause_interval=100,
+        change_check_interval=0.02,
+    )
+    dispatcher.lease = 3000
+    answers = []
+    store.data_changed = lambda: answers.pop(0) if answers else False
+    polls = []
+    original = store.changes
+    store.changes = lambda *a: polls.append(1) or original(*a)
+    wait = dispatcher.tick(clock.time())
+    assert 0 < wait <= 0.02  # the next check, not the 100 s poll
+    clock.advance(0.02)
+    dispatcher.tick(clock.time())
+    assert polls == []
+    answers.append(True)  # another process committed
+    clock.advance(0.02)
+    dispatcher.tick(clock.time())
+    assert polls == [1]
+
+
 def test_the_signal_handler_never_takes_the_loop_lock(tmp_path):
     """A signal can land while the main thread holds the loop Event's lock
     (inside Event.wait()); a handler that called Event.set() itself
