@@ -62,3 +62,16 @@ def test_purgejobs_uses_retention_or_older_than(capsys):
 def test_purgejobs_bad_input(args):
     result = run_manage("purgejobs", *args, timeout=60)
     assert result.returncode == 2 and "Traceback" not in result.stderr
+
+
+def test_rundispatcher_prints_one_banner_line(capsys):
+    from django.db import connection
+
+    call_command("rundispatcher", "--burst", "--queue", "default:3", "--queue", "slow", "--horizon", "120")
+    out = capsys.readouterr().out
+    (banner,) = [line for line in out.splitlines() if line.startswith("dispatcher ")]
+    wakeups = "notify" if connection.vendor == "postgresql" else "data_version every 20ms"
+    assert f"| database {connection.vendor} |" in banner
+    assert f"| wake-ups {wakeups} (poll every 1s) |" in banner
+    assert "| queues default, slow |" in banner and "default:3" in banner
+    assert "| horizon 120s | burst" in banner

@@ -77,10 +77,15 @@ class Command(BaseCommand):
         slots = ", ".join(
             f"{'all' if g == SHARED else g}:{n}" for g, (_, n) in dispatcher.groups.items()
         )
-        notify = wiring.uses_notify()
+        if wiring.uses_notify():
+            wakeups = "notify"
+        elif dispatcher.change_check_interval:
+            wakeups = f"data_version every {dispatcher.change_check_interval * 1000:g}ms"
+        else:
+            wakeups = "poll"
         self.stdout.write(
             f"dispatcher {dispatcher.store.worker_id} | queues {', '.join(sorted(dispatcher.queues))} | "
-            f"slots {slots} | database {vendor} | wake-ups {'notify' if notify else 'poll'} "
+            f"slots {slots} | database {vendor} | wake-ups {wakeups} "
             f"(poll every {dispatcher.poll_interval:g}s) | horizon {dispatcher.horizon:g}s"
             + (" | burst" if dispatcher.burst else "")
         )
