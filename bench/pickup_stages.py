@@ -52,10 +52,11 @@ def dispatcher_main(out_path, argv):
     def timed_deliver(self, raw):
         now = time.time()
         try:
-            for entry in json.loads(raw).get("jobs", []):
-                mark(entry[0], "notified", now)
+            entries = json.loads(raw).get("jobs", [])
         except (ValueError, AttributeError):
-            pass
+            entries = []  # not a job payload (a sync request): nothing to time
+        for entry in entries:
+            mark(entry[0], "notified", now)
         return deliver_raw(self, raw)
 
     tick = loop.Dispatcher.tick
@@ -100,16 +101,13 @@ def dispatcher_main(out_path, argv):
     store.DjangoStore.claim = timed_claim
     pool.WorkerPool.submit = timed_submit
 
-    def dump(*_):
-        with open(out_path, "w") as f:
-            json.dump(marks, f)
-
     from django.core.management import execute_from_command_line
 
     try:
         execute_from_command_line(["manage.py", "rundispatcher", *argv])
     finally:
-        dump()
+        with open(out_path, "w") as f:
+            json.dump(marks, f)
 
 
 def main():
@@ -160,15 +158,13 @@ def main():
         if all(m.get(s) is not None for s in STAGES):
             rows.append([(m[s] - t0) * 1000 for s in STAGES])
     print(f"{len(rows)} jobs; ms since the enqueue call began (median, p90)")
-    print(f"| stage | median | p90 | step (median) |\n|---|---|---|---|")
-    previous = 0.0
+    print("| stage | median | p90 | step (median) |\n|---|---|---|---|")
     for i, stage in enumerate(STAGES):
         values = sorted(r[i] for r in rows)
         med = statistics.median(values)
         p90 = values[int(len(values) * 0.9) - 1]
         steps = statistics.median(r[i] - (r[i - 1] if i else 0.0) for r in rows)
         print(f"| {stage} | {med:.2f} | {p90:.2f} | {steps:.2f} |")
-        previous = med
     os.unlink(out)
 
 

@@ -40,9 +40,11 @@ DEFAULTS = {
     "PRUNE_BATCH": 1000,
     "NOTIFY_CHANNEL": "scheduler_app_jobs",
     # PostgreSQL: wait for the WAL flush when the dispatcher commits claims
-    # and results. False trades durability of the last ~0.2 s of claims and
-    # results on a *PostgreSQL server* crash for 2-3x throughput: such jobs
-    # run again (still at-least-once). Enqueues, cancels etc. stay durable.
+    # and results. False is ~10 % faster (docs/BENCHMARKS.md, step 8) and
+    # risks the last ~0.6 s of those commits on a *PostgreSQL server* crash:
+    # finished jobs run again, and a job whose claim was lost can be claimed
+    # by another dispatcher while its first attempt still runs (README).
+    # Enqueues, cancels etc. stay durable.
     "SYNCHRONOUS_COMMIT": True,
     # Schedules: a run this many seconds past its time is missed (the misfire
     # policy decides), and a "catch_up" schedule makes at most this many jobs.

@@ -9,6 +9,7 @@ change after commit: a ``jobs_changed`` signal in this process and, on
 PostgreSQL, a NOTIFY that dispatchers on other hosts LISTEN to.
 """
 
+import contextlib
 import json
 import logging
 import random
@@ -250,6 +251,11 @@ def _send(payload, using):
             cursor.execute(
                 "SELECT pg_notify(%s, %s)", [conf.get("NOTIFY_CHANNEL"), json.dumps(payload)]
             )
+    _signal_after_commit(payload, using)
+
+
+def _signal_after_commit(payload, using):
+    """Send ``jobs_changed`` in this process once the current transaction commits."""
     transaction.on_commit(
         lambda: signals.jobs_changed.send(sender=Job, payload=payload), using=using
     )
@@ -323,21 +329,13 @@ def _insert_and_announce(job, using):
         job, channel=conf.get("NOTIFY_CHANNEL"), payload_parts=parts, using=using
     )
     connection = connections[using]
-    if connection.in_atomic_block:
-        with transaction.atomic(using=using), connection.cursor() as cursor:
-            cursor.execute(statement, params)
-            row = cursor.fetchone()
-    else:
-        with connection.cursor() as cursor:
-            cursor.execute(statement, params)
-            row = cursor.fetchone()
-    job.pk = row[0]
+    savepoint = transaction.atomic(using=using) if connection.in_atomic_block else contextlib.nullcontext()
+    with savepoint, connection.cursor() as cursor:
+        cursor.execute(statement, params)
+        job.pk = cursor.fetchone()[0]
     job._state.adding = False
     job._state.db = using
-    payload = json.loads(parts[0] + str(job.pk) + parts[1])
-    transaction.on_commit(
-        lambda: signals.jobs_changed.send(sender=Job, payload=payload), using=using
-    )
+    _signal_after_commit(_payload(jobs=[job]), using)
 
 
 def enqueue_many(specs, *, created_by=None, max_size=MAX_BULK, using="default"):

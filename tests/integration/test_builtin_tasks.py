@@ -40,7 +40,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(b'{"ok": true}')
 
     def log_message(self, *args):
-        pass
+        """Keep the test output free of the server's request lines."""
 
 
 @pytest.fixture
