@@ -39,7 +39,7 @@ def dispatcher_main(out_path, argv):
     from bench.drivers.common import setup_django
 
     setup_django("bench.settings_ours")
-    from scheduler_app.dispatcher import listener, loop, pool, store
+    from scheduler_app.dispatcher import loop, pool, store, wakeup
 
     marks = {}  # job id -> {stage: time}
     state = {"tick": 0.0}
@@ -47,17 +47,14 @@ def dispatcher_main(out_path, argv):
     def mark(job_id, stage, at=None):
         marks.setdefault(int(job_id), {}).setdefault(stage, at or time.time())
 
-    deliver_raw = listener.PgListener._deliver_raw
+    decode = wakeup.WakeUp.decode
 
-    def timed_deliver(self, raw):
+    def timed_decode(text):
         now = time.time()
-        try:
-            entries = json.loads(raw).get("jobs", [])
-        except (ValueError, AttributeError):
-            entries = []  # not a job payload (a sync request): nothing to time
-        for entry in entries:
+        message = decode(text)
+        for entry in message.jobs:  # a sync request lists none: nothing to time
             mark(entry[0], "notified", now)
-        return deliver_raw(self, raw)
+        return message
 
     tick = loop.Dispatcher.tick
 
@@ -82,21 +79,21 @@ def dispatcher_main(out_path, argv):
         mark(job.id, "handed")
         return result
 
-    from scheduler_app import lifecycle
+    from scheduler_app import sql
 
-    claim_prepared = lifecycle._claim_prepared
+    finish_and_claim = sql.pg_finish_and_claim
 
-    def timed_claim_prepared(raw, *args):
+    def timed_finish_and_claim(*args, **kwargs):
         started = time.time()
-        rows = claim_prepared(raw, *args)
+        won, rows = finish_and_claim(*args, **kwargs)
         ended = time.time()
         for row in rows:
             mark(row[0], "sql_start", started)
             mark(row[0], "sql_end", ended)
-        return rows
+        return won, rows
 
-    lifecycle._claim_prepared = timed_claim_prepared
-    listener.PgListener._deliver_raw = timed_deliver
+    sql.pg_finish_and_claim = timed_finish_and_claim
+    wakeup.WakeUp.decode = staticmethod(timed_decode)
     loop.Dispatcher.tick = timed_tick
     store.DjangoStore.claim = timed_claim
     pool.WorkerPool.submit = timed_submit

@@ -161,7 +161,7 @@ def render(results):
         rows = [[DBL[k], fmt(v["idle_mb"], 1), fmt(v["future_mb"], 1), f"+{fmt(v['future_growth_mb'], 1)}",
                  fmt(v["due_mb"], 1), f"+{fmt(v['due_growth_mb'], 1)}", fmt(v.get("due_remaining"))]
                 for k, v in mem.items()]
-        parts.append(f"### Memory: dispatcher RSS (psutil), MB, one run each\n\n" + table(
+        parts.append("### Memory: dispatcher RSS (psutil), MB, one run each\n\n" + table(
             ["database", "idle", f"{fmt(cfg.get('mem_future'))} future pending", "growth",
              f"{fmt(cfg.get('mem_due'))} due, 4 slots (peak)", "growth", "due jobs left when sampling stopped"], rows) +
             f"\n\nFuture jobs are due from now + 240 s, 5 ms apart (the 300 s window holds more than the heap cap). "

@@ -13,7 +13,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings_ours")
 
-from django.core.servers.basehttp import WSGIRequestHandler, run  # noqa: E402
+from django.core.servers.basehttp import run  # noqa: E402
 from django.core.wsgi import get_wsgi_application  # noqa: E402
 
 django_app = get_wsgi_application()

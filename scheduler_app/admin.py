@@ -22,7 +22,7 @@ from django.utils.html import escape, format_html, format_html_join
 from django.utils.safestring import mark_safe
 from django.utils.text import capfirst
 
-from . import admin_views, lifecycle, registry
+from . import admin_views, conf, lifecycle, registry
 from .admin_views import humanize_seconds, relative_time, worker_state
 from .forms import JobAddForm, JobRescheduleForm
 from .models import Job, JobStatus, Queue, Schedule, Worker
@@ -87,7 +87,7 @@ class QueueFilter(admin.SimpleListFilter):
     parameter_name = "queue"
 
     def lookups(self, request, model_admin):
-        names = set(lifecycle.known_queues()) | set(Queue.objects.values_list("name", flat=True))
+        names = set(conf.known_queues()) | set(Queue.objects.values_list("name", flat=True))
         return [(n, n) for n in sorted(names)]
 
     def queryset(self, request, queryset):

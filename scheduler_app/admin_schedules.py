@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
-from . import lifecycle, registry, schedules
+from . import conf, registry, schedules
 from .admin_views import relative_time
 from .models import JobStatus, Schedule
 
@@ -61,7 +61,7 @@ class ScheduleForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         self.fields["task"].choices = [("", "---------")] + [(n, n) for n in registry.names()]
         self.fields["queue"].choices = [("", "(the task's queue)")] + [
-            (q, q) for q in sorted(lifecycle.known_queues())
+            (q, q) for q in sorted(conf.known_queues())
         ]
         self.schedule_data = None
 

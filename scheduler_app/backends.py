@@ -24,6 +24,7 @@ STATUS_MAP = {
 
 
 class SchedulerBackend(BaseTaskBackend):
+    is_scheduler_backend = True  # how conf.known_queues() finds the scheduler's backends
     supports_defer = True
     supports_async_task = True
     supports_get_result = True
@@ -58,7 +59,7 @@ class SchedulerBackend(BaseTaskBackend):
                 **options,
             )
         except ValidationError as exc:
-            raise InvalidTask("; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())) from exc
+            raise InvalidTask(lifecycle.error_text(exc)) from exc
         return self.to_result(job, task=task)
 
     def get_result(self, result_id):

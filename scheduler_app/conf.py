@@ -55,6 +55,21 @@ DEFAULTS = {
 }
 
 
+def scheduler_backends():
+    """Return the ``settings.TASKS`` backends that enqueue into this scheduler."""
+    from django.tasks import task_backends
+
+    return [b for b in task_backends.all() if getattr(b, "is_scheduler_backend", False)]
+
+
+def known_queues():
+    """Return the names of the queues the scheduler's task backends serve."""
+    queues = set()
+    for backend in scheduler_backends():
+        queues |= set(backend.queues)
+    return queues
+
+
 def get(name):
     """Return the setting ``name`` from settings.SCHEDULER or its default."""
     overrides = getattr(settings, "SCHEDULER", None) or {}

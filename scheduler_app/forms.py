@@ -13,7 +13,7 @@ from django import forms
 from django.contrib.admin import widgets as admin_widgets
 from django.core.exceptions import ValidationError
 
-from . import lifecycle, registry
+from . import conf, lifecycle, limits, registry
 from .models import PRIORITY_MAX, PRIORITY_MIN, Job, JobStatus
 
 
@@ -115,7 +115,7 @@ class JobAddForm(_LifecycleValidatedForm):
     max_attempts = forms.IntegerField(
         required=False,
         min_value=1,
-        max_value=lifecycle.MAX_ATTEMPTS_LIMIT,
+        max_value=limits.MAX_ATTEMPTS_MAX,
         help_text="Attempts before the job fails for good. Empty: the scheduler's default.",
     )
     timeout = forms.FloatField(
@@ -138,7 +138,7 @@ class JobAddForm(_LifecycleValidatedForm):
             (registry.name_of(t), _task_label(t)) for t in registry.all_tasks()
         ]
         self.fields["queue"].choices = [("", "(the task's queue)")] + [
-            (q, q) for q in sorted(lifecycle.known_queues())
+            (q, q) for q in sorted(conf.known_queues())
         ]
         self.job_options = None
 

@@ -12,17 +12,17 @@ from django.db.models import Q
 from django.utils import timezone
 
 from . import conf
-
-PRIORITY_MIN = -100
-PRIORITY_MAX = 100
+from .dispatcher.types import Status
+from .limits import MAX_ATTEMPTS_MIN, PRIORITY_MAX, PRIORITY_MIN
 
 
 class JobStatus(models.TextChoices):
-    PENDING = "pending", "Pending"
-    RUNNING = "running", "Running"
-    SUCCEEDED = "succeeded", "Succeeded"
-    FAILED = "failed", "Failed"
-    CANCELLED = "cancelled", "Cancelled"
+    # The values are the dispatcher's (dispatcher.types.Status); one list.
+    PENDING = Status.PENDING, "Pending"
+    RUNNING = Status.RUNNING, "Running"
+    SUCCEEDED = Status.SUCCEEDED, "Succeeded"
+    FAILED = Status.FAILED, "Failed"
+    CANCELLED = Status.CANCELLED, "Cancelled"
 
 
 ACTIVE_STATUSES = (JobStatus.PENDING, JobStatus.RUNNING)
@@ -49,8 +49,6 @@ class JobQuerySet(models.QuerySet):
         """Order as the dispatcher claims: priority, then time, then FIFO."""
         return self.order_by("-priority", "execute_at", "id")
 
-    def lease_expired(self, now=None):
-        return self.running().filter(lease_expires_at__lt=now or timezone.now())
 
 
 class Job(models.Model):
@@ -116,7 +114,7 @@ class Job(models.Model):
                 name="job_priority_range",
             ),
             models.CheckConstraint(
-                condition=Q(max_attempts__gte=1), name="job_max_attempts_positive"
+                condition=Q(max_attempts__gte=MAX_ATTEMPTS_MIN), name="job_max_attempts_positive"
             ),
             models.CheckConstraint(
                 condition=Q(timeout__isnull=True) | Q(timeout__gt=0),
@@ -262,10 +260,6 @@ class Worker(models.Model):
     @property
     def alive(self):
         return self.state == WorkerState.ALIVE and self.last_heartbeat >= stale_before()
-
-    @property
-    def total_slots(self):
-        return sum(int(v) for v in (self.slots or {}).values())
 
 
 class Queue(models.Model):

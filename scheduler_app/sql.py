@@ -1,20 +1,28 @@
-"""The dialect layer: raw SQL for the dispatcher's hot transitions.
+"""The dialect layer: raw SQL for the dispatcher's hot transitions, and every vendor check.
 
 Everything that differs between PostgreSQL and SQLite lives here: SKIP
-LOCKED, array parameters, JSON append. Each function returns ``(sql,
-params)`` for one statement; ``scheduler_app.lifecycle`` executes them.
+LOCKED, array parameters, JSON append, NOTIFY, the planner's estimates.
+Each transition function runs one statement and returns its rows; the
+lifecycle service (``scheduler_app.lifecycle``) decides what they mean.
+
+On PostgreSQL there is one statement for finishing and claiming
+(:func:`pg_finish_and_claim`), run by the dispatcher on its own connection
+as a prepared statement and by everything else on Django's connection.
 """
 
+import contextlib
 import json
 
-from django.db import connections
+from django.db import connections, transaction
 from django.db.models.sql import InsertQuery
+
+from .dispatcher.policy import LEASE_EXPIRED_CLASS
 
 TABLE = "scheduler_app_job"
 
 CLAIM_RETURNING = (
     "id, task, args, kwargs, queue, priority, execute_at, attempts, max_attempts, "
-    "timeout, cancel_requested, unique_key"
+    "timeout, cancel_requested"
 )
 
 
@@ -24,6 +32,22 @@ def vendor(using="default"):
 
 def is_postgres(using="default"):
     return vendor(using) == "postgresql"
+
+
+def is_sqlite(using="default"):
+    return vendor(using) == "sqlite"
+
+
+def _rows(statement, params, using):
+    with connections[using].cursor() as cursor:
+        cursor.execute(statement, params)
+        return cursor.fetchall()
+
+
+def notify(channel, payload, using="default"):
+    """Queue a NOTIFY in the current transaction (PostgreSQL; a no-op elsewhere)."""
+    if is_postgres(using):
+        _rows("SELECT pg_notify(%s, %s)", [channel, payload], using)
 
 
 def adapt_dt(value, using="default"):
@@ -46,14 +70,27 @@ def _in_list(column, values, params, using):
 
 
 def pg_insert_and_notify(obj, *, channel, payload_parts, using="default"):
-    """One statement that inserts ``obj`` and sends the NOTIFY that announces it.
+    """Insert ``obj`` and send the NOTIFY that announces it, in one statement; return the new id.
 
     The INSERT is compiled by Django (field preparation as ``save()`` does
     it); a data-modifying CTE returns the new id and passes it to
     ``pg_notify`` as ``payload_parts[0] || id || payload_parts[1]``. Run
     outside a transaction it is one round trip and one commit, atomic like
-    any single statement; the NOTIFY is delivered when it commits.
+    any single statement; the NOTIFY is delivered when it commits. Inside
+    the caller's transaction it runs in a savepoint, as
+    ``transaction.atomic`` would, so a failed insert leaves that transaction
+    usable.
     """
+    statement, params = pg_insert_statement(obj, channel=channel, payload_parts=payload_parts, using=using)
+    connection = connections[using]
+    savepoint = transaction.atomic(using=using) if connection.in_atomic_block else contextlib.nullcontext()
+    with savepoint, connection.cursor() as cursor:
+        cursor.execute(statement, params)
+        return cursor.fetchone()[0]
+
+
+def pg_insert_statement(obj, *, channel, payload_parts, using="default"):
+    """Return ``(statement, params)`` of :func:`pg_insert_and_notify`."""
     meta = obj._meta
     fields = [f for f in meta.local_concrete_fields if not f.generated and f is not meta.auto_field]
     key = (type(obj), using)
@@ -92,15 +129,19 @@ def sqlite_optimize(using="default"):
     analysed or have grown 25-fold since; ``analysis_limit`` keeps it to
     milliseconds on large tables. No-op elsewhere.
     """
-    if is_postgres(using) or vendor(using) != "sqlite":
+    if not is_sqlite(using):
         return
     with connections[using].cursor() as cursor:
         cursor.execute("PRAGMA analysis_limit = 1000")
         cursor.execute("PRAGMA optimize")
 
 
-def claim(*, worker, queues, limit, now, lease_until, ids=None, using="default"):
-    """Return the statement that claims up to ``limit`` due jobs in claim order."""
+def sqlite_claim(*, worker, queues, limit, now, lease_until, ids=None, using="default"):
+    """SQLite: claim up to ``limit`` due jobs in claim order; return the rows (CLAIM_RETURNING).
+
+    One statement is atomic on SQLite; the status check in the outer WHERE
+    repeats the compare-and-set.
+    """
     params = [adapt_dt(now, using)]
     where = ["status = 'pending'", "execute_at <= %s"]
     where.append(_in_list("queue", queues, params, using))
@@ -110,36 +151,22 @@ def claim(*, worker, queues, limit, now, lease_until, ids=None, using="default")
     # SQLite without statistics (nobody runs ANALYZE) chose (status, id) and
     # sorted every pending row per claim: 31 ms with 100,000 due jobs, against
     # 0.07 ms walking the claim index, which is already in claim order.
-    hint = " INDEXED BY job_pending_claim_idx" if ids is None and not is_postgres(using) else ""
+    hint = " INDEXED BY job_pending_claim_idx" if ids is None else ""
     select = (
         f"SELECT id FROM {TABLE}{hint} WHERE {' AND '.join(where)} "
         "ORDER BY priority DESC, execute_at, id LIMIT %s"
     )
     set_params = [worker, adapt_dt(lease_until, using), adapt_dt(now, using), adapt_dt(now, using)]
-    set_clause = (
-        "status = 'running', attempts = attempts + 1, worker = %s, "
-        "lease_expires_at = %s, started_at = %s, updated_at = %s, finished_at = NULL"
-    )
-    if is_postgres(using):
-        # The CTE is an optimisation fence: rows are locked (skipping those
-        # another dispatcher holds) before the UPDATE touches them.
-        sql = (
-            f"WITH c AS ({select} FOR UPDATE SKIP LOCKED) "
-            f"UPDATE {TABLE} AS j SET {set_clause.replace('attempts + 1', 'j.attempts + 1')} "
-            f"FROM c WHERE j.id = c.id "
-            f"RETURNING {', '.join('j.' + c.strip() for c in CLAIM_RETURNING.split(','))}"
-        )
-        return sql, params + set_params
-    # SQLite: one statement is atomic; the status check repeats the CAS.
-    sql = (
-        f"UPDATE {TABLE} SET {set_clause} "
+    statement = (
+        f"UPDATE {TABLE} SET status = 'running', attempts = attempts + 1, worker = %s, "
+        "lease_expires_at = %s, started_at = %s, updated_at = %s, finished_at = NULL "
         f"WHERE status = 'pending' AND id IN ({select}) RETURNING {CLAIM_RETURNING}"
     )
-    return sql, set_params + params
+    return _rows(statement, set_params + params, using)
 
 
-def finish(rows, *, now, using="default"):
-    """Return the statement that records outcomes of claimed attempts.
+def sqlite_finish(rows, *, now, using="default"):
+    """SQLite: record outcomes of claimed attempts; return the ids whose row matched.
 
     ``rows`` are tuples ``(id, worker, attempt, status, result_json,
     error_json, execute_at)``; each row is compare-and-set on
@@ -150,40 +177,42 @@ def finish(rows, *, now, using="default"):
     values = []
     for job_id, worker, attempt, status, result, error, execute_at in rows:
         values.append("(%s, %s, %s, %s, %s, %s, %s)")
-        params.extend(
-            [job_id, worker, attempt, status, result, error, adapt_dt(execute_at, using)]
-        )
-    pg = is_postgres(using)
-    if pg:
-        result_expr = "v.vresult::jsonb"
-        errors_expr = "j.errors || jsonb_build_array(v.verror::jsonb)"
-        exec_expr = "v.vexec::timestamptz"
-        id_match = "j.id = v.vid::bigint AND j.attempts = v.vattempts::integer"
-    else:
-        result_expr = "v.vresult"
-        errors_expr = "json_insert(j.errors, '$[#]', json(v.verror))"
-        exec_expr = "v.vexec"
-        id_match = "j.id = v.vid AND j.attempts = v.vattempts"
-    sql = (
+        params.extend([job_id, worker, attempt, status, result, error, adapt_dt(execute_at, using)])
+    statement = (
         f"WITH v(vid, vworker, vattempts, vstatus, vresult, verror, vexec) AS "
         f"(VALUES {', '.join(values)}) "
         f"UPDATE {TABLE} AS j SET "
-        f"status = v.vstatus, "
-        f"result = CASE WHEN v.vstatus = 'succeeded' THEN {result_expr} ELSE j.result END, "
-        f"errors = CASE WHEN v.verror IS NULL THEN j.errors ELSE {errors_expr} END, "
-        f"execute_at = CASE WHEN v.vexec IS NULL THEN j.execute_at ELSE {exec_expr} END, "
-        f"finished_at = CASE WHEN v.vstatus = 'pending' THEN NULL ELSE %s END, "
-        f"cancel_requested = CASE WHEN v.vstatus = 'pending' THEN {'FALSE' if pg else '0'} "
-        f"ELSE j.cancel_requested END, "
-        f"lease_expires_at = NULL, updated_at = %s "
-        f"FROM v WHERE {id_match} AND j.status = 'running' AND j.worker = v.vworker "
-        f"RETURNING {'j.id' if pg else 'id'}"
+        "status = v.vstatus, "
+        "result = CASE WHEN v.vstatus = 'succeeded' THEN v.vresult ELSE j.result END, "
+        "errors = CASE WHEN v.verror IS NULL THEN j.errors "
+        "ELSE json_insert(j.errors, '$[#]', json(v.verror)) END, "
+        "execute_at = CASE WHEN v.vexec IS NULL THEN j.execute_at ELSE v.vexec END, "
+        "finished_at = CASE WHEN v.vstatus = 'pending' THEN NULL ELSE %s END, "
+        "cancel_requested = CASE WHEN v.vstatus = 'pending' THEN 0 ELSE j.cancel_requested END, "
+        "lease_expires_at = NULL, updated_at = %s "
+        "FROM v WHERE j.id = v.vid AND j.attempts = v.vattempts "
+        "AND j.status = 'running' AND j.worker = v.vworker RETURNING id"
     )
-    return sql, params + [adapt_dt(now, using), adapt_dt(now, using)]
+    return {r[0] for r in _rows(statement, params + [adapt_dt(now, using)] * 2, using)}
+
+
+def _lost_error(alias, pg):
+    """The ``errors`` entry a rescue appends, built in SQL from the row itself."""
+    a = f"{alias}." if alias else ""
+    if pg:
+        return (
+            f"jsonb_build_object('attempt', {a}attempts, 'time', %s::text, "
+            f"'worker', {a}worker, 'exception_class', '{LEASE_EXPIRED_CLASS}', "
+            "'message', %s::text, 'traceback', '')"
+        )
+    return (
+        f"json_object('attempt', attempts, 'time', %s, 'worker', worker, "
+        f"'exception_class', '{LEASE_EXPIRED_CLASS}', 'message', %s, 'traceback', '')"
+    )
 
 
 def rescue(*, now, limit, message, using="default"):
-    """Return the statement that takes back running jobs whose lease expired.
+    """Take back running jobs whose lease expired; return ``[(id, status, queue)]``.
 
     Rows go back to pending while attempts remain, to failed (a "lost" error)
     when none do, to cancelled when a cancel was requested. The status and
@@ -194,20 +223,14 @@ def rescue(*, now, limit, message, using="default"):
     t = adapt_dt(now, using)
     time_text = now.isoformat()
     if pg:
-        obj = (
-            "jsonb_build_object('attempt', j.attempts, 'time', %s::text, "
-            "'worker', j.worker, 'exception_class', 'scheduler_app.lifecycle.LeaseExpired', "
-            "'message', %s::text, 'traceback', '')"
-        )
-        errors_expr = f"j.errors || jsonb_build_array({obj})"
-        sql = (
+        statement = (
             f"WITH c AS (SELECT id FROM {TABLE} WHERE status = 'running' "
             f"AND lease_expires_at < %s ORDER BY lease_expires_at LIMIT %s "
             f"FOR UPDATE SKIP LOCKED) "
             f"UPDATE {TABLE} AS j SET "
             f"status = CASE WHEN j.cancel_requested THEN 'cancelled' "
             f"WHEN j.attempts < j.max_attempts THEN 'pending' ELSE 'failed' END, "
-            f"errors = {errors_expr}, "
+            f"errors = j.errors || jsonb_build_array({_lost_error('j', True)}), "
             f"execute_at = CASE WHEN j.attempts < j.max_attempts THEN %s ELSE j.execute_at END, "
             f"finished_at = CASE WHEN j.attempts < j.max_attempts AND NOT j.cancel_requested "
             f"THEN NULL ELSE %s END, "
@@ -216,41 +239,36 @@ def rescue(*, now, limit, message, using="default"):
             f"RETURNING j.id, j.status, j.queue"
         )
         params = [t, int(limit), time_text, message, t, t, t, t]
-        return sql, params
-    obj = (
-        "json_object('attempt', attempts, 'time', %s, 'worker', worker, "
-        "'exception_class', 'scheduler_app.lifecycle.LeaseExpired', "
-        "'message', %s, 'traceback', '')"
-    )
-    sql = (
-        f"UPDATE {TABLE} SET "
-        f"status = CASE WHEN cancel_requested THEN 'cancelled' "
-        f"WHEN attempts < max_attempts THEN 'pending' ELSE 'failed' END, "
-        f"errors = json_insert(errors, '$[#]', {obj}), "
-        f"execute_at = CASE WHEN attempts < max_attempts THEN %s ELSE execute_at END, "
-        f"finished_at = CASE WHEN attempts < max_attempts AND NOT cancel_requested "
-        f"THEN NULL ELSE %s END, "
-        f"lease_expires_at = NULL, updated_at = %s "
-        f"WHERE status = 'running' AND lease_expires_at < %s AND id IN "
-        f"(SELECT id FROM {TABLE} WHERE status = 'running' AND lease_expires_at < %s "
-        f"ORDER BY lease_expires_at LIMIT %s) "
-        f"RETURNING id, status, queue"
-    )
-    params = [time_text, message, t, t, t, t, t, int(limit)]
-    return sql, params
+    else:
+        statement = (
+            f"UPDATE {TABLE} SET "
+            f"status = CASE WHEN cancel_requested THEN 'cancelled' "
+            f"WHEN attempts < max_attempts THEN 'pending' ELSE 'failed' END, "
+            f"errors = json_insert(errors, '$[#]', {_lost_error('', False)}), "
+            f"execute_at = CASE WHEN attempts < max_attempts THEN %s ELSE execute_at END, "
+            f"finished_at = CASE WHEN attempts < max_attempts AND NOT cancel_requested "
+            f"THEN NULL ELSE %s END, "
+            f"lease_expires_at = NULL, updated_at = %s "
+            f"WHERE status = 'running' AND lease_expires_at < %s AND id IN "
+            f"(SELECT id FROM {TABLE} WHERE status = 'running' AND lease_expires_at < %s "
+            f"ORDER BY lease_expires_at LIMIT %s) "
+            f"RETURNING id, status, queue"
+        )
+        params = [time_text, message, t, t, t, t, t, int(limit)]
+    return [tuple(r) for r in _rows(statement, params, using)]
 
 
-def renew(*, worker, lease_until, now, using="default"):
-    """Return the statement that extends every lease ``worker`` holds."""
-    sql = (
+def renew(*, worker, lease_until, using="default"):
+    """Extend every lease ``worker`` holds; return ``[(id, cancel_requested)]``."""
+    statement = (
         f"UPDATE {TABLE} SET lease_expires_at = %s "
         f"WHERE status = 'running' AND worker = %s RETURNING id, cancel_requested"
     )
-    return sql, [adapt_dt(lease_until, using), worker]
+    return [(r[0], bool(r[1])) for r in _rows(statement, [adapt_dt(lease_until, using), worker], using)]
 
 
 def release(rows, *, worker, now, using="default"):
-    """Return the statement that gives unfinished attempts back to pending.
+    """Give unfinished attempts back to pending; return the ids that matched.
 
     ``rows`` are ``(id, attempt)`` pairs of ``worker``; the attempt that was
     interrupted by a shutdown is not counted against the job.
@@ -260,20 +278,20 @@ def release(rows, *, worker, now, using="default"):
     for job_id, attempt in rows:
         conds.append("(id = %s AND attempts = %s)")
         params.extend([job_id, attempt])
-    sql = (
+    statement = (
         f"UPDATE {TABLE} SET status = 'pending', attempts = attempts - 1, "
         f"lease_expires_at = NULL, updated_at = %s "
         f"WHERE status = 'running' AND worker = %s AND ({' OR '.join(conds)}) "
         f"RETURNING id"
     )
-    return sql, params
+    return {r[0] for r in _rows(statement, params, using)}
 
 
 def _claim_returning(alias):
     return ", ".join(f"{alias}.{c.strip()}" for c in CLAIM_RETURNING.split(","))
 
 
-def _pg_finish_and_claim(by_ids, limit):
+def _pg_finish_and_claim_text(by_ids, limit):
     """Build the PostgreSQL statement that records outcomes and claims jobs at once.
 
     Its text depends only on the claim's kind and ``limit`` (arrays, not
@@ -284,7 +302,8 @@ def _pg_finish_and_claim(by_ids, limit):
     (``id = ANY(...)``), never by joining on an estimate; the limit is a
     literal so the planner knows how many rows come out of ``c``.
     Data-modifying CTEs run on one snapshot: ``f`` touches this worker's
-    running rows, ``u`` only pending ones, so they never meet.
+    running rows, ``u`` only pending ones, so they never meet. With limit 0
+    it only finishes.
     """
     id_filter = "AND id = ANY(%(ids)s::bigint[]) " if by_ids else ""
     # By ids the caller asks for exactly the rows it names (and orders what
@@ -322,12 +341,12 @@ def _pg_finish_and_claim(by_ids, limit):
 _PG_FINISH_AND_CLAIM = {}
 
 
-def pg_finish_and_claim(by_ids, limit):
+def pg_finish_and_claim_text(by_ids, limit):
     """The finish+claim statement for a claim by ids (or by query) of up to ``limit`` rows."""
     key = (bool(by_ids), int(limit))
     statement = _PG_FINISH_AND_CLAIM.get(key)
     if statement is None:
-        statement = _PG_FINISH_AND_CLAIM[key] = _pg_finish_and_claim(*key)
+        statement = _PG_FINISH_AND_CLAIM[key] = _pg_finish_and_claim_text(*key)
     return statement
 
 
@@ -338,7 +357,7 @@ def _pg_array(values):
 
 
 def pg_finish_and_claim_params(rows, *, worker, queues, now, lease_until, ids):
-    """Return the parameters of pg_finish_and_claim for finish ``rows`` (as finish() takes).
+    """Return the parameters of the finish+claim statement for finish ``rows``.
 
     The outcomes travel as one JSON document and the id and queue lists as
     array literals: psycopg adapts a Python list element by element, which
@@ -364,3 +383,63 @@ def pg_finish_and_claim_params(rows, *, worker, queues, now, lease_until, ids):
         "worker": worker,
         "lease": lease_until,
     }
+
+
+def pg_finish_and_claim(rows, *, worker, queues, limit, now, lease_until, ids=None, connection=None, using="default"):
+    """PostgreSQL: record outcomes ``rows`` and claim up to ``limit`` jobs, in one statement.
+
+    Return ``(ids of the outcomes that matched, claimed rows)``. On
+    ``connection`` (a psycopg connection of the caller's, the dispatcher's
+    own) it runs as a prepared statement; without one, on Django's
+    connection ``using``. The same text either way.
+    """
+    statement = pg_finish_and_claim_text(ids is not None, limit)
+    params = pg_finish_and_claim_params(
+        rows, worker=worker, queues=queues, now=now, lease_until=lease_until, ids=ids
+    )
+    if connection is not None:
+        with connection.cursor() as cursor:
+            cursor.execute(statement, params, prepare=True)
+            result = cursor.fetchall()
+    else:
+        result = _rows(statement, params, using)
+    won = {r[0] for r in result if r[0] is not None}
+    return won, [r[1:] for r in result if r[0] is None]
+
+
+def estimated_rows(queryset):
+    """Return PostgreSQL's row estimate for ``queryset`` (None elsewhere, or when unreadable)."""
+    if not is_postgres(queryset.db):
+        return None
+    try:
+        plan = json.loads(queryset.order_by().values("pk").explain(format="json"))
+        return int(plan[0]["Plan"]["Plan Rows"])
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+
+
+def estimated_value_counts(model, column, values, *, min_rows, using="default"):
+    """Return ``{value: estimated rows}`` from PostgreSQL's statistics, or None.
+
+    None on other databases, below ``min_rows`` rows (count exactly then),
+    and before the table was analysed.
+    """
+    if not is_postgres(using):
+        return None
+    table = model._meta.db_table
+    with connections[using].cursor() as cursor:
+        cursor.execute("SELECT reltuples::bigint FROM pg_class WHERE relname = %s", [table])
+        row = cursor.fetchone()
+        if not row or row[0] < min_rows:
+            return None
+        total = row[0]
+        cursor.execute(
+            "SELECT most_common_vals::text::text[], most_common_freqs FROM pg_stats "
+            "WHERE tablename = %s AND attname = %s",
+            [table, column],
+        )
+        stats = cursor.fetchone()
+    if not stats or not stats[0]:
+        return None
+    freqs = dict(zip(stats[0], stats[1], strict=False))
+    return {v: int(total * freqs.get(v, 0.0)) for v in values}

@@ -6,11 +6,11 @@ finished_at, status) so the numbers stay cheap with millions of rows.
 
 from datetime import timedelta
 
-from django.db import connection
 from django.db.models import Count, Min, Q
 from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
+from . import conf, sql
 from .models import ACTIVE_STATUSES, FINISHED_STATUSES, Job, JobStatus, Queue, Worker
 
 # Past this many rows (PostgreSQL's own estimate), finished-status counts come
@@ -27,7 +27,7 @@ def job_counts():
     refreshed by autovacuum's ANALYZE.
     """
     counts = dict.fromkeys(JobStatus.values, 0)
-    estimated = _estimated_finished_counts()
+    estimated = sql.estimated_value_counts(Job, "status", FINISHED_STATUSES, min_rows=EXACT_COUNT_LIMIT)
     jobs = Job.objects.order_by()
     if estimated is not None:
         jobs = jobs.filter(status__in=ACTIVE_STATUSES)
@@ -35,28 +35,6 @@ def job_counts():
     for row in jobs.values("status").annotate(n=Count("id")):
         counts[row["status"]] = row["n"]
     return counts
-
-
-def _estimated_finished_counts():
-    if connection.vendor != "postgresql":
-        return None
-    table = Job._meta.db_table
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT reltuples::bigint FROM pg_class WHERE relname = %s", [table])
-        row = cursor.fetchone()
-        if not row or row[0] < EXACT_COUNT_LIMIT:
-            return None
-        total = row[0]
-        cursor.execute(
-            "SELECT most_common_vals::text::text[], most_common_freqs FROM pg_stats "
-            "WHERE tablename = %s AND attname = 'status'",
-            [table],
-        )
-        stats = cursor.fetchone()
-    if not stats or not stats[0]:
-        return None
-    freqs = dict(zip(stats[0], stats[1], strict=False))
-    return {s: int(total * freqs.get(s, 0.0)) for s in FINISHED_STATUSES}
 
 
 def worker_slots(worker):
@@ -85,10 +63,8 @@ def _queue_row(name):
 def queues(now=None):
     """Return one dict per queue (known, flagged, or holding active jobs): name,
     paused, pending, due, running, oldest_due_lag_seconds, slots."""
-    from .lifecycle import known_queues
-
     now = now or timezone.now()
-    rows = {name: _queue_row(name) for name in known_queues()}
+    rows = {name: _queue_row(name) for name in conf.known_queues()}
     active = (
         Job.objects.active()
         .order_by()

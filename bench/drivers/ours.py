@@ -8,7 +8,6 @@ import http.client
 import json
 import os
 import random
-import statistics
 import sys
 import time
 from datetime import UTC, datetime
@@ -150,7 +149,7 @@ def cmd_explain(args):
     """EXPLAIN the hot queries and time them (claim rolled back)."""
     from django.db import connection, transaction
 
-    from scheduler_app import sql
+    from scheduler_app import lifecycle
     from scheduler_app.dispatcher.store import DjangoStore
     from scheduler_app.models import Job
 
@@ -168,9 +167,18 @@ def cmd_explain(args):
         .filter(queue__in=queues, updated_at__gte=dt(time.time() - 3))
         .values_list("id", "execute_at", "priority", "queue", "updated_at")
     )
-    claim_sql, claim_params = sql.claim(
-        worker="bench-explain", queues=queues, limit=4, now=now, lease_until=now, ids=None
-    )
+    # The claim production runs (PostgreSQL: the one finish+claim statement;
+    # SQLite: its claim by query), captured from the lifecycle call itself.
+    captured = []
+
+    def capture(execute, statement, params, many, context):
+        captured.append((statement, params))
+        return execute(statement, params, many, context)
+
+    with transaction.atomic(), connection.execute_wrapper(capture):
+        lifecycle.claim("bench-explain", queues=queues, limit=4, lease=30, now=now)
+        transaction.set_rollback(True)
+    claim_sql, claim_params = captured[-1]
     queries = {
         "claim (4)": (claim_sql, claim_params),
         "window load": window.query.sql_with_params(),

@@ -1,5 +1,6 @@
 """Map the lifecycle service's exceptions to DRF's error responses."""
 
+from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import exceptions, status
@@ -14,6 +15,16 @@ class Conflict(exceptions.APIException):
     status_code = status.HTTP_409_CONFLICT
     default_detail = "The job is not in a state that allows this."
     default_code = "conflict"
+
+
+# Django's default DATA_UPLOAD_MAX_MEMORY_SIZE (2.5 MiB).
+DEFAULT_MAX_BODY = 2_621_440
+
+
+def max_body_size():
+    """Return the largest request body the API reads, in bytes."""
+    limit = getattr(settings, "DATA_UPLOAD_MAX_MEMORY_SIZE", DEFAULT_MAX_BODY)
+    return DEFAULT_MAX_BODY if limit is None else limit
 
 
 class PayloadTooLarge(exceptions.APIException):
@@ -31,8 +42,6 @@ def exception_handler(exc, context):
     -> 400 with errors by field, a body over DATA_UPLOAD_MAX_MEMORY_SIZE -> 413.
     """
     if isinstance(exc, RequestDataTooBig):
-        from .parsers import max_body_size
-
         exc = PayloadTooLarge(max_body_size())
     elif isinstance(exc, InvalidTransition):
         exc = Conflict(str(exc))

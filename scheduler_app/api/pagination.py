@@ -14,16 +14,12 @@ paginator:
   ``count_limit + 1`` ("more than count_limit") elsewhere.
 """
 
-import json
-import logging
-
-from django.db import connections
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.utils.urls import remove_query_param, replace_query_param
 
-logger = logging.getLogger(__name__)
+from scheduler_app import sql
 
 # Offsets past this are refused (404) rather than handed to the database,
 # whose OFFSET is a 64-bit integer.
@@ -85,18 +81,7 @@ class EstimatedCountPagination(PageNumberPagination):
         counted = queryset.order_by().values("pk")[: self.count_limit + 1].count()
         if counted <= self.count_limit:
             return counted, True
-        return max(self._planner_estimate(queryset), counted), False
-
-    def _planner_estimate(self, queryset):
-        """Return PostgreSQL's row estimate for ``queryset`` (0 elsewhere)."""
-        if connections[queryset.db].vendor != "postgresql":
-            return 0
-        try:
-            plan = json.loads(queryset.order_by().values("pk").explain(format="json"))
-            return int(plan[0]["Plan"]["Plan Rows"])
-        except (ValueError, KeyError, IndexError, TypeError):
-            logger.warning("could not read the planner's row estimate", exc_info=True)
-            return 0
+        return max(sql.estimated_rows(queryset) or 0, counted), False
 
     def get_next_link(self):
         if not self.has_next:

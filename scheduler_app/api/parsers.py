@@ -7,16 +7,7 @@ from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 from rest_framework.utils import json
 
-from .exceptions import PayloadTooLarge
-
-# Django's default DATA_UPLOAD_MAX_MEMORY_SIZE (2.5 MiB).
-DEFAULT_MAX_BODY = 2_621_440
-
-
-def max_body_size():
-    """Return the largest request body the API reads, in bytes."""
-    limit = getattr(settings, "DATA_UPLOAD_MAX_MEMORY_SIZE", DEFAULT_MAX_BODY)
-    return DEFAULT_MAX_BODY if limit is None else limit
+from .exceptions import PayloadTooLarge, max_body_size
 
 
 class BoundedJSONParser(JSONParser):

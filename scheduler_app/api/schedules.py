@@ -15,7 +15,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
-from scheduler_app import lifecycle, schedules
+from scheduler_app import limits, schedules
 from scheduler_app.models import PRIORITY_MAX, PRIORITY_MIN, MisfirePolicy, Schedule
 
 from .filters import MAX_ID
@@ -95,7 +95,7 @@ class ScheduleWriteSerializer(StrictKeysMixin, serializers.Serializer):
         required=False, allow_null=True, min_value=PRIORITY_MIN, max_value=PRIORITY_MAX
     )
     max_attempts = serializers.IntegerField(
-        required=False, allow_null=True, min_value=1, max_value=lifecycle.MAX_ATTEMPTS_LIMIT
+        required=False, allow_null=True, min_value=1, max_value=limits.MAX_ATTEMPTS_MAX
     )
     timeout = serializers.FloatField(
         required=False, allow_null=True, min_value=0, max_value=MAX_TIMEOUT_SECONDS

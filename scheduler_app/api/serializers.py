@@ -12,7 +12,7 @@ from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from scheduler_app import lifecycle, registry
+from scheduler_app import conf, limits, registry
 from scheduler_app.models import PRIORITY_MAX, PRIORITY_MIN, Job, Worker
 
 # Bounds that keep later date and time arithmetic (in the dispatcher too)
@@ -194,7 +194,7 @@ class JobCreateSerializer(StrictKeysMixin, serializers.Serializer):
         help_text="A queue the backend serves. Default: the task's.",
     )
     max_attempts = serializers.IntegerField(
-        required=False, allow_null=True, min_value=1, max_value=lifecycle.MAX_ATTEMPTS_LIMIT
+        required=False, allow_null=True, min_value=1, max_value=limits.MAX_ATTEMPTS_MAX
     )
     timeout = serializers.FloatField(
         required=False,
@@ -216,7 +216,7 @@ class JobCreateSerializer(StrictKeysMixin, serializers.Serializer):
         # Read at instantiation: the registry and settings.TASKS are only
         # complete once apps are ready, and tests may override them.
         names = registry.names()
-        queues = sorted(lifecycle.known_queues())
+        queues = sorted(conf.known_queues())
         self.fields["task"].choices = names
         self.fields["task"].error_messages["invalid_choice"] = (
             '"{input}" is not a registered task. GET /api/tasks/ lists them: '
@@ -271,8 +271,8 @@ class BulkCreateSerializer(StrictKeysMixin, serializers.Serializer):
     jobs = BoundedListField(
         child=JobCreateSerializer(),
         allow_empty=False,
-        max_length=lifecycle.MAX_BULK,
-        help_text=f"1 to {lifecycle.MAX_BULK} job bodies, as for POST /api/jobs/.",
+        max_length=limits.BULK_MAX,
+        help_text=f"1 to {limits.BULK_MAX} job bodies, as for POST /api/jobs/.",
     )
 
     def enqueue_specs(self):

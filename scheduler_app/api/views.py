@@ -19,7 +19,7 @@ from rest_framework.permissions import IsAdminUser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from scheduler_app import lifecycle, registry, stats
+from scheduler_app import conf, lifecycle, registry, stats
 from scheduler_app.models import Job, Worker
 
 from .exceptions import Conflict
@@ -241,7 +241,7 @@ class QueueViewSet(StaffOnly, viewsets.ViewSet):
         return self._set_paused(request, name, lifecycle.resume_queue)
 
     def _set_paused(self, request, name, change):
-        if name not in lifecycle.known_queues():
+        if name not in conf.known_queues():
             raise NotFound(f"Unknown queue '{name}'. GET /api/queues/ lists them.")
         paused = change(name)
         logger.info(

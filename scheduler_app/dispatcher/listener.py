@@ -1,18 +1,18 @@
 """PostgreSQL LISTEN on the scheduler's channel, on a thread with its own connection."""
 
-import json
 import logging
 import threading
 
 import psycopg
 
 from . import pg
+from .wakeup import WakeUp
 
 logger = logging.getLogger(__name__)
 
 
 class PgListener(threading.Thread):
-    """Hand every NOTIFY payload to ``deliver``; after a (re)connect ask for a sync."""
+    """Hand every NOTIFY payload to ``deliver`` as a WakeUp; after a (re)connect ask for a sync."""
 
     def __init__(self, deliver, channel, using="default"):
         super().__init__(name="scheduler-listener", daemon=True)
@@ -34,10 +34,10 @@ class PgListener(threading.Thread):
                     self.connected.set()
                     backoff = 0.25
                     # Anything sent while we were not listening is found by a sync.
-                    self.deliver({"sync": True, "queues_changed": True})
+                    self.deliver(WakeUp(sync=True, queues_changed=True))
                     while not self._stopped.is_set():
                         for note in conn.notifies(timeout=0.5):
-                            self._deliver_raw(note.payload)
+                            self.deliver(WakeUp.decode(note.payload))
             except psycopg.Error as exc:
                 self.connected.clear()
                 if self._stopped.is_set():
@@ -45,12 +45,3 @@ class PgListener(threading.Thread):
                 logger.warning("LISTEN connection lost (%s); reconnecting in %.2fs", exc, backoff)
                 self._stopped.wait(backoff)
                 backoff = min(backoff * 2, 10.0)
-
-    def _deliver_raw(self, raw):
-        try:
-            payload = json.loads(raw)
-        except ValueError:
-            payload = {"sync": True}
-        if not isinstance(payload, dict):
-            payload = {"sync": True}
-        self.deliver(payload)

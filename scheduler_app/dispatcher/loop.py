@@ -16,8 +16,10 @@ import threading
 import time
 
 from .clock import SystemClock
+from .policy import RetryPolicy
 from .pool import WorkerPool
 from .timeline import SCHEDULES, Entry, Timeline, schedule_entry
+from .types import Status
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +35,7 @@ class Dispatcher:
         execute,
         *,
         clock=None,
+        policy=None,
         horizon=300.0,
         cap=20_000,
         poll_interval=1.0,
@@ -47,9 +50,16 @@ class Dispatcher:
         pause_interval=1.0,
         change_check_interval=None,
     ):
-        """``groups`` maps a slot-group name to ``(queues, slots)``."""
+        """``groups`` maps a slot-group name to ``(queues, slots)``.
+
+        ``store`` is a ``protocol.Store``; ``execute(job, cancel_event,
+        deadline)`` runs one attempt on a worker thread and returns its
+        Outcome; ``policy`` turns the endings the loop sees itself (a
+        timeout, an executor that raised) into Outcomes.
+        """
         self.store = store
         self.clock = clock or SystemClock()
+        self.policy = policy or RetryPolicy()
         self.groups = {name: (frozenset(qs), int(slots)) for name, (qs, slots) in groups.items()}
         self.queue_group = {q: name for name, (qs, _) in self.groups.items() for q in qs}
         self.queues = frozenset(self.queue_group)
@@ -121,9 +131,9 @@ class Dispatcher:
     def wake(self):
         self._event.set()
 
-    def notify(self, payload):
-        """Accept a change notification (NOTIFY payload or in-process signal)."""
-        self._inbox.append(payload)
+    def notify(self, message):
+        """Accept a ``WakeUp`` (from a NOTIFY or the in-process signal)."""
+        self._inbox.append(message)
         self._event.set()
 
     def stop(self):
@@ -139,7 +149,9 @@ class Dispatcher:
 
     def run(self):
         """Run until stopped (or, in burst mode, until idle); return the exit code."""
-        self.store.register(self)
+        self.store.register(
+            queues=self.queues, slots={name: slots for name, (_, slots) in self.groups.items()}
+        )
         try:
             while not self.finished:
                 self._event.clear()
@@ -153,7 +165,7 @@ class Dispatcher:
         finally:
             self.pool.shutdown()
             try:
-                self.store.unregister(self)
+                self.store.unregister(processed=self.processed, failed=self.failed)
             except self.store.transient_errors:
                 logger.warning("could not mark the worker stopped (database unavailable)")
         return 0
@@ -223,36 +235,36 @@ class Dispatcher:
     def _drain_inbox(self):
         inbox = self._inbox
         while inbox:
-            payload = inbox.popleft()
-            if payload.get("sync"):
+            message = inbox.popleft()
+            if message.sync:
                 self._need_poll = True
-            for job_id, at, priority, queue in payload.get("jobs", ()):
+            for job_id, at, priority, queue in message.jobs:
                 self.timeline.upsert(Entry(job_id, at, priority, queue))
-            for job_id in payload.get("removed", ()):
+            for job_id in message.removed:
                 self.timeline.remove(job_id)
-            if payload.get("cancel"):
-                self.pool.request_cancel(payload["cancel"])
-            if payload.get("queues_changed"):
+            if message.cancel:
+                self.pool.request_cancel(message.cancel)
+            if message.queues_changed:
                 self._need_paused = True
-            for schedule_id, at in payload.get("schedules", ()):
+            for schedule_id, at in message.schedules:
                 self._apply(schedule_entry(schedule_id, at))
 
     def _collect(self):
         for job, outcome, error in self.pool.collect():
             if outcome is None:
-                outcome = self.store.error_outcome(job, error)
+                outcome = self.policy.raised(job, error)
             self._record(outcome)
         for job in self.pool.expire():
             logger.warning(
                 "job %s timed out after %ss", job.id, job.timeout,
                 extra={"job_id": job.id, "action": "timeout"},
             )
-            self._record(self.store.timeout_outcome(job))
+            self._record(self.policy.timed_out(job))
 
     def _record(self, outcome):
         self._outcomes.append(outcome)
         self.processed += 1
-        if outcome.status == "failed":
+        if outcome.status == Status.FAILED:
             self.failed += 1
 
     def _window_exhausted(self, now):
@@ -302,9 +314,10 @@ class Dispatcher:
         cancel = self.store.renew(now)
         if cancel:
             self.pool.request_cancel(cancel)
-        for entry in self.store.rescue(now):
-            self.timeline.upsert(entry)
-        self.store.heartbeat(self, now)
+        self.store.rescue(now)
+        self.store.heartbeat(
+            now, running=self.pool.busy(), processed=self.processed, failed=self.failed
+        )
         self._due_heartbeat = now + self.lease / 3
 
     def _claim(self, now):

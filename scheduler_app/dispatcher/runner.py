@@ -5,11 +5,9 @@ import time
 
 from django.db import close_old_connections
 from django.tasks import TaskResult, TaskResultStatus
-from django.utils import timezone
 
 from scheduler_app import lifecycle, registry
 from scheduler_app.context import JobCancelled, JobContext
-from scheduler_app.models import JobStatus
 
 logger = logging.getLogger(__name__)
 
@@ -17,7 +15,8 @@ logger = logging.getLogger(__name__)
 class Executor:
     """The pool's ``execute(job, cancel_event, deadline)``: call the task, return an Outcome."""
 
-    def __init__(self, using="default"):
+    def __init__(self, policy, using="default"):
+        self.policy = policy
         self.using = using
 
     def __call__(self, job, cancel_event, deadline):
@@ -42,8 +41,8 @@ class Executor:
         try:
             task = registry.get(job.task)
         except registry.UnknownTask as exc:
-            error = lifecycle.error_entry(job, exc, now=timezone.now(), traceback_text="")
-            return lifecycle.Outcome(job.id, job.worker, job.attempt, JobStatus.FAILED, error=error)
+            # Not retried: the next attempt would not find it either.
+            return self.policy.fatal(job, exc, traceback_text="")
         try:
             if task.takes_context:
                 context = self._context(task, job, cancel_event, deadline)
@@ -51,10 +50,10 @@ class Executor:
             else:
                 value = task.call(*job.args, **job.kwargs)
         except JobCancelled:
-            return lifecycle.Outcome(job.id, job.worker, job.attempt, JobStatus.CANCELLED)
+            return self.policy.cancelled(job)
         except Exception as exc:
-            return lifecycle.failure_outcome(job, exc, now=timezone.now())
-        return lifecycle.success_outcome(job, value)
+            return self.policy.raised(job, exc)
+        return self.policy.succeeded(job, value)
 
     def _context(self, task, job, cancel_event, deadline):
         result = TaskResult(

@@ -1,4 +1,4 @@
-"""The dispatcher's database side: what the loop asks of the store, done with the ORM and SQL.
+"""The dispatcher's database side: ``protocol.Store`` done with the ORM and SQL.
 
 Transitions go through ``scheduler_app.lifecycle`` (the one place that
 changes job status); this module adds the reads the loop needs (window,
@@ -46,7 +46,7 @@ class DjangoStore:
         self._data_version = None  # SQLite: PRAGMA data_version last seen
 
     def _hot_connection(self):
-        if connections[self.using].vendor != "postgresql":
+        if not sql.is_postgres(self.using):
             return None
         if self._raw is None or self._raw.closed:
             self._raw = pg.connect(self.using)
@@ -71,18 +71,15 @@ class DjangoStore:
 
     # -- the worker row ----------------------------------------------------
 
-    def register(self, dispatcher):
+    def register(self, *, queues, slots):
         now = timezone.now()
-        slots = {}
-        for name, (queues, count) in dispatcher.groups.items():
-            slots[name] = count
         Worker.objects.using(self.using).update_or_create(
             id=self.worker_id,
             defaults={
                 "hostname": socket.gethostname(),
                 "pid": os.getpid(),
-                "queues": sorted(dispatcher.queues),
-                "slots": slots,
+                "queues": sorted(queues),
+                "slots": dict(slots),
                 "state": WorkerState.ALIVE,
                 "lease_seconds": self.lease,
                 "started_at": now,
@@ -90,16 +87,16 @@ class DjangoStore:
             },
         )
 
-    def heartbeat(self, dispatcher, now):
+    def heartbeat(self, now, *, running, processed, failed):
         Worker.objects.using(self.using).filter(id=self.worker_id).update(
             last_heartbeat=to_datetime(now),
             state=WorkerState.ALIVE,
-            running=dispatcher.pool.busy(),
-            processed=dispatcher.processed,
-            failed=dispatcher.failed,
+            running=running,
+            processed=processed,
+            failed=failed,
         )
 
-    def unregister(self, dispatcher):
+    def unregister(self, *, processed, failed):
         if self._raw is not None:
             self._raw.close()
             self._raw = None
@@ -107,8 +104,8 @@ class DjangoStore:
             state=WorkerState.STOPPED,
             stopped_at=timezone.now(),
             running=0,
-            processed=dispatcher.processed,
-            failed=dispatcher.failed,
+            processed=processed,
+            failed=failed,
         )
 
     def reset(self):
@@ -135,7 +132,7 @@ class DjangoStore:
         the web server long before its change poll would. True after a
         reconnect (the counter is per connection). Always True elsewhere.
         """
-        if connections[self.using].vendor != "sqlite":
+        if not sql.is_sqlite(self.using):
             return True
         with connections[self.using].cursor() as cursor:
             cursor.execute("PRAGMA data_version")
@@ -209,7 +206,7 @@ class DjangoStore:
             now=to_datetime(now),
             ids=ids,
             finished=finished,
-            raw=self._hot_connection(),
+            connection=self._hot_connection(),
             using=self.using,
         )
 
@@ -228,8 +225,7 @@ class DjangoStore:
 
     def rescue(self, now):
         # Rescued jobs are announced by the lifecycle; this process hears it too.
-        lifecycle.rescue_expired(now=to_datetime(now), using=self.using)
-        return []
+        return lifecycle.rescue_expired(now=to_datetime(now), using=self.using)
 
     def release(self, jobs, now):
         return lifecycle.release(
@@ -251,11 +247,3 @@ class DjangoStore:
             if deleted:
                 logger.info("pruned %d finished jobs past retention", deleted)
         sql.sqlite_optimize(using=self.using)
-
-    def error_outcome(self, job, exc):
-        return lifecycle.failure_outcome(job, exc, now=timezone.now())
-
-    def timeout_outcome(self, job):
-        exc = lifecycle.JobTimeout(f"Timed out after {job.timeout:g}s; the late result is discarded.")
-        return lifecycle.failure_outcome(job, exc, now=timezone.now(), traceback_text="")
-

@@ -6,14 +6,22 @@ thread.
 
 import contextlib
 
-from django.db import connections
-
-from scheduler_app import conf, signals
+from scheduler_app import conf, signals, sql
 
 from .listener import PgListener
 from .loop import Dispatcher
+from .policy import RetryPolicy
 from .runner import Executor
 from .store import DjangoStore, new_worker_id
+
+
+def retry_policy():
+    """Return the retry policy the settings describe (RETRY_BACKOFF_*, RETRY_JITTER)."""
+    return RetryPolicy(
+        base=conf.get("RETRY_BACKOFF_BASE"),
+        cap=conf.get("RETRY_BACKOFF_MAX"),
+        jitter=conf.get("RETRY_JITTER"),
+    )
 
 
 def create(groups, *, lease=None, using="default", clock=None, **options):
@@ -30,15 +38,17 @@ def create(groups, *, lease=None, using="default", clock=None, **options):
         "max_abandoned": conf.get("MAX_ABANDONED_THREADS"),
         # SQLite has no NOTIFY: a cheap check for other processes' commits.
         "change_check_interval": (
-            conf.get("SQLITE_CHANGE_CHECK") if connections[using].vendor == "sqlite" else None
+            conf.get("SQLITE_CHANGE_CHECK") if sql.is_sqlite(using) else None
         ),
     }
     defaults.update({k: v for k, v in options.items() if v is not None})
-    return Dispatcher(store, groups, Executor(using), lease=lease, clock=clock, **defaults)
+    policy = retry_policy()
+    executor = Executor(policy, using)
+    return Dispatcher(store, groups, executor, lease=lease, clock=clock, policy=policy, **defaults)
 
 
 def uses_notify(using="default"):
-    return connections[using].vendor == "postgresql"
+    return sql.is_postgres(using)
 
 
 @contextlib.contextmanager
@@ -46,8 +56,8 @@ def wakeups(dispatcher, using="default"):
     """Connect in-process change signals and, on PostgreSQL, LISTEN, for the block's duration."""
     uid = f"dispatcher-{dispatcher.store.worker_id}"
 
-    def on_local_change(sender, payload, **kwargs):
-        dispatcher.notify(payload)
+    def on_local_change(sender, message, **kwargs):
+        dispatcher.notify(message)
 
     signals.jobs_changed.connect(on_local_change, weak=False, dispatch_uid=uid)
     listener = None

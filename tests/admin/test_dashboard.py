@@ -175,7 +175,7 @@ class TestQueues:
     def test_unknown_queue_is_a_message_not_a_500(self, admin_client_):
         response = admin_client_.post(toggle_url("nope", "pause"), follow=True)
         assert response.status_code == 200
-        assert "Unknown queue 'nope'." in [str(m) for m in get_messages(response.wsgi_request)]
+        assert "Unknown queue 'nope'. Known queues: default, other, slow." in [str(m) for m in get_messages(response.wsgi_request)]
         response = admin_client_.post(toggle_url("nope", "pause"), HTTP_ACCEPT="application/json")
         assert response.status_code == 400 and "Unknown queue" in response.json()["error"]
         assert admin_client_.post(toggle_url("slow", "explode")).status_code == 404

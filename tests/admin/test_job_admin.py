@@ -178,7 +178,7 @@ class TestAddForm:
             ("kwargs", "[1]", "Must be a JSON object"),
             ("kwargs", "{'a': 1}", "Not valid JSON"),
             ("priority", "500", "Ensure this value is less than or equal to 100."),
-            ("timeout", "-1", "Must be a number of seconds greater than 0."),
+            ("timeout", "-1", "Must be a number of seconds greater than 0 and at most 31536000."),
             ("max_attempts", "0", "Ensure this value is greater than or equal to 1."),
             ("queue", "nope", "Select a valid choice."),
         ],

@@ -353,8 +353,8 @@ class TestReschedule:
         job = make_job()
         seen = []
 
-        def receiver(sender, payload, **kwargs):
-            seen.append(payload)
+        def receiver(sender, message, **kwargs):
+            seen.append(message.to_dict())
 
         signals.jobs_changed.connect(receiver)
         try:
@@ -457,4 +457,4 @@ class TestRetry:
             set_status(job, status)
         response = api.post(f"/api/jobs/{job.pk}/retry/")
         assert response.status_code == 409
-        assert "retry" in response.json()["detail"]
+        assert response.json()["detail"] == f"Only failed or cancelled jobs can be retried; job {job.pk} is {status}."

@@ -10,11 +10,24 @@ from django.db import connection, connections
 from django.utils import timezone
 
 from scheduler_app import lifecycle
-from scheduler_app.lifecycle import InvalidTransition
+from scheduler_app.dispatcher.policy import RetryPolicy
+from scheduler_app.dispatcher.types import Outcome
+from scheduler_app.lifecycle import InvalidTransition, creation
 from scheduler_app.models import Job, JobStatus
 
 ADD = "tests.testapp.tasks.add"
 QUEUES = ["default", "slow", "other"]
+
+
+POLICY = RetryPolicy(base=0.05, jitter=0.0)
+
+
+def failed(job, exc, now=None):
+    return POLICY.raised(job, exc, now)
+
+
+def succeeded(job, value):
+    return POLICY.succeeded(job, value)
 
 
 def claim_one(worker="w1", **kw):
@@ -94,7 +107,7 @@ class TestTransitions:
     def test_retry_failed_keeps_errors_and_gives_one_more_attempt(self):
         job, _ = lifecycle.enqueue("tests.testapp.tasks.boom", max_attempts=1)
         (c,) = claim_one()
-        won = lifecycle.finish([lifecycle.failure_outcome(c, ValueError("x"), now=timezone.now())])
+        won = lifecycle.finish([failed(c, ValueError("x"))])
         assert won == {job.pk}
         job.refresh_from_db()
         assert job.status == "failed" and len(job.errors) == 1
@@ -155,16 +168,16 @@ class TestDispatcherTransitions:
 
     def test_finish_is_compare_and_set_on_the_attempt(self):
         job, _ = lifecycle.enqueue(ADD, [1, 1], max_attempts=3)
-        (first,) = claim_one("a", lease=-1) if False else claim_one("a")
+        (first,) = claim_one("a")
         # The lease expires; the job is rescued and claimed again by b.
         Job.objects.filter(pk=job.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
-        rescued = lifecycle.rescue_expired()
-        assert [(r[0], r[1]) for r in rescued] == [(job.pk, "pending")]
+        assert lifecycle.rescue_expired() == 1
+        assert Job.objects.get(pk=job.pk).status == "pending"
         (second,) = claim_one("b")
         assert second.attempt == 2
         # a's late result changes nothing; b's counts.
-        assert lifecycle.finish([lifecycle.success_outcome(first, 1)]) == set()
-        assert lifecycle.finish([lifecycle.success_outcome(second, 2)]) == {job.pk}
+        assert lifecycle.finish([succeeded(first, 1)]) == set()
+        assert lifecycle.finish([succeeded(second, 2)]) == {job.pk}
         job.refresh_from_db()
         assert (job.status, job.result, job.worker, job.attempts) == ("succeeded", 2, "b", 2)
         assert job.errors[0]["exception_class"].endswith("LeaseExpired")
@@ -173,9 +186,9 @@ class TestDispatcherTransitions:
     def test_rescue_never_overwrites_a_finished_job(self):
         job, _ = lifecycle.enqueue(ADD, [1, 1])
         (c,) = claim_one()
-        lifecycle.finish([lifecycle.success_outcome(c, 2)])
+        lifecycle.finish([succeeded(c, 2)])
         Job.objects.filter(pk=job.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
-        assert lifecycle.rescue_expired() == []
+        assert lifecycle.rescue_expired() == 0
         job.refresh_from_db()
         assert job.status == "succeeded"
 
@@ -184,7 +197,8 @@ class TestDispatcherTransitions:
         for expected in ["pending", "failed"]:
             claim_one()
             Job.objects.filter(pk=job.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
-            assert [r[1] for r in lifecycle.rescue_expired()] == [expected]
+            assert lifecycle.rescue_expired() == 1
+            assert Job.objects.get(pk=job.pk).status == expected
         job.refresh_from_db()
         assert job.status == "failed" and len(job.errors) == 2 and job.finished_at
 
@@ -192,14 +206,14 @@ class TestDispatcherTransitions:
         job, _ = lifecycle.enqueue(ADD, [1, 1], max_attempts=2)
         (c,) = claim_one()
         now = timezone.now()
-        outcome = lifecycle.failure_outcome(c, ValueError("bad"), now=now)
+        outcome = failed(c, ValueError("bad"), now)
         assert outcome.status == "pending" and outcome.retry_at > now
         lifecycle.finish([outcome])
         job.refresh_from_db()
         assert job.status == "pending" and job.execute_at == outcome.retry_at
         assert job.errors[0]["message"] == "bad" and "ValueError" in job.errors[0]["exception_class"]
         (c2,) = claim_one(now=outcome.retry_at)
-        lifecycle.finish([lifecycle.failure_outcome(c2, ValueError("worse"), now=now)])
+        lifecycle.finish([failed(c2, ValueError("worse"), now)])
         job.refresh_from_db()
         assert job.status == "failed" and [e["attempt"] for e in job.errors] == [1, 2]
 
@@ -208,9 +222,9 @@ class TestDispatcherTransitions:
         claimed = claim_one(limit=3)
         now = timezone.now()
         outcomes = [
-            lifecycle.success_outcome(claimed[0], {"n": 1}),
-            lifecycle.failure_outcome(claimed[1], RuntimeError("x"), now=now),
-            lifecycle.Outcome(claimed[2].id, "w1", 1, JobStatus.CANCELLED),
+            succeeded(claimed[0], {"n": 1}),
+            failed(claimed[1], RuntimeError("x"), now),
+            Outcome(claimed[2].id, "w1", 1, JobStatus.CANCELLED),
         ]
         assert lifecycle.finish(outcomes) == {j.pk for j in jobs}
         statuses = dict(Job.objects.values_list("pk", "status"))
@@ -219,8 +233,10 @@ class TestDispatcherTransitions:
     def test_unserializable_result_fails_the_attempt(self):
         lifecycle.enqueue(ADD, [1, 1])
         (c,) = claim_one()
-        outcome = lifecycle.success_outcome(c, object())
+        outcome = succeeded(c, object())
         assert outcome.status == "failed"
+        assert "cannot be stored as JSON" in outcome.error["message"] and "object" in outcome.error["message"]
+        assert "Traceback" in outcome.error["traceback"]
 
     def test_renew_reports_cancel_requests(self):
         a, _ = lifecycle.enqueue(ADD, [1, 1])
@@ -300,8 +316,8 @@ class TestEnqueueAnnounces:
 
         received = []
 
-        def receiver(sender, payload, **kw):
-            received.append(payload)
+        def receiver(sender, message, **kw):
+            received.append(message.to_dict())
 
         signals.jobs_changed.connect(receiver)
         conn = _listen()
@@ -312,12 +328,7 @@ class TestEnqueueAnnounces:
         finally:
             signals.jobs_changed.disconnect(receiver)
             conn.close()
-        expected = {
-            "queues": ["slow"],
-            "jobs": [[job.pk, at.timestamp(), 7, "slow"]],
-            "removed": [],
-            "cancel": [],
-        }
+        expected = {"queues": ["slow"], "jobs": [[job.pk, at.timestamp(), 7, "slow"]]}
         assert created and job.pk and not job._state.adding
         assert notes == [expected] and received == [expected]
         stored = Job.objects.get(pk=job.pk)
@@ -347,7 +358,7 @@ class TestEnqueueAnnounces:
                 bad = lifecycle.build_job(ADD, [2])
                 bad.priority = 500  # past the check constraint: the INSERT fails
                 with pytest.raises(IntegrityError):
-                    lifecycle._insert_and_announce(bad, "default")
+                    creation._insert_and_announce(bad, "default")
                 second, _ = lifecycle.enqueue(ADD, [3])
             notes = _notes(conn)
         finally:
@@ -375,9 +386,10 @@ def test_sqlite_claims_by_query_walk_the_claim_index_and_housekeeping_gathers_st
     if connection.vendor != "sqlite":
         pytest.skip("SQLite's planner")
     now = timezone.now()
-    statement, params = sql.claim(
-        worker="w", queues=QUEUES, limit=4, now=now, lease_until=now + timedelta(seconds=30)
-    )
+    captured = []
+    with connection.execute_wrapper(lambda execute, sql_, params, many, ctx: captured.append((sql_, params)) or execute(sql_, params, many, ctx)):
+        sql.sqlite_claim(worker="w", queues=QUEUES, limit=4, now=now, lease_until=now + timedelta(seconds=30))
+    ((statement, params),) = captured
     select = statement[statement.index("SELECT id") : statement.index("LIMIT")] + "LIMIT 4"
     with connection.cursor() as cursor:
         # SQLite's statement takes the SET values first, then the SELECT's (LIMIT last).
@@ -411,7 +423,7 @@ def test_the_reused_insert_text_gets_the_same_parameters_as_a_fresh_compile():
     ]
     sql.pg_insert_and_notify(jobs[0], channel="c", payload_parts=["a", "b"])  # fills the cache
     for job in jobs:
-        statement, params = sql.pg_insert_and_notify(job, channel="c", payload_parts=["a", "b"])
+        statement, params = sql.pg_insert_statement(job, channel="c", payload_parts=["a", "b"])
         meta = Job._meta
         fields = [f for f in meta.local_concrete_fields if not f.generated and f is not meta.auto_field]
         query = InsertQuery(Job)

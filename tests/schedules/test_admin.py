@@ -83,7 +83,7 @@ def test_add_form_creates_through_the_service(admin_client_):
         ({"timezone": "Europe/Berln"}, "timezone", "Unknown time zone"),
         ({"interval_seconds": "60"}, "__all__", "not both"),
         ({"cron": ""}, "__all__", "Give a cron expression or an interval"),
-        ({"args": "{}"}, "args", "Must be a list"),
+        ({"args": "{}"}, "args", "Must be a JSON list"),
     ],
 )
 def test_add_form_shows_errors_inline(admin_client_, changes, field, fragment):

@@ -1,6 +1,7 @@
 """Schedules in the dispatcher loop, with a fake clock and an in-memory store."""
 
 from scheduler_app.dispatcher.timeline import SCHEDULES
+from scheduler_app.dispatcher.wakeup import WakeUp
 
 from ..unit.test_loop import make, settle
 
@@ -18,7 +19,7 @@ def test_a_schedule_due_in_three_seconds_wakes_the_loop_and_materialises_on_time
     clock.advance(wait)
     assert settle(dispatcher, clock, lambda: store.materialized == [(7, 1003.0)])
     # The job it made is claimed like any other (the store's notify is faked here).
-    dispatcher.notify({"jobs": [[1_000_000, 1003.0, 0, "default"]]})
+    dispatcher.notify(WakeUp.of(jobs=[[1_000_000, 1003.0, 0, "default"]]))
     assert settle(dispatcher, clock, lambda: store.jobs[1_000_000].status == "succeeded")
     # The next run (inside the 60 s horizon) is back in the heap; the loop waits for it.
     assert -7 in dispatcher.timeline
@@ -36,9 +37,9 @@ def test_schedule_group_is_never_claimed_from():
 def test_notifications_move_and_remove_schedule_entries():
     dispatcher, store, clock = quiet()
     dispatcher.tick(clock.time())
-    dispatcher.notify({"schedules": [[3, 1010.0]]})
+    dispatcher.notify(WakeUp.of(schedules=[[3, 1010.0]]))
     assert 9.9 < dispatcher.tick(clock.time()) <= 10.0
-    dispatcher.notify({"schedules": [[3, None]]})
+    dispatcher.notify(WakeUp.of(schedules=[[3, None]]))
     dispatcher.tick(clock.time())
     assert -3 not in dispatcher.timeline
 

@@ -172,8 +172,8 @@ def test_run_now_enqueues_one_job_and_keeps_the_timetable():
 def test_changes_are_announced_with_the_next_run(django_capture_on_commit_callbacks):
     payloads = []
 
-    def receiver(sender, payload, **kwargs):
-        payloads.append(payload)
+    def receiver(sender, message, **kwargs):
+        payloads.append(message.to_dict())
 
     signals.jobs_changed.connect(receiver)
     try:

@@ -4,6 +4,7 @@ import threading
 from dataclasses import dataclass, field
 
 from scheduler_app.dispatcher.timeline import Entry, schedule_entry
+from scheduler_app.dispatcher.types import Outcome
 
 
 class TransientError(Exception):
@@ -23,13 +24,8 @@ class FakeJob:
     sleep: float = 0.0
     raises: bool = False
     runs: list = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class FakeOutcome:
-    job_id: int
-    attempt: int
-    status: str
+    worker: str = "fake"
+    max_attempts: int = 1
 
 
 class FakeStore:
@@ -61,10 +57,10 @@ class FakeStore:
             self.fail_next -= 1
             raise TransientError("database down")
 
-    def register(self, dispatcher):
+    def register(self, *, queues, slots):
         self.registered = True
 
-    def unregister(self, dispatcher):
+    def unregister(self, *, processed, failed):
         self.unregistered = True
 
     def reset(self):
@@ -137,9 +133,9 @@ class FakeStore:
         return {j.id for j in self.jobs.values() if j.status == "running" and j.cancel_requested}
 
     def rescue(self, now):
-        return []
+        return 0
 
-    def heartbeat(self, dispatcher, now):
+    def heartbeat(self, now, *, running, processed, failed):
         pass
 
     def paused_queues(self):
@@ -157,12 +153,6 @@ class FakeStore:
         self.released.extend(j.id for j in jobs)
         return {j.id for j in jobs}
 
-    def error_outcome(self, job, exc):
-        return FakeOutcome(job.id, job.attempt, "failed")
-
-    def timeout_outcome(self, job):
-        return FakeOutcome(job.id, job.attempt, "timeout")
-
 
 def execute(job, cancel_event, deadline):
     """A fake executor: records the run, sleeps (cooperatively), may raise."""
@@ -172,8 +162,8 @@ def execute(job, cancel_event, deadline):
     end = time.monotonic() + job.sleep
     while time.monotonic() < end:
         if cancel_event.is_set():
-            return FakeOutcome(job.id, job.attempt, "cancelled")
+            return Outcome(job.id, job.worker, job.attempt, "cancelled")
         time.sleep(0.005)
     if job.raises:
         raise RuntimeError("executor bug")
-    return FakeOutcome(job.id, job.attempt, "succeeded")
+    return Outcome(job.id, job.worker, job.attempt, "succeeded")

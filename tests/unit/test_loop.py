@@ -5,6 +5,8 @@ import time
 
 from scheduler_app.dispatcher.clock import FakeClock
 from scheduler_app.dispatcher.loop import Dispatcher
+from scheduler_app.dispatcher.policy import TIMEOUT_CLASS
+from scheduler_app.dispatcher.wakeup import WakeUp
 
 from .fakes import FakeStore, execute
 from .test_pool import wait_for
@@ -45,7 +47,7 @@ def test_far_future_top_does_not_delay_an_earlier_job_added_later():
     store.add(1, 1050.0)
     dispatcher.tick(clock.time())
     store.add(2, 1001.0)
-    dispatcher.notify({"jobs": [[2, 1001.0, 0, "default"]]})
+    dispatcher.notify(WakeUp.of(jobs=[[2, 1001.0, 0, "default"]]))
     wait = dispatcher.tick(clock.time())
     assert wait <= 1.0
     clock.advance(1.0)
@@ -97,7 +99,7 @@ def test_short_claim_drops_stale_entries():
     store.add(1, 999.0)
     dispatcher.tick(clock.time())  # loads the window, claims job 1
     store.add(2, 1001.0)
-    dispatcher.notify({"jobs": [[2, 1001.0, 0, "default"]]})
+    dispatcher.notify(WakeUp.of(jobs=[[2, 1001.0, 0, "default"]]))
     dispatcher.tick(clock.time())
     store.jobs[2].status = "cancelled"  # cancelled elsewhere, no notification
     clock.advance(2)
@@ -115,7 +117,8 @@ def test_timeout_is_written_and_the_slot_reused():
     # Fake clock: the pool's deadline uses it; move past the deadline.
     clock.advance(0.1)
     assert settle(dispatcher, clock, lambda: store.jobs[2].status == "succeeded", timeout=0.25)
-    assert [o.status for o in store.finished if o.job_id == 1] == ["timeout"]
+    ((outcome,),) = [[o for o in store.finished if o.job_id == 1]]
+    assert outcome.status == "failed" and outcome.error["exception_class"] == TIMEOUT_CLASS
 
 
 def test_database_errors_back_off_and_keep_outcomes():
@@ -181,7 +184,7 @@ def test_cancel_notification_reaches_the_running_job():
     store.add(1, 999.0, sleep=5)
     dispatcher.tick(clock.time())
     assert wait_for(lambda: store.jobs[1].runs)
-    dispatcher.notify({"cancel": [1]})
+    dispatcher.notify(WakeUp.of(cancel=[1]))
     assert settle(dispatcher, clock, lambda: store.jobs[1].status == "cancelled", timeout=2)
 
 
@@ -205,7 +208,7 @@ def test_stop_and_notify_wake_a_sleeping_run():
     thread.start()
     time.sleep(0.05)
     store.add(1, 999.0)
-    dispatcher.notify({"jobs": [[1, 999.0, 0, "default"]]})
+    dispatcher.notify(WakeUp.of(jobs=[[1, 999.0, 0, "default"]]))
     assert wait_for(lambda: store.jobs[1].status == "succeeded", 2)
     dispatcher.stop()
     thread.join(2)

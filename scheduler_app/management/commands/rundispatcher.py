@@ -4,7 +4,7 @@ import logging
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
-from scheduler_app import conf, lifecycle
+from scheduler_app import conf
 from scheduler_app.dispatcher import wiring
 from scheduler_app.dispatcher.shutdown import graceful_signals
 from scheduler_app.management import arguments
@@ -49,7 +49,7 @@ class Command(BaseCommand):
                             help="Exit after running this many jobs.")
 
     def handle(self, *args, **options):
-        known = lifecycle.known_queues()
+        known = conf.known_queues()
         concurrency = options["concurrency"] or conf.get("CONCURRENCY")
         if options["queues"]:
             groups = {}

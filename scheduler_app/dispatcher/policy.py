@@ -1,0 +1,115 @@
+"""How an attempt's ending becomes an Outcome: retries, backoff, error entries.
+
+Pure: the settings arrive as values (``wiring`` reads them), so the loop and
+the tests use the same rules the executor does.
+"""
+
+import json
+import random
+import traceback as tb
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from .types import Outcome, Status
+
+# Class paths recorded in ``errors`` for endings that are not exceptions of
+# the task's own. Stored data: they keep these names (the classes are
+# importable from scheduler_app.lifecycle).
+TIMEOUT_CLASS = "scheduler_app.lifecycle.JobTimeout"
+LEASE_EXPIRED_CLASS = "scheduler_app.lifecycle.LeaseExpired"
+LEASE_EXPIRED_MESSAGE = "Lost: the dispatcher running this attempt stopped renewing its lease."
+
+MESSAGE_MAX = 2000
+TRACEBACK_MAX = 20000
+
+
+def error_entry(job, *, exception_class, message, traceback_text, now):
+    """Return the ``errors`` entry of attempt ``job`` that ended with an error."""
+    return {
+        "attempt": job.attempt,
+        "time": now.isoformat(),
+        "worker": job.worker,
+        "exception_class": exception_class,
+        "message": str(message)[:MESSAGE_MAX],
+        "traceback": traceback_text[-TRACEBACK_MAX:],
+    }
+
+
+def _exception_entry(job, exc, now, traceback_text=None, *, message=None):
+    if traceback_text is None:
+        traceback_text = "".join(tb.format_exception(exc))
+    return error_entry(
+        job,
+        exception_class=class_path(exc),
+        message=exc if message is None else message,
+        traceback_text=traceback_text,
+        now=now,
+    )
+
+
+def class_path(exc):
+    exc_type = type(exc)
+    return f"{exc_type.__module__}.{exc_type.__qualname__}"
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Retry with exponential backoff: ``base * 2 ** (attempt - 1)``, capped, +- jitter."""
+
+    base: float = 2.0
+    cap: float = 3600.0
+    jitter: float = 0.25
+    rng: random.Random = field(default_factory=random.Random, compare=False)
+
+    def backoff(self, attempt):
+        """Return seconds to wait before retrying after failed ``attempt`` (1-based)."""
+        delay = min(self.base * 2 ** (attempt - 1), self.cap)
+        return max(0.0, delay * (1 + self.rng.uniform(-self.jitter, self.jitter)))
+
+    def failed(self, job, error, now):
+        """Return the Outcome of an attempt that ended with ``error`` (an errors entry).
+
+        While attempts remain the job goes back to pending after a backoff;
+        otherwise it fails.
+        """
+        if job.attempt < job.max_attempts:
+            retry_at = now + timedelta(seconds=self.backoff(job.attempt))
+            return Outcome(job.id, job.worker, job.attempt, Status.PENDING, error=error, retry_at=retry_at)
+        return Outcome(job.id, job.worker, job.attempt, Status.FAILED, error=error)
+
+    def raised(self, job, exc, now=None, *, traceback_text=None):
+        """Return the Outcome of an attempt whose task raised ``exc`` (retried while attempts remain)."""
+        now = now or datetime.now(UTC)
+        return self.failed(job, _exception_entry(job, exc, now, traceback_text), now)
+
+    @staticmethod
+    def fatal(job, exc, now=None, *, message=None, traceback_text=None):
+        """Return the Outcome of an attempt that failed in a way no retry can mend."""
+        now = now or datetime.now(UTC)
+        error = _exception_entry(job, exc, now, traceback_text, message=message)
+        return Outcome(job.id, job.worker, job.attempt, Status.FAILED, error=error)
+
+    def timed_out(self, job, now=None):
+        """Return the Outcome of an attempt that ran past its timeout (its late result is dropped)."""
+        now = now or datetime.now(UTC)
+        message = f"Timed out after {job.timeout:g}s; the late result is discarded."
+        error = error_entry(job, exception_class=TIMEOUT_CLASS, message=message, traceback_text="", now=now)
+        return self.failed(job, error, now)
+
+    @staticmethod
+    def succeeded(job, value, now=None):
+        """Return the Outcome of an attempt that returned ``value``.
+
+        A value that is not JSON fails the attempt for good (it would fail
+        the same way again); the error keeps the reason.
+        """
+        try:
+            result_json = json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError, RecursionError) as exc:
+            reason = f"The task's return value cannot be stored as JSON: {type(exc).__name__}: {exc}"
+            return RetryPolicy.fatal(job, exc, now, message=reason)
+        return Outcome(job.id, job.worker, job.attempt, Status.SUCCEEDED, result_json=result_json)
+
+    @staticmethod
+    def cancelled(job):
+        return Outcome(job.id, job.worker, job.attempt, Status.CANCELLED)

@@ -1,0 +1,87 @@
+"""What the dispatcher loop asks of its store: the contract, with no Django in it.
+
+``store.DjangoStore`` implements it over the database; the tests' in-memory
+fake implements it over dicts. One contract suite
+(``tests/contract/test_store_contract.py``) runs against both, so the fake
+cannot drift from the real thing.
+
+Times are epoch seconds (floats) on this side of the contract; the store
+turns them into what it stores. Every method runs on the loop thread.
+"""
+
+from collections.abc import Iterable, Sequence
+from typing import Protocol
+
+from .timeline import Entry
+from .types import ClaimedJob, Outcome
+
+
+class Store(Protocol):
+    worker_id: str
+    # Errors that mean "the database is unreachable right now": the loop
+    # backs off, calls reset() and tries again.
+    transient_errors: tuple[type[BaseException], ...]
+
+    # -- this dispatcher's row ---------------------------------------------
+
+    def register(self, *, queues: Iterable[str], slots: dict[str, int]) -> None:
+        """Record this dispatcher as alive, serving ``queues`` with ``slots`` per group."""
+
+    def heartbeat(self, now: float, *, running: int, processed: int, failed: int) -> None:
+        """Record that this dispatcher is alive at ``now``, with its counters."""
+
+    def unregister(self, *, processed: int, failed: int) -> None:
+        """Record that this dispatcher stopped."""
+
+    def reset(self) -> None:
+        """Drop broken connections so the next call reconnects."""
+
+    # -- reads -----------------------------------------------------------
+
+    def load_window(self, queues: Iterable[str], until: float, limit: int) -> list[Entry]:
+        """Return up to ``limit`` entries: due schedules' next runs first, then pending jobs by time."""
+
+    def changes(self, queues: Iterable[str], since: float, limit: int | None = None) -> tuple[list[Entry] | None, float | None]:
+        """Return pending jobs and schedules changed since ``since``, and the newest change time.
+
+        ``(None, None)`` when more than ``limit`` jobs changed: reload instead.
+        A schedule with nothing to run comes as an entry whose ``at`` is None.
+        """
+
+    def data_changed(self) -> bool:
+        """Return whether another process may have committed since the last call (always True where unknown)."""
+
+    def paused_queues(self) -> set[str]:
+        """Return the names of paused queues."""
+
+    def any_due(self, queues: Iterable[str], now: float) -> bool:
+        """Return whether a pending job of ``queues`` is due at ``now``."""
+
+    # -- transitions -----------------------------------------------------
+
+    def claim(self, queues: Iterable[str], limit: int, now: float, ids: Sequence[int] | None = None, finished: Sequence[Outcome] = ()) -> list[ClaimedJob]:
+        """Record ``finished`` outcomes, then claim up to ``limit`` due jobs (only ``ids`` if given).
+
+        Claimed jobs come back in claim order: priority, time, id.
+        """
+
+    def finish(self, outcomes: Sequence[Outcome], now: float) -> set[int]:
+        """Record outcomes; return the ids whose attempt was still current."""
+
+    def renew(self, now: float) -> set[int]:
+        """Extend this dispatcher's leases; return ids of its running jobs whose cancel was requested."""
+
+    def rescue(self, now: float) -> int:
+        """Take back any dispatcher's attempts whose lease expired; return how many.
+
+        Jobs that go back to pending are announced like any other change.
+        """
+
+    def release(self, jobs: Sequence[ClaimedJob], now: float) -> set[int]:
+        """Give this dispatcher's unfinished attempts back to pending (shutdown); return their ids."""
+
+    def materialize(self, now: float, ids: Iterable[int] = ()) -> list[Entry]:
+        """Enqueue the jobs of due schedules; return their entries (``at`` None: nothing left to run)."""
+
+    def housekeeping(self, now: float) -> None:
+        """Mark silent dispatchers dead, catch up on due schedules, prune old jobs."""

@@ -1,0 +1,60 @@
+"""The values the dispatcher passes between its store, its loop and its worker threads.
+
+Pure: no Django. The Django store builds these from rows, the tests' fake
+store builds them from dicts, and the loop cannot tell the two apart.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime
+
+
+class Status:
+    """A job's status, as stored (``models.JobStatus`` has the same values and labels)."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    ALL = (PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED)
+    ACTIVE = (PENDING, RUNNING)
+    FINISHED = (SUCCEEDED, FAILED, CANCELLED)
+    # What an attempt can end as: finished, or back to pending for a retry.
+    OUTCOMES = (SUCCEEDED, FAILED, CANCELLED, PENDING)
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedJob:
+    """One claimed attempt, as the dispatcher and its worker threads see it."""
+
+    id: int
+    task: str
+    args: list
+    kwargs: dict
+    queue: str
+    priority: int
+    execute_at: datetime
+    attempt: int
+    max_attempts: int
+    timeout: float | None
+    cancel_requested: bool
+    worker: str
+    started_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How one attempt ended, to be written by the store's ``finish``."""
+
+    job_id: int
+    worker: str
+    attempt: int
+    status: str  # one of Status.OUTCOMES; pending = retry at retry_at
+    result_json: str | None = None
+    error: dict | None = None
+    retry_at: datetime | None = None
+
+    def __post_init__(self):
+        if self.status not in Status.OUTCOMES:
+            raise ValueError(f"not an outcome status: {self.status!r}")

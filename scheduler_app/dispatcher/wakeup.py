@@ -1,0 +1,118 @@
+"""The wake-up message: what changed, told to every dispatcher.
+
+One type, one wire format. The lifecycle service builds a WakeUp for each
+change and sends it twice: as the payload of a PostgreSQL ``NOTIFY`` (to
+every dispatcher on every host, on commit) and as the ``jobs_changed``
+signal in its own process. Dispatchers decode NOTIFY payloads back into a
+WakeUp; the loop applies it to its timeline and pool.
+
+Wire format (JSON object, every key optional)::
+
+    {"queues": ["default"],                # queues the change touches
+     "jobs": [[id, execute_at epoch, priority, queue], ...],   # now pending
+     "removed": [id, ...],                 # no longer pending
+     "cancel": [id, ...],                  # running jobs asked to stop
+     "schedules": [[id, next run epoch or null], ...],
+     "sync": true,                         # too much to list: poll instead
+     "queues_changed": true}               # a queue was paused or resumed
+
+NOTIFY payloads must stay under 8000 bytes: past ``MAX_ITEMS`` jobs or
+schedules a message says ``sync`` instead of listing them.
+
+Pure: no Django.
+"""
+
+import json
+from dataclasses import dataclass
+
+MAX_ITEMS = 50
+
+# An id no real job has: ``template`` splits the encoded text around it.
+_ID_MARK = -918_273_645_546_372_819
+
+
+@dataclass(frozen=True, slots=True)
+class WakeUp:
+    queues: tuple = ()
+    jobs: tuple = ()  # (id, execute_at epoch, priority, queue)
+    removed: tuple = ()
+    cancel: tuple = ()
+    schedules: tuple = ()  # (schedule id, next run epoch or None)
+    sync: bool = False
+    queues_changed: bool = False
+
+    @classmethod
+    def of(cls, *, jobs=(), removed=(), cancel=(), schedules=(), queues=(), queues_changed=False):
+        """Build a message; ``jobs`` are (id, execute_at epoch, priority, queue) tuples.
+
+        Past MAX_ITEMS jobs, removals or schedules, the message asks for a
+        sync instead of listing them.
+        """
+        jobs = tuple(tuple(j) for j in jobs)
+        schedules = tuple((int(i), at) for i, at in schedules)
+        queues = tuple(sorted(set(queues) | {j[3] for j in jobs}))
+        if max(len(jobs), len(removed), len(cancel), len(schedules)) > MAX_ITEMS:
+            return cls(queues=queues, sync=True, queues_changed=queues_changed)
+        return cls(
+            queues=queues,
+            jobs=jobs,
+            removed=tuple(removed),
+            cancel=tuple(cancel),
+            schedules=schedules,
+            queues_changed=queues_changed,
+        )
+
+    def to_dict(self):
+        data = {"queues": list(self.queues)}
+        for name in ("jobs", "removed", "cancel", "schedules"):
+            value = getattr(self, name)
+            if value:
+                data[name] = [list(v) if isinstance(v, tuple) else v for v in value]
+        if self.sync:
+            data["sync"] = True
+        if self.queues_changed:
+            data["queues_changed"] = True
+        return data
+
+    def encode(self):
+        """Return the message as NOTIFY payload text."""
+        return json.dumps(self.to_dict(), separators=(",", ":"))
+
+    @classmethod
+    def decode(cls, text):
+        """Return the message in ``text``; anything unreadable asks for a sync.
+
+        A payload is only a hint (the database is the truth), so a message
+        from an older or newer version, or garbage, costs one poll, never an
+        exception in the listener.
+        """
+        try:
+            data = json.loads(text)
+            if not isinstance(data, dict):
+                raise ValueError("not an object")
+            return cls(
+                queues=tuple(str(q) for q in data.get("queues", ())),
+                jobs=tuple(
+                    (int(i), float(at), int(p), str(q)) for i, at, p, q in data.get("jobs", ())
+                ),
+                removed=tuple(int(i) for i in data.get("removed", ())),
+                cancel=tuple(int(i) for i in data.get("cancel", ())),
+                schedules=tuple(
+                    (int(i), None if at is None else float(at)) for i, at in data.get("schedules", ())
+                ),
+                sync=bool(data.get("sync", False)),
+                queues_changed=bool(data.get("queues_changed", False)),
+            )
+        except (TypeError, ValueError):
+            return cls(sync=True, queues_changed=True)
+
+    @classmethod
+    def template(cls, execute_at, priority, queue):
+        """Return ``(prefix, suffix)``: the encoded message of one new job, split where its id goes.
+
+        An INSERT that does not know the job's id yet sends
+        ``prefix || id || suffix`` (see ``sql.pg_insert_and_notify``).
+        """
+        text = cls.of(jobs=[(_ID_MARK, execute_at, priority, queue)]).encode()
+        prefix, suffix = text.split(str(_ID_MARK))
+        return prefix, suffix

@@ -1,0 +1,63 @@
+"""The job service: every state change of a job happens here, and only here.
+
+Each transition is one conditional UPDATE (compare-and-set) on the state it
+expects, and reports whether it won. The admin, the API, the django.tasks
+backend, the management commands and the dispatcher all call this package:
+
+- ``validation``: what a valid job is (one rule per field) and ``build_job``;
+- ``creation``: create jobs, one or many (``enqueue``, ``enqueue_many``);
+- ``actions``: cancel, retry, reschedule, run now, pause and resume queues;
+- ``transitions``: the dispatcher's claim, finish, lease renewal, rescue, release;
+- ``retention``: pruning of finished jobs;
+- ``announce``: the wake-up message sent to dispatchers on commit;
+- ``states``: which status allows which change, and the refusal's wording.
+"""
+
+from .actions import (
+    cancel,
+    cancel_many,
+    pause_queue,
+    paused_queues,
+    reschedule,
+    resume_queue,
+    retry,
+    retry_many,
+    run_now_many,
+)
+from .announce import announce, announce_schedules
+from .creation import enqueue, enqueue_many
+from .retention import prune
+from .states import BulkValidationError, InvalidTransition, JobTimeout, LeaseExpired
+from .transitions import claim, finish, release, renew_leases, rescue_expired, set_progress
+from .validation import build_job, error_text, validate_execute_at, validate_priority
+
+__all__ = [
+    "BulkValidationError",
+    "InvalidTransition",
+    "JobTimeout",
+    "LeaseExpired",
+    "announce",
+    "announce_schedules",
+    "build_job",
+    "cancel",
+    "cancel_many",
+    "claim",
+    "enqueue",
+    "enqueue_many",
+    "error_text",
+    "finish",
+    "pause_queue",
+    "paused_queues",
+    "prune",
+    "release",
+    "renew_leases",
+    "reschedule",
+    "rescue_expired",
+    "resume_queue",
+    "retry",
+    "retry_many",
+    "run_now_many",
+    "set_progress",
+    "validate_execute_at",
+    "validate_priority",
+]

@@ -1,0 +1,60 @@
+"""Which changes a job's status allows, and how a refusal is worded (one place for both).
+
+The compare-and-set UPDATEs of the lifecycle filter on these statuses; the
+admin, the API and the commands show :class:`InvalidTransition`'s message
+as it is (HTTP 409 in the API).
+"""
+
+import json
+
+from django.core.exceptions import ValidationError
+
+from ..models import JobStatus
+
+# action -> (statuses it starts from, past participle for the message)
+ALLOWED = {
+    "cancel": ((JobStatus.PENDING, JobStatus.RUNNING), "cancelled"),
+    "retry": ((JobStatus.FAILED, JobStatus.CANCELLED), "retried"),
+    "reschedule": ((JobStatus.PENDING,), "rescheduled"),
+    "run now": ((JobStatus.PENDING,), "run now"),
+}
+
+
+def allowed_from(action):
+    """Return the statuses ``action`` may start from."""
+    return ALLOWED[action][0]
+
+
+def refusal(action, job_id, status):
+    """Return the one wording of "``action`` is not allowed for job ``job_id`` in ``status``"."""
+    statuses, done = ALLOWED[action]
+    names = " or ".join(str(s) for s in statuses)
+    state = status or "gone"
+    return f"Only {names} jobs can be {done}; job {job_id} is {state}."
+
+
+class InvalidTransition(Exception):
+    """The job is not in a state that allows the change (HTTP 409)."""
+
+    def __init__(self, job_id, status, action, detail=""):
+        self.job_id = job_id
+        self.status = status
+        self.action = action
+        message = f"Cannot {action} job {job_id}: {detail}" if detail else refusal(action, job_id, status)
+        super().__init__(message)
+
+
+class BulkValidationError(ValidationError):
+    """Some jobs of a bulk request are invalid; ``by_index`` maps index -> {field: [messages]}."""
+
+    def __init__(self, by_index):
+        self.by_index = by_index
+        super().__init__({str(i): [json.dumps(e)] for i, e in by_index.items()})
+
+
+class LeaseExpired(Exception):
+    """Recorded as the error of an attempt whose dispatcher stopped renewing its lease."""
+
+
+class JobTimeout(Exception):
+    """Recorded as the error of an attempt that ran past its timeout."""

@@ -1,0 +1,190 @@
+"""The dispatcher's transitions: claim, finish, renew leases, rescue, release, progress.
+
+Each is one statement from ``sql`` and a compare-and-set: a claim takes only
+pending rows; a finish, a renewal, a release and a progress report match only
+the attempt they belong to (``status = running AND worker AND attempts``),
+so a slow finisher whose attempt was rescued (and maybe claimed again
+elsewhere) changes nothing.
+"""
+
+import json
+import logging
+from datetime import timedelta
+
+from django.db import transaction
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from .. import sql
+from ..dispatcher.policy import LEASE_EXPIRED_MESSAGE
+from ..dispatcher.types import ClaimedJob
+from ..models import Job, JobStatus
+from .announce import announce
+
+logger = logging.getLogger(__name__)
+
+
+def claim(worker, *, queues, limit, lease, now=None, ids=None, finished=(), connection=None, using="default"):
+    """Claim up to ``limit`` due pending jobs of ``queues`` for ``worker``; return ClaimedJobs.
+
+    One statement: pending -> running, attempts + 1, lease and worker set.
+    With ``ids``, only those jobs are candidates. Outcomes in ``finished``
+    are recorded first (as :func:`finish` does), in the same round trip on
+    PostgreSQL. ``connection``, a psycopg connection to the same PostgreSQL
+    database (the dispatcher's own), runs it as a prepared statement;
+    without one it runs on Django's connection. Claimed jobs come back in
+    claim order (priority, time, FIFO).
+    """
+    now = now or timezone.now()
+    finished = list(finished)
+    queues = sorted(queues) if limit > 0 else []
+    lease_until = now + timedelta(seconds=lease)
+    if sql.is_postgres(using):
+        won, rows = sql.pg_finish_and_claim(
+            _finish_rows(finished),
+            worker=worker,
+            queues=queues,
+            limit=max(limit, 0) if queues else 0,
+            now=now,
+            lease_until=lease_until,
+            ids=ids,
+            connection=connection,
+            using=using,
+        )
+        _report_lost(finished, won)
+        return _claimed(rows, worker, now)
+    if finished:
+        finish(finished, now=now, using=using)
+    if limit <= 0 or not queues:
+        return []
+    rows = sql.sqlite_claim(worker=worker, queues=queues, limit=limit, now=now, lease_until=lease_until, ids=ids, using=using)
+    return _claimed(rows, worker, now)
+
+
+def _load_json(value):
+    return json.loads(value) if isinstance(value, (str, bytes)) else value
+
+
+def _load_dt(value):
+    if isinstance(value, str):
+        value = parse_datetime(value)
+    if value is not None and timezone.is_naive(value):
+        value = timezone.make_aware(value, timezone.UTC)
+    return value
+
+
+def _claimed(rows, worker, now):
+    claimed = [
+        ClaimedJob(
+            id=r[0],
+            task=r[1],
+            args=_load_json(r[2]),
+            kwargs=_load_json(r[3]),
+            queue=r[4],
+            priority=r[5],
+            execute_at=_load_dt(r[6]),
+            attempt=r[7],
+            max_attempts=r[8],
+            timeout=r[9],
+            cancel_requested=bool(r[10]),
+            worker=worker,
+            started_at=now,
+        )
+        for r in rows
+    ]
+    claimed.sort(key=lambda j: (-j.priority, j.execute_at, j.id))
+    return claimed
+
+
+def finish(outcomes, *, now=None, using="default"):
+    """Record how claimed attempts ended, in one statement; return the ids that won.
+
+    An outcome whose attempt is no longer the job's running attempt (it was
+    rescued, and perhaps claimed again) changes nothing and is not returned.
+    """
+    outcomes = list(outcomes)
+    if not outcomes:
+        return set()
+    now = now or timezone.now()
+    if sql.is_postgres(using):
+        won, _ = sql.pg_finish_and_claim(
+            _finish_rows(outcomes), worker="", queues=[], limit=0, now=now, lease_until=now, ids=None, using=using
+        )
+    else:
+        won = sql.sqlite_finish(_finish_rows(outcomes), now=now, using=using)
+    _report_lost(outcomes, won)
+    return won
+
+
+def _report_lost(outcomes, won):
+    lost = [o.job_id for o in outcomes if o.job_id not in won]
+    if lost:
+        logger.warning(
+            "results of %d attempts arrived after the attempt was taken back "
+            "(lease expired) and were discarded: jobs %s",
+            len(lost), lost[:20], extra={"action": "finish_lost"},
+        )
+
+
+def _finish_rows(outcomes):
+    return [
+        (
+            o.job_id,
+            o.worker,
+            o.attempt,
+            str(o.status),
+            o.result_json,
+            json.dumps(o.error) if o.error is not None else None,
+            o.retry_at,
+        )
+        for o in outcomes
+    ]
+
+
+def renew_leases(worker, *, lease, now=None, using="default"):
+    """Extend every lease ``worker`` holds; return ids whose cancel was requested."""
+    now = now or timezone.now()
+    rows = sql.renew(worker=worker, lease_until=now + timedelta(seconds=lease), using=using)
+    return {job_id for job_id, cancel_requested in rows if cancel_requested}
+
+
+def rescue_expired(*, now=None, limit=500, using="default"):
+    """Take back running jobs whose lease expired; return how many.
+
+    Each rescued attempt counts (a poison pill that kills its dispatcher
+    runs out of attempts) and leaves a "lost" error entry. Jobs back to
+    pending are announced, so every dispatcher (this one too) hears of them.
+    """
+    now = now or timezone.now()
+    with transaction.atomic(using=using):
+        rows = sql.rescue(now=now, limit=limit, message=LEASE_EXPIRED_MESSAGE, using=using)
+        pending = [job_id for job_id, status, _ in rows if status == JobStatus.PENDING]
+        if pending:
+            announce(jobs=list(Job.objects.using(using).filter(pk__in=pending)), using=using)
+    if rows:
+        logger.warning("rescued %d jobs with expired leases", len(rows), extra={"action": "rescue"})
+    return len(rows)
+
+
+def release(worker, attempts, *, now=None, using="default"):
+    """Give unfinished attempts of ``worker`` back to pending (shutdown); return their ids."""
+    attempts = list(attempts)
+    if not attempts:
+        return set()
+    now = now or timezone.now()
+    with transaction.atomic(using=using):
+        ids = sql.release(attempts, worker=worker, now=now, using=using)
+        if ids:
+            announce(jobs=list(Job.objects.using(using).filter(pk__in=ids)), using=using)
+    return ids
+
+
+def set_progress(job_id, worker, attempt, progress, *, using="default"):
+    """Record a running attempt's progress; return whether the attempt still runs."""
+    progress = json.loads(json.dumps(progress, allow_nan=False))
+    return bool(
+        Job.objects.using(using)
+        .filter(pk=job_id, status=JobStatus.RUNNING, worker=worker, attempts=attempt)
+        .update(progress=progress)
+    )
+
