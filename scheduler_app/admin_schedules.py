@@ -14,6 +14,9 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from . import conf, registry, schedules
+from .forms import JSONTextField, RuleChoiceField, RuleFormField
+from .lifecycle import validation as job_rules
+from .schedules import rules
 from .admin_views import relative_time
 from .models import JobStatus, Schedule
 
@@ -21,12 +24,14 @@ from .models import JobStatus, Schedule
 class ScheduleForm(forms.ModelForm):
     """Create or change a schedule; errors from ``schedules.clean`` land on their fields."""
 
-    task = forms.ChoiceField(choices=())
-    queue = forms.ChoiceField(choices=(), required=False, help_text="Empty: the task's queue.")
-    priority = forms.IntegerField(required=False, help_text="-100..100, higher runs first. Empty: the task's.")
-    max_attempts = forms.IntegerField(required=False, min_value=1, help_text="Empty: the default.")
-    args = forms.JSONField(required=False, initial=list, help_text='A JSON list, e.g. [1, "a"].')
-    kwargs = forms.JSONField(required=False, initial=dict, help_text='A JSON object, e.g. {"x": 1}.')
+    task = RuleChoiceField(job_rules.TASK, required=True)
+    queue = RuleChoiceField(job_rules.QUEUE, help_text="Empty: the task's queue.")
+    priority = RuleFormField(job_rules.PRIORITY, help_text="-100..100, higher runs first. Empty: the task's.")
+    max_attempts = RuleFormField(job_rules.MAX_ATTEMPTS, help_text="Empty: the default.")
+    timeout = RuleFormField(job_rules.TIMEOUT, help_text="Seconds an attempt may run. Empty: no limit.")
+    args = JSONTextField(job_rules.ARGS, initial="[]", help_text='A JSON list, e.g. [1, "a"].')
+    kwargs = JSONTextField(job_rules.KWARGS, initial="{}", help_text='A JSON object, e.g. {"x": 1}.')
+    interval_seconds = RuleFormField(rules.INTERVAL, help_text="Run every this many seconds. Leave empty for a cron expression.")
     cron = forms.CharField(
         required=False,
         help_text=schedules.CRON_HELP + " Leave empty for an interval.",
@@ -39,23 +44,7 @@ class ScheduleForm(forms.ModelForm):
 
     class Meta:
         model = Schedule
-        fields = [
-            "name",
-            "task",
-            "args",
-            "kwargs",
-            "queue",
-            "priority",
-            "max_attempts",
-            "timeout",
-            "cron",
-            "interval_seconds",
-            "timezone",
-            "enabled",
-            "misfire_policy",
-            "start_at",
-            "end_at",
-        ]
+        fields = list(rules.EDITABLE)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -35,15 +35,31 @@ class SchedulerBackend(BaseTaskBackend):
         self.database = self.options.get("database", "default")
         self.max_attempts = self.options.get("max_attempts")
 
+    def validate_task(self, task):
+        """Refuse what the scheduler's rules refuse, in their words, then what Django checks.
+
+        Runs when a ``Task`` is defined and at every ``using()``: before the
+        app registry is ready, so it checks the values the task carries,
+        not whether it is registered (``enqueue`` does).
+        """
+        from django.core.exceptions import ValidationError
+
+        from .lifecycle import validation as rules
+
+        checks = [(rules.PRIORITY, task.priority), (rules.QUEUE, task.queue_name)]
+        if task.run_after is not None:
+            checks.append((rules.EXECUTE_AT, task.run_after))
+        for rule, value in checks:
+            try:
+                rule.check(value)
+            except ValidationError as exc:
+                raise InvalidTask(rules.error_text(exc)) from None
+        super().validate_task(task)
+
     def enqueue(self, task, args, kwargs):
-        from . import lifecycle, registry
+        from . import lifecycle
 
         self.validate_task(task)
-        if not registry.is_registered(task.module_path):
-            raise InvalidTask(
-                f"Task {task.module_path} is not registered: the scheduler runs only "
-                f"@task functions defined in an installed app's tasks.py."
-            )
         options = {}
         if self.max_attempts is not None:
             options["max_attempts"] = self.max_attempts

@@ -1,20 +1,22 @@
 """Admin forms for jobs: create one (through lifecycle.enqueue) and reschedule one.
 
-``lifecycle.build_job`` and the lifecycle validators are the one authority on
-what a valid job is. These forms parse what a person typed (JSON text, a
-split date/time), run those validators, and turn every error into an inline
-error on the field it belongs to. They never save a Job themselves: the
-ModelAdmin calls ``lifecycle.enqueue`` / ``lifecycle.reschedule``.
+The lifecycle's rules (``lifecycle.validation``) are the one authority on
+what a valid job is. These forms hand what a person typed to the rule of
+each field (``RuleFormField``: the rule parses the text), ask ``build_job``
+about the whole, and show every error inline on its field, worded as the
+API, the commands and ``task.enqueue()`` word it. They never save a Job
+themselves: the ModelAdmin calls ``lifecycle.enqueue`` /
+``lifecycle.reschedule``.
 """
-
-import json
 
 from django import forms
 from django.contrib.admin import widgets as admin_widgets
 from django.core.exceptions import ValidationError
 
-from . import conf, lifecycle, limits, registry
-from .models import PRIORITY_MAX, PRIORITY_MIN, Job, JobStatus
+from . import conf, lifecycle, registry
+from .lifecycle import validation as rules
+from .lifecycle.states import allowed_from, refusal
+from .models import Job
 
 
 def _task_label(task):
@@ -43,36 +45,75 @@ class TaskSelect(forms.Select):
         return option
 
 
-class JSONTextField(forms.CharField):
-    """A JSON document typed as text; ``kind`` is list or dict."""
+def _field_error(exc):
+    """Return a rule's ValidationError as the error of the one field it is about."""
+    messages = [m for ms in exc.message_dict.values() for m in ms] if hasattr(exc, "error_dict") else exc.messages
+    return ValidationError(messages)
 
-    def __init__(self, *, kind, **kwargs):
-        self.kind = kind
-        kwargs.setdefault("widget", forms.Textarea(attrs={"rows": 3, "cols": 60, "class": "vLargeTextField json-input", "spellcheck": "false"}))
+
+class RuleFormField(forms.CharField):
+    """Text a rule parses: an empty box is None (the default); anything else is the rule's to judge."""
+
+    def __init__(self, rule, **kwargs):
+        self.rule = rule
         kwargs.setdefault("required", False)
         super().__init__(**kwargs)
 
+    def to_python(self, value):
+        value = super().to_python(value)
+        if value in self.empty_values:
+            return None
+        try:
+            return self.rule.parse(value)
+        except ValidationError as exc:
+            raise _field_error(exc) from None
+
+
+def checked_by(rule):
+    """Return a form field validator that asks ``rule`` (for values a widget already parsed)."""
+
+    def validate(value):
+        try:
+            rule.check(value)
+        except ValidationError as exc:
+            raise _field_error(exc) from None
+
+    return validate
+
+
+class RuleChoiceField(forms.ChoiceField):
+    """A select whose value the rule judges (the choices are only what the page offers)."""
+
+    def __init__(self, rule, **kwargs):
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("validators", [checked_by(rule)])
+        super().__init__(**kwargs)
+
+    def validate(self, value):
+        if self.required and value in self.empty_values:
+            raise ValidationError(self.error_messages["required"], code="required")
+
+
+class JSONTextField(RuleFormField):
+    """A JSON document typed as text (args, kwargs); empty means an empty list or object."""
+
+    def __init__(self, rule, **kwargs):
+        kwargs.setdefault(
+            "widget",
+            forms.Textarea(attrs={"rows": 3, "cols": 60, "class": "vLargeTextField json-input", "spellcheck": "false"}),
+        )
+        super().__init__(rule, **kwargs)
+
     def prepare_value(self, value):
+        import json
+
         if isinstance(value, (list, dict)):
             return json.dumps(value)
         return value
 
     def to_python(self, value):
-        value = super().to_python(value).strip()
-        if not value:
-            return self.kind()
-        try:
-            parsed = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise ValidationError(
-                "Not valid JSON: %(error)s (line %(line)s, column %(column)s).",
-                code="invalid_json",
-                params={"error": exc.msg, "line": exc.lineno, "column": exc.colno},
-            ) from None
-        if not isinstance(parsed, self.kind):
-            expected = "a JSON list, e.g. [1, 2]" if self.kind is list else 'a JSON object, e.g. {"name": "value"}'
-            raise ValidationError("Must be %(expected)s.", code="invalid_type", params={"expected": expected})
-        return parsed
+        parsed = super().to_python(value)
+        return self.rule.kind() if parsed is None else parsed
 
 
 class _LifecycleValidatedForm(forms.ModelForm):
@@ -93,38 +134,33 @@ class _LifecycleValidatedForm(forms.ModelForm):
 
 
 class JobAddForm(_LifecycleValidatedForm):
-    task = forms.ChoiceField(
+    task = RuleChoiceField(
+        rules.TASK,
+        required=True,
         widget=TaskSelect,
         help_text="Only tasks defined with @task in an installed app's tasks.py can be chosen.",
     )
-    args = JSONTextField(kind=list, label="Args", initial="[]", help_text='Positional arguments as a JSON list, e.g. <code>[1, "two"]</code>.')
-    kwargs = JSONTextField(kind=dict, label="Kwargs", initial="{}", help_text='Keyword arguments as a JSON object, e.g. <code>{"seconds": 5}</code>.')
+    args = JSONTextField(rules.ARGS, label="Args", initial="[]", help_text='Positional arguments as a JSON list, e.g. <code>[1, "two"]</code>.')
+    kwargs = JSONTextField(rules.KWARGS, label="Kwargs", initial="{}", help_text='Keyword arguments as a JSON object, e.g. <code>{"seconds": 5}</code>.')
     execute_at = forms.SplitDateTimeField(
         required=False,
         widget=admin_widgets.AdminSplitDateTime,
+        validators=[checked_by(rules.EXECUTE_AT)],
         label="Execute at",
         help_text="Leave empty to run now (as soon as a worker slot is free).",
     )
-    priority = forms.IntegerField(
-        required=False,
-        min_value=PRIORITY_MIN,
-        max_value=PRIORITY_MAX,
-        help_text=f"{PRIORITY_MIN}..{PRIORITY_MAX}, higher runs first. Empty: the task's default.",
+    priority = RuleFormField(
+        rules.PRIORITY,
+        help_text=f"{rules.PRIORITY.low}..{rules.PRIORITY.high}, higher runs first. Empty: the task's default.",
     )
-    queue = forms.ChoiceField(required=False, help_text="Empty: the task's queue.")
-    max_attempts = forms.IntegerField(
-        required=False,
-        min_value=1,
-        max_value=limits.MAX_ATTEMPTS_MAX,
-        help_text="Attempts before the job fails for good. Empty: the scheduler's default.",
+    queue = RuleChoiceField(rules.QUEUE, help_text="Empty: the task's queue.")
+    max_attempts = RuleFormField(
+        rules.MAX_ATTEMPTS, help_text="Attempts before the job fails for good. Empty: the scheduler's default."
     )
-    timeout = forms.FloatField(
-        required=False,
-        help_text="Seconds an attempt may run. Empty: no limit.",
-    )
-    unique_key = forms.CharField(
-        required=False,
-        max_length=255,
+    timeout = RuleFormField(rules.TIMEOUT, help_text="Seconds an attempt may run. Empty: no limit.")
+    unique_key = RuleFormField(
+        rules.UNIQUE_KEY,
+        strip=False,
         help_text="Optional. While a pending or running job holds this key, no second one is created.",
     )
 
@@ -166,11 +202,11 @@ class JobAddForm(_LifecycleValidatedForm):
 class JobRescheduleForm(_LifecycleValidatedForm):
     """Change when a pending job runs and its priority; nothing else."""
 
-    execute_at = forms.SplitDateTimeField(widget=admin_widgets.AdminSplitDateTime, label="Execute at")
-    priority = forms.IntegerField(
-        min_value=PRIORITY_MIN,
-        max_value=PRIORITY_MAX,
-        help_text=f"{PRIORITY_MIN}..{PRIORITY_MAX}, higher runs first.",
+    execute_at = forms.SplitDateTimeField(
+        widget=admin_widgets.AdminSplitDateTime, validators=[checked_by(rules.EXECUTE_AT)], label="Execute at"
+    )
+    priority = RuleFormField(
+        rules.PRIORITY, required=True, help_text=f"{rules.PRIORITY.low}..{rules.PRIORITY.high}, higher runs first."
     )
 
     class Meta:
@@ -179,18 +215,8 @@ class JobRescheduleForm(_LifecycleValidatedForm):
 
     def clean(self):
         data = super().clean()
-        for field, validator in (("execute_at", lifecycle.validate_execute_at), ("priority", lifecycle.validate_priority)):
-            if data.get(field) is not None:
-                try:
-                    validator(data[field])
-                except ValidationError as exc:
-                    self._add_lifecycle_errors(exc)
         if self.instance.pk is not None:
             status = Job.objects.filter(pk=self.instance.pk).values_list("status", flat=True).first()
-            if status != JobStatus.PENDING:
-                raise ValidationError(
-                    "Only pending jobs can be rescheduled; this job is now %(status)s.",
-                    code="not_pending",
-                    params={"status": status or "deleted"},
-                )
+            if status not in allowed_from("reschedule"):
+                raise ValidationError(refusal("reschedule", self.instance.pk, status), code="not_pending")
         return data

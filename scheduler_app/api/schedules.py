@@ -15,19 +15,15 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
-from scheduler_app import limits, schedules
-from scheduler_app.models import PRIORITY_MAX, PRIORITY_MIN, MisfirePolicy, Schedule
+from scheduler_app import schedules
+from scheduler_app.lifecycle import validation as job_rules
+from scheduler_app.models import Schedule
+from scheduler_app.schedules import rules
 
+from .fields import JSONListField, JSONObjectField, RuleField, StrictKeysMixin
 from .filters import MAX_ID
 from .pagination import EstimatedCountPagination
-from .serializers import (
-    MAX_TIMEOUT_SECONDS,
-    AwareDateTimeField,
-    JobSerializer,
-    JSONListField,
-    JSONObjectField,
-    StrictKeysMixin,
-)
+from .serializers import JobSerializer
 from .views import DETAIL_ERROR, FIELD_ERRORS, StaffOnly
 
 logger = logging.getLogger(__name__)
@@ -48,22 +44,8 @@ class ScheduleSerializer(serializers.ModelSerializer):
         fields = [
             "id",
             "url",
-            "name",
-            "task",
-            "args",
-            "kwargs",
-            "queue",
-            "priority",
-            "max_attempts",
-            "timeout",
-            "cron",
-            "interval_seconds",
-            "timezone",
+            *rules.EDITABLE,
             "description",
-            "enabled",
-            "misfire_policy",
-            "start_at",
-            "end_at",
             "next_run_at",
             "last_run_at",
             "last_job",
@@ -84,42 +66,23 @@ class ScheduleSerializer(serializers.ModelSerializer):
 
 
 class ScheduleWriteSerializer(StrictKeysMixin, serializers.Serializer):
-    """The body of POST, PUT and PATCH /api/schedules/: the shape; the service checks the rest."""
+    """The body of POST, PUT and PATCH /api/schedules/: the shape; the rules check every value."""
 
-    name = serializers.CharField(max_length=schedules.NAME_MAX)
-    task = serializers.CharField(max_length=255, help_text="A registered task (GET /api/tasks/).")
-    args = JSONListField(required=False)
-    kwargs = JSONObjectField(required=False)
-    queue = serializers.CharField(required=False, allow_null=True, max_length=64)
-    priority = serializers.IntegerField(
-        required=False, allow_null=True, min_value=PRIORITY_MIN, max_value=PRIORITY_MAX
-    )
-    max_attempts = serializers.IntegerField(
-        required=False, allow_null=True, min_value=1, max_value=limits.MAX_ATTEMPTS_MAX
-    )
-    timeout = serializers.FloatField(
-        required=False, allow_null=True, min_value=0, max_value=MAX_TIMEOUT_SECONDS
-    )
-    cron = serializers.CharField(
-        required=False, allow_null=True, allow_blank=True, max_length=200, trim_whitespace=True,
-        help_text=schedules.CRON_HELP + " Not with interval_seconds.",
-    )
-    interval_seconds = serializers.IntegerField(
-        required=False, allow_null=True, min_value=1, max_value=schedules.INTERVAL_MAX,
-        help_text="Run every this many seconds. Not with cron.",
-    )
-    timezone = serializers.CharField(
-        required=False, max_length=64, help_text="IANA time zone of the cron expression (default UTC)."
-    )
-    enabled = serializers.BooleanField(required=False)
-    misfire_policy = serializers.ChoiceField(choices=MisfirePolicy.choices, required=False)
-    start_at = AwareDateTimeField(required=False, allow_null=True)
-    end_at = AwareDateTimeField(required=False, allow_null=True)
-
-    def validate_timeout(self, value):
-        if value is not None and value <= 0:
-            raise serializers.ValidationError("Must be greater than 0.")
-        return value
+    name = RuleField(rules.NAME, required=True)
+    task = RuleField(job_rules.TASK, required=True, help_text="A registered task (GET /api/tasks/).")
+    args = RuleField(job_rules.ARGS)
+    kwargs = RuleField(job_rules.KWARGS)
+    queue = RuleField(job_rules.QUEUE, help_text="Default: the task's queue.")
+    priority = RuleField(job_rules.PRIORITY, help_text="Default: the task's priority.")
+    max_attempts = RuleField(job_rules.MAX_ATTEMPTS)
+    timeout = RuleField(job_rules.TIMEOUT)
+    cron = RuleField(rules.CRON, allow_blank=True, help_text=schedules.CRON_HELP + " Not with interval_seconds.")
+    interval_seconds = RuleField(rules.INTERVAL, help_text="Run every this many seconds. Not with cron.")
+    timezone = RuleField(rules.TIMEZONE, allow_null=False, help_text="IANA time zone of the cron expression (default UTC).")
+    enabled = RuleField(rules.ENABLED, allow_null=False)
+    misfire_policy = RuleField(rules.MISFIRE_POLICY, allow_null=False)
+    start_at = RuleField(rules.START_AT, text=True)
+    end_at = RuleField(rules.END_AT, text=True)
 
     def changes(self):
         """Return the service's keyword arguments; giving one of cron/interval clears the other."""

@@ -1,119 +1,18 @@
 """Serializers of the REST API: how jobs, tasks, workers and queues look on the wire.
 
-Write serializers only check the shape of a request (types, ranges, which
-keys are allowed); the lifecycle service has the last word on a job and
-creates it.
+Write serializers check only the shape of a request (which keys are
+allowed); every value goes to the lifecycle's rules through ``RuleField``,
+so the API refuses exactly what the admin, the commands and
+``task.enqueue()`` refuse, with the same messages.
 """
 
-from collections.abc import Mapping
-from datetime import timedelta
-
-from django.utils import timezone
-from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from scheduler_app import conf, limits, registry
-from scheduler_app.models import PRIORITY_MAX, PRIORITY_MIN, Job, Worker
+from scheduler_app import limits
+from scheduler_app.lifecycle import validation as rules
+from scheduler_app.models import Job, Worker
 
-# Bounds that keep later date and time arithmetic (in the dispatcher too)
-# far from datetime's year-9999 overflow.
-MAX_DELAY_SECONDS = 100 * 365 * 24 * 3600
-MAX_TIMEOUT_SECONDS = 365 * 24 * 3600
-# args/kwargs nesting; deeper documents are refused before anything
-# recursive (json.dumps, the database's JSON parser) sees them.
-MAX_JSON_DEPTH = 64
-
-
-class StrictKeysMixin:
-    """Refuse keys the serializer does not declare, naming each of them."""
-
-    unknown_key_message = "Unknown field."
-
-    def to_internal_value(self, data):
-        unknown = {}
-        if isinstance(data, Mapping):
-            unknown = {
-                str(key): [self.unknown_key_message] for key in data if key not in self.fields
-            }
-        try:
-            value = super().to_internal_value(data)
-        except serializers.ValidationError as exc:
-            if unknown and isinstance(exc.detail, Mapping):
-                raise serializers.ValidationError({**unknown, **exc.detail}) from None
-            raise
-        if unknown:
-            raise serializers.ValidationError(unknown)
-        return value
-
-
-class AwareDateTimeField(serializers.DateTimeField):
-    """An ISO 8601 datetime that must carry a UTC offset (or Z)."""
-
-    default_error_messages = {
-        "naive": "Must carry a time zone offset (e.g. 2026-01-01T09:00:00+00:00).",
-    }
-
-    def enforce_timezone(self, value):
-        if timezone.is_naive(value):
-            self.fail("naive")
-        return super().enforce_timezone(value)
-
-
-def check_json_value(value, *, max_depth=MAX_JSON_DEPTH):
-    """Return an error message if ``value`` cannot be stored as JSON text, else None.
-
-    Catches what the JSON parser lets through but the databases refuse:
-    NUL characters (PostgreSQL's jsonb) and lone surrogates (UTF-8), and
-    nesting deep enough to exhaust the recursion limit later on.
-    """
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > max_depth:
-            return f"Nested more than {max_depth} levels deep."
-        if isinstance(item, dict):
-            for key, child in item.items():
-                stack.append((key, depth))
-                stack.append((child, depth + 1))
-        elif isinstance(item, list):
-            stack.extend((child, depth + 1) for child in item)
-        elif isinstance(item, str):
-            if "\x00" in item:
-                return "Text may not contain NUL (\\u0000) characters."
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError:
-                return "Text may not contain lone surrogate characters."
-    return None
-
-
-class _JSONContainerField(serializers.JSONField):
-    container = dict
-    default_error_messages = {"type": "Must be a JSON object."}
-
-    def to_internal_value(self, data):
-        if not isinstance(data, self.container):
-            self.fail("type")
-        problem = check_json_value(data)
-        if problem:
-            raise serializers.ValidationError(problem, code="invalid")
-        return super().to_internal_value(data)
-
-
-@extend_schema_field({"type": "array", "items": {}})
-class JSONListField(_JSONContainerField):
-    """A JSON array of any JSON values."""
-
-    container = list
-    default_error_messages = {"type": "Must be a JSON array (a list of positional arguments)."}
-
-
-@extend_schema_field({"type": "object", "additionalProperties": {}})
-class JSONObjectField(_JSONContainerField):
-    """A JSON object of any JSON values."""
-
-    container = dict
-    default_error_messages = {"type": "Must be a JSON object (keyword arguments by name)."}
+from .fields import JSONListField, JSONObjectField, RuleField, StrictKeysMixin
 
 
 class JobSerializer(serializers.ModelSerializer):
@@ -162,98 +61,25 @@ class JobSerializer(serializers.ModelSerializer):
 class JobCreateSerializer(StrictKeysMixin, serializers.Serializer):
     """The body of POST /api/jobs/ (and of each item of a bulk request)."""
 
-    task = serializers.ChoiceField(
-        choices=[],
-        help_text="A registered task (GET /api/tasks/ lists them).",
+    task = RuleField(rules.TASK, required=True, help_text="A registered task (GET /api/tasks/ lists them).")
+    args = RuleField(rules.ARGS, help_text="Positional arguments (default []).")
+    kwargs = RuleField(rules.KWARGS, help_text="Keyword arguments (default {}).")
+    execute_at = RuleField(
+        rules.EXECUTE_AT, text=True, help_text="When to run, ISO 8601 with an offset. Not with delay. Default: now."
     )
-    args = JSONListField(required=False, help_text="Positional arguments (default []).")
-    kwargs = JSONObjectField(required=False, help_text="Keyword arguments (default {}).")
-    execute_at = AwareDateTimeField(
-        required=False,
-        allow_null=True,
-        help_text="When to run, ISO 8601 with an offset. Not with delay. Default: now.",
+    delay = RuleField(rules.DELAY, help_text="Run this many seconds from now. Not with execute_at.")
+    priority = RuleField(rules.PRIORITY, help_text="Higher runs first. Default: the task's.")
+    queue = RuleField(rules.QUEUE, help_text="A queue the backend serves. Default: the task's.")
+    max_attempts = RuleField(rules.MAX_ATTEMPTS, help_text="Attempts before the job fails for good. Default: the setting's.")
+    timeout = RuleField(rules.TIMEOUT, help_text="Seconds an attempt may run. Default: no limit.")
+    unique_key = RuleField(
+        rules.UNIQUE_KEY, help_text="At most one pending or running job per key; a match returns that job."
     )
-    delay = serializers.FloatField(
-        required=False,
-        allow_null=True,
-        min_value=0,
-        max_value=MAX_DELAY_SECONDS,
-        help_text="Run this many seconds from now. Not with execute_at.",
-    )
-    priority = serializers.IntegerField(
-        required=False,
-        allow_null=True,
-        min_value=PRIORITY_MIN,
-        max_value=PRIORITY_MAX,
-        help_text="Higher runs first. Default: the task's.",
-    )
-    queue = serializers.ChoiceField(
-        choices=[],
-        required=False,
-        allow_null=True,
-        help_text="A queue the backend serves. Default: the task's.",
-    )
-    max_attempts = serializers.IntegerField(
-        required=False, allow_null=True, min_value=1, max_value=limits.MAX_ATTEMPTS_MAX
-    )
-    timeout = serializers.FloatField(
-        required=False,
-        allow_null=True,
-        min_value=0,
-        max_value=MAX_TIMEOUT_SECONDS,
-        help_text="Seconds an attempt may run (greater than 0). Default: no limit.",
-    )
-    unique_key = serializers.CharField(
-        required=False,
-        allow_null=True,
-        allow_blank=True,
-        max_length=255,
-        help_text="At most one pending or running job per key; a match returns that job.",
-    )
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        # Read at instantiation: the registry and settings.TASKS are only
-        # complete once apps are ready, and tests may override them.
-        names = registry.names()
-        queues = sorted(conf.known_queues())
-        self.fields["task"].choices = names
-        self.fields["task"].error_messages["invalid_choice"] = (
-            '"{input}" is not a registered task. GET /api/tasks/ lists them: '
-            + ", ".join(names)
-            + "."
-        )
-        self.fields["queue"].choices = queues
-        self.fields["queue"].error_messages["invalid_choice"] = (
-            "Unknown queue \"{input}\". Known queues: " + ", ".join(queues) + "."
-        )
-
-    def validate_timeout(self, value):
-        if value is not None and value <= 0:
-            raise serializers.ValidationError("Must be greater than 0.")
-        return value
-
-    def validate(self, attrs):
-        delay = attrs.pop("delay", None)
-        if delay is not None:
-            if attrs.get("execute_at") is not None:
-                raise serializers.ValidationError(
-                    {"delay": ["Give either execute_at or delay, not both."]}
-                )
-            attrs["execute_at"] = timezone.now() + timedelta(seconds=delay)
-        return attrs
 
     @staticmethod
     def enqueue_spec(validated_data):
         """Return the lifecycle's keyword arguments for one validated body (None dropped)."""
-        data = dict(validated_data)
-        spec = {
-            "task": data.pop("task"),
-            "args": data.pop("args", []),
-            "kwargs": data.pop("kwargs", {}),
-        }
-        spec.update({k: v for k, v in data.items() if v is not None})
-        return spec
+        return {k: v for k, v in validated_data.items() if v is not None}
 
 
 class BoundedListField(serializers.ListField):
@@ -285,10 +111,8 @@ class RescheduleSerializer(StrictKeysMixin, serializers.Serializer):
 
     unknown_key_message = "Cannot be changed: a PATCH may only set execute_at and priority."
 
-    execute_at = AwareDateTimeField(required=False)
-    priority = serializers.IntegerField(
-        required=False, min_value=PRIORITY_MIN, max_value=PRIORITY_MAX
-    )
+    execute_at = RuleField(rules.EXECUTE_AT, text=True, allow_null=False)
+    priority = RuleField(rules.PRIORITY, allow_null=False)
 
     def validate(self, attrs):
         if not attrs:

@@ -28,7 +28,14 @@ from .announce import announce, announce_schedules
 from .creation import enqueue, enqueue_many
 from .retention import prune
 from .states import BulkValidationError, InvalidTransition, JobTimeout, LeaseExpired
-from .transitions import claim, finish, release, renew_leases, rescue_expired, set_progress
+from .transitions import (
+    claim,
+    finish,
+    release,
+    renew_leases,
+    rescue_expired,
+    set_progress,
+)
 from .validation import build_job, error_text, validate_execute_at, validate_priority
 
 __all__ = [

@@ -52,6 +52,10 @@ class Rule:
     def parse(self, text):
         return self.check(text)
 
+    def schema(self):
+        """Return the JSON schema of a valid value (the API's schema quotes it)."""
+        return {}
+
 
 class WholeNumber(Rule):
     def __init__(self, field, low, high):
@@ -70,13 +74,16 @@ class WholeNumber(Rule):
             self.fail()
         return self.check(value)
 
+    def schema(self):
+        return {"type": "integer", "minimum": self.low, "maximum": self.high}
+
 
 class Seconds(Rule):
     """A number of seconds in ``(0, high]`` (or ``[0, high]`` with ``zero_ok``)."""
 
     def __init__(self, field, high, *, zero_ok=False):
-        low = "from 0" if zero_ok else "greater than 0"
-        super().__init__(field, f"Must be a number of seconds {low} and at most {high}.")
+        wording = f"from 0 to {high}" if zero_ok else f"greater than 0 and at most {high}"
+        super().__init__(field, f"Must be a number of seconds {wording}.")
         self.high, self.zero_ok = high, zero_ok
 
     def check(self, value):
@@ -92,6 +99,11 @@ class Seconds(Rule):
         except ValueError:
             self.fail()
         return self.check(value)
+
+    def schema(self):
+        # OpenAPI 3.0: exclusiveMinimum is a flag on minimum.
+        low = {"minimum": 0} if self.zero_ok else {"minimum": 0, "exclusiveMinimum": True}
+        return {"type": "number", **low, "maximum": self.high}
 
 
 class Moment(Rule):
@@ -125,6 +137,9 @@ class Moment(Rule):
             self.fail()
         return self.check(value)
 
+    def schema(self):
+        return {"type": "string", "format": "date-time"}
+
 
 class Text(Rule):
     def __init__(self, field, max_length):
@@ -138,6 +153,9 @@ class Text(Rule):
         if problem:
             self.fail(problem)
         return value
+
+    def schema(self):
+        return {"type": "string", "maxLength": self.max_length}
 
 
 def json_problem(value, *, max_depth=JSON_DEPTH_MAX):
@@ -209,6 +227,11 @@ class JSONContainer(Rule):
             self.fail(f"Not valid JSON: {exc}.")
         return self.check(value)
 
+    def schema(self):
+        if self.kind is list:
+            return {"type": "array", "items": {}}
+        return {"type": "object", "additionalProperties": {}}
+
 
 class TaskName(Rule):
     def __init__(self):
@@ -221,6 +244,9 @@ class TaskName(Rule):
         except registry.UnknownTask as exc:
             self.fail(str(exc))
 
+    def schema(self):
+        return {"type": "string", "enum": registry.names()}
+
 
 class QueueName(Rule):
     def __init__(self):
@@ -228,10 +254,13 @@ class QueueName(Rule):
 
     def check(self, value):
         known = conf.known_queues()
-        if value not in known:
+        if not isinstance(value, str) or value not in known:
             shown = value if isinstance(value, str) and json_problem(value) is None else "?"
             self.fail(f"Unknown queue '{shown}'. Known queues: {', '.join(sorted(known))}.")
         return value
+
+    def schema(self):
+        return {"type": "string", "enum": sorted(conf.known_queues())}
 
 
 TASK = TaskName()

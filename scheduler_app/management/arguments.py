@@ -5,49 +5,29 @@ command parser turns that into ``error: ...`` and exit code 2.
 """
 
 import argparse
-import json
 import re
 from datetime import timedelta
 
-from django.utils.dateparse import parse_datetime
+from django.core.exceptions import ValidationError
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
-def json_list(text):
-    value = _json(text)
-    if not isinstance(value, list):
-        raise argparse.ArgumentTypeError(f"expected a JSON list, got {text!r}")
-    return value
+def rule(rule):
+    """Return an argparse type that hands the text to one of the lifecycle's rules.
 
+    The error is the rule's own message, as the API and the admin show it.
+    """
 
-def json_object(text):
-    value = _json(text)
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r}")
-    return value
+    def parse(text):
+        try:
+            return rule.parse(text)
+        except ValidationError as exc:
+            raise argparse.ArgumentTypeError(" ".join(exc.messages)) from None
 
-
-def _json(text):
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"invalid JSON {text!r}: {exc}") from None
-
-
-def aware_datetime(text):
-    try:
-        value = parse_datetime(text)
-    except ValueError:
-        value = None
-    if value is None:
-        raise argparse.ArgumentTypeError(f"invalid ISO 8601 datetime {text!r}")
-    if value.tzinfo is None:
-        raise argparse.ArgumentTypeError(
-            f"datetime {text!r} needs a UTC offset, e.g. {text}+00:00"
-        )
-    return value
+    parse.__name__ = rule.field  # argparse names the type in some messages
+    return parse
 
 
 def seconds(text):
@@ -74,16 +54,6 @@ def positive_int(text):
         raise argparse.ArgumentTypeError(f"invalid whole number {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {text!r}")
-    return value
-
-
-def priority(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid priority {text!r}") from None
-    if not -100 <= value <= 100:
-        raise argparse.ArgumentTypeError(f"priority must be between -100 and 100, got {value}")
     return value
 
 

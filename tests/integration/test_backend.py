@@ -94,7 +94,7 @@ def test_tasks_outside_tasks_modules_are_refused():
     # Not in an installed app's tasks.py: a dispatcher could not run it.
     from tests.testapp.stray import stray
 
-    with pytest.raises(InvalidTask, match="not registered"):
+    with pytest.raises(InvalidTask, match="is not a registered task"):
         stray.enqueue()
     assert Job.objects.count() == 0
 

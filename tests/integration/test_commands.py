@@ -25,13 +25,13 @@ def test_enqueue_prints_the_new_job_id(capsys):
     "args, message",
     [
         (["nope.task"], "not a registered task"),
-        (["tests.testapp.tasks.add", "--args", "{"], "invalid JSON"),
-        (["tests.testapp.tasks.add", "--args", "{}"], "expected a JSON list"),
-        (["tests.testapp.tasks.add", "--kwargs", "[]"], "expected a JSON object"),
-        (["tests.testapp.tasks.add", "--at", "2026-01-01T10:00:00"], "needs a UTC offset"),
-        (["tests.testapp.tasks.add", "--at", "tomorrow"], "invalid ISO 8601"),
-        (["tests.testapp.tasks.add", "--in", "-5"], "seconds must be >= 0"),
-        (["tests.testapp.tasks.add", "--priority", "500"], "between -100 and 100"),
+        (["tests.testapp.tasks.add", "--args", "{"], "Not valid JSON"),
+        (["tests.testapp.tasks.add", "--args", "{}"], "Must be a JSON list of positional arguments."),
+        (["tests.testapp.tasks.add", "--kwargs", "[]"], "Must be a JSON object of keyword arguments."),
+        (["tests.testapp.tasks.add", "--at", "2026-01-01T10:00:00"], "Must carry a time zone offset"),
+        (["tests.testapp.tasks.add", "--at", "tomorrow"], "Must be an ISO 8601 date and time"),
+        (["tests.testapp.tasks.add", "--in", "-5"], "Must be a number of seconds from 0 to 3153600000."),
+        (["tests.testapp.tasks.add", "--priority", "500"], "Must be a whole number from -100 to 100."),
         (["tests.testapp.tasks.add", "--queue", "nope"], "Unknown queue"),
         (["tests.testapp.tasks.add", "--at", "2026-01-01T10:00:00+00:00", "--in", "5"], "not allowed with"),
     ],
@@ -40,6 +40,7 @@ def test_enqueue_bad_input(args, message):
     result = run_manage("enqueue", *args, timeout=60)
     assert result.returncode == 2
     assert message in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr  # no usage text
     assert Job.objects.count() == 0
 
 

@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from scheduler_app import schedules, signals
 from scheduler_app.models import Job, Schedule
+from scheduler_app.schedules import dispatch
 
 pytestmark = pytest.mark.django_db
 
@@ -76,7 +77,7 @@ def test_compare_and_set_lets_only_one_caller_win():
     due = s.next_run_at
     stale = Schedule.objects.get(pk=s.pk)  # what a second dispatcher read
     schedules.materialize_due(due)
-    assert schedules._materialize_one(stale, due, "default") is False
+    assert dispatch._materialize_one(stale, due, "default") is False
     assert len(jobs_of(s)) == 1
     # A dispatcher whose heap entry is stale learns the current next run.
     assert schedules.materialize_due(due, ids=[s.pk]) == [(s.pk, (due + timedelta(seconds=60)).timestamp())]
@@ -133,7 +134,7 @@ def test_a_schedule_disabled_between_read_and_update_makes_no_job():
     s = make(interval_seconds=60)
     read = Schedule.objects.get(pk=s.pk)
     schedules.disable(s.pk)
-    assert schedules._materialize_one(read, read.next_run_at, "default") is False
+    assert dispatch._materialize_one(read, read.next_run_at, "default") is False
     assert jobs_of(s) == []
 
 

@@ -1,9 +1,10 @@
 import argparse
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from scheduler_app import conf, lifecycle
 from scheduler_app.management import arguments
+from scheduler_app.management.base import SchedulerCommand
 from scheduler_app.models import FINISHED_STATUSES, Job
 
 
@@ -17,7 +18,7 @@ def status_list(text):
     return statuses
 
 
-class Command(BaseCommand):
+class Command(SchedulerCommand):
     help = (
         "Delete finished jobs older than the retention (SCHEDULER['RETENTION'], by status) "
         "or --older-than, in batches."

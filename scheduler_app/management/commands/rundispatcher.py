@@ -1,13 +1,14 @@
 import argparse
 import logging
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db import connections
 
 from scheduler_app import conf
 from scheduler_app.dispatcher import wiring
 from scheduler_app.dispatcher.shutdown import graceful_signals
 from scheduler_app.management import arguments
+from scheduler_app.management.base import SchedulerCommand
 
 logger = logging.getLogger("scheduler_app.dispatcher")
 
@@ -22,7 +23,7 @@ def queue_spec(text):
     return name, arguments.positive_int(slots) if slots else None
 
 
-class Command(BaseCommand):
+class Command(SchedulerCommand):
     help = (
         "Run the dispatcher: mirror pending jobs in a timed heap, claim due jobs "
         "when a worker slot is free, run them on a bounded thread pool."

@@ -1,0 +1,86 @@
+"""Serializer fields that hand their value to the service's rules instead of restating them.
+
+A ``RuleField`` accepts what the JSON body holds, asks one rule of
+``scheduler_app.lifecycle.validation`` (or a schedule rule) whether it is
+valid, and turns the rule's ``ValidationError`` into DRF's: the message is
+the rule's own, the same the admin, the commands and ``task.enqueue()``
+show. The OpenAPI schema of the field is the rule's ``schema()``.
+"""
+
+from collections.abc import Mapping
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from drf_spectacular.drainage import set_override
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+
+def rule_messages(exc):
+    """Return the messages of a rule's ValidationError (one field's)."""
+    if hasattr(exc, "error_dict"):
+        return [m for messages in exc.message_dict.values() for m in messages]
+    return list(exc.messages)
+
+
+class RuleField(serializers.Field):
+    """A value checked by ``rule``; ``text=True``: a JSON string the rule parses (a date and time)."""
+
+    def __init__(self, rule, *, text=False, allow_blank=False, **kwargs):
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("allow_null", not kwargs["required"])
+        super().__init__(**kwargs)
+        self.rule = rule
+        self.text = text
+        self.allow_blank = allow_blank  # "" means "none" (a schedule's cron)
+        # DRF builds a serializer's fields anew for each instance (deep
+        # copy = __init__ again), so enums of tasks and queues are current.
+        schema = rule.schema()
+        if self.allow_null:
+            schema["nullable"] = True
+        set_override(self, "field", schema)
+
+    def to_internal_value(self, data):
+        if self.allow_blank and data == "":
+            return data
+        try:
+            if self.text:
+                if not isinstance(data, str):
+                    self.rule.fail()
+                return self.rule.parse(data)
+            self.rule.check(data)
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError(rule_messages(exc)) from None
+        return data
+
+    def to_representation(self, value):
+        return value
+
+
+class StrictKeysMixin:
+    """Refuse keys the serializer does not declare, naming each of them."""
+
+    unknown_key_message = "Unknown field."
+
+    def to_internal_value(self, data):
+        unknown = {}
+        if isinstance(data, Mapping):
+            unknown = {str(key): [self.unknown_key_message] for key in data if key not in self.fields}
+        try:
+            value = super().to_internal_value(data)
+        except serializers.ValidationError as exc:
+            if unknown and isinstance(exc.detail, Mapping):
+                raise serializers.ValidationError({**unknown, **exc.detail}) from None
+            raise
+        if unknown:
+            raise serializers.ValidationError(unknown)
+        return value
+
+
+@extend_schema_field({"type": "array", "items": {}})
+class JSONListField(serializers.JSONField):
+    """A JSON array of any JSON values (read-only: output)."""
+
+
+@extend_schema_field({"type": "object", "additionalProperties": {}})
+class JSONObjectField(serializers.JSONField):
+    """A JSON object of any JSON values (read-only: output)."""

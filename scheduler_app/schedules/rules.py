@@ -1,0 +1,113 @@
+"""What a valid schedule is: one rule per schedule field (the job fields use the lifecycle's rules).
+
+``service.clean`` applies them; the admin form and the API hand values to
+them and translate their errors, as for jobs.
+"""
+
+from datetime import UTC, datetime
+
+from cronsim import CronSim, CronSimError
+
+from ..lifecycle.validation import Moment, Rule, Text, WholeNumber
+from ..models import MisfirePolicy
+from .timetable import CRON_HELP, zone_names
+
+NAME_MAX = 200
+CRON_MAX = 200
+INTERVAL_MAX = 366 * 24 * 3600
+TIMING_FIELDS = ("cron", "interval_seconds", "timezone", "start_at", "end_at")
+JOB_FIELDS = ("task", "args", "kwargs", "queue", "priority", "max_attempts", "timeout")
+# The fields a person or a request may set: the admin form and the API's
+# write serializer both use this list.
+EDITABLE = ("name", *JOB_FIELDS, *TIMING_FIELDS, "enabled", "misfire_policy")
+
+
+class Name(Text):
+    """Non-blank text, stripped."""
+
+    required = "This field is required."
+
+    def check(self, value):
+        if value is None or (isinstance(value, str) and not value.strip()):
+            self.fail(self.required)
+        return super().check(value.strip() if isinstance(value, str) else value)
+
+
+class Cron(Rule):
+    def __init__(self):
+        super().__init__("cron", f"Must be text. {CRON_HELP}")
+
+    def check(self, expr):
+        """Return the normalised expression (single spaces)."""
+        if not isinstance(expr, str) or len(expr) > CRON_MAX:
+            self.fail()
+        parts = expr.split()
+        if len(parts) != 5:
+            self.fail(f"Invalid cron expression {expr!r}: {len(parts)} fields given. {CRON_HELP}")
+        normal = " ".join(parts)
+        try:
+            next(CronSim(normal, datetime(2000, 1, 1, tzinfo=UTC)))
+        except CronSimError as exc:
+            self.fail(f"Invalid cron expression {expr!r}: {exc}. {CRON_HELP}")
+        except StopIteration:
+            self.fail(f"The cron expression {expr!r} never matches a date.")
+        return normal
+
+    def schema(self):
+        return {"type": "string", "maxLength": CRON_MAX}
+
+
+class Zone(Rule):
+    """An IANA time zone name; not ``localtime`` (it would depend on the host)."""
+
+    def __init__(self):
+        super().__init__("timezone", "")
+
+    def check(self, name):
+        if not isinstance(name, str) or name not in zone_names():
+            shown = name if isinstance(name, str) and name.isprintable() and len(name) < 100 else "?"
+            self.fail(
+                f"Unknown time zone {shown!r}. Use an IANA name such as "
+                "'Europe/Berlin', 'America/New_York' or 'UTC'."
+            )
+        return name
+
+    def schema(self):
+        return {"type": "string", "maxLength": 64}
+
+
+class Choice(Rule):
+    def __init__(self, field, values):
+        super().__init__(field, f"Must be one of {', '.join(values)}.")
+        self.values = tuple(values)
+
+    def check(self, value):
+        if value not in self.values:
+            self.fail()
+        return value
+
+    def schema(self):
+        return {"type": "string", "enum": list(self.values)}
+
+
+class Flag(Rule):
+    def __init__(self, field):
+        super().__init__(field, "Must be true or false.")
+
+    def check(self, value):
+        if not isinstance(value, bool):
+            self.fail()
+        return value
+
+    def schema(self):
+        return {"type": "boolean"}
+
+
+NAME = Name("name", NAME_MAX)
+CRON = Cron()
+INTERVAL = WholeNumber("interval_seconds", 1, INTERVAL_MAX)
+TIMEZONE = Zone()
+START_AT = Moment("start_at")
+END_AT = Moment("end_at")
+ENABLED = Flag("enabled")
+MISFIRE_POLICY = Choice("misfire_policy", MisfirePolicy.values)
