@@ -210,6 +210,21 @@ class Job(models.Model):
         return ids
 
 
+class Dashboard(Job):
+    """The admin's live dashboard: a proxy with no rows or table of its own.
+
+    It exists so the admin mounts the dashboard like any model (a URL under
+    the Scheduler app, an entry on the index) and so it has a permission,
+    ``view_dashboard``, of its own.
+    """
+
+    class Meta:
+        proxy = True
+        verbose_name = "Dashboard"
+        verbose_name_plural = "Dashboard"
+        default_permissions = ("view",)
+
+
 class WorkerState(models.TextChoices):
     ALIVE = "alive", "Alive"
     STOPPED = "stopped", "Stopped"

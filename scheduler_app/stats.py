@@ -10,7 +10,7 @@ from django.db.models import Count, Min, Q
 from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
-from . import conf, sql
+from . import conf, schedules, sql
 from .models import ACTIVE_STATUSES, FINISHED_STATUSES, Job, JobStatus, Queue, Worker
 
 # Past this many rows (PostgreSQL's own estimate), finished-status counts come
@@ -133,6 +133,65 @@ def throughput_series(now=None, minutes=60):
         if bucket is not None:
             bucket[row["status"]] = row["n"]
     return [{"minute": m.isoformat(), **counts} for m, counts in buckets.items()]
+
+
+# ---------------------------------------------------------------------------
+# Rows for the dashboard: model instances with only the columns it shows.
+
+
+def upcoming_jobs(now=None, limit=20):
+    """Return the next pending jobs in the order they will run.
+
+    Due jobs first, in claim order (priority desc, execute_at, id); then
+    future jobs by execute_at, id. Each half is served by a partial pending
+    index. Jobs of paused queues are listed, since they keep their place
+    once the queue resumes. With several queues the dispatcher claims per
+    queue, so across queues this order is the global intent, not a promise.
+    """
+    now = now or timezone.now()
+    fields = ["id", "task", "queue", "priority", "execute_at", "attempts", "max_attempts"]
+    due = list(Job.objects.due(now).in_claim_order().only(*fields)[:limit])
+    if len(due) >= limit:
+        return due
+    future = Job.objects.pending().filter(execute_at__gt=now).order_by("execute_at", "id").only(*fields)
+    return due + list(future[: limit - len(due)])
+
+
+def upcoming(now=None, limit=20):
+    """Return the next pending jobs and the next runs of enabled schedules, in run order.
+
+    A list of ``Job`` and ``Schedule`` instances: due jobs keep their claim
+    order at the top; future jobs and schedule runs follow by time (a job
+    before a schedule run at the same time).
+    """
+    now = now or timezone.now()
+    jobs = upcoming_jobs(now, limit)
+    runs = schedules.upcoming(now, limit)
+    if not runs:
+        return jobs
+    due = [j for j in jobs if j.execute_at <= now]
+    later = [j for j in jobs if j.execute_at > now] + runs
+    later.sort(key=lambda row: row.execute_at if isinstance(row, Job) else row.next_run_at)
+    return (due + later)[:limit]
+
+
+def running_jobs(limit=50):
+    """Return running jobs, longest-running first."""
+    fields = ["id", "task", "queue", "worker", "attempts", "max_attempts", "started_at", "progress", "cancel_requested"]
+    return list(Job.objects.running().order_by("started_at", "id").only(*fields)[:limit])
+
+
+def recent_failures(limit=10):
+    """Return the last failed jobs, most recent first (with their errors)."""
+    fields = ["id", "task", "queue", "attempts", "finished_at", "errors"]
+    return list(Job.objects.filter(status=JobStatus.FAILED).order_by("-finished_at", "-id").only(*fields)[:limit])
+
+
+def recent_workers(now=None, limit=50):
+    """Return live dispatchers, and the ones that stopped or went silent in the last hour."""
+    now = now or timezone.now()
+    recent = Q(state="alive") | Q(last_heartbeat__gte=now - timedelta(hours=1))
+    return list(Worker.objects.filter(recent).order_by("-last_heartbeat")[:limit])
 
 
 def overview(now=None):

@@ -10,7 +10,8 @@ from django.contrib.messages import get_messages
 from django.urls import reverse
 from django.utils import timezone
 
-from scheduler_app import admin as scheduler_admin
+from scheduler_app.admin import changelist
+from scheduler_app.admin import jobs as job_admin
 from scheduler_app.models import Job, JobStatus
 
 from .conftest import ADD
@@ -140,11 +141,11 @@ class TestList:
     def test_count_is_capped(self, admin_client_, make_job):
         for _ in range(8):
             make_job()
-        with mock.patch.object(scheduler_admin.CappedCountPaginator, "cap", 5):
+        with mock.patch.object(changelist.CappedCountPaginator, "cap", 5):
             html = admin_client_.get(CHANGELIST).content.decode()
         assert "More than 5 jobs" in html
         assert "8 jobs" not in html
-        with mock.patch.object(scheduler_admin.CappedCountPaginator, "cap", 5):
+        with mock.patch.object(changelist.CappedCountPaginator, "cap", 5):
             html = admin_client_.get(CHANGELIST, {"q": "add"}).content.decode()
         assert "more than 5 results" in html
         html = admin_client_.get(CHANGELIST, {"q": "add"}).content.decode()
@@ -274,7 +275,7 @@ class TestChangeView:
         response = admin_client_.post(change_url(job), {**split_dt(job.execute_at), "priority": "9", "_save": "Save"})
         assert response.status_code == 302 and response["Location"] == change_url(job)
         assert message_texts(response) == [
-            f"Job {job.pk} was not rescheduled: it is running now, and only pending jobs can be rescheduled."
+            f"Not rescheduled: Only pending jobs can be rescheduled; job {job.pk} is running."
         ]
         job.refresh_from_db()
         assert job.priority == 0
@@ -384,7 +385,7 @@ class TestActions:
 
     def test_too_many_selected_changes_nothing(self, admin_client_, make_job):
         jobs = [make_job() for _ in range(3)]
-        with mock.patch.object(scheduler_admin, "MAX_ACTION_JOBS", 2):
+        with mock.patch.object(job_admin, "MAX_ACTION_JOBS", 2):
             response = act(admin_client_, "cancel_jobs", jobs)
         assert "nothing was changed" in message_texts(response)[0]
         assert set(Job.objects.values_list("status", flat=True)) == {"pending"}

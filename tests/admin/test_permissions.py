@@ -86,3 +86,35 @@ def test_staff_with_change_permissions_can_act(client, staff_user, make_job):
     assert Queue.objects.get(name="default").paused
     assert client.post(ADD_URL, {"task": ADD, "args": "[1, 1]", "kwargs": "{}"}).status_code == 302
     assert Job.objects.filter(created_by=staff_user).count() == 1
+
+
+@pytest.mark.parametrize(
+    ("perms", "status"),
+    [
+        ((), 403),
+        (("view_dashboard",), 200),
+        (("view_job",), 200),  # what the dashboard needed before it had a permission of its own
+        (("change_queue", "view_worker"), 403),
+    ],
+)
+def test_who_sees_the_dashboard(client, staff_user, perms, status):
+    grant(staff_user, *perms)
+    client.force_login(staff_user)
+    assert client.get(DASHBOARD).status_code == status
+    assert client.get(DATA).status_code == status
+    listed = DASHBOARD in client.get(reverse("admin:index")).content.decode()
+    assert listed is (status == 200)
+
+
+def test_view_dashboard_alone_watches_the_dashboard_only(client, staff_user, make_job):
+    grant(staff_user, "view_dashboard")
+    make_job()
+    client.force_login(staff_user)
+    page = client.get(DASHBOARD).content.decode()
+    assert 'id="sched-count-pending">1<' in page and ">Pause</button>" not in page
+    assert client.get(reverse("admin:app_list", args=["scheduler_app"])).status_code == 200
+    assert client.get(CHANGELIST).status_code == 403
+    assert client.post(PAUSE).status_code == 403
+    grant(staff_user, "change_queue")
+    assert client.post(PAUSE).status_code == 302
+    assert Queue.objects.get(name="default").paused

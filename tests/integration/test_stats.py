@@ -45,3 +45,22 @@ def test_finished_counts_are_estimated_on_big_postgres_tables(monkeypatch):
     # Active statuses stay exact; the finished one comes from pg_stats (exact on a small sample).
     assert (counts["pending"], counts["running"]) == (14, 2)
     assert counts["cancelled"] == 20
+
+
+def test_dashboard_rows():
+    from scheduler_app import schedules
+
+    now = timezone.now()
+    due, _ = lifecycle.enqueue(ADD, [1, 1], execute_at=now - timedelta(minutes=1))
+    soon, _ = lifecycle.enqueue(ADD, [1, 1], execute_at=now + timedelta(minutes=5))
+    later, _ = lifecycle.enqueue(ADD, [1, 1], execute_at=now + timedelta(hours=3))
+    schedule = schedules.create(name="hourly", task=ADD, interval_seconds=3600, start_at=now + timedelta(hours=1))
+    # Due jobs first; then future jobs and schedule runs by time.
+    assert [(type(r).__name__, r.pk) for r in stats.upcoming(now)] == [
+        ("Job", due.pk), ("Job", soon.pk), ("Schedule", schedule.pk), ("Job", later.pk)
+    ]
+    assert [r.pk for r in stats.upcoming(now, limit=2)] == [due.pk, soon.pk]
+    assert stats.running_jobs() == [] and stats.recent_failures() == []
+    Worker.objects.create(id="old", hostname="h", pid=1, state="stopped", last_heartbeat=now - timedelta(hours=2))
+    Worker.objects.create(id="new", hostname="h", pid=2)
+    assert [w.id for w in stats.recent_workers(now)] == ["new"]

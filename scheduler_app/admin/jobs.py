@@ -1,253 +1,44 @@
-"""The Django admin console for jobs and dispatcher processes.
+"""The job admin: list, add (``lifecycle.enqueue``), reschedule and actions.
 
 Entry points only: every change of a job goes through ``lifecycle`` (create
 with ``enqueue``, reschedule with ``reschedule``, cancel/retry/run-now with
-the ``*_many`` functions). The live dashboard lives in ``admin_views``.
+the ``*_many`` functions).
 """
-
-import calendar
-import datetime
-import json
 
 from django.contrib import admin, messages
 from django.contrib.admin.options import ActionLocation
-from django.contrib.admin.views.main import ChangeList
-from django.core.paginator import Paginator
 from django.http import HttpResponseRedirect
 from django.urls import reverse
-from django.utils import formats, timezone
-from django.utils.dateparse import parse_date
-from django.utils.functional import cached_property
-from django.utils.html import escape, format_html, format_html_join
-from django.utils.safestring import mark_safe
-from django.utils.text import capfirst
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
 
-from . import admin_views, conf, lifecycle, registry
-from .admin_views import humanize_seconds, relative_time, worker_state
-from .forms import JobAddForm, JobRescheduleForm
-from .models import Job, JobStatus, Queue, Schedule, Worker
+from .. import lifecycle, registry
+from ..forms import JobAddForm, JobRescheduleForm
+from ..lifecycle.states import allowed_from, refusal
+from ..models import Job, JobStatus, Schedule, Worker
+from .changelist import (
+    CappedCountPaginator,
+    DateRangeFilter,
+    JobChangeList,
+    QueueFilter,
+    ScheduleFilter,
+    TaskFilter,
+)
+from .formatting import (
+    exact_time,
+    humanize_seconds,
+    pretty_json,
+    relative_time,
+    status_badge,
+    task_html,
+    worker_state,
+)
 
-# Actions on "all N matching jobs" stop here: past it, narrow the filter.
-MAX_ACTION_JOBS = 10_000
+# Actions on "all N matching jobs" stop where the list stops counting: past
+# it, narrow the filter.
+MAX_ACTION_JOBS = CappedCountPaginator.cap
 ACTION_CHUNK = 1000
 BOTH_LOCATIONS = [ActionLocation.CHANGE_LIST, ActionLocation.CHANGE_FORM]
-
-
-# ---------------------------------------------------------------------------
-# Formatting helpers
-
-
-def task_html(task):
-    """Return a task path as 'module.' (muted, may wrap) + 'name' (bold)."""
-    module, _, name = task.rpartition(".")
-    return format_html('<span class="sched-task" title="{}"><span class="sched-module">{}.</span><wbr><strong>{}</strong></span>', task, module, name)
-
-
-def exact_time(value):
-    """Return a local time to the second (job timings need seconds), or '–'."""
-    if value is None:
-        return "–"
-    return formats.date_format(timezone.localtime(value), "Y-m-d H:i:s")
-
-
-def status_badge(status, *, extra=""):
-    label = JobStatus(status).label if status in JobStatus.values else status
-    return format_html('<span class="sched-badge sched-{}">{}{}</span>', status, label, extra)
-
-
-def pretty_json(value):
-    return format_html('<pre class="sched-json">{}</pre>', json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False))
-
-
-# ---------------------------------------------------------------------------
-# The change list: filters, pagination and date drill-down that stay cheap
-# with millions of rows.
-
-
-class CappedCountPaginator(Paginator):
-    """Count at most ``cap`` rows: ``SELECT COUNT(*) FROM (... LIMIT cap + 1)``.
-
-    A full COUNT(*) of a big jobs table takes seconds on every page view;
-    past the cap the list says "more than 10,000" and pages up to the cap.
-    """
-
-    cap = MAX_ACTION_JOBS
-
-    @cached_property
-    def count(self):
-        counted = self.object_list.order_by()[: self.cap + 1].count()
-        self.capped = counted > self.cap
-        return min(counted, self.cap)
-
-    capped = False
-
-
-class QueueFilter(admin.SimpleListFilter):
-    title = "queue"
-    parameter_name = "queue"
-
-    def lookups(self, request, model_admin):
-        names = set(conf.known_queues()) | set(Queue.objects.values_list("name", flat=True))
-        return [(n, n) for n in sorted(names)]
-
-    def queryset(self, request, queryset):
-        if self.value():
-            return queryset.filter(queue=self.value())
-        return queryset
-
-
-class TaskFilter(admin.SimpleListFilter):
-    """Registered tasks (no SELECT DISTINCT over the whole table)."""
-
-    title = "task"
-    parameter_name = "task"
-
-    def lookups(self, request, model_admin):
-        # Long dotted paths: allow line breaks after the dots in the sidebar.
-        return [(n, mark_safe("<wbr>.".join(escape(p) for p in n.split(".")))) for n in registry.names()]
-
-    def queryset(self, request, queryset):
-        if self.value():
-            return queryset.filter(task=self.value())
-        return queryset
-
-
-class ScheduleFilter(admin.SimpleListFilter):
-    """The jobs a schedule made (the partial index on schedule_id serves it)."""
-
-    title = "schedule"
-    parameter_name = "schedule"
-    MAX_CHOICES = 100
-
-    def lookups(self, request, model_admin):
-        rows = Schedule.objects.order_by("name").values_list("pk", "name")[: self.MAX_CHOICES]
-        return [(str(pk), name) for pk, name in rows]
-
-    def has_output(self):
-        # Shown when a schedule exists or one is selected (a link from the schedule page).
-        return bool(self.lookup_choices) or self.value() is not None
-
-    def queryset(self, request, queryset):
-        value = self.value()
-        if not value:
-            return queryset
-        if not value.isdigit():
-            return queryset.none()
-        return queryset.filter(schedule_id=int(value))
-
-
-class DateRangeFilter(admin.DateFieldListFilter):
-    """The admin's date presets plus a from/before pair of dates."""
-
-    template = "admin/scheduler_app/date_range_filter.html"
-
-    def queryset(self, request, queryset):
-        for key, values in list(self.used_parameters.items()):
-            value = values[-1] if isinstance(values, list) else values
-            if value in ("", None):
-                del self.used_parameters[key]  # an empty date box means "no bound"
-                continue
-            day = parse_date(value) if isinstance(value, str) and len(value) == 10 else None
-            if day is not None:
-                midnight = datetime.datetime.combine(day, datetime.time.min)
-                self.used_parameters[key] = [timezone.make_aware(midnight)]
-        return super().queryset(request, queryset)
-
-    def choices(self, changelist):
-        yield from super().choices(changelist)
-        current = {}
-        for key in (self.lookup_kwarg_since, self.lookup_kwarg_until):
-            value = changelist.params.get(key, "")
-            current[key] = value[:10] if value else ""
-        keep = [
-            (k, v)
-            for k, v in changelist.params.items()
-            if k not in (self.lookup_kwarg_since, self.lookup_kwarg_until, getattr(self, "lookup_kwarg_isnull", None))
-        ]
-        yield {
-            "range_form": True,
-            "since_name": self.lookup_kwarg_since,
-            "until_name": self.lookup_kwarg_until,
-            "since": current[self.lookup_kwarg_since],
-            "until": current[self.lookup_kwarg_until],
-            "keep": keep,
-            "display": "",
-            "selected": False,
-            "query_string": "",
-        }
-
-
-class JobChangeList(ChangeList):
-    def get_queryset(self, request, *args, **kwargs):
-        # The list shows none of these; errors hold tracebacks (up to 20 kB each).
-        return super().get_queryset(request, *args, **kwargs).defer("args", "kwargs", "result", "errors")
-
-    @cached_property
-    def calendar_hierarchy(self):
-        """Date drill-down links from the calendar, not from SELECT DISTINCT dates.
-
-        Django's date_hierarchy scans the table for the dates that occur;
-        this one offers every year/month/day and costs no query.
-        """
-        field = self.date_hierarchy
-        names = {part: f"{field}__{part}" for part in ("year", "month", "day")}
-        try:
-            year, month, day = (
-                int(self.params[names[p]]) if self.params.get(names[p]) else None
-                for p in ("year", "month", "day")
-            )
-        except ValueError:
-            year = month = day = None
-
-        def link(filters):
-            return self.get_query_string(filters, [f"{field}__"])
-
-        base = {"show": True, "field_name": self.opts.get_field(field).verbose_name}
-        if year and month and day:
-            date = datetime.date(year, month, day)
-            return {
-                **base,
-                "back": {"link": link({names["year"]: year, names["month"]: month}), "title": capfirst(formats.date_format(date, "YEAR_MONTH_FORMAT"))},
-                "choices": [{"title": capfirst(formats.date_format(date, "MONTH_DAY_FORMAT"))}],
-            }
-        if year and month:
-            days = calendar.monthrange(year, month)[1]
-            return {
-                **base,
-                "back": {"link": link({names["year"]: year}), "title": str(year)},
-                "choices": [
-                    {
-                        "link": link({names["year"]: year, names["month"]: month, names["day"]: d}),
-                        "title": capfirst(formats.date_format(datetime.date(year, month, d), "MONTH_DAY_FORMAT")),
-                    }
-                    for d in range(1, days + 1)
-                ],
-            }
-        if year:
-            return {
-                **base,
-                "back": {"link": link({}), "title": "All dates"},
-                "choices": [
-                    {
-                        "link": link({names["year"]: year, names["month"]: m}),
-                        "title": capfirst(formats.date_format(datetime.date(year, m, 1), "YEAR_MONTH_FORMAT")),
-                    }
-                    for m in range(1, 13)
-                ],
-            }
-        this_year = timezone.localdate().year
-        return {
-            **base,
-            "back": None,
-            "choices": [
-                {"link": link({names["year"]: y}), "title": str(y)}
-                for y in range(this_year - 2, this_year + 2)
-            ],
-        }
-
-
-# ---------------------------------------------------------------------------
-# Jobs
 
 
 @admin.register(Job)
@@ -534,12 +325,12 @@ class JobAdmin(admin.ModelAdmin):
             # A save of a job that left "pending" since the page was loaded
             # (it started, or someone cancelled it): say so instead of a 403.
             obj = self.get_object(request, object_id)
-            if obj is not None and obj.status != JobStatus.PENDING and super().has_change_permission(request, obj):
-                self.message_user(
-                    request,
-                    f"Job {obj.pk} was not rescheduled: it is {obj.status} now, and only pending jobs can be rescheduled.",
-                    messages.ERROR,
-                )
+            if (
+                obj is not None
+                and obj.status not in allowed_from("reschedule")
+                and super().has_change_permission(request, obj)
+            ):
+                self.message_user(request, f"Not rescheduled: {refusal('reschedule', obj.pk, obj.status)}", messages.ERROR)
                 return HttpResponseRedirect(request.path)
         extra_context = {**(extra_context or {}), "show_save_and_add_another": False}
         return super().change_view(request, object_id, form_url, extra_context)
@@ -624,70 +415,3 @@ class JobAdmin(admin.ModelAdmin):
 
 def plural(n):
     return "job" if n == 1 else "jobs"
-
-
-# ---------------------------------------------------------------------------
-# Workers (dispatcher processes): read-only
-
-
-@admin.register(Worker)
-class WorkerAdmin(admin.ModelAdmin):
-    list_display = [
-        "id",
-        "hostname",
-        "pid",
-        "queues_display",
-        "slots_display",
-        "alive_badge",
-        "heartbeat_age",
-        "running",
-        "processed",
-        "failed",
-        "started_at",
-    ]
-    list_filter = ["state", "hostname"]
-    search_fields = ["id", "hostname"]
-    ordering = ["-last_heartbeat"]
-    show_full_result_count = False
-    readonly_fields = [
-        "id", "hostname", "pid", "queues_display", "slots_display", "alive_badge", "state",
-        "lease_seconds", "started_at", "last_heartbeat", "heartbeat_age", "stopped_at",
-        "running", "processed", "failed",
-    ]
-    fields = readonly_fields
-
-    class Media:
-        css = {"all": ["scheduler_app/css/admin.css"]}
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-    @admin.display(description="queues")
-    def queues_display(self, obj):
-        return ", ".join(obj.queues or []) or "–"
-
-    @admin.display(description="slots")
-    def slots_display(self, obj):
-        slots = obj.slots or {}
-        if set(slots) == {"*"}:
-            return f"{slots['*']} shared"
-        return ", ".join(f"{q}: {n}" for q, n in sorted(slots.items())) or "–"
-
-    @admin.display(description="status")
-    def alive_badge(self, obj):
-        state = worker_state(obj)
-        return format_html('<span class="sched-badge sched-worker-{}">{}</span>', state, state)
-
-    @admin.display(description="heartbeat", ordering="-last_heartbeat")
-    def heartbeat_age(self, obj):
-        return f"{humanize_seconds((timezone.now() - obj.last_heartbeat).total_seconds())} ago"
-
-
-admin_views.install(admin.site)
-from . import admin_schedules  # noqa: E402,F401  (schedules; registers ScheduleAdmin)

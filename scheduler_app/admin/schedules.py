@@ -1,4 +1,4 @@
-"""The Django admin of recurring schedules (imported at the end of ``admin``).
+"""The admin of recurring schedules.
 
 Entry points only: the form parses what a person typed and asks
 ``schedules.clean`` (the one authority on a valid schedule) for errors,
@@ -13,12 +13,12 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
-from . import conf, registry, schedules
-from .forms import JSONTextField, RuleChoiceField, RuleFormField
-from .lifecycle import validation as job_rules
-from .schedules import rules
-from .admin_views import relative_time
-from .models import JobStatus, Schedule
+from .. import conf, registry, schedules
+from ..forms import JSONTextField, RuleChoiceField, RuleFormField
+from ..lifecycle import validation as job_rules
+from ..models import Schedule
+from ..schedules import rules
+from .formatting import relative_time, status_badge
 
 
 class ScheduleForm(forms.ModelForm):
@@ -144,13 +144,8 @@ class ScheduleAdmin(admin.ModelAdmin):
         job = obj.last_job
         if job is None:
             return when
-        label = JobStatus(job.status).label if job.status in JobStatus.values else job.status
         return format_html(
-            '{} · <a href="{}"><span class="sched-badge sched-{}">{}</span></a>',
-            when,
-            reverse("admin:scheduler_app_job_change", args=[job.pk]),
-            job.status,
-            label,
+            '{} · <a href="{}">{}</a>', when, reverse("admin:scheduler_app_job_change", args=[job.pk]), status_badge(job.status)
         )
 
     @admin.display(description="last job")

@@ -1,0 +1,277 @@
+"""The live dashboard: an admin page, its JSON feed, and queue pause/resume.
+
+Mounted by the admin of the ``Dashboard`` proxy model, so it lives at
+``/admin/scheduler_app/dashboard/`` and is listed in the Scheduler app like
+any model (first, by name). Numbers and rows come from
+``scheduler_app.stats``; this module only formats them. Queue changes go
+through ``lifecycle``.
+
+The page and the JSON feed render the same section templates: the JSON
+carries the numbers and each section's HTML, and dashboard.js swaps the
+sections in place every few seconds (no reload, scroll kept).
+"""
+
+import time
+from functools import update_wrapper
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import Http404, HttpResponseRedirect, JsonResponse
+from django.template.loader import render_to_string
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils import timezone
+from django.utils.decorators import method_decorator
+from django.views.decorators.http import require_POST
+
+from .. import lifecycle, schedules, stats
+from ..models import Dashboard, JobStatus, Schedule
+from .chart import throughput_chart
+from .formatting import humanize_seconds, relative_time, worker_state
+
+UPCOMING_LIMIT = 20
+RUNNING_LIMIT = 50
+FAILURES_LIMIT = 10
+WORKERS_LIMIT = 50
+REFRESH_SECONDS = 3
+SECTIONS = ["summary", "queues", "chart", "upcoming", "running", "failures", "workers"]
+# view_job is what the dashboard asked for before it had a permission of its own.
+VIEW_PERMISSIONS = ("scheduler_app.view_dashboard", "scheduler_app.view_job")
+QUEUE_PERMISSION = "scheduler_app.change_queue"
+
+
+# ---------------------------------------------------------------------------
+# Rows: stats' model instances as template- and JSON-friendly dicts
+
+
+def task_row(obj, **fields):
+    """Return the keys every job or schedule row has (id, task, queue, link), plus ``fields``."""
+    module, _, name = obj.task.rpartition(".")
+    opts = obj._meta
+    return {
+        "id": obj.pk,
+        "task": obj.task,
+        "task_module": module,
+        "task_name": name,
+        "queue": obj.queue,
+        **fields,
+        "url": reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[obj.pk]),
+    }
+
+
+def upcoming_row(item, now, paused):
+    """Return a pending job, or a schedule's next run (``schedule: True``), as a row."""
+    if isinstance(item, Schedule):
+        at = item.next_run_at
+        extra = {"schedule": True, "name": item.name, "description": schedules.describe(item)}
+    else:
+        at = item.execute_at
+        extra = {"attempt": f"{item.attempts}/{item.max_attempts}"}
+    return task_row(
+        item,
+        priority=item.priority,
+        execute_at=at.isoformat(),
+        due=at <= now,
+        when=relative_time(at, now, late=True),
+        paused=item.queue in paused,
+        **extra,
+    )
+
+
+def running_row(job, now):
+    elapsed = (now - job.started_at).total_seconds() if job.started_at else None
+    progress = job.progress
+    return task_row(
+        job,
+        worker=job.worker,
+        attempt=f"{job.attempts}/{job.max_attempts}",
+        started_at=job.started_at.isoformat() if job.started_at else None,
+        elapsed_seconds=round(elapsed, 1) if elapsed is not None else None,
+        elapsed=humanize_seconds(elapsed) if elapsed is not None else "–",
+        progress=progress,
+        percent=round(100 * progress["current"] / progress["total"]) if progress and progress.get("total") else None,
+        cancel_requested=job.cancel_requested,
+    )
+
+
+def last_error_message(job):
+    if not job.errors:
+        return "", ""
+    last = job.errors[-1]
+    return last.get("exception_class", ""), last.get("message", "")
+
+
+def failure_row(job, now):
+    exception_class, message = last_error_message(job)
+    return task_row(
+        job,
+        attempts=job.attempts,
+        finished_at=job.finished_at.isoformat() if job.finished_at else None,
+        ago=relative_time(job.finished_at, now) if job.finished_at else "–",
+        exception_class=exception_class.rpartition(".")[2],
+        message=message,
+    )
+
+
+def worker_row(worker, now):
+    slots = stats.worker_slots(worker)
+    age = (now - worker.last_heartbeat).total_seconds()
+    return {
+        "id": worker.id,
+        "hostname": worker.hostname,
+        "pid": worker.pid,
+        "queues": list(worker.queues or []),
+        "slots": slots,
+        "slots_text": ", ".join(f"{q}: {n}" for q, n in sorted(slots.items())) or "–",
+        "shared": "*" in (worker.slots or {}),
+        "state": worker_state(worker, now),
+        "heartbeat_age_seconds": round(age, 1),
+        "heartbeat_age": humanize_seconds(age),
+        "running": worker.running,
+        "processed": worker.processed,
+        "failed": worker.failed,
+        "url": reverse("admin:scheduler_app_worker_change", args=[worker.id]),
+    }
+
+
+def dashboard_data(now=None):
+    """Return everything the dashboard shows, as template- and JSON-friendly values."""
+    now = now or timezone.now()
+    counts = stats.job_counts()
+    queues = stats.queues(now)
+    paused = {q["name"] for q in queues if q["paused"]}
+    for q in queues:
+        q["lag"] = humanize_seconds(q["oldest_due_lag_seconds"]) if q["due"] else "–"
+    upcoming = [upcoming_row(item, now, paused) for item in stats.upcoming(now, UPCOMING_LIMIT)]
+    running = [running_row(job, now) for job in stats.running_jobs(RUNNING_LIMIT)]
+    failures = [failure_row(job, now) for job in stats.recent_failures(FAILURES_LIMIT)]
+    workers = [worker_row(w, now) for w in stats.recent_workers(now, WORKERS_LIMIT)]
+    lag = stats.oldest_due_lag(now)
+    return {
+        "generated_at": now.isoformat(),
+        "counts": counts,
+        "status_cards": [
+            {"status": s, "label": JobStatus(s).label, "count": counts[s]} for s in JobStatus.values
+        ],
+        "total": sum(counts.values()),
+        "due_now": sum(q["due"] for q in queues),
+        "oldest_due_lag_seconds": lag,
+        "oldest_due_lag": humanize_seconds(lag) if lag else "–",
+        "throughput": stats.throughput(now),
+        "throughput_series": stats.throughput_series(now, minutes=60),
+        "queues": queues,
+        "upcoming": upcoming,
+        "running": running,
+        "running_more": max(counts[JobStatus.RUNNING] - len(running), 0),
+        "failures": failures,
+        "workers": workers,
+        "workers_alive": sum(1 for w in workers if w["state"] == "alive"),
+    }
+
+
+def render_sections(request, data):
+    """Return ``{section: html}`` rendered by the same templates as the page."""
+    context = {**data, "chart": throughput_chart(data["throughput_series"]), "can_pause": request.user.has_perm(QUEUE_PERMISSION)}
+    return {
+        name: render_to_string(f"scheduler_app/dashboard/_{name}.html", context, request=request)
+        for name in SECTIONS
+    }
+
+
+# ---------------------------------------------------------------------------
+# The admin: a page, a JSON feed and a POST per queue; nothing to add, change or delete
+
+
+@admin.register(Dashboard)
+class DashboardAdmin(admin.ModelAdmin):
+    def get_urls(self):
+        def wrap(view):
+            def wrapper(*args, **kwargs):
+                return self.admin_site.admin_view(view)(*args, **kwargs)
+
+            wrapper.model_admin = self
+            return update_wrapper(wrapper, view)
+
+        app, model = self.opts.app_label, self.opts.model_name
+        return [
+            path("", wrap(self.changelist_view), name=f"{app}_{model}"),
+            # The same page under the name the admin index links models by.
+            path("", wrap(self.changelist_view), name=f"{app}_{model}_changelist"),
+            path("data/", wrap(self.data_view), name=f"{app}_{model}_data"),
+            path("queues/<str:name>/<str:action>/", wrap(self.queue_toggle_view), name=f"{app}_queue_toggle"),
+        ]
+
+    def has_view_permission(self, request, obj=None):
+        return any(request.user.has_perm(perm) for perm in VIEW_PERMISSIONS)
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def _require_view(self, request):
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+
+    def changelist_view(self, request, extra_context=None):
+        """Render the dashboard page."""
+        self._require_view(request)
+        now = timezone.now()
+        data = dashboard_data(now)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Scheduler dashboard",
+            "subtitle": None,
+            "sections": render_sections(request, data),
+            "data_url": reverse("admin:scheduler_app_dashboard_data", current_app=self.admin_site.name),
+            "refresh_ms": REFRESH_SECONDS * 1000,
+            "refresh_seconds": REFRESH_SECONDS,
+            "generated_at": data["generated_at"],
+            "generated_time": timezone.localtime(now).strftime("%H:%M:%S"),
+            **(extra_context or {}),
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, "admin/scheduler_app/dashboard.html", context)
+
+    def data_view(self, request):
+        """Return the dashboard's numbers and each section's HTML as JSON.
+
+        ``took_ms`` tells the page how long this took; it polls less often when
+        the numbers are expensive (a huge table), so open dashboards never keep
+        the database busy.
+        """
+        self._require_view(request)
+        started = time.monotonic()
+        data = dashboard_data()
+        html = render_sections(request, data)
+        return JsonResponse({**data, "html": html, "took_ms": round((time.monotonic() - started) * 1000)})
+
+    @method_decorator(require_POST)
+    def queue_toggle_view(self, request, name, action):
+        """Pause or resume a queue through the lifecycle; JSON for fetch(), else redirect."""
+        if action not in ("pause", "resume"):
+            raise Http404("Unknown queue action.")
+        if not request.user.has_perm(QUEUE_PERMISSION):
+            raise PermissionDenied
+        wants_json = "application/json" in request.headers.get("Accept", "")
+        dashboard = reverse("admin:scheduler_app_dashboard", current_app=self.admin_site.name)
+        try:
+            if action == "pause":
+                lifecycle.pause_queue(name)
+            else:
+                lifecycle.resume_queue(name)
+        except ValidationError as exc:
+            error = "; ".join(exc.messages)
+            if wants_json:
+                return JsonResponse({"error": error}, status=400)
+            messages.error(request, error)
+            return HttpResponseRedirect(dashboard)
+        if wants_json:
+            return JsonResponse({"queue": name, "paused": action == "pause"})
+        done = "paused" if action == "pause" else "resumed"
+        messages.success(request, f"Queue “{name}” {done}.")
+        return HttpResponseRedirect(dashboard)

@@ -1,0 +1,75 @@
+"""How the admin shows times, durations, statuses, task paths and JSON.
+
+Plain functions shared by the model admins and the dashboard; no queries.
+"""
+
+import json
+
+from django.utils import formats, timezone
+from django.utils.html import format_html
+
+from ..models import JobStatus, stale_before
+
+
+def humanize_seconds(seconds):
+    """Return a short duration: '850 ms', '12 s', '5 min', '3 h 4 min', '2 d 3 h'."""
+    seconds = abs(float(seconds))
+    if seconds < 1:
+        return f"{round(seconds * 1000)} ms"
+    if seconds < 60:
+        return f"{seconds:.1f} s" if seconds < 10 else f"{int(seconds)} s"
+    minutes = int(seconds // 60)
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h" if hours else f"{days} d"
+
+
+def relative_time(when, now=None, *, late=False):
+    """Return 'in 5 min', or for a past time '3 min late' (``late``) / '3 min ago'."""
+    now = now or timezone.now()
+    delta = (when - now).total_seconds()
+    if abs(delta) < 1:
+        return "now"
+    text = humanize_seconds(delta)
+    if delta > 0:
+        return f"in {text}"
+    return f"{text} late" if late else f"{text} ago"
+
+
+def exact_time(value):
+    """Return a local time to the second (job timings need seconds), or '–'."""
+    if value is None:
+        return "–"
+    return formats.date_format(timezone.localtime(value), "Y-m-d H:i:s")
+
+
+def worker_state(worker, now=None):
+    """Return 'alive', 'stopped' or 'dead' (alive in the table but silent too long)."""
+    if worker.state == "alive" and worker.last_heartbeat >= stale_before(now):
+        return "alive"
+    return "stopped" if worker.state == "stopped" else "dead"
+
+
+def status_label(status):
+    """Return a job status's label ('Pending'), or the raw value if it is unknown."""
+    return JobStatus(status).label if status in JobStatus.values else status
+
+
+def status_badge(status, *, extra=""):
+    """Return a job status as a coloured badge, with ``extra`` text after the label."""
+    return format_html('<span class="sched-badge sched-{}">{}{}</span>', status, status_label(status), extra)
+
+
+def task_html(task):
+    """Return a task path as 'module.' (muted, may wrap) + 'name' (bold)."""
+    module, _, name = task.rpartition(".")
+    return format_html('<span class="sched-task" title="{}"><span class="sched-module">{}.</span><wbr><strong>{}</strong></span>', task, module, name)
+
+
+def pretty_json(value):
+    """Return ``value`` as indented JSON in a <pre>."""
+    return format_html('<pre class="sched-json">{}</pre>', json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False))

@@ -1,0 +1,67 @@
+"""The dispatcher processes (``Worker`` rows), read-only."""
+
+from django.contrib import admin
+from django.utils import timezone
+from django.utils.html import format_html
+
+from ..models import Worker
+from .formatting import humanize_seconds, worker_state
+
+
+@admin.register(Worker)
+class WorkerAdmin(admin.ModelAdmin):
+    list_display = [
+        "id",
+        "hostname",
+        "pid",
+        "queues_display",
+        "slots_display",
+        "alive_badge",
+        "heartbeat_age",
+        "running",
+        "processed",
+        "failed",
+        "started_at",
+    ]
+    list_filter = ["state", "hostname"]
+    search_fields = ["id", "hostname"]
+    ordering = ["-last_heartbeat"]
+    show_full_result_count = False
+    readonly_fields = [
+        "id", "hostname", "pid", "queues_display", "slots_display", "alive_badge", "state",
+        "lease_seconds", "started_at", "last_heartbeat", "heartbeat_age", "stopped_at",
+        "running", "processed", "failed",
+    ]
+    fields = readonly_fields
+
+    class Media:
+        css = {"all": ["scheduler_app/css/admin.css"]}
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="queues")
+    def queues_display(self, obj):
+        return ", ".join(obj.queues or []) or "–"
+
+    @admin.display(description="slots")
+    def slots_display(self, obj):
+        slots = obj.slots or {}
+        if set(slots) == {"*"}:
+            return f"{slots['*']} shared"
+        return ", ".join(f"{q}: {n}" for q, n in sorted(slots.items())) or "–"
+
+    @admin.display(description="status")
+    def alive_badge(self, obj):
+        state = worker_state(obj)
+        return format_html('<span class="sched-badge sched-worker-{}">{}</span>', state, state)
+
+    @admin.display(description="heartbeat", ordering="-last_heartbeat")
+    def heartbeat_age(self, obj):
+        return f"{humanize_seconds((timezone.now() - obj.last_heartbeat).total_seconds())} ago"
