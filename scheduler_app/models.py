@@ -79,6 +79,9 @@ class Job(models.Model):
     progress = models.JSONField(null=True, blank=True)
     cancel_requested = models.BooleanField(default=False)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    # The id of the dispatcher process (its Worker row) that claimed the
+    # current or last attempt; not a thread. Part of every attempt's
+    # compare-and-set (status, worker, attempts).
     worker = models.CharField(max_length=100, blank=True, default="")
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -240,13 +243,18 @@ class WorkerQuerySet(models.QuerySet):
 
 
 def stale_before(now=None):
-    """Return the heartbeat time before which a worker counts as dead."""
+    """Return the heartbeat time before which a dispatcher's Worker row counts as dead."""
     lease = conf.get("LEASE")
     return (now or timezone.now()) - timedelta(seconds=lease * conf.get("DEAD_AFTER_LEASES"))
 
 
 class Worker(models.Model):
-    """One dispatcher process (`manage.py rundispatcher`)."""
+    """One dispatcher process (`manage.py rundispatcher`), not one of its threads.
+
+    The name is public (admin, API, ``Job.worker``); inside the dispatcher,
+    a process is "the dispatcher", a unit of concurrency a "slot", and the
+    thread running an attempt a "worker thread".
+    """
 
     id = models.CharField(max_length=100, primary_key=True)
     hostname = models.CharField(max_length=255)

@@ -21,10 +21,6 @@ class IndexedHeap:
     def __contains__(self, item_id):
         return item_id in self._pos
 
-    def __iter__(self):
-        """Iterate over values in no particular order."""
-        return (item[2] for item in self._items)
-
     def ids(self):
         """Return the ids held, in no particular order."""
         return list(self._pos)
@@ -32,9 +28,6 @@ class IndexedHeap:
     def get(self, item_id, default=None):
         index = self._pos.get(item_id)
         return default if index is None else self._items[index][2]
-
-    def key(self, item_id):
-        return self._items[self._pos[item_id]][0]
 
     def push(self, item_id, key, value=None):
         """Insert, or re-key and replace the value of an existing id."""

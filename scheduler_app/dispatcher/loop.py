@@ -158,7 +158,7 @@ class Dispatcher:
                 wait = self.tick(self.clock.time())
                 if not self.finished and wait > 0:
                     self._event.wait(wait)
-                    # Yield the GIL once: workers that finished at the same
+                    # Yield the GIL once: worker threads that finished at the same
                     # moment report now, so one round trip records (and
                     # refills) several slots instead of one.
                     time.sleep(0)
@@ -167,7 +167,7 @@ class Dispatcher:
             try:
                 self.store.unregister(processed=self.processed, failed=self.failed)
             except self.store.transient_errors:
-                logger.warning("could not mark the worker stopped (database unavailable)")
+                logger.warning("could not mark this dispatcher stopped (database unavailable)")
         return 0
 
     def tick(self, now):

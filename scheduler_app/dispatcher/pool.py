@@ -1,5 +1,9 @@
 """A bounded pool of worker threads, in slot groups, with per-job deadlines.
 
+A slot is the right to run one attempt at a time; each busy slot has a
+worker thread (``WorkerThread``) of this process. (A "worker" row in the
+database is something else: one dispatcher process, see ``store.py``.)
+
 The loop thread owns every attribute except ``_done``; worker threads only
 read their inbox and put results on ``_done``, then call ``wake`` so the loop
 refills the slot at once. Timeouts are enforced here, not with signals
@@ -16,24 +20,24 @@ from dataclasses import dataclass, field
 logger = logging.getLogger(__name__)
 
 
-class _Worker:
-    """One thread; runs the jobs put in its inbox until it gets None."""
+class WorkerThread:
+    """One thread of the pool; runs the jobs put in its inbox until it gets None."""
 
     def __init__(self, pool, group, number):
         self.group = group
         self.inbox = queue.SimpleQueue()
         self.abandoned = False  # loop thread only
-        self.thread = threading.Thread(
+        self.os_thread = threading.Thread(
             target=pool._work, args=(self,), name=f"{pool.name}-{group}-{number}", daemon=True
         )
-        self.thread.start()
+        self.os_thread.start()
 
 
 @dataclass(slots=True)
 class _Running:
     job: object
     group: str
-    worker: _Worker
+    thread: WorkerThread
     started: float  # monotonic
     deadline: float | None  # monotonic
     cancel_event: threading.Event = field(default_factory=threading.Event)
@@ -49,11 +53,11 @@ class WorkerPool:
         self._clock = clock
         self.max_abandoned = max_abandoned
         self._done = queue.SimpleQueue()  # shared: (token, outcome, error)
-        self._idle = {g: [] for g in self.groups}  # loop thread only
+        self._idle = {g: [] for g in self.groups}  # group -> idle WorkerThreads; loop thread only
         self._running = {}  # token -> _Running; loop thread only
         self._busy = dict.fromkeys(self.groups, 0)  # group -> len of its _running; loop thread only
         self._by_job = {}  # job id -> token; loop thread only
-        self._abandoned = {}  # token -> _Worker still running a timed-out job
+        self._abandoned = {}  # token -> WorkerThread still running a timed-out job; loop thread only
         self._tokens = itertools.count(1)
         self._numbers = itertools.count(1)
 
@@ -76,24 +80,24 @@ class WorkerPool:
         if self.free(group) <= 0:
             raise RuntimeError(f"no free slot in group {group!r}")
         idle = self._idle[group]
-        worker = idle.pop() if idle else _Worker(self, group, next(self._numbers))
+        thread = idle.pop() if idle else WorkerThread(self, group, next(self._numbers))
         token = next(self._tokens)
         now = self._clock.monotonic()
         timeout = getattr(job, "timeout", None)
         deadline = now + timeout if timeout else None
         deadline_epoch = self._clock.time() + timeout if timeout else None
-        record = _Running(job, group, worker, now, deadline)
+        record = _Running(job, group, thread, now, deadline)
         if getattr(job, "cancel_requested", False):
             record.cancel_event.set()
         self._running[token] = record
         self._busy[group] += 1
         self._by_job[job.id] = token
-        worker.inbox.put((token, job, record.cancel_event, deadline_epoch))
+        thread.inbox.put((token, job, record.cancel_event, deadline_epoch))
 
-    def _work(self, worker):
-        """Worker thread body."""
+    def _work(self, thread):
+        """The body of a worker thread."""
         while True:
-            item = worker.inbox.get()
+            item = thread.inbox.get()
             if item is None:
                 return
             token, job, cancel_event, deadline = item
@@ -116,8 +120,7 @@ class WorkerPool:
                 token, outcome, error = self._done.get_nowait()
             except queue.Empty:
                 return finished
-            worker = self._abandoned.pop(token, None)
-            if worker is not None:
+            if self._abandoned.pop(token, None) is not None:
                 logger.info("dropped the late result of an abandoned attempt (token %s)", token)
                 continue
             record = self._running.pop(token, None)
@@ -127,9 +130,9 @@ class WorkerPool:
             self._by_job.pop(record.job.id, None)
             if record.timed_out:
                 # Failed at its deadline already; the thread is back, the slot frees now.
-                self._idle[record.group].append(record.worker)
+                self._idle[record.group].append(record.thread)
                 continue
-            self._idle[record.group].append(record.worker)
+            self._idle[record.group].append(record.thread)
             finished.append((record.job, outcome, error))
 
     def expire(self):
@@ -149,9 +152,9 @@ class WorkerPool:
                 del self._running[token]
                 self._busy[record.group] -= 1
                 self._by_job.pop(record.job.id, None)
-                record.worker.abandoned = True
-                record.worker.inbox.put(None)  # exit after the overdue job returns
-                self._abandoned[token] = record.worker
+                record.thread.abandoned = True
+                record.thread.inbox.put(None)  # exit after the overdue job returns
+                self._abandoned[token] = record.thread
             else:
                 record.timed_out = True
                 logger.warning(
@@ -184,9 +187,9 @@ class WorkerPool:
 
     def shutdown(self):
         """Tell every thread to exit once its current job returns (threads are daemons)."""
-        workers = [w for idle in self._idle.values() for w in idle]
-        workers += [r.worker for r in self._running.values()]
-        for worker in workers:
-            worker.inbox.put(None)
+        threads = [t for idle in self._idle.values() for t in idle]
+        threads += [r.thread for r in self._running.values()]
+        for thread in threads:
+            thread.inbox.put(None)
         for idle in self._idle.values():
             idle.clear()

@@ -17,6 +17,8 @@ from .types import ClaimedJob, Outcome
 
 
 class Store(Protocol):
+    # This dispatcher process's id: the primary key of its Worker row and
+    # what claims write into a job's ``worker`` column.
     worker_id: str
     # Errors that mean "the database is unreachable right now": the loop
     # backs off, calls reset() and tries again.
@@ -62,7 +64,11 @@ class Store(Protocol):
     def claim(self, queues: Iterable[str], limit: int, now: float, ids: Sequence[int] | None = None, finished: Sequence[Outcome] = ()) -> list[ClaimedJob]:
         """Record ``finished`` outcomes, then claim up to ``limit`` due jobs (only ``ids`` if given).
 
-        Claimed jobs come back in claim order: priority, time, id.
+        Claimed jobs come back in claim order: priority, time, id. A claim
+        by query takes the first ``limit`` due jobs in that order. A claim
+        by ``ids`` takes those of them still pending and due; the loop
+        passes ``limit=len(ids)``, and which ids a smaller limit leaves out
+        is not specified (PostgreSQL's claim by ids does not sort).
         """
 
     def finish(self, outcomes: Sequence[Outcome], now: float) -> set[int]:

@@ -2,7 +2,8 @@
 
 Transitions go through ``scheduler_app.lifecycle`` (the one place that
 changes job status); this module adds the reads the loop needs (window,
-changes) and the Worker row. It runs on the loop thread only.
+changes) and this dispatcher's Worker row (one row per dispatcher process;
+the model keeps its public name). It runs on the loop thread only.
 """
 
 import logging
@@ -29,6 +30,7 @@ def to_datetime(epoch):
 
 
 def new_worker_id():
+    """Return a new dispatcher id (the key of its Worker row): host, pid, a random suffix."""
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
 
@@ -69,7 +71,7 @@ class DjangoStore:
                 self._raw.execute("SET synchronous_commit = off")
         return self._raw
 
-    # -- the worker row ----------------------------------------------------
+    # -- this dispatcher's Worker row --------------------------------------
 
     def register(self, *, queues, slots):
         now = timezone.now()
@@ -239,7 +241,7 @@ class DjangoStore:
         moment = to_datetime(now)
         dead = Worker.objects.using(self.using).stale(moment).update(state=WorkerState.DEAD)
         if dead:
-            logger.warning("marked %d workers dead (stale heartbeat)", dead)
+            logger.warning("marked %d dispatchers dead (stale heartbeat)", dead)
         # A safety net: due schedules the window missed (it is a cache).
         schedules.materialize_due(moment, using=self.using)
         if self.prune:

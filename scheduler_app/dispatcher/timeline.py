@@ -1,9 +1,11 @@
 """The dispatcher's window of pending jobs: which job is due next, which groups have due jobs.
 
 Waiting entries sit in an indexed heap ordered by (execute_at, -priority,
-id); ``promote(now)`` moves the due ones into their slot group's due set.
-Which due job runs first is the database's decision (the claim orders by
-priority, time, id), so the due sets only need membership.
+id); ``promote(now)`` moves the due ones into a due heap per queue, ordered
+as the database claims (priority desc, execute_at, id). ``take_due`` merges
+a slot group's queues to hand the loop its best due entries, whose ids the
+loop then claims; the claim's compare-and-set still decides which of them
+run (an entry may be stale).
 
 The window holds entries up to ``edge``: ``now + horizon`` after a complete
 load, or the time of the last entry loaded when the load hit the cap (then

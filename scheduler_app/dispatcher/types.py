@@ -39,7 +39,7 @@ class ClaimedJob:
     max_attempts: int
     timeout: float | None
     cancel_requested: bool
-    worker: str
+    worker: str  # the id of the dispatcher process (its Worker row) that claimed it
     started_at: datetime
 
 
@@ -48,7 +48,7 @@ class Outcome:
     """How one attempt ended, to be written by the store's ``finish``."""
 
     job_id: int
-    worker: str
+    worker: str  # the claiming dispatcher's id: finish is compare-and-set on it
     attempt: int
     status: str  # one of Status.OUTCOMES; pending = retry at retry_at
     result_json: str | None = None

@@ -1,169 +1,386 @@
-"""An in-memory store for driving the dispatcher loop without a database."""
+"""An in-memory store for driving the dispatcher loop without a database.
 
+``FakeStore`` implements ``dispatcher.protocol.Store`` over dicts; the
+contract suite (``tests/contract/test_store_contract.py``) runs the same
+cases against it and against ``DjangoStore``, so the two cannot drift.
+Several FakeStores made with ``peer()`` share one set of tables, as several
+dispatchers share one database.
+
+What a test wants a job to do when it runs (sleep, raise) is not part of a
+claimed job: it is kept beside it, by job id, for ``FakeExecutor``.
+
+What the fake does not do: announce changes (loop tests deliver wake-ups by
+hand), know about other processes' commits (``data_changed`` is always
+True), or keep Worker rows of other dispatchers (``housekeeping`` has
+nothing to do).
+"""
+
+import itertools
 import threading
+import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
+from scheduler_app.dispatcher.policy import LEASE_EXPIRED_CLASS, LEASE_EXPIRED_MESSAGE
 from scheduler_app.dispatcher.timeline import Entry, schedule_entry
-from scheduler_app.dispatcher.types import Outcome
+from scheduler_app.dispatcher.types import ClaimedJob, Outcome, Status
+
+# Ids of the jobs the fake's schedules make.
+SCHEDULED_JOB_IDS = 1_000_000
 
 
 class TransientError(Exception):
     pass
 
 
+def to_datetime(epoch):
+    return datetime.fromtimestamp(epoch, tz=UTC)
+
+
 @dataclass
-class FakeJob:
+class FakeRow:
+    """A job as the fake stores it: the columns the store reads and writes (times in epoch seconds)."""
+
     id: int
-    at: float
+    at: float  # execute_at
     priority: int = 0
     queue: str = "default"
-    status: str = "pending"
-    attempt: int = 0
+    task: str = "fake"
+    args: list = field(default_factory=list)
+    kwargs: dict = field(default_factory=dict)
+    status: str = Status.PENDING
+    attempts: int = 0
+    max_attempts: int = 1
     timeout: float | None = None
     cancel_requested: bool = False
+    worker: str = ""  # the id of the dispatcher that claimed the current or last attempt
+    lease_until: float | None = None
+    started_at: float | None = None
+    result_json: str | None = None
+    errors: list = field(default_factory=list)
+    updated: float = 0.0
+
+
+@dataclass
+class FakeSchedule:
+    """A schedule as the fake stores it: an interval, its next run (None: nothing to run), the job it makes."""
+
+    at: float | None
+    interval: float
+    updated: float
+    task: str = "fake"
+    args: list = field(default_factory=list)
+    queue: str = "default"
+
+
+@dataclass
+class Behaviour:
+    """What the fake executor does with a job: sleep (cooperatively), then maybe raise."""
+
     sleep: float = 0.0
     raises: bool = False
-    runs: list = field(default_factory=list)
-    worker: str = "fake"
-    max_attempts: int = 1
+    runs: list = field(default_factory=list)  # time.monotonic() of each start
+
+
+class FakeExecutor:
+    """The pool's ``execute(job, cancel_event, deadline)``, driven by a side dict of Behaviours."""
+
+    def __init__(self, behaviours=None):
+        self.behaviours = {} if behaviours is None else behaviours  # job id -> Behaviour
+
+    def behave(self, job_id, **kw):
+        self.behaviours[job_id] = Behaviour(**kw)
+        return self.behaviours[job_id]
+
+    def __call__(self, job, cancel_event, deadline):
+        behaviour = self.behaviours.get(job.id) or Behaviour()
+        behaviour.runs.append(time.monotonic())
+        end = time.monotonic() + behaviour.sleep
+        while time.monotonic() < end:
+            if cancel_event.is_set():
+                return Outcome(job.id, job.worker, job.attempt, Status.CANCELLED)
+            time.sleep(0.005)
+        if behaviour.raises:
+            raise RuntimeError("executor bug")
+        return Outcome(job.id, job.worker, job.attempt, Status.SUCCEEDED)
+
+
+def claimed_job(job_id, *, timeout=None, cancel_requested=False, worker="fake", attempt=1, max_attempts=1):
+    """Return a ClaimedJob for tests that hand jobs to the pool directly."""
+    now = datetime.now(UTC)
+    return ClaimedJob(
+        id=job_id, task="fake", args=[], kwargs={}, queue="default", priority=0, execute_at=now,
+        attempt=attempt, max_attempts=max_attempts, timeout=timeout, cancel_requested=cancel_requested,
+        worker=worker, started_at=now,
+    )
+
+
+class _Tables:
+    """What FakeStores share, as dispatchers share a database."""
+
+    def __init__(self):
+        self.jobs = {}  # id -> FakeRow
+        self.schedules = {}  # id -> FakeSchedule
+        self.paused = set()
+        self.scheduled_ids = itertools.count(SCHEDULED_JOB_IDS)
+        # Every method holds it: loop tests add jobs from the test thread
+        # while the dispatcher runs on another.
+        self.lock = threading.RLock()
 
 
 class FakeStore:
-    """Implements what the loop asks of a store, over a dict, with call counters."""
+    """``protocol.Store`` over dicts, with call counters for the loop tests."""
 
     transient_errors = (TransientError,)
 
-    def __init__(self, clock):
+    def __init__(self, clock, *, worker_id="fake", lease=30.0, tables=None):
         self.clock = clock
-        self.jobs = {}
-        self.schedules = {}  # id -> [next_run epoch, interval seconds]
-        self.materialized = []  # (schedule id, run time) per job made
-        self.claims = []  # (queues, limit, returned ids)
+        self.worker_id = worker_id
+        self.lease = lease
+        self._tables = tables or _Tables()
+        self.jobs = self._tables.jobs
+        self.execute = FakeExecutor()
+        self.behaviours = self.execute.behaviours
+        # This dispatcher's Worker row, as DjangoStore keeps it.
+        self.worker_row = {"state": None, "queues": [], "slots": {}, "running": 0, "processed": 0, "failed": 0}
+        self.fail_next = 0  # the next n calls raise TransientError
+        self.claims = []  # (queues, limit, claimed ids) per claim
         self.claim_ids = []  # the ids asked for, per claim (None: by query)
-        self.finished = []
-        self.released = []
-        self.fail_next = 0
-        self.changed = []  # entries the change poll returns
         self.change_limits = []  # the limit of each change poll
-        self.lock = threading.Lock()
-        self.registered = self.unregistered = False
+        self.finished = []  # every outcome given to finish, won or not
+        self.released = []  # ids released
+        self.materialized = []  # (schedule id, run time) per job made
 
-    def add(self, job_id, at, **kw):
-        self.jobs[job_id] = FakeJob(job_id, at, **kw)
-        return self.jobs[job_id]
+    def peer(self, worker_id):
+        """Return another dispatcher's store over the same tables."""
+        return FakeStore(self.clock, worker_id=worker_id, lease=self.lease, tables=self._tables)
+
+    # -- test setup --------------------------------------------------------
+
+    def add(self, job_id, at, *, sleep=0.0, raises=False, **columns):
+        """Insert a pending job (``columns`` are FakeRow's); ``sleep``/``raises`` go to the executor."""
+        with self._tables.lock:
+            row = FakeRow(job_id, at, updated=self.clock.time(), **columns)
+            self.jobs[job_id] = row
+            self.execute.behave(job_id, sleep=sleep, raises=raises)
+            return row
+
+    def add_schedule(self, schedule_id, at, interval, **columns):
+        """Add a schedule (``columns`` are FakeSchedule's: the job it makes)."""
+        with self._tables.lock:
+            self._tables.schedules[schedule_id] = FakeSchedule(at, interval, self.clock.time(), **columns)
+
+    @property
+    def schedules(self):
+        return self._tables.schedules
+
+    @property
+    def paused(self):
+        return self._tables.paused
 
     def _maybe_fail(self):
         if self.fail_next:
             self.fail_next -= 1
             raise TransientError("database down")
 
+    # -- this dispatcher's row ---------------------------------------------
+
     def register(self, *, queues, slots):
-        self.registered = True
+        with self._tables.lock:
+            self._maybe_fail()
+            self.worker_row.update(state="alive", queues=sorted(queues), slots=dict(slots))
+
+    def heartbeat(self, now, *, running, processed, failed):
+        with self._tables.lock:
+            self._maybe_fail()
+            self.worker_row.update(state="alive", running=running, processed=processed, failed=failed)
 
     def unregister(self, *, processed, failed):
-        self.unregistered = True
+        with self._tables.lock:
+            self._maybe_fail()
+            self.worker_row.update(state="stopped", running=0, processed=processed, failed=failed)
+
+    @property
+    def unregistered(self):
+        return self.worker_row["state"] == "stopped"
 
     def reset(self):
         pass
 
+    # -- reads -------------------------------------------------------------
+
     def load_window(self, queues, until, limit):
-        self._maybe_fail()
-        planned = [
-            schedule_entry(i, at) for i, (at, _) in sorted(self.schedules.items()) if at is not None and at <= until
-        ]
-        rows = sorted(
-            (j for j in self.jobs.values() if j.status == "pending" and j.queue in queues and j.at <= until),
-            key=lambda j: (j.at, j.id),
-        )[:limit]
-        return planned + [Entry(j.id, j.at, j.priority, j.queue) for j in rows][: limit - len(planned)]
+        with self._tables.lock:
+            self._maybe_fail()
+            planned = sorted(
+                (s.at, i) for i, s in self.schedules.items() if s.at is not None and s.at <= until
+            )
+            planned = [schedule_entry(i, at) for at, i in planned][: max(limit // 2, 1)]
+            rows = sorted(
+                (j for j in self.jobs.values() if j.status == Status.PENDING and j.queue in queues and j.at <= until),
+                key=lambda j: (j.at, j.id),
+            )[: limit - len(planned)]
+            return planned + [Entry(j.id, j.at, j.priority, j.queue) for j in rows]
 
     def changes(self, queues, since, limit=None):
-        self._maybe_fail()
-        self.change_limits.append(limit)
-        changed = [e for e in self.changed if e.queue in queues]
-        if limit is not None and len(changed) > limit:
-            return None, None
-        return changed, (since if changed else None)
+        with self._tables.lock:
+            self._maybe_fail()
+            self.change_limits.append(limit)
+            newest = None
+            entries = []
+            for i, s in sorted(self.schedules.items()):
+                if s.updated >= since:
+                    entries.append(schedule_entry(i, s.at))
+                    newest = s.updated if newest is None else max(newest, s.updated)
+            rows = [
+                j for j in sorted(self.jobs.values(), key=lambda j: j.id)
+                if j.status == Status.PENDING and j.queue in queues and j.updated >= since
+            ]
+            if limit is not None and len(rows) > limit:
+                return None, None
+            for j in rows:
+                entries.append(Entry(j.id, j.at, j.priority, j.queue))
+                newest = j.updated if newest is None else max(newest, j.updated)
+            return entries, newest
 
-    def add_schedule(self, schedule_id, at, interval):
-        self.schedules[schedule_id] = [at, interval]
+    def data_changed(self):
+        self._maybe_fail()
+        return True  # other processes cannot be seen: "unknown"
+
+    def paused_queues(self):
+        with self._tables.lock:
+            self._maybe_fail()
+            return set(self._tables.paused)
+
+    def any_due(self, queues, now):
+        with self._tables.lock:
+            self._maybe_fail()
+            return any(j.status == Status.PENDING and j.queue in queues and j.at <= now for j in self.jobs.values())
+
+    # -- transitions -------------------------------------------------------
+
+    def claim(self, queues, limit, now, ids=None, finished=()):
+        with self._tables.lock:
+            self._maybe_fail()
+            self.claim_ids.append(None if ids is None else list(ids))
+            if finished:
+                self._finish(finished, now)
+            wanted = None if ids is None else set(ids)
+            due = sorted(
+                (
+                    j for j in self.jobs.values()
+                    if j.status == Status.PENDING and j.queue in queues and j.at <= now
+                    and (wanted is None or j.id in wanted)
+                ),
+                key=lambda j: (-j.priority, j.at, j.id),
+            )[: max(limit, 0)]
+            for row in due:
+                row.status = Status.RUNNING
+                row.attempts += 1
+                row.worker = self.worker_id
+                row.lease_until = now + self.lease
+                row.started_at = row.updated = now
+            self.claims.append((set(queues), limit, [j.id for j in due]))
+            return [self._claimed(row) for row in due]
+
+    def _claimed(self, row):
+        return ClaimedJob(
+            id=row.id, task=row.task, args=list(row.args), kwargs=dict(row.kwargs), queue=row.queue,
+            priority=row.priority, execute_at=to_datetime(row.at), attempt=row.attempts,
+            max_attempts=row.max_attempts, timeout=row.timeout, cancel_requested=row.cancel_requested,
+            worker=row.worker, started_at=to_datetime(row.started_at),
+        )
+
+    def finish(self, outcomes, now):
+        with self._tables.lock:
+            self._maybe_fail()
+            return self._finish(outcomes, now)
+
+    def _finish(self, outcomes, now):
+        """Compare-and-set each outcome on its attempt (status running, worker, attempts)."""
+        won = set()
+        for o in outcomes:
+            if o.status not in Status.OUTCOMES:
+                raise ValueError(f"not an outcome status: {o.status!r}")
+            self.finished.append(o)
+            row = self.jobs.get(o.job_id)
+            if row is None or row.status != Status.RUNNING or row.worker != o.worker or row.attempts != o.attempt:
+                continue
+            row.status = o.status
+            if o.status == Status.SUCCEEDED:
+                row.result_json = o.result_json
+            if o.error is not None:
+                row.errors.append(o.error)
+            if o.retry_at is not None:
+                row.at = o.retry_at.timestamp()
+            if o.status == Status.PENDING:
+                row.cancel_requested = False
+            row.lease_until = None
+            row.updated = now
+            won.add(o.job_id)
+        return won
+
+    def renew(self, now):
+        with self._tables.lock:
+            self._maybe_fail()
+            mine = [j for j in self.jobs.values() if j.status == Status.RUNNING and j.worker == self.worker_id]
+            for row in mine:
+                row.lease_until = now + self.lease
+            return {j.id for j in mine if j.cancel_requested}
+
+    def rescue(self, now):
+        """Take back any dispatcher's attempts whose lease expired, as the SQL does."""
+        with self._tables.lock:
+            self._maybe_fail()
+            expired = sorted(
+                (j for j in self.jobs.values() if j.status == Status.RUNNING and j.lease_until is not None and j.lease_until < now),
+                key=lambda j: j.lease_until,
+            )[:500]
+            for row in expired:
+                row.errors.append({
+                    "attempt": row.attempts, "time": to_datetime(now).isoformat(), "worker": row.worker,
+                    "exception_class": LEASE_EXPIRED_CLASS, "message": LEASE_EXPIRED_MESSAGE, "traceback": "",
+                })
+                if row.cancel_requested:
+                    row.status = Status.CANCELLED
+                elif row.attempts < row.max_attempts:
+                    row.status, row.at = Status.PENDING, now
+                else:
+                    row.status = Status.FAILED
+                row.lease_until = None
+                row.updated = now
+            return len(expired)
+
+    def release(self, jobs, now):
+        with self._tables.lock:
+            self._maybe_fail()
+            won = []
+            for job in jobs:
+                row = self.jobs.get(job.id)
+                if row and row.status == Status.RUNNING and row.worker == self.worker_id and row.attempts == job.attempt:
+                    row.status = Status.PENDING
+                    row.attempts -= 1  # the interrupted attempt does not count
+                    row.lease_until = None
+                    row.updated = now
+                    won.append(job.id)
+            self.released.extend(won)
+            return set(won)
 
     def materialize(self, now, ids=()):
         """Turn due schedules into jobs (one per run), as the Django store does."""
-        self._maybe_fail()
-        out = []
-        for schedule_id, spec in self.schedules.items():
-            at, interval = spec
-            if at is not None and at <= now:
-                job_id = 1_000_000 + len(self.materialized)
-                self.add(job_id, at)
-                self.materialized.append((schedule_id, at))
-                spec[0] = at + interval * (int((now - at) // interval) + 1)
-            if at is not None and at <= now or schedule_id in ids:
-                out.append(schedule_entry(schedule_id, spec[0]))
-        return out
-
-    def claim(self, queues, limit, now, ids=None, finished=()):
-        self._maybe_fail()
-        self.claim_ids.append(ids)
-        if finished:
-            self.finish(finished, now)
-        due = sorted(
-            (
-                j
-                for j in self.jobs.values()
-                if j.status == "pending" and j.queue in queues and j.at <= now and (ids is None or j.id in ids)
-            ),
-            key=lambda j: (-j.priority, j.at, j.id),
-        )[:limit]
-        for job in due:
-            job.status = "running"
-            job.attempt += 1
-        self.claims.append((set(queues), limit, [j.id for j in due]))
-        return due
-
-    def finish(self, outcomes, now):
-        self._maybe_fail()
-        for o in outcomes:
-            self.jobs[o.job_id].status = o.status
-        self.finished.extend(outcomes)
-        return {o.job_id for o in outcomes}
-
-    def renew(self, now):
-        return {j.id for j in self.jobs.values() if j.status == "running" and j.cancel_requested}
-
-    def rescue(self, now):
-        return 0
-
-    def heartbeat(self, now, *, running, processed, failed):
-        pass
-
-    def paused_queues(self):
-        return set()
+        with self._tables.lock:
+            self._maybe_fail()
+            out = []
+            for schedule_id, s in sorted(self.schedules.items()):
+                due = s.at is not None and s.at <= now
+                if due:
+                    self.add(next(self._tables.scheduled_ids), s.at, task=s.task, args=list(s.args), queue=s.queue)
+                    self.materialized.append((schedule_id, s.at))
+                    s.at += s.interval * (int((now - s.at) // s.interval) + 1)
+                    s.updated = now
+                if due or schedule_id in ids:
+                    out.append(schedule_entry(schedule_id, s.at))
+            return out
 
     def housekeeping(self, now):
-        pass
-
-    def any_due(self, queues, now):
-        return any(j.status == "pending" and j.queue in queues and j.at <= now for j in self.jobs.values())
-
-    def release(self, jobs, now):
-        for job in jobs:
-            self.jobs[job.id].status = "pending"
-        self.released.extend(j.id for j in jobs)
-        return {j.id for j in jobs}
-
-
-def execute(job, cancel_event, deadline):
-    """A fake executor: records the run, sleeps (cooperatively), may raise."""
-    import time
-
-    job.runs.append(time.monotonic())
-    end = time.monotonic() + job.sleep
-    while time.monotonic() < end:
-        if cancel_event.is_set():
-            return Outcome(job.id, job.worker, job.attempt, "cancelled")
-        time.sleep(0.005)
-    if job.raises:
-        raise RuntimeError("executor bug")
-    return Outcome(job.id, job.worker, job.attempt, "succeeded")
+        self._maybe_fail()

@@ -1,4 +1,4 @@
-"""The dispatcher core (heap, timeline, pool, clock, loop) imports no Django."""
+"""The dispatcher core (heap, timeline, pool, clock, loop, shutdown) and its contract modules import no Django."""
 
 import subprocess
 import sys
@@ -10,6 +10,12 @@ CORE = [
     "scheduler_app.dispatcher.clock",
     "scheduler_app.dispatcher.loop",
     "scheduler_app.dispatcher.shutdown",
+    # The contract between the loop and its store: value types, retry
+    # policy, wake-up message, the Store protocol.
+    "scheduler_app.dispatcher.types",
+    "scheduler_app.dispatcher.policy",
+    "scheduler_app.dispatcher.wakeup",
+    "scheduler_app.dispatcher.protocol",
 ]
 
 

@@ -8,7 +8,7 @@ from scheduler_app.dispatcher.loop import Dispatcher
 from scheduler_app.dispatcher.policy import TIMEOUT_CLASS
 from scheduler_app.dispatcher.wakeup import WakeUp
 
-from .fakes import FakeStore, execute
+from .fakes import FakeStore
 from .test_pool import wait_for
 
 
@@ -17,7 +17,7 @@ def make(groups=None, **kw):
     store = FakeStore(clock)
     options = {"horizon": 60.0, "cap": 100, "poll_interval": 1.0, "lease": 30.0, "grace": 5.0}
     options.update(kw)
-    dispatcher = Dispatcher(store, groups or {"*": ({"default", "slow"}, 2)}, execute, clock=clock, **options)
+    dispatcher = Dispatcher(store, groups or {"*": ({"default", "slow"}, 2)}, store.execute, clock=clock, **options)
     return dispatcher, store, clock
 
 
@@ -126,7 +126,7 @@ def test_database_errors_back_off_and_keep_outcomes():
     store.add(1, 999.0)
     dispatcher.tick(clock.time())
     assert store.jobs[1].status == "running"
-    assert wait_for(lambda: store.jobs[1].runs and dispatcher.pool._done.qsize())
+    assert wait_for(lambda: store.behaviours[1].runs and dispatcher.pool._done.qsize())
     store.fail_next = 1
     assert dispatcher.tick(clock.time()) > 0  # the finish failed; it backs off
     assert store.jobs[1].status == "running"
@@ -183,7 +183,7 @@ def test_cancel_notification_reaches_the_running_job():
     dispatcher, store, clock = make()
     store.add(1, 999.0, sleep=5)
     dispatcher.tick(clock.time())
-    assert wait_for(lambda: store.jobs[1].runs)
+    assert wait_for(lambda: store.behaviours[1].runs)
     dispatcher.notify(WakeUp.of(cancel=[1]))
     assert settle(dispatcher, clock, lambda: store.jobs[1].status == "cancelled", timeout=2)
 
@@ -217,7 +217,7 @@ def test_stop_and_notify_wake_a_sleeping_run():
 
 def test_burst_does_not_wait_for_paused_queues():
     dispatcher, store, clock = make(burst=True)
-    store.paused_queues = lambda: {"slow"}
+    store.paused.add("slow")
     store.add(1, 999.0, queue="slow")
     store.add(2, 999.0)
     assert settle(dispatcher, clock, lambda: dispatcher.finished)
@@ -228,6 +228,9 @@ def test_a_backlog_beyond_the_cap_is_not_reloaded_every_poll():
     dispatcher, store, clock = make({"*": ({"default"}, 1)}, cap=10, poll_interval=0.5)
     for i in range(100):
         store.add(i, 900.0 + i * 0.01, sleep=0.0)
+    # The backlog was enqueued a while ago: older than the change poll's
+    # overlap (a poll that still saw the bulk insert would reload, rightly).
+    clock.advance(dispatcher.sync_overlap + 1)
     loads = []
     original = store.load_window
     store.load_window = lambda *a: loads.append(1) or original(*a)
@@ -253,8 +256,6 @@ def test_a_short_claim_by_id_switches_to_claims_by_query_for_a_while():
 
 
 def test_a_poll_that_finds_more_changes_than_the_window_holds_reloads_instead():
-    from scheduler_app.dispatcher.timeline import Entry
-
     dispatcher, store, clock = make({"*": ({"default"}, 1)}, cap=10, poll_interval=0.5)
     store.add(1, 1005.0)
     loads = []
@@ -262,16 +263,19 @@ def test_a_poll_that_finds_more_changes_than_the_window_holds_reloads_instead():
     store.load_window = lambda *a: loads.append(1) or original(*a)
     dispatcher.tick(clock.time())
     assert len(loads) == 1
-    store.changed = [Entry(100 + i, 1010.0 + i, 0, "default") for i in range(3)]
     clock.advance(0.6)
+    for i in range(3):
+        store.add(100 + i, 1010.0 + i)  # no notification: only the poll finds them
     dispatcher.tick(clock.time())
     # A few changes are applied from the poll itself.
     assert len(loads) == 1 and 100 in dispatcher.timeline and store.change_limits[-1] == 10
-    store.changed = [Entry(200 + i, 1010.0 + i, 0, "default") for i in range(11)]
     clock.advance(0.6)
+    for i in range(11):
+        store.add(200 + i, 1020.0 + i)
     dispatcher.tick(clock.time())
-    # Past the window's cap: one window load instead of holding every change.
-    assert len(loads) == 2 and 200 not in dispatcher.timeline and 1 in dispatcher.timeline
+    # Past the window's cap: one window load (at most cap entries) instead of every change.
+    assert len(loads) == 2 and store.change_limits[-1] == 10
+    assert 1 in dispatcher.timeline and len(dispatcher.timeline) == 10 and dispatcher.timeline.truncated
 
 
 def test_a_store_change_check_brings_the_poll_forward_and_bounds_the_wait():
@@ -313,8 +317,9 @@ def test_the_signal_handler_never_takes_the_loop_lock(tmp_path):
         "from scheduler_app.dispatcher.clock import SystemClock\n"
         "from scheduler_app.dispatcher.loop import Dispatcher\n"
         "from scheduler_app.dispatcher.shutdown import graceful_signals\n"
-        "from tests.unit.fakes import FakeStore, execute\n"
-        "d = Dispatcher(FakeStore(SystemClock()), {'*': ({'default'}, 1)}, execute)\n"
+        "from tests.unit.fakes import FakeStore\n"
+        "s = FakeStore(SystemClock())\n"
+        "d = Dispatcher(s, {'*': ({'default'}, 1)}, s.execute)\n"
         "with graceful_signals(d.stop):\n"
         "    handler = signal.getsignal(signal.SIGTERM)\n"
         "    with d._event._cond:  # as inside Event.wait()\n"

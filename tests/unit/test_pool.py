@@ -8,7 +8,7 @@ import pytest
 from scheduler_app.dispatcher.clock import SystemClock
 from scheduler_app.dispatcher.pool import WorkerPool
 
-from .fakes import FakeJob, execute
+from .fakes import FakeExecutor, claimed_job
 
 
 def wait_for(predicate, timeout=10.0):
@@ -27,18 +27,27 @@ def collect_until(pool, count, timeout=10.0):
 
 
 def make_pool(groups=None, max_abandoned=2):
+    """Return ``(pool, woke, job)``: ``job(id, sleep=, raises=, timeout=)`` makes a ClaimedJob
+    and tells the pool's fake executor how it behaves."""
     woke = threading.Event()
-    pool = WorkerPool(groups or {"a": 2, "b": 1}, execute, wake=woke.set, clock=SystemClock(), max_abandoned=max_abandoned)
-    return pool, woke
+    executor = FakeExecutor()
+    pool = WorkerPool(groups or {"a": 2, "b": 1}, executor, wake=woke.set, clock=SystemClock(), max_abandoned=max_abandoned)
+
+    def job(job_id, *, sleep=0.0, raises=False, timeout=None):
+        executor.behave(job_id, sleep=sleep, raises=raises)
+        return claimed_job(job_id, timeout=timeout)
+
+    job.behaviours = executor.behaviours
+    return pool, woke, job
 
 
 def test_slots_are_per_group_and_free_again_after_collect():
-    pool, woke = make_pool()
-    pool.submit("a", FakeJob(1, 0, sleep=0.05))
-    pool.submit("a", FakeJob(2, 0, sleep=0.05))
+    pool, woke, job = make_pool()
+    pool.submit("a", job(1, sleep=0.05))
+    pool.submit("a", job(2, sleep=0.05))
     assert pool.free("a") == 0 and pool.free("b") == 1
     with pytest.raises(RuntimeError):
-        pool.submit("a", FakeJob(3, 0))
+        pool.submit("a", job(3))
     results = collect_until(pool, 2)
     assert woke.is_set()
     assert sorted(job.id for job, outcome, error in results) == [1, 2]
@@ -47,17 +56,17 @@ def test_slots_are_per_group_and_free_again_after_collect():
 
 
 def test_threads_are_reused():
-    pool, _ = make_pool({"a": 1})
+    pool, _, job = make_pool({"a": 1})
     for i in range(5):
-        pool.submit("a", FakeJob(i, 0))
+        pool.submit("a", job(i))
         collect_until(pool, 1)
     assert sum(1 for t in threading.enumerate() if t.name.startswith("scheduler-a-")) == 1
     pool.shutdown()
 
 
 def test_executor_exception_is_reported_not_lost():
-    pool, _ = make_pool()
-    pool.submit("a", FakeJob(1, 0, raises=True))
+    pool, _, job = make_pool()
+    pool.submit("a", job(1, raises=True))
     ((job, outcome, error),) = collect_until(pool, 1)
     assert outcome is None and isinstance(error, RuntimeError)
     assert pool.free("a") == 2
@@ -65,13 +74,13 @@ def test_executor_exception_is_reported_not_lost():
 
 
 def test_timeout_frees_the_slot_at_once_and_drops_the_late_result():
-    pool, _ = make_pool({"a": 1})
-    slow = FakeJob(1, 0, sleep=0.5, timeout=0.05)
+    pool, _, job = make_pool({"a": 1})
+    slow = job(1, sleep=0.5, timeout=0.05)
     pool.submit("a", slow)
     assert pool.next_deadline() is not None
-    assert wait_for(lambda: pool.expire() == [slow] or False, 2) or slow.runs
+    assert wait_for(lambda: pool.expire() == [slow] or False, 2) or job.behaviours[1].runs
     assert pool.free("a") == 1 and pool.abandoned_count == 1
-    fast = FakeJob(2, 0)
+    fast = job(2)
     pool.submit("a", fast)  # a replacement thread, while the slow one still runs
     results = collect_until(pool, 1)
     assert [job.id for job, _, _ in results] == [2]
@@ -81,8 +90,8 @@ def test_timeout_frees_the_slot_at_once_and_drops_the_late_result():
 
 
 def test_abandoned_threads_are_bounded():
-    pool, _ = make_pool({"a": 2}, max_abandoned=1)
-    jobs = [FakeJob(i, 0, sleep=0.3, timeout=0.02) for i in (1, 2)]
+    pool, _, job = make_pool({"a": 2}, max_abandoned=1)
+    jobs = [job(i, sleep=0.3, timeout=0.02) for i in (1, 2)]
     for job in jobs:
         pool.submit("a", job)
     time.sleep(0.05)
@@ -94,8 +103,8 @@ def test_abandoned_threads_are_bounded():
 
 
 def test_cancel_request_reaches_the_running_job():
-    pool, _ = make_pool()
-    pool.submit("a", FakeJob(1, 0, sleep=5))
+    pool, _, job = make_pool()
+    pool.submit("a", job(1, sleep=5))
     time.sleep(0.02)
     assert pool.request_cancel([1, 99]) == 1
     ((job, outcome, _),) = collect_until(pool, 1, timeout=2)

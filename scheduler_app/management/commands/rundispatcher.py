@@ -92,10 +92,8 @@ class Command(SchedulerCommand):
         )
         self.stdout.flush()
         with wiring.wakeups(dispatcher), graceful_signals(dispatcher.stop):
-            code = dispatcher.run()
+            dispatcher.run()
         logger.info(
             "dispatcher %s stopped: %d jobs processed, %d failed",
             dispatcher.store.worker_id, dispatcher.processed, dispatcher.failed,
         )
-        if code:
-            raise CommandError(f"dispatcher exited with code {code}", returncode=code)
