@@ -1,3 +1,5 @@
+import sys
+
 from django.apps import AppConfig
 
 
@@ -10,3 +12,9 @@ class SchedulerAppConfig(AppConfig):
         from . import registry
 
         registry.autodiscover()
+        if sys.argv[1:2] == ["rundispatcher"]:
+            # A SIGTERM while the dispatcher starts must stop it gracefully,
+            # not kill it: hold signals from here until the command takes over.
+            from .dispatcher import shutdown
+
+            shutdown.install_early()

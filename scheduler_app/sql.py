@@ -14,16 +14,36 @@ import contextlib
 import json
 
 from django.db import connections, transaction
+from django.db.models import FloatField, Func
 from django.db.models.sql import InsertQuery
 
 from .dispatcher.policy import LEASE_EXPIRED_CLASS
 
 TABLE = "scheduler_app_job"
+QUEUE_TABLE = "scheduler_app_queue"
+# Part of every claim's condition (invariant 11): a pause takes effect at its
+# commit, not when each dispatcher next reads the flags.
+NOT_PAUSED = f"queue NOT IN (SELECT name FROM {QUEUE_TABLE} WHERE paused)"
 
-CLAIM_RETURNING = (
-    "id, task, args, kwargs, queue, priority, execute_at, attempts, max_attempts, "
-    "timeout, cancel_requested"
+# What a claim returns, in this order (``lifecycle.transitions`` reads it);
+# execute_at as epoch seconds (see Epoch).
+CLAIM_COLUMNS = (
+    "id", "task", "args", "kwargs", "queue", "priority", "execute_at", "attempts", "max_attempts",
+    "timeout", "cancel_requested",
 )
+
+
+def claim_returning(alias="", *, pg):
+    """Return the RETURNING list of a claim, columns qualified by ``alias``."""
+    prefix = f"{alias}." if alias else ""
+    columns = []
+    for column in CLAIM_COLUMNS:
+        if column == "execute_at":
+            template = "EXTRACT(EPOCH FROM {c})::float8" if pg else SQLITE_EPOCH.replace("%(expressions)s", "{c}")
+            columns.append(template.format(c=prefix + column).replace("%%%%", "%%"))
+        else:
+            columns.append(prefix + column)
+    return ", ".join(columns)
 
 
 def vendor(using="default"):
@@ -36,6 +56,32 @@ def is_postgres(using="default"):
 
 def is_sqlite(using="default"):
     return vendor(using) == "sqlite"
+
+
+class Epoch(Func):
+    """A timestamp column as epoch seconds, computed by the database.
+
+    The dispatcher reads times this way: a float never fails to convert,
+    where a datetime does for any stored time Python cannot represent (a
+    row written around the service in the year 10000, or BC). SQLite's
+    text is parsed to the microsecond; unparseable text is NULL.
+    """
+
+    output_field = FloatField()
+
+    def as_postgresql(self, compiler, connection, **extra):
+        return self.as_sql(compiler, connection, template="EXTRACT(EPOCH FROM %(expressions)s)::float8", **extra)
+
+    def as_sqlite(self, compiler, connection, **extra):
+        return self.as_sql(compiler, connection, template=SQLITE_EPOCH, **extra)
+
+
+# Django stores SQLite datetimes as UTC text 'YYYY-MM-DD HH:MM:SS[.ffffff]':
+# whole seconds from strftime, the fraction from the text itself.
+SQLITE_EPOCH = (
+    "(CAST(strftime('%%%%s', %(expressions)s) AS REAL) "
+    "+ COALESCE(CAST(NULLIF(substr(%(expressions)s, 20), '') AS REAL), 0.0))"
+)
 
 
 def _rows(statement, params, using):
@@ -137,7 +183,7 @@ def sqlite_optimize(using="default"):
 
 
 def sqlite_claim(*, worker, queues, limit, now, lease_until, ids=None, using="default"):
-    """SQLite: claim up to ``limit`` due jobs in claim order; return the rows (CLAIM_RETURNING).
+    """SQLite: claim up to ``limit`` due jobs in claim order; return the rows (CLAIM_COLUMNS).
 
     One statement is atomic on SQLite; the status check in the outer WHERE
     repeats the compare-and-set.
@@ -145,6 +191,7 @@ def sqlite_claim(*, worker, queues, limit, now, lease_until, ids=None, using="de
     params = [adapt_dt(now, using)]
     where = ["status = 'pending'", "execute_at <= %s"]
     where.append(_in_list("queue", queues, params, using))
+    where.append(NOT_PAUSED)
     if ids is not None:
         where.append(_in_list("id", ids, params, using))
     params.append(int(limit))
@@ -160,7 +207,7 @@ def sqlite_claim(*, worker, queues, limit, now, lease_until, ids=None, using="de
     statement = (
         f"UPDATE {TABLE} SET status = 'running', attempts = attempts + 1, worker = %s, "
         "lease_expires_at = %s, started_at = %s, updated_at = %s, finished_at = NULL "
-        f"WHERE status = 'pending' AND id IN ({select}) RETURNING {CLAIM_RETURNING}"
+        f"WHERE status = 'pending' AND id IN ({select}) RETURNING {claim_returning(pg=False)}"
     )
     return _rows(statement, set_params + params, using)
 
@@ -287,10 +334,6 @@ def release(rows, *, worker, now, using="default"):
     return {r[0] for r in _rows(statement, params, using)}
 
 
-def _claim_returning(alias):
-    return ", ".join(f"{alias}.{c.strip()}" for c in CLAIM_RETURNING.split(","))
-
-
 def _pg_finish_and_claim_text(by_ids, limit):
     """Build the PostgreSQL statement that records outcomes and claims jobs at once.
 
@@ -309,8 +352,8 @@ def _pg_finish_and_claim_text(by_ids, limit):
     # By ids the caller asks for exactly the rows it names (and orders what
     # comes back), so no sort; by query the claim index gives claim order.
     order = "" if by_ids else "ORDER BY priority DESC, execute_at, id "
-    returning = _claim_returning("j")
-    columns = len(CLAIM_RETURNING.split(","))
+    returning = claim_returning("j", pg=True)
+    columns = len(CLAIM_COLUMNS)
     return (
         "WITH v AS (SELECT * FROM jsonb_to_recordset(%(finished)s::jsonb) "
         "AS v(vid bigint, vworker text, vattempts integer, vstatus text, vresult text, "
@@ -327,7 +370,7 @@ def _pg_finish_and_claim_text(by_ids, limit):
         "FROM v WHERE j.id = v.vid AND j.id = ANY(ARRAY(SELECT vid FROM v)) "
         "AND j.attempts = v.vattempts AND j.status = 'running' AND j.worker = v.vworker RETURNING j.id), "
         f"c AS (SELECT id FROM {TABLE} WHERE status = 'pending' AND execute_at <= %(now)s "
-        f"AND queue = ANY(%(queues)s::text[]) {id_filter}"
+        f"AND queue = ANY(%(queues)s::text[]) AND {NOT_PAUSED} {id_filter}"
         f"{order}LIMIT {int(limit)} FOR UPDATE SKIP LOCKED), "
         f"u AS (UPDATE {TABLE} AS j SET status = 'running', attempts = j.attempts + 1, "
         "worker = %(worker)s, lease_expires_at = %(lease)s, started_at = %(now)s, "

@@ -177,18 +177,30 @@ class Dispatcher:
         try:
             self._tick(now)
         except self.store.transient_errors as exc:
-            self._db_backoff = min(max(self._db_backoff * 2, 0.25), 10.0)
-            self._db_retry_at = now + self._db_backoff
+            self._back_off(now)
             logger.warning(
                 "database unavailable (%s); retrying in %.2fs", exc, self._db_backoff,
                 extra={"action": "db_error"},
             )
-            self.store.reset()
+            return self._db_backoff
+        except Exception:
+            # A bug, or a row nobody foresaw: never a silent exit. The
+            # outcomes collected so far are kept and written next time.
+            self._back_off(now)
+            logger.exception(
+                "unexpected error in the dispatcher loop; retrying in %.2fs", self._db_backoff,
+                extra={"action": "loop_error"},
+            )
             return self._db_backoff
         self._db_backoff = 0.0
         # Measure the wait from the end of the tick, not its start: a tick
         # that took 3 ms must not make the next wake-up 3 ms late.
         return self._wait(self.clock.time())
+
+    def _back_off(self, now):
+        self._db_backoff = min(max(self._db_backoff * 2, 0.25), 10.0)
+        self._db_retry_at = now + self._db_backoff
+        self.store.reset()
 
     def _tick(self, now):
         self._drain_inbox()
@@ -196,6 +208,10 @@ class Dispatcher:
         if self.change_check_interval and now >= self._due_change_check:
             if self.store.data_changed():
                 self._need_poll = True
+                if self.pool.busy():
+                    # Where no NOTIFY carries a cancel (SQLite), the same
+                    # cheap check brings it to the running task at once.
+                    self.pool.request_cancel(self.store.cancel_requests())
             self._due_change_check = now + self.change_check_interval
         if now >= self._due_full or self._window_exhausted(now):
             self._reload(now)
@@ -306,6 +322,10 @@ class Dispatcher:
         for entry in entries:
             self._apply(entry)
         if newest is not None:
+            # A change time from the future (a clock ahead, a row written
+            # around the service) must not move the watermark past now:
+            # polls would then miss every change until it.
+            newest = min(newest, now)
             self._watermark = max(self._watermark or newest, newest)
         self._need_poll = False
         self._due_poll = now + self.poll_interval

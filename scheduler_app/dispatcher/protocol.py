@@ -53,6 +53,9 @@ class Store(Protocol):
     def data_changed(self) -> bool:
         """Return whether another process may have committed since the last call (always True where unknown)."""
 
+    def cancel_requests(self) -> set[int]:
+        """Return ids of this dispatcher's running jobs whose cancel was requested."""
+
     def paused_queues(self) -> set[str]:
         """Return the names of paused queues."""
 

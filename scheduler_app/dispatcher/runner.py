@@ -12,6 +12,10 @@ from scheduler_app.context import JobCancelled, JobContext
 logger = logging.getLogger(__name__)
 
 
+class UnreadableJob(Exception):
+    """Recorded as the error of a job whose stored row cannot be run as it is."""
+
+
 class Executor:
     """The pool's ``execute(job, cancel_event, deadline)``: call the task, return an Outcome."""
 
@@ -43,6 +47,10 @@ class Executor:
         except registry.UnknownTask as exc:
             # Not retried: the next attempt would not find it either.
             return self.policy.fatal(job, exc, traceback_text="")
+        if job.args is None or job.kwargs is None:
+            # A row written around the service; every attempt would read the same.
+            which = "args (a JSON list)" if job.args is None else "kwargs (a JSON object)"
+            return self.policy.fatal(job, UnreadableJob(f"The job's stored {which} cannot be read."), traceback_text="")
         try:
             if task.takes_context:
                 context = self._context(task, job, cancel_event, deadline)

@@ -1,4 +1,11 @@
-"""Signal handling for the dispatcher: the first SIGTERM/SIGINT stops gracefully, the second at once."""
+"""Signal handling for the dispatcher: the first SIGTERM/SIGINT stops gracefully, the second at once.
+
+Signals are handled from the first moment the command's code runs: the app
+installs an early handler while Django starts (``install_early``), the
+command takes over with ``graceful_signals`` before it builds anything, and
+a stop that arrives before the dispatcher exists is kept by a
+``StopRequest`` and handed on when it does.
+"""
 
 import contextlib
 import logging
@@ -8,14 +15,58 @@ import threading
 
 logger = logging.getLogger(__name__)
 
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class StopRequest:
+    """A ``stop()`` that may come before its target exists; safe from any thread."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._target = None
+        self.requested = False
+
+    def __call__(self):
+        with self._lock:
+            self.requested = True
+            target = self._target
+        if target is not None:
+            target()
+
+    def attach(self, stop):
+        """Forward to ``stop`` from now on (and at once if a stop came already)."""
+        with self._lock:
+            self._target = stop
+            requested = self.requested
+        if requested:
+            stop()
+
+
+# Signals that arrive while Django starts, before the command runs.
+_early = {"signals": []}
+
+
+def install_early(signals=SIGNALS):
+    """Remember SIGTERM/SIGINT until ``graceful_signals`` takes over (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def remember(signum, frame):
+        _early["signals"].append(signum)
+        if len(_early["signals"]) > 1:
+            os._exit(1)
+
+    for s in signals:
+        signal.signal(s, remember)
+
 
 @contextlib.contextmanager
-def graceful_signals(stop, *, signals=(signal.SIGTERM, signal.SIGINT)):
+def graceful_signals(stop, *, signals=SIGNALS):
     """Install handlers that call ``stop()`` once, then exit at once; restore the old ones after."""
     if threading.current_thread() is not threading.main_thread():
         yield  # signal handlers can only be installed on the main thread
         return
-    received = []
+    received = list(_early["signals"])
 
     def graceful(name):
         logger.info("received %s: stopping gracefully (send again to exit at once)", name)
@@ -34,6 +85,8 @@ def graceful_signals(stop, *, signals=(signal.SIGTERM, signal.SIGINT)):
             os._exit(1)
 
     previous = {s: signal.signal(s, handler) for s in signals}
+    if received:
+        graceful(signal.Signals(received[0]).name)  # it came while Django started
     try:
         yield
     finally:

@@ -156,9 +156,10 @@ class DjangoStore:
             .pending()
             .filter(queue__in=sorted(queues), execute_at__lte=to_datetime(until))
             .order_by("execute_at", "id")
-            .values_list("id", "execute_at", "priority", "queue")[: limit - len(planned)]
+            .annotate(at=sql.Epoch("execute_at"))
+            .values_list("id", "at", "priority", "queue")[: limit - len(planned)]
         )
-        return planned + [Entry(i, at.timestamp(), p, q) for i, at, p, q in rows]
+        return planned + [Entry(i, at, p, q) for i, at, p, q in rows if at is not None]
 
     def changes(self, queues, since, limit=None):
         """Return pending jobs and schedules changed since ``since``, and the newest change time.
@@ -174,17 +175,27 @@ class DjangoStore:
             Job.objects.using(self.using)
             .pending()
             .filter(queue__in=sorted(queues), updated_at__gte=to_datetime(since))
-            .values_list("id", "execute_at", "priority", "queue", "updated_at")
+            .annotate(at=sql.Epoch("execute_at"), changed=sql.Epoch("updated_at"))
+            .values_list("id", "at", "priority", "queue", "changed")
         )
         if limit is not None:
             rows = list(rows[: limit + 1])
             if len(rows) > limit:
                 return None, None
-        for i, at, p, q, updated in rows:
-            entries.append(Entry(i, at.timestamp(), p, q))
-            stamp = updated.timestamp()
-            newest = stamp if newest is None or stamp > newest else newest
+        for i, at, p, q, changed in rows:
+            if at is not None:  # SQLite text that is not a time: never due, never claimed
+                entries.append(Entry(i, at, p, q))
+            if changed is not None:
+                newest = changed if newest is None or changed > newest else newest
         return entries, newest
+
+    def cancel_requests(self):
+        return set(
+            Job.objects.using(self.using)
+            .running()
+            .filter(worker=self.worker_id, cancel_requested=True)
+            .values_list("id", flat=True)
+        )
 
     def paused_queues(self):
         return lifecycle.paused_queues(using=self.using)

@@ -34,7 +34,7 @@ class ClaimedJob:
     kwargs: dict
     queue: str
     priority: int
-    execute_at: datetime
+    execute_at: float  # epoch seconds (read as such: any stored time converts)
     attempt: int
     max_attempts: int
     timeout: float | None

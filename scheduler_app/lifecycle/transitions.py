@@ -13,7 +13,6 @@ from datetime import timedelta
 
 from django.db import transaction
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
 from .. import sql
 from ..dispatcher.policy import LEASE_EXPIRED_MESSAGE
@@ -61,28 +60,33 @@ def claim(worker, *, queues, limit, lease, now=None, ids=None, finished=(), conn
     return _claimed(rows, worker, now)
 
 
-def _load_json(value):
-    return json.loads(value) if isinstance(value, (str, bytes)) else value
-
-
-def _load_dt(value):
-    if isinstance(value, str):
-        value = parse_datetime(value)
-    if value is not None and timezone.is_naive(value):
-        value = timezone.make_aware(value, timezone.UTC)
-    return value
+def _load(value, kind):
+    """Return stored args/kwargs as ``kind``, or None when the row holds something else."""
+    if isinstance(value, (str, bytes)):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    return value if isinstance(value, kind) else None
 
 
 def _claimed(rows, worker, now):
+    """Return ClaimedJobs for claimed rows, in claim order.
+
+    A row written around the service (args that are not a list, kwargs that
+    are not an object, a time that is not one) still becomes a ClaimedJob:
+    its ``args``/``kwargs`` are None and the executor fails that attempt with
+    the reason, instead of one row stopping the dispatcher.
+    """
     claimed = [
         ClaimedJob(
             id=r[0],
             task=r[1],
-            args=_load_json(r[2]),
-            kwargs=_load_json(r[3]),
+            args=_load(r[2], list),
+            kwargs=_load(r[3], dict),
             queue=r[4],
             priority=r[5],
-            execute_at=_load_dt(r[6]),
+            execute_at=r[6] if r[6] is not None else float("-inf"),
             attempt=r[7],
             max_attempts=r[8],
             timeout=r[9],

@@ -14,7 +14,7 @@ from cronsim import CronSimError
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from .. import lifecycle
+from .. import lifecycle, sql
 from ..models import Schedule
 from .service import _enqueue_run, _epoch
 from .timetable import plan
@@ -35,9 +35,10 @@ def window(until, *, using="default"):
         Schedule.objects.using(using)
         .filter(enabled=True, next_run_at__isnull=False, next_run_at__lte=_to_dt(until))
         .order_by("next_run_at", "id")
-        .values_list("id", "next_run_at")
+        .annotate(at=sql.Epoch("next_run_at"))
+        .values_list("id", "at")
     )
-    return [(i, at.timestamp()) for i, at in rows]
+    return [(i, at) for i, at in rows if at is not None]
 
 
 def changes(since, *, using="default"):
@@ -45,13 +46,14 @@ def changes(since, *, using="default"):
     rows = (
         Schedule.objects.using(using)
         .filter(updated_at__gte=_to_dt(since))
-        .values_list("id", "enabled", "next_run_at", "updated_at")
+        .annotate(at=sql.Epoch("next_run_at"), changed=sql.Epoch("updated_at"))
+        .values_list("id", "enabled", "at", "changed")
     )
     entries, newest = [], None
-    for i, enabled, at, updated in rows:
-        entries.append((i, at.timestamp() if enabled and at is not None else None))
-        stamp = updated.timestamp()
-        newest = stamp if newest is None or stamp > newest else newest
+    for i, enabled, at, changed in rows:
+        entries.append((i, at if enabled else None))
+        if changed is not None:
+            newest = changed if newest is None or changed > newest else newest
     return entries, newest
 
 

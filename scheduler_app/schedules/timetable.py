@@ -110,17 +110,19 @@ def missed_runs(schedule, first, now, limit):
 def plan(schedule, run_time, now):
     """Return ``(run times to enqueue, next run_at)`` for a schedule due at ``run_time``.
 
-    The misfire policy decides what a late schedule (``now`` more than
-    SCHEDULE_MISFIRE_GRACE seconds past ``run_time``) does: ``run_once``
-    enqueues one job for all missed runs, ``skip`` enqueues none,
-    ``catch_up`` one per missed run (at most SCHEDULE_CATCH_UP_MAX, the most
-    recent). Then the schedule moves to its first run after ``now``.
+    ``catch_up`` enqueues one job per run time from ``run_time`` to ``now``
+    (at most SCHEDULE_CATCH_UP_MAX, the most recent), however late: an
+    interval shorter than the grace period still gets every run. For the
+    others the misfire policy decides what a late schedule (``now`` more
+    than SCHEDULE_MISFIRE_GRACE seconds past ``run_time``) does:
+    ``run_once`` enqueues one job for all missed runs, ``skip`` enqueues
+    none. Then the schedule moves to its first run after ``now``.
     """
     late = (now - run_time).total_seconds() > conf.get("SCHEDULE_MISFIRE_GRACE")
     policy = _get(schedule, "misfire_policy")
     if policy == MisfirePolicy.SKIP and late:
         runs = []
-    elif policy == MisfirePolicy.CATCH_UP and late:
+    elif policy == MisfirePolicy.CATCH_UP:
         runs = missed_runs(schedule, run_time, now, conf.get("SCHEDULE_CATCH_UP_MAX"))
     else:
         runs = [run_time]

@@ -17,6 +17,8 @@ True, "cannot tell"; SQLite's data_version: tests/integration).
 import dataclasses
 import time
 
+import pytest
+
 from scheduler_app.dispatcher.policy import LEASE_EXPIRED_CLASS, error_entry
 from scheduler_app.dispatcher.timeline import Entry, schedule_entry
 from scheduler_app.dispatcher.types import ClaimedJob, Outcome, Status
@@ -129,8 +131,12 @@ def test_paused_queues(harness, store, now):
     harness.pause("other")
     harness.resume("slow")
     assert store.paused_queues() == {"other"}
-    # Leaving paused queues out is the loop's part: a claim takes what it is asked for.
+    # The pause is part of the claim's condition: it holds from its commit,
+    # whatever the loop last read of the flags.
     job = harness.add(now - 1, queue="other")
+    assert store.claim({"other"}, 1, now) == []
+    assert store.claim({"other"}, 1, now, ids=[job]) == []
+    harness.resume("other")
     assert ids(store.claim({"other"}, 1, now)) == [job]
 
 
@@ -154,7 +160,7 @@ def test_claim_returns_claimed_jobs_in_claim_order(harness, store, now):
     assert all(type(job) is ClaimedJob for job in jobs)
     first = jobs[0]
     assert (first.task, first.args, first.kwargs, first.queue, first.priority) == (TASK, ARGS, {}, "default", 10)
-    assert (first.execute_at, first.started_at) == (at(now - 2), at(now))
+    assert (first.execute_at, first.started_at) == (pytest.approx(now - 2, abs=1e-6), at(now))
     assert (first.attempt, first.max_attempts, first.timeout, first.cancel_requested) == (1, 1, None, False)
     assert first.worker == store.worker_id
     row = harness.row(b)
@@ -259,7 +265,7 @@ def test_finish_with_pending_is_a_retry_claimable_at_retry_at(harness, store, no
     assert store.claim(QUEUES, 1, now + 5) == [] and not store.any_due(QUEUES, now + 5)
     assert store.any_due(QUEUES, retry_at)
     (again,) = store.claim(QUEUES, 1, retry_at)
-    assert (again.id, again.attempt, again.execute_at) == (job.id, 2, at(retry_at))
+    assert (again.id, again.attempt, again.execute_at) == (job.id, 2, pytest.approx(retry_at, abs=1e-6))
 
 
 # -- leases --------------------------------------------------------------------
@@ -276,6 +282,19 @@ def test_renew_reports_this_dispatchers_running_jobs_whose_cancel_was_requested(
     harness.request_cancel(theirs.id)
     assert store.renew(now) == {mine[0].id}
     assert other.renew(now) == {theirs.id}
+
+
+def test_cancel_requests_are_this_dispatchers_running_jobs_asked_to_stop(harness, store, now):
+    for _ in range(3):
+        harness.add(now - 1)
+    other = harness.peer("contract-b")
+    mine = store.claim(QUEUES, 2, now)
+    (theirs,) = other.claim(QUEUES, 1, now)
+    assert store.cancel_requests() == set()
+    harness.request_cancel(mine[1].id)
+    harness.request_cancel(theirs.id)
+    assert store.cancel_requests() == {mine[1].id}
+    assert other.cancel_requests() == {theirs.id}
 
 
 def test_renew_extends_the_leases_it_holds(harness, store, now):
@@ -329,7 +348,7 @@ def test_materialize_enqueues_due_schedules_and_returns_their_next_runs(harness,
     assert sorted(entries, key=lambda e: -e.id) == [schedule_entry(due, now + 3605), schedule_entry(idle, now + 600)]
     assert harness.job_count() == jobs + 1
     (job,) = store.claim(QUEUES, 5, now + 10)
-    assert (job.task, job.execute_at) == (TASK, at(now + 5))
+    assert (job.task, job.execute_at) == (TASK, pytest.approx(now + 5, abs=1e-6))
     assert store.materialize(now + 10) == [] and harness.job_count() == jobs + 1
 
 

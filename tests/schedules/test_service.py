@@ -111,6 +111,19 @@ def test_catch_up_is_bounded_by_the_setting(settings):
     assert len(jobs_of(s)) == 3
 
 
+@pytest.mark.parametrize("late", [2.7, 29, 31])
+def test_catch_up_creates_every_missed_run_even_within_the_grace_period(late):
+    """An interval shorter than SCHEDULE_MISFIRE_GRACE (30 s): 2.7 s late is 3 runs, 29 s is 10 (the cap)."""
+    s = make(interval_seconds=1, misfire_policy="catch_up")
+    due = s.next_run_at
+    schedules.materialize_due(due + timedelta(seconds=late))
+    expected = min(int(late) + 1, 10)
+    runs = [j.execute_at for j in jobs_of(s)]
+    assert len(runs) == expected
+    last = due + timedelta(seconds=int(late))
+    assert runs == [last - timedelta(seconds=k) for k in reversed(range(expected))]
+
+
 def test_skip_still_runs_a_schedule_that_is_only_a_little_late():
     s = make(misfire_policy="skip")
     schedules.materialize_due(s.next_run_at + timedelta(seconds=2))

@@ -86,3 +86,18 @@ def flaky(marker_dir, fail_times=1):
     if count < fail_times:
         raise RuntimeError(f"failure {count + 1}")
     return count
+
+
+@task(takes_context=True)
+def cancel_stamp(context, marker_dir, seconds=30.0):
+    """Write 'started', then poll cancel_requested; write the moment it turned true."""
+    with open(os.path.join(marker_dir, "started"), "w") as fh:
+        fh.write(str(time.time()))
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if context.cancel_requested:
+            with open(os.path.join(marker_dir, "cancel-seen"), "w") as fh:
+                fh.write(str(time.time()))
+            raise JobCancelled()
+        time.sleep(0.002)
+    return "not cancelled"

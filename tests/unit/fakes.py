@@ -109,7 +109,7 @@ def claimed_job(job_id, *, timeout=None, cancel_requested=False, worker="fake", 
     """Return a ClaimedJob for tests that hand jobs to the pool directly."""
     now = datetime.now(UTC)
     return ClaimedJob(
-        id=job_id, task="fake", args=[], kwargs={}, queue="default", priority=0, execute_at=now,
+        id=job_id, task="fake", args=[], kwargs={}, queue="default", priority=0, execute_at=now.timestamp(),
         attempt=attempt, max_attempts=max_attempts, timeout=timeout, cancel_requested=cancel_requested,
         worker=worker, started_at=now,
     )
@@ -247,6 +247,14 @@ class FakeStore:
         self._maybe_fail()
         return True  # other processes cannot be seen: "unknown"
 
+    def cancel_requests(self):
+        with self._tables.lock:
+            self._maybe_fail()
+            return {
+                j.id for j in self.jobs.values()
+                if j.status == Status.RUNNING and j.worker == self.worker_id and j.cancel_requested
+            }
+
     def paused_queues(self):
         with self._tables.lock:
             self._maybe_fail()
@@ -270,7 +278,7 @@ class FakeStore:
                 (
                     j for j in self.jobs.values()
                     if j.status == Status.PENDING and j.queue in queues and j.at <= now
-                    and (wanted is None or j.id in wanted)
+                    and j.queue not in self._tables.paused and (wanted is None or j.id in wanted)
                 ),
                 key=lambda j: (-j.priority, j.at, j.id),
             )[: max(limit, 0)]
@@ -286,7 +294,7 @@ class FakeStore:
     def _claimed(self, row):
         return ClaimedJob(
             id=row.id, task=row.task, args=list(row.args), kwargs=dict(row.kwargs), queue=row.queue,
-            priority=row.priority, execute_at=to_datetime(row.at), attempt=row.attempts,
+            priority=row.priority, execute_at=row.at, attempt=row.attempts,
             max_attempts=row.max_attempts, timeout=row.timeout, cancel_requested=row.cancel_requested,
             worker=row.worker, started_at=to_datetime(row.started_at),
         )

@@ -331,3 +331,20 @@ def test_the_signal_handler_never_takes_the_loop_lock(tmp_path):
     )
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=30)
     assert result.returncode == 0 and "stopped" in result.stdout, result.stderr
+
+
+def test_a_change_time_from_the_future_does_not_move_the_watermark_past_now():
+    """A row whose updated_at is years ahead (a clock ahead, a row written around the service)
+    must not make later polls skip every change until then."""
+    dispatcher, store, clock = make(full_sync_interval=1000, housekeeping_interval=1000)
+    dispatcher.tick(clock.time())
+    row = store.add(1, clock.time() + 50)
+    row.updated = clock.time() + 10**9
+    clock.advance(1.0)
+    dispatcher.tick(clock.time())
+    assert dispatcher._watermark <= clock.time()
+    # A change made now is still found by the next poll.
+    store.add(2, clock.time() + 5)
+    clock.advance(1.0)
+    dispatcher.tick(clock.time())
+    assert 2 in dispatcher.timeline

@@ -6,7 +6,7 @@ from django.db import connections
 
 from scheduler_app import conf
 from scheduler_app.dispatcher import wiring
-from scheduler_app.dispatcher.shutdown import graceful_signals
+from scheduler_app.dispatcher.shutdown import StopRequest, graceful_signals
 from scheduler_app.management import arguments
 from scheduler_app.management.base import SchedulerCommand
 
@@ -50,6 +50,21 @@ class Command(SchedulerCommand):
                             help="Exit after running this many jobs.")
 
     def handle(self, *args, **options):
+        # From the first moment: a SIGTERM while the dispatcher is being
+        # built is kept and stops it gracefully once it exists (exit 0).
+        stop = StopRequest()
+        with graceful_signals(stop):
+            dispatcher = self._build(options)
+            self._banner(dispatcher)
+            stop.attach(dispatcher.stop)
+            with wiring.wakeups(dispatcher):
+                dispatcher.run()
+        logger.info(
+            "dispatcher %s stopped: %d jobs processed, %d failed",
+            dispatcher.store.worker_id, dispatcher.processed, dispatcher.failed,
+        )
+
+    def _build(self, options):
         known = conf.known_queues()
         concurrency = options["concurrency"] or conf.get("CONCURRENCY")
         if options["queues"]:
@@ -65,7 +80,7 @@ class Command(SchedulerCommand):
                 groups[name] = ({name}, slots or concurrency)
         else:
             groups = {SHARED: (set(known), concurrency)}
-        dispatcher = wiring.create(
+        return wiring.create(
             groups,
             lease=options["lease"],
             horizon=options["horizon"],
@@ -74,6 +89,8 @@ class Command(SchedulerCommand):
             burst=options["burst"],
             max_jobs=options["max_jobs"],
         )
+
+    def _banner(self, dispatcher):
         vendor = connections["default"].vendor
         slots = ", ".join(
             f"{'all' if g == SHARED else g}:{n}" for g, (_, n) in dispatcher.groups.items()
@@ -91,9 +108,3 @@ class Command(SchedulerCommand):
             + (" | burst" if dispatcher.burst else "")
         )
         self.stdout.flush()
-        with wiring.wakeups(dispatcher), graceful_signals(dispatcher.stop):
-            dispatcher.run()
-        logger.info(
-            "dispatcher %s stopped: %d jobs processed, %d failed",
-            dispatcher.store.worker_id, dispatcher.processed, dispatcher.failed,
-        )
