@@ -11,15 +11,15 @@ injected, so tests drive ``tick`` with a fake clock and an in-memory store.
 
 import collections
 import logging
-import math
 import threading
 import time
 
 from .clock import SystemClock
 from .policy import RetryPolicy
 from .pool import WorkerPool
-from .timeline import SCHEDULES, Entry, Timeline, schedule_entry
+from .timeline import SCHEDULES, Timeline
 from .types import Status
+from .window import Window
 
 logger = logging.getLogger(__name__)
 
@@ -63,11 +63,6 @@ class Dispatcher:
         self.groups = {name: (frozenset(qs), int(slots)) for name, (qs, slots) in groups.items()}
         self.queue_group = {q: name for name, (qs, _) in self.groups.items() for q in qs}
         self.queues = frozenset(self.queue_group)
-        self.horizon = horizon
-        self.poll_interval = poll_interval
-        # The window slides by reloading; reload at least twice per horizon.
-        self.full_sync_interval = min(full_sync_interval, max(horizon / 2, 0.1))
-        self.sync_overlap = sync_overlap
         self.lease = lease
         self.grace = grace
         self.burst = burst
@@ -79,6 +74,14 @@ class Dispatcher:
         self.change_check_interval = change_check_interval
 
         self.timeline = Timeline(self._group_of, cap)  # loop thread only
+        self.window = Window(  # loop thread only
+            self.timeline,
+            self.queues,
+            horizon=horizon,
+            poll_interval=poll_interval,
+            full_sync_interval=full_sync_interval,
+            sync_overlap=sync_overlap,
+        )
         self.pool = WorkerPool(
             {name: slots for name, (_, slots) in self.groups.items()},
             execute,
@@ -92,18 +95,13 @@ class Dispatcher:
         # Loop thread only, below.
         self._outcomes = []  # written by the next finish(), kept across DB errors
         self._stop_deadline = None
-        self._watermark = None
-        self._due_poll = 0.0
-        self._due_full = 0.0
         self._due_heartbeat = 0.0
         self._due_paused = 0.0
         self._due_housekeeping = 0.0
         self._due_change_check = 0.0
         self._db_retry_at = 0.0
         self._db_backoff = 0.0
-        self._need_poll = False
         self._need_paused = False
-        self._edge_was_ahead = False
         # Until then, claim by query: another dispatcher was seen taking the
         # same due jobs, so claiming the window's ids would mostly miss.
         self._contended_until = 0.0
@@ -119,12 +117,13 @@ class Dispatcher:
             return SCHEDULES
         return self.queue_group.get(queue)
 
-    def _apply(self, entry):
-        """Upsert an entry; a schedule entry without a time leaves the window."""
-        if entry.at is None:
-            self.timeline.remove(entry.id)
-        else:
-            self.timeline.upsert(entry)
+    @property
+    def horizon(self):
+        return self.window.horizon
+
+    @property
+    def poll_interval(self):
+        return self.window.poll_interval
 
     # -- called from any thread -------------------------------------------
 
@@ -207,16 +206,13 @@ class Dispatcher:
         self._collect()
         if self.change_check_interval and now >= self._due_change_check:
             if self.store.data_changed():
-                self._need_poll = True
+                self.window.need_poll = True
                 if self.pool.busy():
                     # Where no NOTIFY carries a cancel (SQLite), the same
                     # cheap check brings it to the running task at once.
                     self.pool.request_cancel(self.store.cancel_requests())
             self._due_change_check = now + self.change_check_interval
-        if now >= self._due_full or self._window_exhausted(now):
-            self._reload(now)
-        elif self._need_poll or now >= self._due_poll:
-            self._poll(now)
+        self.window.sync(self.store, now)
         if now >= self._due_heartbeat:
             self._heartbeat(now)
         if self._need_paused or now >= self._due_paused:
@@ -252,18 +248,11 @@ class Dispatcher:
         inbox = self._inbox
         while inbox:
             message = inbox.popleft()
-            if message.sync:
-                self._need_poll = True
-            for job_id, at, priority, queue in message.jobs:
-                self.timeline.upsert(Entry(job_id, at, priority, queue))
-            for job_id in message.removed:
-                self.timeline.remove(job_id)
+            self.window.apply_message(message)
             if message.cancel:
                 self.pool.request_cancel(message.cancel)
             if message.queues_changed:
                 self._need_paused = True
-            for schedule_id, at in message.schedules:
-                self._apply(schedule_entry(schedule_id, at))
 
     def _collect(self):
         for job, outcome, error in self.pool.collect():
@@ -282,53 +271,6 @@ class Dispatcher:
         self.processed += 1
         if outcome.status == Status.FAILED:
             self.failed += 1
-
-    def _window_exhausted(self, now):
-        """Return whether a truncated window needs reloading now.
-
-        At once when it has drained to half the cap (a backlog being worked
-        off); when time passes its edge, at most once per poll interval (jobs
-        beyond the edge may be due).
-        """
-        tl = self.timeline
-        if not tl.truncated:
-            return False
-        # An edge already past at load time means the window is all due
-        # jobs of a backlog; claims go by query then, and re-reading the same
-        # rows every poll would only burn time (the backlog drains the window).
-        edge_passed = self._edge_was_ahead and now >= tl.edge and now >= self._due_poll
-        return len(tl) < tl.cap // 2 or edge_passed
-
-    def _reload(self, now):
-        until = now + self.horizon
-        entries = self.store.load_window(self.queues, until, self.timeline.cap)
-        truncated = len(entries) >= self.timeline.cap
-        edge = entries[-1].at if truncated else until
-        self.timeline.reload(entries, edge=edge, truncated=truncated)
-        self._edge_was_ahead = edge > now
-        self._watermark = now
-        self._need_poll = False
-        self._due_full = now + self.full_sync_interval
-        self._due_poll = now + self.poll_interval
-
-    def _poll(self, now):
-        since = (self._watermark if self._watermark is not None else now) - self.sync_overlap
-        entries, newest = self.store.changes(self.queues, since, self.timeline.cap)
-        if entries is None:
-            # More jobs changed than the window can hold: read the window
-            # afresh (at most cap rows) instead of every change.
-            self._reload(now)
-            return
-        for entry in entries:
-            self._apply(entry)
-        if newest is not None:
-            # A change time from the future (a clock ahead, a row written
-            # around the service) must not move the watermark past now:
-            # polls would then miss every change until it.
-            newest = min(newest, now)
-            self._watermark = max(self._watermark or newest, newest)
-        self._need_poll = False
-        self._due_poll = now + self.poll_interval
 
     def _heartbeat(self, now):
         cancel = self.store.renew(now)
@@ -398,7 +340,7 @@ class Dispatcher:
         ids = [-i for i in self.timeline.due_ids(SCHEDULES)]
         self.timeline.drop_due(SCHEDULES)
         for entry in self.store.materialize(now, ids):
-            self._apply(entry)
+            self.window.apply(entry)
 
     def _check_done(self):
         if self.pool.busy() or self._outcomes or self.pool.abandoned_count:
@@ -435,23 +377,16 @@ class Dispatcher:
         if self.finished:
             return 0.0
         moments = [
-            self._due_poll,
-            self._due_full,
+            *self.window.moments(claiming=not self._stopping),
             self._due_heartbeat,
             self._due_paused,
             self._due_housekeeping,
         ]
         if self.change_check_interval:
             moments.append(self._due_change_check)
-        if not self._stopping:
-            next_at = self.timeline.next_at()
-            if next_at is not None:
-                moments.append(next_at)
-            if self.timeline.truncated and math.isfinite(self.timeline.edge):
-                moments.append(max(self.timeline.edge, self._due_poll))
-        elif self._stop_deadline is not None:
+        if self._stopping and self._stop_deadline is not None:
             moments.append(self._stop_deadline)
-        else:
+        elif self._stopping:
             # stop() came from another thread during this tick: tick again
             # at once so the stop step starts its grace period.
             return 0.0

@@ -158,7 +158,7 @@ def test_late_commit_is_found_by_the_overlapping_poll_and_the_full_reload():
     within = Job.objects.create(task=T + "noop", execute_at=now, updated_at=now - timedelta(seconds=1))
     beyond = Job.objects.create(task=T + "noop", execute_at=now, updated_at=now - timedelta(minutes=10))
     with dispatcher_thread(poll_interval=0.1, full_sync_interval=1.0, sync_overlap=2.0) as dispatcher:
-        dispatcher._due_full = time.time() + 1.0  # skip the initial reload: only the poll may find `within`
+        dispatcher.window.due_full = time.time() + 1.0  # skip the initial reload: only the poll may find `within`
         assert wait_for(lambda: status(within) == "succeeded", 10)
         assert wait_for(lambda: status(beyond) == "succeeded", 10)
 

@@ -9,6 +9,7 @@ CORE = [
     "scheduler_app.dispatcher.pool",
     "scheduler_app.dispatcher.clock",
     "scheduler_app.dispatcher.loop",
+    "scheduler_app.dispatcher.window",
     "scheduler_app.dispatcher.shutdown",
     # The contract between the loop and its store: value types, retry
     # policy, wake-up message, the Store protocol.

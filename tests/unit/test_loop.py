@@ -230,7 +230,7 @@ def test_a_backlog_beyond_the_cap_is_not_reloaded_every_poll():
         store.add(i, 900.0 + i * 0.01, sleep=0.0)
     # The backlog was enqueued a while ago: older than the change poll's
     # overlap (a poll that still saw the bulk insert would reload, rightly).
-    clock.advance(dispatcher.sync_overlap + 1)
+    clock.advance(dispatcher.window.sync_overlap + 1)
     loads = []
     original = store.load_window
     store.load_window = lambda *a: loads.append(1) or original(*a)
@@ -342,7 +342,7 @@ def test_a_change_time_from_the_future_does_not_move_the_watermark_past_now():
     row.updated = clock.time() + 10**9
     clock.advance(1.0)
     dispatcher.tick(clock.time())
-    assert dispatcher._watermark <= clock.time()
+    assert dispatcher.window.watermark <= clock.time()
     # A change made now is still found by the next poll.
     store.add(2, clock.time() + 5)
     clock.advance(1.0)
