@@ -33,7 +33,6 @@ class SchedulerBackend(BaseTaskBackend):
     def __init__(self, alias, params):
         super().__init__(alias, params)
         self.database = self.options.get("database", "default")
-        self.max_attempts = self.options.get("max_attempts")
 
     def validate_task(self, task):
         """Refuse what the scheduler's rules refuse, in their words, then what Django checks.
@@ -60,9 +59,6 @@ class SchedulerBackend(BaseTaskBackend):
         from . import lifecycle
 
         self.validate_task(task)
-        options = {}
-        if self.max_attempts is not None:
-            options["max_attempts"] = self.max_attempts
         try:
             job, _ = lifecycle.enqueue(
                 task,
@@ -71,8 +67,8 @@ class SchedulerBackend(BaseTaskBackend):
                 execute_at=task.run_after,
                 priority=task.priority,
                 queue=task.queue_name,
+                backend_options=self.options,
                 using=self.database,
-                **options,
             )
         except ValidationError as exc:
             raise InvalidTask(lifecycle.error_text(exc)) from exc

@@ -50,6 +50,9 @@ DEFAULTS = {
     # policy decides), and a "catch_up" schedule makes at most this many jobs.
     "SCHEDULE_MISFIRE_GRACE": 30.0,
     "SCHEDULE_CATCH_UP_MAX": 10,
+    # Dotted paths of modules (inside installed apps) whose @task functions
+    # are registered, besides each installed app's `tasks` module.
+    "TASK_MODULES": [],
     # Management commands the built-in `run_command` task may run.
     "ALLOWED_COMMANDS": ["clearsessions", "purgejobs"],
 }
@@ -60,6 +63,12 @@ def scheduler_backends():
     from django.tasks import task_backends
 
     return [b for b in task_backends.all() if getattr(b, "is_scheduler_backend", False)]
+
+
+def backend_options():
+    """Return the OPTIONS of the scheduler's first task backend (the defaults of jobs made outside django.tasks)."""
+    backends = scheduler_backends()
+    return dict(backends[0].options) if backends else {}
 
 
 def known_queues():

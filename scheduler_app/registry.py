@@ -1,9 +1,10 @@
 """The registry of runnable tasks.
 
 The tasks the admin, the API and the dispatcher may run are exactly the
-``django.tasks.Task`` objects defined in installed apps' ``tasks.py``
-modules, collected once at startup. A name coming from a request is only
-ever looked up here; nothing imports a path given by a user.
+``django.tasks.Task`` objects defined in installed apps' ``tasks`` modules
+and in the modules listed in ``SCHEDULER["TASK_MODULES"]`` (each inside an
+installed app), collected once at startup. A name coming from a request is
+only ever looked up here; nothing imports a path given by a user.
 """
 
 import importlib
@@ -11,6 +12,9 @@ import inspect
 import logging
 
 from django.apps import apps
+
+from . import conf
+from .options import options_of
 from django.tasks import Task
 from django.utils.module_loading import module_has_submodule
 
@@ -27,17 +31,40 @@ class UnknownTask(LookupError):
         self.name = name
         super().__init__(
             f"'{name}' is not a registered task. Tasks must be @task functions in an "
-            f"installed app's tasks.py; GET /api/tasks/ lists them."
+            f"installed app's tasks.py (or a module in SCHEDULER['TASK_MODULES']); GET /api/tasks/ lists them."
         )
 
 
-def autodiscover():
-    """Import every installed app's ``tasks`` module and register its tasks."""
-    found = {}
+def task_modules():
+    """Return the dotted paths of the modules whose tasks are registered.
+
+    Each installed app's ``tasks`` module, then ``SCHEDULER["TASK_MODULES"]``
+    (a module outside every installed app is not used: ``checks`` says so).
+    """
+    paths = [
+        f"{app_config.name}.tasks"
+        for app_config in apps.get_app_configs()
+        if module_has_submodule(app_config.module, "tasks")
+    ]
+    for path in conf.get("TASK_MODULES"):
+        if path not in paths and app_of(path) is not None:
+            paths.append(path)
+    return paths
+
+
+def app_of(module_path):
+    """Return the installed app whose package holds ``module_path``, or None."""
     for app_config in apps.get_app_configs():
-        if not module_has_submodule(app_config.module, "tasks"):
-            continue
-        module = importlib.import_module(f"{app_config.name}.tasks")
+        if module_path == app_config.name or module_path.startswith(app_config.name + "."):
+            return app_config
+    return None
+
+
+def autodiscover():
+    """Import the task modules and register the tasks they define."""
+    found = {}
+    for path in task_modules():
+        module = importlib.import_module(path)
         for value in vars(module).values():
             if isinstance(value, Task) and value.func.__module__ == module.__name__:
                 found[value.module_path] = value
@@ -88,4 +115,5 @@ def describe(task):
         "signature": signature,
         "is_async": inspect.iscoroutinefunction(task.func),
         "takes_context": task.takes_context,
+        "options": options_of(task).describe(),
     }

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 from cronsim import CronSim, CronSimError
 
-from ..lifecycle.validation import Moment, Rule, Text, WholeNumber
+from ..lifecycle.rules import Moment, Rule, Text, WholeNumber
 from ..models import MisfirePolicy
 from .timetable import CRON_HELP, zone_names
 

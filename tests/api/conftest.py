@@ -33,7 +33,9 @@ def non_staff(plain_user):
 def make_job(db):
     """Return a function that enqueues a job through the lifecycle service."""
 
-    def make(task=ADD, args=(1, 2), **options):
+    def make(task=ADD, args=None, **options):
+        if args is None:
+            args = (1, 2) if task == ADD else ()
         job, _ = lifecycle.enqueue(task, list(args), options.pop("kwargs", None), **options)
         return job
 

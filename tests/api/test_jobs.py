@@ -65,26 +65,26 @@ class TestCreate:
 
     def test_delay(self, api):
         before = timezone.now()
-        response = api.post("/api/jobs/", {"task": ADD, "delay": 3600}, format="json")
+        response = api.post("/api/jobs/", {"task": ADD, "args": [1, 2], "delay": 3600}, format="json")
         assert response.status_code == 201
         job = Job.objects.get()
         assert before + timedelta(seconds=3600) <= job.execute_at <= timezone.now() + timedelta(seconds=3600)
 
     def test_zero_delay_is_now(self, api):
-        response = api.post("/api/jobs/", {"task": ADD, "delay": 0}, format="json")
+        response = api.post("/api/jobs/", {"task": ADD, "args": [1, 2], "delay": 0}, format="json")
         assert response.status_code == 201
         assert Job.objects.get().execute_at <= timezone.now()
 
     def test_unique_key_of_an_active_job_returns_it_with_200(self, api, make_job):
         existing = make_job(unique_key="once")
-        response = api.post("/api/jobs/", {"task": ADD, "unique_key": "once"}, format="json")
+        response = api.post("/api/jobs/", {"task": ADD, "args": [1, 2], "unique_key": "once"}, format="json")
         assert response.status_code == 200
         assert response.json()["id"] == existing.pk
         assert Job.objects.count() == 1
 
     def test_unique_key_of_a_finished_job_creates_a_new_one(self, api, make_job, set_status):
         set_status(make_job(unique_key="again"), "succeeded")
-        response = api.post("/api/jobs/", {"task": ADD, "unique_key": "again"}, format="json")
+        response = api.post("/api/jobs/", {"task": ADD, "args": [1, 2], "unique_key": "again"}, format="json")
         assert response.status_code == 201
         assert Job.objects.count() == 2
 
@@ -102,33 +102,33 @@ class TestCreateErrors:
             ({"task": 5}, "task", "not a registered task"),
             ({"task": ADD, "args": "1,2"}, "args", "Must be a JSON list of positional arguments."),
             ({"task": ADD, "args": {"a": 1}}, "args", "Must be a JSON list of positional arguments."),
-            ({"task": ADD, "kwargs": [1]}, "kwargs", "Must be a JSON object of keyword arguments."),
-            ({"task": ADD, "kwargs": "x=1"}, "kwargs", "Must be a JSON object of keyword arguments."),
+            ({"task": ADD, "args": [1, 2], "kwargs": [1]}, "kwargs", "Must be a JSON object of keyword arguments."),
+            ({"task": ADD, "args": [1, 2], "kwargs": "x=1"}, "kwargs", "Must be a JSON object of keyword arguments."),
             ({"task": ADD, "args": ["a\x00b"]}, "args", "NUL"),
-            ({"task": ADD, "kwargs": {"k\x00": 1}}, "kwargs", "NUL"),
-            ({"task": ADD, "priority": 101}, "priority", "Must be a whole number from -100 to 100."),
-            ({"task": ADD, "priority": -101}, "priority", "Must be a whole number from -100 to 100."),
-            ({"task": ADD, "priority": 1.5}, "priority", "Must be a whole number from -100 to 100."),
-            ({"task": ADD, "priority": "high"}, "priority", "Must be a whole number from -100 to 100."),
-            ({"task": ADD, "priority": True}, "priority", "Must be a whole number from -100 to 100."),
-            ({"task": ADD, "priority": 10**30}, "priority", "Must be a whole number from -100 to 100."),
-            ({"task": ADD, "queue": "nope"}, "queue", "Unknown queue"),
-            ({"task": ADD, "queue": 3}, "queue", "Unknown queue"),
-            ({"task": ADD, "max_attempts": 0}, "max_attempts", "Must be a whole number from 1 to 100."),
-            ({"task": ADD, "max_attempts": 101}, "max_attempts", "Must be a whole number from 1 to 100."),
-            ({"task": ADD, "timeout": 0}, "timeout", "greater than 0"),
-            ({"task": ADD, "timeout": -1}, "timeout", "greater than"),
-            ({"task": ADD, "timeout": "soon"}, "timeout", "Must be a number of seconds greater than 0 and at most 31536000."),
-            ({"task": ADD, "delay": -1}, "delay", "Must be a number of seconds from 0 to 3153600000."),
-            ({"task": ADD, "delay": 1e300}, "delay", "Must be a number of seconds from 0 to 3153600000."),
-            ({"task": ADD, "delay": 5, "execute_at": "2030-01-01T00:00:00Z"}, "delay", "not both"),
-            ({"task": ADD, "execute_at": "2030-01-01T00:00:00"}, "execute_at", "offset"),
-            ({"task": ADD, "execute_at": "tomorrow"}, "execute_at", "Must be an ISO 8601 date and time"),
-            ({"task": ADD, "execute_at": 1700000000}, "execute_at", "Must be an ISO 8601 date and time"),
-            ({"task": ADD, "execute_at": "9999-12-31T23:59:59-05:00"}, "execute_at", "Must be no later than 9999-12-31T23:59:59Z."),
-            ({"task": ADD, "unique_key": "x" * 256}, "unique_key", "Must be text of at most 255 characters."),
-            ({"task": ADD, "unique_key": ["k"]}, "unique_key", "Must be text of at most 255 characters."),
-            ({"task": ADD, "status": "succeeded"}, "status", "Unknown field"),
+            ({"task": ADD, "args": [1, 2], "kwargs": {"k\x00": 1}}, "kwargs", "NUL"),
+            ({"task": ADD, "args": [1, 2], "priority": 101}, "priority", "Must be a whole number from -100 to 100."),
+            ({"task": ADD, "args": [1, 2], "priority": -101}, "priority", "Must be a whole number from -100 to 100."),
+            ({"task": ADD, "args": [1, 2], "priority": 1.5}, "priority", "Must be a whole number from -100 to 100."),
+            ({"task": ADD, "args": [1, 2], "priority": "high"}, "priority", "Must be a whole number from -100 to 100."),
+            ({"task": ADD, "args": [1, 2], "priority": True}, "priority", "Must be a whole number from -100 to 100."),
+            ({"task": ADD, "args": [1, 2], "priority": 10**30}, "priority", "Must be a whole number from -100 to 100."),
+            ({"task": ADD, "args": [1, 2], "queue": "nope"}, "queue", "Unknown queue"),
+            ({"task": ADD, "args": [1, 2], "queue": 3}, "queue", "Unknown queue"),
+            ({"task": ADD, "args": [1, 2], "max_attempts": 0}, "max_attempts", "Must be a whole number from 1 to 100."),
+            ({"task": ADD, "args": [1, 2], "max_attempts": 101}, "max_attempts", "Must be a whole number from 1 to 100."),
+            ({"task": ADD, "args": [1, 2], "timeout": 0}, "timeout", "greater than 0"),
+            ({"task": ADD, "args": [1, 2], "timeout": -1}, "timeout", "greater than"),
+            ({"task": ADD, "args": [1, 2], "timeout": "soon"}, "timeout", "Must be a number of seconds greater than 0 and at most 31536000."),
+            ({"task": ADD, "args": [1, 2], "delay": -1}, "delay", "Must be a number of seconds from 0 to 3153600000."),
+            ({"task": ADD, "args": [1, 2], "delay": 1e300}, "delay", "Must be a number of seconds from 0 to 3153600000."),
+            ({"task": ADD, "args": [1, 2], "delay": 5, "execute_at": "2030-01-01T00:00:00Z"}, "delay", "not both"),
+            ({"task": ADD, "args": [1, 2], "execute_at": "2030-01-01T00:00:00"}, "execute_at", "offset"),
+            ({"task": ADD, "args": [1, 2], "execute_at": "tomorrow"}, "execute_at", "Must be an ISO 8601 date and time"),
+            ({"task": ADD, "args": [1, 2], "execute_at": 1700000000}, "execute_at", "Must be an ISO 8601 date and time"),
+            ({"task": ADD, "args": [1, 2], "execute_at": "9999-12-31T23:59:59-05:00"}, "execute_at", "Must be no later than 9999-12-31T23:59:59Z."),
+            ({"task": ADD, "args": [1, 2], "unique_key": "x" * 256}, "unique_key", "Must be text of at most 255 characters."),
+            ({"task": ADD, "args": [1, 2], "unique_key": ["k"]}, "unique_key", "Must be text of at most 255 characters."),
+            ({"task": ADD, "args": [1, 2], "status": "succeeded"}, "status", "Unknown field"),
         ],
     )
     def test_bad_field(self, api, body, field, fragment):
@@ -144,14 +144,14 @@ class TestCreateErrors:
         message = post_job(api, {"task": "nope"}).json()["task"][0]
         assert message == (
             "'nope' is not a registered task. Tasks must be @task functions in an "
-            "installed app's tasks.py; GET /api/tasks/ lists them."
+            "installed app's tasks.py (or a module in SCHEDULER['TASK_MODULES']); GET /api/tasks/ lists them."
         )
 
     def test_all_field_errors_are_reported_at_once(self, api):
         errors = post_job(api, {"task": "x", "priority": 500, "bogus": 1}).json()
         assert set(errors) == {"task", "priority", "bogus"}
 
-    @pytest.mark.parametrize("body", [[], [{"task": ADD}], "job", 3, None])
+    @pytest.mark.parametrize("body", [[], [{"task": ADD, "args": [1, 2]}], "job", 3, None])
     def test_body_that_is_not_an_object(self, api, body):
         response = api.post("/api/jobs/", json.dumps(body), content_type="application/json")
         assert response.status_code == 400
@@ -194,7 +194,7 @@ class TestCreateErrors:
         assert "args" in response.json()
 
     def test_form_encoded_body_is_unsupported(self, api):
-        response = api.post("/api/jobs/", {"task": ADD})  # multipart
+        response = api.post("/api/jobs/", {"task": ADD, "args": [1, 2]})  # multipart
         assert response.status_code == 415
         assert "detail" in response.json()
 
@@ -230,7 +230,7 @@ class TestBulk:
         assert Job.objects.count() == 1000
 
     def test_more_than_a_thousand_is_refused(self, api):
-        jobs = [{"task": ADD}] * 1001
+        jobs = [{"task": ADD, "args": [1, 2]}] * 1001
         response = api.post("/api/jobs/bulk/", {"jobs": jobs}, format="json")
         assert response.status_code == 400
         assert "no more than 1000" in response.json()["jobs"][0]
@@ -238,10 +238,10 @@ class TestBulk:
 
     def test_errors_by_index_and_nothing_created(self, api):
         jobs = [
-            {"task": ADD},
+            {"task": ADD, "args": [1, 2]},
             {"task": "nope"},
-            {"task": ADD, "priority": 1000, "extra": 1},
-            {"task": ADD},
+            {"task": ADD, "args": [1, 2], "priority": 1000, "extra": 1},
+            {"task": ADD, "args": [1, 2]},
         ]
         response = api.post("/api/jobs/bulk/", {"jobs": jobs}, format="json")
         assert response.status_code == 400
@@ -252,7 +252,7 @@ class TestBulk:
         assert Job.objects.count() == 0
 
     def test_lifecycle_errors_by_index(self, api):
-        jobs = [{"task": ADD, "unique_key": "same"}, {"task": ADD, "unique_key": "same"}]
+        jobs = [{"task": ADD, "args": [1, 2], "unique_key": "same"}, {"task": ADD, "args": [1, 2], "unique_key": "same"}]
         response = api.post("/api/jobs/bulk/", {"jobs": jobs}, format="json")
         assert response.status_code == 400
         assert response.json() == {
@@ -262,7 +262,7 @@ class TestBulk:
 
     def test_unique_key_held_by_an_active_job_yields_that_job(self, api, make_job):
         existing = make_job(unique_key="held")
-        jobs = [{"task": ADD, "unique_key": "held"}, {"task": ADD}]
+        jobs = [{"task": ADD, "args": [1, 2], "unique_key": "held"}, {"task": ADD, "args": [1, 2]}]
         response = api.post("/api/jobs/bulk/", {"jobs": jobs}, format="json")
         assert response.status_code == 201
         assert response.json()[0]["id"] == existing.pk
@@ -273,8 +273,8 @@ class TestBulk:
         [
             ({}, "required"),
             ({"jobs": []}, "may not be empty"),
-            ({"jobs": {"task": ADD}}, "Expected a list"),
-            ({"jobs": [{"task": ADD}], "atomic": True}, "Unknown field"),
+            ({"jobs": {"task": ADD, "args": [1, 2]}}, "Expected a list"),
+            ({"jobs": [{"task": ADD, "args": [1, 2]}], "atomic": True}, "Unknown field"),
         ],
     )
     def test_bad_shapes(self, api, body, fragment):
@@ -284,7 +284,7 @@ class TestBulk:
         assert Job.objects.count() == 0
 
     def test_item_that_is_not_an_object(self, api):
-        response = api.post("/api/jobs/bulk/", {"jobs": [{"task": ADD}, 5]}, format="json")
+        response = api.post("/api/jobs/bulk/", {"jobs": [{"task": ADD, "args": [1, 2]}, 5]}, format="json")
         assert response.status_code == 400
         assert "non_field_errors" in response.json()["jobs"]["1"]
 

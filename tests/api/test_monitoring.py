@@ -95,7 +95,7 @@ def test_pause_and_resume(api, make_job, django_capture_on_commit_callbacks):
     assert lifecycle.paused_queues() == {"default"}
 
     # Jobs can still be created and cancelled while the queue is paused.
-    created = api.post("/api/jobs/", {"task": ADD, "queue": "default"}, format="json")
+    created = api.post("/api/jobs/", {"task": ADD, "args": [1, 2], "queue": "default"}, format="json")
     assert created.status_code == 201
     cancelled = api.post(f"/api/jobs/{created.json()['id']}/cancel/")
     assert cancelled.json()["status"] == "cancelled"

@@ -21,8 +21,8 @@ def endpoints(job_id):
     """Return (method, path, body) for every endpoint of the API."""
     return [
         ("get", "/api/jobs/", None),
-        ("post", "/api/jobs/", {"task": ADD}),
-        ("post", "/api/jobs/bulk/", {"jobs": [{"task": ADD}]}),
+        ("post", "/api/jobs/", {"task": ADD, "args": [1, 2]}),
+        ("post", "/api/jobs/bulk/", {"jobs": [{"task": ADD, "args": [1, 2]}]}),
         ("get", f"/api/jobs/{job_id}/", None),
         ("patch", f"/api/jobs/{job_id}/", {"priority": 7}),
         ("post", f"/api/jobs/{job_id}/cancel/", None),
@@ -105,14 +105,14 @@ def test_session_authentication_requires_csrf(staff_user, job):
     client = APIClient(enforce_csrf_checks=True)
     assert client.login(username="staff", password="pw-staff-123")
     assert client.get("/api/jobs/").status_code == 200
-    refused = client.post("/api/jobs/", {"task": ADD}, format="json")
+    refused = client.post("/api/jobs/", {"task": ADD, "args": [1, 2]}, format="json")
     assert refused.status_code == 403
     assert "CSRF" in refused.json()["detail"]
     assert Job.objects.count() == 1
 
     token = "t" * 32  # a CSRF secret as the cookie holds it; the header must match
     client.cookies["csrftoken"] = token
-    accepted = client.post("/api/jobs/", {"task": ADD}, format="json", HTTP_X_CSRFTOKEN=token)
+    accepted = client.post("/api/jobs/", {"task": ADD, "args": [1, 2]}, format="json", HTTP_X_CSRFTOKEN=token)
     assert accepted.status_code == 201
     assert accepted.json()["created_by"] == "staff"
 

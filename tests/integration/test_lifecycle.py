@@ -413,7 +413,7 @@ def test_the_reused_insert_text_gets_the_same_parameters_as_a_fresh_compile():
     from scheduler_app import schedules, sql
 
     user = User.objects.create(username="u")
-    schedule = schedules.create(name="s", task=ADD, interval_seconds=60)
+    schedule = schedules.create(name="s", task=ADD, args=[1, 2], interval_seconds=60)
     jobs = [
         lifecycle.build_job(ADD, [1, 2]),
         lifecycle.build_job(

@@ -22,8 +22,8 @@ from tests.testapp import tasks
 ADD = "tests.testapp.tasks.add"
 ADD_URL = "/admin/scheduler_app/job/add/"
 NOT_REGISTERED = (
-    "'os.system' is not a registered task. Tasks must be @task functions in an installed app's tasks.py; "
-    "GET /api/tasks/ lists them."
+    "'os.system' is not a registered task. Tasks must be @task functions in an installed app's tasks.py "
+    "(or a module in SCHEDULER['TASK_MODULES']); GET /api/tasks/ lists them."
 )
 DEEP_JSON = "[" * 65 + "]" * 65
 

@@ -54,7 +54,7 @@ def test_dashboard_rows():
     due, _ = lifecycle.enqueue(ADD, [1, 1], execute_at=now - timedelta(minutes=1))
     soon, _ = lifecycle.enqueue(ADD, [1, 1], execute_at=now + timedelta(minutes=5))
     later, _ = lifecycle.enqueue(ADD, [1, 1], execute_at=now + timedelta(hours=3))
-    schedule = schedules.create(name="hourly", task=ADD, interval_seconds=3600, start_at=now + timedelta(hours=1))
+    schedule = schedules.create(name="hourly", task=ADD, args=[1, 2], interval_seconds=3600, start_at=now + timedelta(hours=1))
     # Due jobs first; then future jobs and schedule runs by time.
     assert [(type(r).__name__, r.pk) for r in stats.upcoming(now)] == [
         ("Job", due.pk), ("Job", soon.pk), ("Schedule", schedule.pk), ("Job", later.pk)

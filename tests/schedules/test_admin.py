@@ -148,7 +148,7 @@ def test_dashboard_lists_upcoming_schedule_runs_among_jobs(admin_client_):
     soon = Job.objects.create(task=ADD, execute_at=now + timedelta(minutes=1))
     later = Job.objects.create(task=ADD, execute_at=now + timedelta(minutes=10))
     s = schedules.create(name="every-5", task=ADD, args=[1, 2], interval_seconds=300, now=now)
-    schedules.create(name="off", task=ADD, interval_seconds=60, enabled=False)
+    schedules.create(name="off", task=ADD, args=[1, 2], interval_seconds=60, enabled=False)
     data = admin_client_.get(DATA).json()
     rows = [(u.get("schedule", False), u["id"]) for u in data["upcoming"]]
     assert rows == [(False, soon.pk), (True, s.pk), (False, later.pk)]

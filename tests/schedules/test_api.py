@@ -115,7 +115,7 @@ def test_unknown_ids_are_404(api):
 
 
 def test_staff_only(non_staff):
-    s = schedules.create(name="x", task=ADD, interval_seconds=60, start_at=timezone.now() + timedelta(hours=1))
+    s = schedules.create(name="x", task=ADD, args=[1, 2], interval_seconds=60, start_at=timezone.now() + timedelta(hours=1))
     calls = [
         ("get", "/api/schedules/", None),
         ("post", "/api/schedules/", BODY),

@@ -42,13 +42,13 @@ def test_create_validation_errors_by_field():
     errors = info.value.message_dict
     assert set(errors) >= {"name", "task", "cron", "timezone", "misfire_policy"}
     with pytest.raises(ValidationError) as info:
-        schedules.create(name="x", task=ADD, cron="* * * * *", interval_seconds=5)
+        schedules.create(name="x", task=ADD, args=[1, 2], cron="* * * * *", interval_seconds=5)
     assert "not both" in info.value.message_dict["non_field_errors"][0]
     with pytest.raises(ValidationError) as info:
-        schedules.create(name="x", task=ADD)
+        schedules.create(name="x", task=ADD, args=[1, 2])
     assert "non_field_errors" in info.value.message_dict
     with pytest.raises(ValidationError) as info:
-        schedules.create(name="x", task=ADD, interval_seconds=0)
+        schedules.create(name="x", task=ADD, args=[1, 2], interval_seconds=0)
     assert "interval_seconds" in info.value.message_dict
     make(name="dup")
     with pytest.raises(ValidationError) as info:

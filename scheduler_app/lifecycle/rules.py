@@ -1,0 +1,219 @@
+"""Rule objects: one field's rule, one wording per failure, text parsing included.
+
+``validation`` builds the job's rules from these; schedules build theirs.
+Each ``check(value)`` returns the value (normalised) or raises Django's
+ValidationError keyed by the field; ``parse(text)`` is for entry points that
+receive text (a command line, a form box); ``schema()`` is the JSON schema
+the API declares for the field.
+"""
+
+import json
+import math
+from datetime import datetime
+
+from django.core.exceptions import ValidationError
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from ..limits import JSON_DEPTH_MAX, LATEST
+
+
+def _fail(field, message):
+    raise ValidationError({field: [message]})
+
+
+class Rule:
+    """A field's rule: ``check(value)`` for values from code and JSON, ``parse(text)`` for text."""
+
+    def __init__(self, field, message):
+        self.field = field
+        self.message = message
+
+    def fail(self, message=None):
+        _fail(self.field, message or self.message)
+
+    def check(self, value):
+        raise NotImplementedError
+
+    def parse(self, text):
+        return self.check(text)
+
+    def schema(self):
+        """Return the JSON schema of a valid value (the API's schema quotes it)."""
+        return {}
+
+
+class WholeNumber(Rule):
+    def __init__(self, field, low, high):
+        super().__init__(field, f"Must be a whole number from {low} to {high}.")
+        self.low, self.high = low, high
+
+    def check(self, value):
+        if isinstance(value, bool) or not isinstance(value, int) or not self.low <= value <= self.high:
+            self.fail()
+        return value
+
+    def parse(self, text):
+        try:
+            value = int(str(text).strip())
+        except ValueError:
+            self.fail()
+        return self.check(value)
+
+    def schema(self):
+        return {"type": "integer", "minimum": self.low, "maximum": self.high}
+
+
+class Seconds(Rule):
+    """A number of seconds in ``(0, high]`` (or ``[0, high]`` with ``zero_ok``)."""
+
+    def __init__(self, field, high, *, zero_ok=False):
+        wording = f"from 0 to {high}" if zero_ok else f"greater than 0 and at most {high}"
+        super().__init__(field, f"Must be a number of seconds {wording}.")
+        self.high, self.zero_ok = high, zero_ok
+
+    def check(self, value):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            self.fail()
+        if not math.isfinite(value) or value > self.high or value < 0 or (value == 0 and not self.zero_ok):
+            self.fail()
+        return float(value)
+
+    def parse(self, text):
+        try:
+            value = float(str(text).strip())
+        except ValueError:
+            self.fail()
+        return self.check(value)
+
+    def schema(self):
+        # OpenAPI 3.0: exclusiveMinimum is a flag on minimum.
+        low = {"minimum": 0} if self.zero_ok else {"minimum": 0, "exclusiveMinimum": True}
+        return {"type": "number", **low, "maximum": self.high}
+
+
+class Moment(Rule):
+    """An aware date and time no later than ``limits.LATEST``."""
+
+    naive = "Must carry a time zone offset (e.g. 2026-01-01T09:00:00+00:00)."
+    too_late = "Must be no later than 9999-12-31T23:59:59Z."
+    invalid = "Must be an ISO 8601 date and time with a time zone offset (e.g. 2026-01-01T09:00:00+00:00)."
+
+    def __init__(self, field):
+        super().__init__(field, self.invalid)
+
+    def check(self, value):
+        if not isinstance(value, datetime):
+            self.fail()
+        if timezone.is_naive(value):
+            self.fail(self.naive)
+        try:
+            if value > LATEST:
+                self.fail(self.too_late)
+        except OverflowError:  # an offset that pushes year 9999 past the end of time
+            self.fail(self.too_late)
+        return value
+
+    def parse(self, text):
+        try:
+            value = parse_datetime(str(text).strip())
+        except ValueError:
+            value = None
+        if value is None:
+            self.fail()
+        return self.check(value)
+
+    def schema(self):
+        return {"type": "string", "format": "date-time"}
+
+
+class Text(Rule):
+    def __init__(self, field, max_length):
+        super().__init__(field, f"Must be text of at most {max_length} characters.")
+        self.max_length = max_length
+
+    def check(self, value):
+        if not isinstance(value, str) or len(value) > self.max_length:
+            self.fail()
+        problem = json_problem(value)
+        if problem:
+            self.fail(problem)
+        return value
+
+    def schema(self):
+        return {"type": "string", "maxLength": self.max_length}
+
+
+def json_problem(value, *, max_depth=JSON_DEPTH_MAX):
+    """Return why ``value`` cannot be stored as JSON text, or None.
+
+    Catches what JSON parsers let through but the databases refuse (NUL
+    characters in PostgreSQL's jsonb, lone surrogates in UTF-8), values that
+    are not JSON (objects, NaN), and nesting deep enough to exhaust the
+    recursion limit of whatever reads the document later.
+    """
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > max_depth:
+            return f"Nested more than {max_depth} levels deep."
+        if isinstance(item, dict):
+            for key, child in item.items():
+                if not isinstance(key, str):
+                    return "Object keys must be text."
+                stack.append((key, depth))
+                stack.append((child, depth + 1))
+        elif isinstance(item, (list, tuple)):
+            stack.extend((child, depth + 1) for child in item)
+        elif isinstance(item, str):
+            if "\x00" in item:
+                return "Text may not contain NUL (\\u0000) characters."
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return "Text may not contain lone surrogate characters."
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                return "Numbers must be finite (no NaN or Infinity)."
+        elif item is None or isinstance(item, (bool, int)):
+            pass
+        else:
+            return f"Must be JSON: {type(item).__name__} values cannot be stored."
+    return None
+
+
+class JSONContainer(Rule):
+    """A JSON list (args) or object (kwargs)."""
+
+    def __init__(self, field, kind):
+        wanted = "a JSON list of positional arguments" if kind is list else "a JSON object of keyword arguments"
+        super().__init__(field, f"Must be {wanted}.")
+        self.kind = kind
+
+    def check(self, value):
+        if self.kind is list and isinstance(value, tuple):
+            value = list(value)
+        if not isinstance(value, self.kind):
+            self.fail()
+        problem = json_problem(value)
+        if problem:
+            self.fail(problem)
+        try:
+            # A copy as the database will give it back (tuples become lists).
+            return json.loads(json.dumps(value, allow_nan=False))
+        except (TypeError, ValueError, RecursionError) as exc:  # huge integers, for one
+            self.fail(f"Must be JSON: {exc}.")
+
+    def parse(self, text):
+        try:
+            value = json.loads(str(text))
+        except RecursionError:
+            self.fail(f"Nested more than {JSON_DEPTH_MAX} levels deep.")
+        except ValueError as exc:
+            self.fail(f"Not valid JSON: {exc}.")
+        return self.check(value)
+
+    def schema(self):
+        if self.kind is list:
+            return {"type": "array", "items": {}}
+        return {"type": "object", "additionalProperties": {}}

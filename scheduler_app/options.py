@@ -1,0 +1,105 @@
+"""Per-task policy, stated next to the task's code: ``@options`` stacked on Django's ``@task``.
+
+    from django.tasks import task
+    from scheduler_app import options
+
+    @options(max_attempts=5, timeout=30, retry_on=(IOError,), backoff=10, unique=True)
+    @task(queue_name="slow")
+    def sync_account(account_id): ...
+
+Precedence, highest first: the job's own fields (API, admin, command),
+the task's ``@options``, the backend's ``TASKS[...]["OPTIONS"]``, then
+``settings.SCHEDULER``. The effective ``max_attempts`` and ``timeout`` are
+copied into the job row at enqueue.
+
+The values are checked when the module is imported, by the same rules that
+check a job's fields, so a typo fails at start-up, not at the first run.
+"""
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+OPTIONS_ATTRIBUTE = "__scheduler_options__"
+
+
+@dataclass(frozen=True)
+class TaskOptions:
+    max_attempts: int | None = None
+    timeout: float | None = None
+    # Exception classes that are retried; any other exception fails the job
+    # at once. None: every exception is retried while attempts remain.
+    retry_on: tuple | None = None
+    backoff: float | None = None  # base seconds, doubled per attempt, capped by RETRY_BACKOFF_MAX
+    unique: object = None  # True, or a callable(*args, **kwargs) -> key text
+
+    def describe(self):
+        """Return the options as JSON-friendly values (the API's task list, the admin)."""
+        data = {}
+        for name in ("max_attempts", "timeout", "backoff"):
+            value = getattr(self, name)
+            if value is not None:
+                data[name] = value
+        if self.retry_on is not None:
+            data["retry_on"] = [f"{c.__module__}.{c.__qualname__}" for c in self.retry_on]
+        if self.unique is True:
+            data["unique"] = True
+        elif self.unique is not None:
+            data["unique"] = f"{self.unique.__module__}.{self.unique.__qualname__}"
+        return data
+
+    def unique_key(self, task_name, args, kwargs):
+        """Return the unique key ``unique`` makes for these arguments, or None."""
+        if self.unique is None or self.unique is False:
+            return None
+        if self.unique is True:
+            text = json.dumps([args, kwargs], sort_keys=True, separators=(",", ":"))
+            digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+            return f"{task_name}:{digest}"
+        return f"{task_name}:{self.unique(*args, **kwargs)}"
+
+
+NONE = TaskOptions()
+
+
+def options(*, max_attempts=None, timeout=None, retry_on=None, backoff=None, unique=None):
+    """Attach scheduling options to a task (above ``@task``) or to its function (below it)."""
+    from django.core.exceptions import ImproperlyConfigured, ValidationError
+
+    from .lifecycle import validation as rules
+
+    try:
+        if max_attempts is not None:
+            rules.MAX_ATTEMPTS.check(max_attempts)
+        if timeout is not None:
+            timeout = rules.TIMEOUT.check(timeout)
+        if backoff is not None:
+            backoff = rules.BACKOFF.check(backoff)
+    except ValidationError as exc:
+        raise ImproperlyConfigured(f"@options: {rules.error_text(exc)}") from None
+    if retry_on is not None:
+        retry_on = tuple(retry_on) if isinstance(retry_on, (tuple, list)) else (retry_on,)
+        if not retry_on or not all(isinstance(c, type) and issubclass(c, BaseException) for c in retry_on):
+            raise ImproperlyConfigured("@options: retry_on must be exception classes.")
+    if not (unique is None or isinstance(unique, bool) or callable(unique)):
+        raise ImproperlyConfigured("@options: unique must be True or a callable making the key from the arguments.")
+    chosen = TaskOptions(
+        max_attempts=max_attempts,
+        timeout=timeout,
+        retry_on=retry_on,
+        backoff=backoff,
+        unique=unique,
+    )
+
+    def decorate(target):
+        func = getattr(target, "func", target)  # a django.tasks Task, or its function
+        setattr(func, OPTIONS_ATTRIBUTE, chosen)
+        return target
+
+    return decorate
+
+
+def options_of(task):
+    """Return the TaskOptions of a Task (or its function); empty when it has none."""
+    func = getattr(task, "func", task)
+    return getattr(func, OPTIONS_ATTRIBUTE, NONE)
