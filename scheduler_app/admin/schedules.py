@@ -19,6 +19,7 @@ from ..lifecycle import validation as job_rules
 from ..models import Schedule
 from ..schedules import rules
 from .formatting import relative_time, status_badge
+from .lookups import SafeLookupsMixin
 
 
 class ScheduleForm(forms.ModelForm):
@@ -82,7 +83,7 @@ class ScheduleForm(forms.ModelForm):
 
 
 @admin.register(Schedule)
-class ScheduleAdmin(admin.ModelAdmin):
+class ScheduleAdmin(SafeLookupsMixin, admin.ModelAdmin):
     form = ScheduleForm
     list_display = [
         "name",
