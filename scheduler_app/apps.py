@@ -7,6 +7,7 @@ class SchedulerAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        from . import registry
+        from . import checks, registry
 
         registry.autodiscover()
+        checks.register()
