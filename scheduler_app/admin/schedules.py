@@ -14,7 +14,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from .. import conf, registry, schedules
-from ..forms import JSONTextField, RuleChoiceField, RuleFormField
+from ..forms import EncodableDataMixin, JSONTextField, RuleChoiceField, RuleFormField
 from ..lifecycle import validation as job_rules
 from ..models import Schedule
 from ..schedules import rules
@@ -22,7 +22,7 @@ from .formatting import relative_time, status_badge
 from .lookups import SafeLookupsMixin
 
 
-class ScheduleForm(forms.ModelForm):
+class ScheduleForm(EncodableDataMixin, forms.ModelForm):
     """Create or change a schedule; errors from ``schedules.clean`` land on their fields."""
 
     task = RuleChoiceField(job_rules.TASK, required=True)

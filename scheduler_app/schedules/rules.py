@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from cronsim import CronSim, CronSimError
 
 from ..lifecycle.validation import Moment, Rule, Text, WholeNumber
+from ..registry import shown
 from ..models import MisfirePolicy
 from .timetable import CRON_HELP, zone_names
 
@@ -67,9 +68,8 @@ class Zone(Rule):
 
     def check(self, name):
         if not isinstance(name, str) or name not in zone_names():
-            shown = name if isinstance(name, str) and name.isprintable() and len(name) < 100 else "?"
             self.fail(
-                f"Unknown time zone {shown!r}. Use an IANA name such as "
+                f"Unknown time zone {shown(name)}. Use an IANA name such as "
                 "'Europe/Berlin', 'America/New_York' or 'UTC'."
             )
         return name
