@@ -9,7 +9,7 @@ class SchedulerAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        from . import registry
+        from . import checks, registry
 
         registry.autodiscover()
         if sys.argv[1:2] == ["rundispatcher"]:
@@ -18,3 +18,4 @@ class SchedulerAppConfig(AppConfig):
             from .dispatcher import shutdown
 
             shutdown.install_early()
+        checks.register()

@@ -8,6 +8,8 @@ from datetime import timedelta
 
 from django.conf import settings
 
+from .limits import QUEUE_NAME_RE
+
 DEFAULTS = {
     # Attempts a job gets unless its task or the caller says otherwise.
     "DEFAULT_MAX_ATTEMPTS": 3,
@@ -55,6 +57,15 @@ DEFAULTS = {
     "TASK_MODULES": [],
     # Management commands the built-in `run_command` task may run.
     "ALLOWED_COMMANDS": ["clearsessions", "purgejobs"],
+    # The built-in `call_webhook` task refuses loopback, private, link-local,
+    # multicast, reserved and unspecified addresses unless the URL's host
+    # name is listed here (names as written in URLs, e.g. "hooks.internal").
+    "WEBHOOK_ALLOWED_HOSTS": [],
+    "WEBHOOK_TIMEOUT": 10.0,  # seconds for the whole request; a job may ask for less
+    "WEBHOOK_MAX_BODY": 64 * 1024,  # bytes of the answer's body kept in the result
+    # The built-in `send_email` task sends from DEFAULT_FROM_EMAIL; a job may
+    # name another From address only if it is listed here.
+    "EMAIL_FROM_ALLOWED": [],
 }
 
 
@@ -72,10 +83,15 @@ def backend_options():
 
 
 def known_queues():
-    """Return the names of the queues the scheduler's task backends serve."""
+    """Return the names of the queues the scheduler's task backends serve.
+
+    A name that does not match ``limits.QUEUE_NAME_PATTERN`` is left out: it
+    could not be part of a URL (the dashboard's pause links). The system
+    check ``scheduler_app.E001`` reports it at start-up.
+    """
     queues = set()
     for backend in scheduler_backends():
-        queues |= set(backend.queues)
+        queues |= {q for q in backend.queues if isinstance(q, str) and QUEUE_NAME_RE.fullmatch(q)}
     return queues
 
 

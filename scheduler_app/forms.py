@@ -116,7 +116,41 @@ class JSONTextField(RuleFormField):
         return self.rule.kind() if parsed is None else parsed
 
 
-class _LifecycleValidatedForm(forms.ModelForm):
+def encodable_data(data):
+    """Return form data whose text can be encoded as UTF-8: lone surrogates become U+FFFD.
+
+    A form shows what was typed back in its inputs and error messages; one
+    lone surrogate would make the whole page unencodable (a 500). Django's
+    request parser already decodes bodies this way; data built in code
+    (a QueryDict, a dict) gets the same treatment here.
+    """
+    if data is None or not hasattr(data, "lists"):
+        return data
+    fixed = None
+    for key, values in data.lists():
+        if all(not isinstance(v, str) or _encodes(v) for v in values):
+            continue
+        fixed = fixed if fixed is not None else data.copy()
+        fixed.setlist(key, [v if not isinstance(v, str) or _encodes(v) else v.encode("utf-8", "surrogatepass").decode("utf-8", "replace") for v in values])
+    return data if fixed is None else fixed
+
+
+def _encodes(text):
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+class EncodableDataMixin:
+    """For a form: bind ``encodable_data(data)`` instead of ``data``."""
+
+    def __init__(self, data=None, *args, **kwargs):
+        super().__init__(encodable_data(data), *args, **kwargs)
+
+
+class _LifecycleValidatedForm(EncodableDataMixin, forms.ModelForm):
     """A ModelForm whose instance is validated by the lifecycle, not by Model.full_clean."""
 
     def _post_clean(self):

@@ -5,7 +5,8 @@ models' check constraints repeat them to the database, and the API schema
 and the admin's help texts quote them. Nothing else states a bound.
 """
 
-from datetime import UTC, datetime
+import re
+from datetime import UTC, datetime, timedelta
 
 PRIORITY_MIN = -100
 PRIORITY_MAX = 100
@@ -18,6 +19,10 @@ DELAY_MAX = 100 * 365 * 24 * 3600
 UNIQUE_KEY_MAX = 255
 TASK_NAME_MAX = 255
 QUEUE_NAME_MAX = 64
+# Every queue name, wherever it comes from (settings, a request, a command
+# line): it goes into URLs, log lines and LISTEN payloads as it is.
+QUEUE_NAME_PATTERN = rf"^[A-Za-z0-9_.-]{{1,{QUEUE_NAME_MAX}}}$"
+QUEUE_NAME_RE = re.compile(QUEUE_NAME_PATTERN)
 # args/kwargs nesting; deeper documents are refused before anything
 # recursive (json.dumps, the database's JSON parser) sees them.
 JSON_DEPTH_MAX = 64
@@ -26,3 +31,18 @@ JSON_DEPTH_MAX = 64
 LATEST = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
 # Jobs per bulk request (API, admin); code may lift it.
 BULK_MAX = 1000
+# How old finished jobs may get before they are pruned (RETENTION,
+# purgejobs --older-than): far enough from year 1 that ``now - age`` exists.
+RETENTION_MAX = timedelta(days=1000 * 365)
+# The dispatcher's knobs (settings and rundispatcher options), in seconds
+# unless named otherwise: beyond these a value is a typo, not a choice.
+CONCURRENCY_MAX = 1024
+HORIZON_MAX = 366 * 24 * 3600
+POLL_INTERVAL_MAX = 3600
+LEASE_MAX = 24 * 3600
+GRACE_MAX = 24 * 3600
+HEAP_CAP_MAX = 10_000_000
+MAX_JOBS_MAX = 10**12
+# The built-in webhook task: at most this long a wait, this much body kept.
+WEBHOOK_TIMEOUT_MAX = 3600
+WEBHOOK_MAX_BODY_MAX = 16 * 1024 * 1024

@@ -24,13 +24,28 @@ logger = logging.getLogger(__name__)
 _tasks = {}
 
 
+# Characters of a user's value an error message quotes; longer ones are cut.
+SHOWN_MAX = 100
+
+
+def shown(value):
+    """Return a user's value as an error message may quote it.
+
+    ``repr`` escapes what must never reach an HTML page or a JSON document
+    (lone surrogates cannot be encoded, control characters hide text), and a
+    long value is cut: ``'os.system'``, ``'\\ud800'``, ``'\\x1b[31m'``.
+    """
+    text = repr(value)
+    return text if len(text) <= SHOWN_MAX else text[: SHOWN_MAX - 1] + "…"
+
+
 class UnknownTask(LookupError):
     """The name is not a registered task."""
 
     def __init__(self, name):
         self.name = name
         super().__init__(
-            f"'{name}' is not a registered task. Tasks must be @task functions in an "
+            f"{shown(name)} is not a registered task. Tasks must be @task functions in an "
             f"installed app's tasks.py (or a module in SCHEDULER['TASK_MODULES']); GET /api/tasks/ lists them."
         )
 

@@ -1,15 +1,19 @@
-"""Built-in tasks: run an allowed management command, send an email, call a webhook."""
+"""Built-in tasks: run an allowed management command, send an email, call a webhook.
+
+Each is reachable by anyone who may create a job, so each refuses what a job
+must not do (DESIGN invariant 12): commands outside ALLOWED_COMMANDS, a From
+address outside EMAIL_FROM_ALLOWED, a webhook to a private address.
+"""
 
 import io
-import json
-import urllib.error
-import urllib.parse
-import urllib.request
+from email.utils import parseaddr
 
+from django.conf import settings
 from django.core import mail, management
 from django.tasks import task
 
-from . import conf
+from . import conf, webhooks
+from .registry import shown
 
 
 @task
@@ -25,9 +29,24 @@ def run_command(name, *args, **options):
     return out.getvalue()[-10000:]
 
 
+def _address(value):
+    return parseaddr(value)[1].lower() if isinstance(value, str) else None
+
+
 @task
 def send_email(to, subject, body, from_email=None, html=None):
-    """Send one email to a recipient or a list of recipients; return how many were sent."""
+    """Send one email to a recipient or a list of recipients; return how many were sent.
+
+    It comes from DEFAULT_FROM_EMAIL; a job may name another From address
+    only if SCHEDULER["EMAIL_FROM_ALLOWED"] lists it.
+    """
+    if from_email is not None:
+        allowed = {_address(a) for a in conf.get("EMAIL_FROM_ALLOWED")} | {_address(settings.DEFAULT_FROM_EMAIL)}
+        if not _address(from_email) or _address(from_email) not in allowed:
+            raise PermissionError(
+                f"The From address {shown(from_email)} is not allowed: a job may name one only if "
+                "SCHEDULER['EMAIL_FROM_ALLOWED'] lists it. Leave from_email out to send from DEFAULT_FROM_EMAIL."
+            )
     recipients = [to] if isinstance(to, str) else list(to)
     return mail.send_mail(
         subject, body, from_email, recipients, html_message=html, fail_silently=False
@@ -35,17 +54,13 @@ def send_email(to, subject, body, from_email=None, html=None):
 
 
 @task
-def call_webhook(url, method="POST", payload=None, headers=None, timeout=10.0):
-    """Send an HTTP request (JSON body); fail on a non-2xx answer; return status and body."""
-    scheme = urllib.parse.urlsplit(url).scheme
-    if scheme not in ("http", "https"):
-        raise ValueError(f"Only http and https URLs are allowed, not {scheme!r}.")
-    data = None
-    all_headers = {"User-Agent": "scheduler-app-webhook/1.0", **(headers or {})}
-    if payload is not None:
-        data = json.dumps(payload).encode()
-        all_headers.setdefault("Content-Type", "application/json")
-    request = urllib.request.Request(url, data=data, method=method.upper(), headers=all_headers)
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        body = response.read(65536).decode("utf-8", "replace")
-        return {"status": response.status, "body": body}
+def call_webhook(url, method="POST", payload=None, headers=None, timeout=None):
+    """Send an HTTP request with a JSON body; return its status and body.
+
+    Public addresses only, unless SCHEDULER["WEBHOOK_ALLOWED_HOSTS"] names
+    the host; GET, POST, PUT, PATCH or DELETE; no Host or hop-by-hop headers;
+    redirects are not followed (a 3xx is the result); fails on 4xx and 5xx.
+    ``timeout`` may shorten SCHEDULER["WEBHOOK_TIMEOUT"], not lengthen it.
+    See ``scheduler_app/webhooks.py``.
+    """
+    return webhooks.call(url, method=method, payload=payload, headers=headers, timeout=timeout)

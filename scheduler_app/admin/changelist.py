@@ -9,7 +9,7 @@ import calendar
 import datetime
 
 from django.contrib import admin
-from django.contrib.admin.views.main import ChangeList
+from django.contrib.admin.options import IncorrectLookupParameters
 from django.core.paginator import Paginator
 from django.utils import formats, timezone
 from django.utils.dateparse import parse_date
@@ -20,6 +20,7 @@ from django.utils.text import capfirst
 
 from .. import conf, registry
 from ..models import Queue, Schedule
+from .lookups import SafeChangeList
 
 
 class CappedCountPaginator(Paginator):
@@ -105,10 +106,14 @@ class DateRangeFilter(admin.DateFieldListFilter):
             if value in ("", None):
                 del self.used_parameters[key]  # an empty date box means "no bound"
                 continue
-            day = parse_date(value) if isinstance(value, str) and len(value) == 10 else None
-            if day is not None:
-                midnight = datetime.datetime.combine(day, datetime.time.min)
-                self.used_parameters[key] = [timezone.make_aware(midnight)]
+            try:
+                day = parse_date(value) if isinstance(value, str) and len(value) == 10 else None
+                if day is not None:
+                    midnight = timezone.make_aware(datetime.datetime.combine(day, datetime.time.min))
+                    midnight.astimezone(datetime.UTC)  # stored in UTC: must exist there too
+                    self.used_parameters[key] = [midnight]
+            except (ValueError, OverflowError) as exc:  # 2026-02-30, 0000-01-01
+                raise IncorrectLookupParameters(exc) from exc
         return super().queryset(request, queryset)
 
     def choices(self, changelist):
@@ -135,7 +140,7 @@ class DateRangeFilter(admin.DateFieldListFilter):
         }
 
 
-class JobChangeList(ChangeList):
+class JobChangeList(SafeChangeList):
     def get_queryset(self, request, *args, **kwargs):
         # The list shows none of these; errors hold tracebacks (up to 20 kB each).
         return super().get_queryset(request, *args, **kwargs).defer("args", "kwargs", "result", "errors")

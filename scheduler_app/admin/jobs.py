@@ -33,6 +33,7 @@ from .formatting import (
     task_html,
     worker_state,
 )
+from .lookups import SafeLookupsMixin
 
 # Actions on "all N matching jobs" stop where the list stops counting: past
 # it, narrow the filter.
@@ -42,7 +43,7 @@ BOTH_LOCATIONS = [ActionLocation.CHANGE_LIST, ActionLocation.CHANGE_FORM]
 
 
 @admin.register(Job)
-class JobAdmin(admin.ModelAdmin):
+class JobAdmin(SafeLookupsMixin, admin.ModelAdmin):
     list_display = [
         "id",
         "task_name",

@@ -14,14 +14,15 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from .. import conf, registry, schedules
-from ..forms import JSONTextField, RuleChoiceField, RuleFormField
+from ..forms import EncodableDataMixin, JSONTextField, RuleChoiceField, RuleFormField
 from ..lifecycle import validation as job_rules
 from ..models import Schedule
 from ..schedules import rules
 from .formatting import relative_time, status_badge
+from .lookups import SafeLookupsMixin
 
 
-class ScheduleForm(forms.ModelForm):
+class ScheduleForm(EncodableDataMixin, forms.ModelForm):
     """Create or change a schedule; errors from ``schedules.clean`` land on their fields."""
 
     task = RuleChoiceField(job_rules.TASK, required=True)
@@ -82,7 +83,7 @@ class ScheduleForm(forms.ModelForm):
 
 
 @admin.register(Schedule)
-class ScheduleAdmin(admin.ModelAdmin):
+class ScheduleAdmin(SafeLookupsMixin, admin.ModelAdmin):
     form = ScheduleForm
     list_display = [
         "name",

@@ -6,10 +6,11 @@ from django.utils.html import format_html
 
 from ..models import Worker
 from .formatting import humanize_seconds, worker_state
+from .lookups import SafeLookupsMixin
 
 
 @admin.register(Worker)
-class WorkerAdmin(admin.ModelAdmin):
+class WorkerAdmin(SafeLookupsMixin, admin.ModelAdmin):
     list_display = [
         "id",
         "hostname",

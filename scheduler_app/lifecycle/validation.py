@@ -22,12 +22,14 @@ from ..limits import (
     MAX_ATTEMPTS_MIN,
     PRIORITY_MAX,
     PRIORITY_MIN,
+    QUEUE_NAME_MAX,
+    QUEUE_NAME_RE,
     TIMEOUT_MAX,
     UNIQUE_KEY_MAX,
 )
 from ..models import Job
 from ..options import options_of
-from .rules import JSONContainer, Moment, Rule, Seconds, Text, WholeNumber, json_problem
+from .rules import JSONContainer, Moment, Rule, Seconds, Text, WholeNumber
 
 
 class TaskName(Rule):
@@ -46,14 +48,23 @@ class TaskName(Rule):
 
 
 class QueueName(Rule):
+    """A queue the scheduler's backends serve; every queue name matches ``limits.QUEUE_NAME_PATTERN``."""
+
+    shape = f"queue names are 1 to {QUEUE_NAME_MAX} letters, digits, '_', '.' or '-'"
+
     def __init__(self):
         super().__init__("queue", "")
 
+    @staticmethod
+    def well_formed(value):
+        return isinstance(value, str) and QUEUE_NAME_RE.fullmatch(value) is not None
+
     def check(self, value):
-        known = conf.known_queues()
-        if not isinstance(value, str) or value not in known:
-            shown = value if isinstance(value, str) and json_problem(value) is None else "?"
-            self.fail(f"Unknown queue '{shown}'. Known queues: {', '.join(sorted(known))}.")
+        known = ", ".join(sorted(conf.known_queues()))
+        if not self.well_formed(value):  # not echoed: it could be anything
+            self.fail(f"Unknown queue: {self.shape}. Known queues: {known}.")
+        if value not in conf.known_queues():
+            self.fail(f"Unknown queue '{value}'. Known queues: {known}.")
         return value
 
     def schema(self):

@@ -95,7 +95,7 @@ def _materialize_one(schedule, now, using):
     read = schedule.next_run_at
     try:
         runs, following = plan(schedule, read, now)
-    except (CronSimError, ValueError, KeyError) as exc:
+    except (CronSimError, ValueError, KeyError, OverflowError) as exc:
         # A row edited around the service (bad cron or zone): stop it, loudly,
         # rather than fail every dispatcher's tick on it.
         logger.error(

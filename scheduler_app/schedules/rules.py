@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from cronsim import CronSim, CronSimError
 
 from ..lifecycle.rules import Moment, Rule, Text, WholeNumber
+from ..registry import shown
 from ..models import MisfirePolicy
 from .timetable import CRON_HELP, zone_names
 
@@ -17,6 +18,8 @@ CRON_MAX = 200
 INTERVAL_MAX = 366 * 24 * 3600
 TIMING_FIELDS = ("cron", "interval_seconds", "timezone", "start_at", "end_at")
 JOB_FIELDS = ("task", "args", "kwargs", "queue", "priority", "max_attempts", "timeout")
+# A schedule whose next run would fall after limits.LATEST (service.clean).
+PAST_LATEST = "The next run would fall after 9999-12-31T23:59:59Z, the latest time the scheduler stores."
 # The fields a person or a request may set: the admin form and the API's
 # write serializer both use this list.
 EDITABLE = ("name", *JOB_FIELDS, *TIMING_FIELDS, "enabled", "misfire_policy")
@@ -65,9 +68,8 @@ class Zone(Rule):
 
     def check(self, name):
         if not isinstance(name, str) or name not in zone_names():
-            shown = name if isinstance(name, str) and name.isprintable() and len(name) < 100 else "?"
             self.fail(
-                f"Unknown time zone {shown!r}. Use an IANA name such as "
+                f"Unknown time zone {shown(name)}. Use an IANA name such as "
                 "'Europe/Berlin', 'America/New_York' or 'UTC'."
             )
         return name

@@ -16,7 +16,7 @@ from .. import lifecycle
 from ..models import MisfirePolicy, Schedule
 from . import rules
 from .rules import EDITABLE, JOB_FIELDS, TIMING_FIELDS
-from .timetable import next_run
+from .timetable import BeyondLatest, next_run
 
 logger = logging.getLogger(__name__)
 
@@ -100,6 +100,14 @@ def clean(fields, *, instance=None, now=None):
         and data["end_at"] <= data["start_at"]
     ):
         errors["end_at"] = ["Must be after start_at."]
+    timing = {*TIMING_FIELDS, "non_field_errors"}
+    if not timing & set(errors):
+        try:
+            next_run(data, now or dj_timezone.now(), strict=True)
+        except BeyondLatest:
+            # Refused even when disabled: enabling it later could not compute it either.
+            field = "start_at" if data.get("start_at") else "cron" if cron else "interval_seconds"
+            errors[field] = [rules.PAST_LATEST]
     data["enabled"] = bool(data.get("enabled", True))
     if errors:
         raise ValidationError(errors)

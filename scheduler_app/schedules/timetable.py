@@ -21,6 +21,7 @@ from zoneinfo import ZoneInfo, available_timezones
 from cronsim import CronSim
 
 from .. import conf
+from ..limits import LATEST
 from ..models import MisfirePolicy
 
 CRON_HELP = "5 fields: minute hour day-of-month month day-of-week, e.g. '0 2 * * 1-5'."
@@ -38,14 +39,33 @@ def zone_names():
     return (frozenset(available_timezones()) | {"UTC"}) - {"localtime", "posixrules", "Factory"}
 
 
-def next_run(schedule, after, *, anchor=None):
+class BeyondLatest(Exception):
+    """The schedule's next run would fall after ``limits.LATEST``, the end of stored time."""
+
+
+def next_run(schedule, after, *, anchor=None, strict=False):
     """Return the first run time strictly after ``after`` (aware, UTC), or None.
 
     ``schedule`` is a Schedule or a dict of its fields. For an interval,
     ``anchor`` is the previous run time; without one runs are anchored on
     ``start_at``, and without that the first run is one interval after
-    ``after``. None: the schedule has ended (``end_at``) or never matches.
+    ``after``. None: the schedule has ended (``end_at``), never matches, or
+    its next run would fall after ``limits.LATEST`` (``strict``: raise
+    BeyondLatest for that instead; ``service.clean`` refuses such schedules).
+    Never raises OverflowError.
     """
+    try:
+        result = _next_run(schedule, after, anchor)
+        if result is not None and result > LATEST:
+            raise OverflowError
+    except OverflowError:  # datetime's range ends in year 9999, as stored time does
+        if strict:
+            raise BeyondLatest() from None
+        return None
+    return result
+
+
+def _next_run(schedule, after, anchor):
     start_at = _get(schedule, "start_at")
     end_at = _get(schedule, "end_at")
     interval = _get(schedule, "interval_seconds")
@@ -85,22 +105,27 @@ def next_run(schedule, after, *, anchor=None):
 def missed_runs(schedule, first, now, limit):
     """Return up to ``limit`` most recent run times from ``first`` to ``now``, oldest first."""
     interval = _get(schedule, "interval_seconds")
+    runs = []
     if interval:
         step = timedelta(seconds=interval)
-        last = first + math.floor((now - first) / step) * step
-        runs = [last - i * step for i in range(limit)]
-        return sorted(t for t in runs if t >= first)
+        try:
+            last = first + math.floor((now - first) / step) * step
+            while len(runs) < limit and last >= first:
+                runs.append(last)
+                last -= step
+        except OverflowError:  # stepped back past year 1: before ``first`` anyway
+            pass
+        return sorted(runs)
     zone = ZoneInfo(_get(schedule, "timezone") or "UTC")
-    it = CronSim(_get(schedule, "cron"), (now + timedelta(seconds=1)).astimezone(zone), reverse=True)
-    runs = []
     try:
+        it = CronSim(_get(schedule, "cron"), (now + timedelta(seconds=1)).astimezone(zone), reverse=True)
         while len(runs) < limit:
             t = next(it).astimezone(UTC)
             if t < first:
                 break
             if t <= now and t not in runs:
                 runs.append(t)
-    except StopIteration:
+    except (StopIteration, OverflowError):  # no earlier match, or past either end of time
         pass
     if first not in runs and len(runs) < limit:
         runs.append(first)

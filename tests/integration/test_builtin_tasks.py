@@ -1,14 +1,17 @@
-"""The built-in tasks: run an allowed command, send an email, call a webhook."""
-
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
+"""The built-in tasks: run an allowed command, send an email, call a webhook (tests/integration/test_webhooks.py has the webhook's rules)."""
 
 import pytest
 from django.core import mail
+from django.core.management import call_command
 from django.test import override_settings
 
-from scheduler_app import tasks
+from scheduler_app import lifecycle, tasks
+from scheduler_app.models import Job
+
+LOCMEM = override_settings(
+    MAILERS={"default": {"BACKEND": "django.core.mail.backends.locmem.EmailBackend"}},
+    DEFAULT_FROM_EMAIL="Scheduler <scheduler@example.com>",
+)
 
 
 @pytest.mark.django_db
@@ -19,46 +22,41 @@ def test_run_command_runs_only_allowed_commands():
         tasks.run_command.call("flush", "--no-input")
 
 
-@override_settings(
-    MAILERS={"default": {"BACKEND": "django.core.mail.backends.locmem.EmailBackend"}}
-)
-def test_send_email():
+@LOCMEM
+def test_send_email_comes_from_default_from_email():
     assert tasks.send_email.call(["a@example.com", "b@example.com"], "Hello", "Body") == 1
-    assert mail.outbox[-1].to == ["a@example.com", "b@example.com"]
-    assert mail.outbox[-1].subject == "Hello"
+    sent = mail.outbox[-1]
+    assert sent.to == ["a@example.com", "b@example.com"] and sent.subject == "Hello"
+    assert sent.from_email == "Scheduler <scheduler@example.com>"
 
 
-class _Handler(BaseHTTPRequestHandler):
-    received = []
-
-    def do_POST(self):
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        self.received.append((self.path, self.headers["Content-Type"], json.loads(body)))
-        status = 500 if self.path == "/fail" else 200
-        self.send_response(status)
-        self.end_headers()
-        self.wfile.write(b'{"ok": true}')
-
-    def log_message(self, *args):
-        """Keep the test output free of the server's request lines."""
+@LOCMEM
+@pytest.mark.parametrize("sender", ["ceo@example.com", "Scheduler <ceo@example.com>", "", ["scheduler@example.com"]])
+def test_send_email_refuses_a_from_address_that_is_not_allowed(sender):
+    with pytest.raises(PermissionError, match=r"EMAIL_FROM_ALLOWED.*DEFAULT_FROM_EMAIL"):
+        tasks.send_email.call("a@example.com", "Hi", "Body", from_email=sender)
+    assert mail.outbox == []
 
 
-@pytest.fixture
-def webhook_server():
-    server = HTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+@LOCMEM
+@pytest.mark.parametrize("sender", ["scheduler@example.com", "Ops <OPS@example.com>"])
+def test_send_email_takes_default_from_email_and_allowed_addresses(settings, sender):
+    settings.SCHEDULER = {**settings.SCHEDULER, "EMAIL_FROM_ALLOWED": ["ops@example.com"]}
+    assert tasks.send_email.call("a@example.com", "Hi", "Body", from_email=sender) == 1
+    assert mail.outbox[-1].from_email == sender
 
 
-def test_call_webhook_posts_json_and_fails_on_errors(webhook_server):
-    result = tasks.call_webhook.call(f"{webhook_server}/hook", payload={"event": "done"})
-    assert result == {"status": 200, "body": '{"ok": true}'}
-    assert _Handler.received[-1] == ("/hook", "application/json", {"event": "done"})
-    from urllib.error import HTTPError
-
-    with pytest.raises(HTTPError):
-        tasks.call_webhook.call(f"{webhook_server}/fail", payload={})
-    with pytest.raises(ValueError, match="Only http and https"):
-        tasks.call_webhook.call("file:///etc/passwd")
+@pytest.mark.django_db(transaction=True)
+def test_a_refused_webhook_fails_its_job_with_a_clear_error():
+    job, _ = lifecycle.enqueue(
+        "scheduler_app.tasks.call_webhook", ["http://169.254.169.254/latest/meta-data/"], max_attempts=1
+    )
+    call_command("rundispatcher", "--burst")
+    job = Job.objects.get(pk=job.pk)
+    assert job.status == "failed"
+    error = job.errors[-1]
+    assert error["exception_class"] == "scheduler_app.webhooks.WebhookRefused"
+    assert error["message"] == (
+        "Refused to call '169.254.169.254': it is a link-local address. "
+        "Add the host name to SCHEDULER['WEBHOOK_ALLOWED_HOSTS'] to allow it."
+    )

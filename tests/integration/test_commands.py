@@ -34,6 +34,11 @@ def test_enqueue_prints_the_new_job_id(capsys):
         (["tests.testapp.tasks.add", "--priority", "500"], "Must be a whole number from -100 to 100."),
         (["tests.testapp.tasks.add", "--queue", "nope"], "Unknown queue"),
         (["tests.testapp.tasks.add", "--at", "2026-01-01T10:00:00+00:00", "--in", "5"], "not allowed with"),
+        # Past the end of time: the rules refuse them (no OverflowError, no row in year 10000).
+        (["tests.testapp.tasks.add", "--in", "1e20"], "Must be a number of seconds from 0 to 3153600000."),
+        (["tests.testapp.tasks.add", "--in", "nan"], "Must be a number of seconds from 0 to 3153600000."),
+        (["tests.testapp.tasks.add", "--at", "9999-12-31T23:59:59-01:00"], "Must be no later than 9999-12-31T23:59:59Z."),
+        (["tests.testapp.tasks.add", "--queue", "a/b"], "Unknown queue: queue names are 1 to 64 letters"),
     ],
 )
 def test_enqueue_bad_input(args, message):
@@ -59,10 +64,59 @@ def test_purgejobs_uses_retention_or_older_than(capsys):
     assert set(Job.objects.values_list("pk", flat=True)) == {pending.pk}
 
 
-@pytest.mark.parametrize("args", [["--older-than", "soon"], ["--status", "pending"], ["--status", "bogus"]])
-def test_purgejobs_bad_input(args):
+DURATION = "Must be a duration from 0 to 365000 days"
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--older-than", "soon"], DURATION),
+        (["--older-than=-5s"], DURATION),
+        (["--older-than", "99999999999d"], DURATION),  # more than a timedelta holds
+        (["--older-than", "999999d"], DURATION),  # a cutoff before year 1
+        (["--older-than", "1e20"], DURATION),
+        (["--older-than", "nan"], DURATION),
+        (["--batch-size", "99999999999999999999999"], "Must be a whole number from 1 to 100000."),
+        (["--status", "pending"], "invalid status 'pending'"),
+        (["--status", "bogus"], "invalid status 'bogus'"),
+    ],
+)
+def test_purgejobs_bad_input(args, message):
     result = run_manage("purgejobs", *args, timeout=60)
     assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+@pytest.mark.parametrize("text, seconds", [("7d", 7 * 86400), ("12h", 43200), ("30m", 1800), ("90s", 90), ("3600", 3600), ("2w", 14 * 86400), ("0s", 0)])
+def test_purgejobs_durations_keep_the_documented_syntax(text, seconds):
+    from scheduler_app.management import arguments
+    from scheduler_app.settings_rules import RETENTION_AGE
+
+    assert arguments.rule(RETENTION_AGE)(text) == timedelta(seconds=seconds)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--horizon", "1e308"], "argument --horizon: Must be a number of seconds greater than 0 and at most"),
+        (["--lease", "nan"], "argument --lease: Must be a number of seconds greater than 0 and at most 86400."),
+        (["--lease", "0"], "argument --lease: Must be a number of seconds greater than 0"),
+        (["--poll-interval", "inf"], "argument --poll-interval: Must be a number of seconds"),
+        (["--grace", "-1"], "argument --grace: Must be a number of seconds from 0 to 86400."),
+        (["--concurrency", "99999999999"], "argument --concurrency: Must be a whole number from 1 to 1024."),
+        (["--max-jobs", "0"], "argument --max-jobs: Must be a whole number from 1 to"),
+        (["--queue", "default:99999999999"], "argument --queue: Must be a whole number from 1 to 1024."),
+        (["--queue", "a/b"], "argument --queue: Unknown queue: queue names are"),
+        (["--queue", "nope"], "argument --queue: Unknown queue 'nope'."),
+        (["--queue", "default", "--queue", "default"], "queue 'default' given twice"),
+    ],
+)
+def test_rundispatcher_bad_input(args, message):
+    result = run_manage("rundispatcher", "--burst", *args, timeout=60)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert message in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
 def test_rundispatcher_prints_one_banner_line(capsys):

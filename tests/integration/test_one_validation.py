@@ -53,6 +53,13 @@ ROWS = [
         lambda: tasks.add.using(queue_name="nope"),
         "Unknown queue 'nope'. Known queues: default, other, slow.",
     ),
+    (
+        "queue",
+        "a/b",
+        "a/b",
+        lambda: tasks.add.using(queue_name="a/b"),
+        "Unknown queue: queue names are 1 to 64 letters, digits, '_', '.' or '-'. Known queues: default, other, slow.",
+    ),
     ("args", {"a": 1}, '{"a": 1}', None, "Must be a JSON list of positional arguments."),
     ("kwargs", [1], "[1]", None, "Must be a JSON object of keyword arguments."),
     ("args", ["a\x00b"], '["a\\u0000b"]', lambda: tasks.add.enqueue("a\x00b", 1), "Text may not contain NUL (\\u0000) characters."),

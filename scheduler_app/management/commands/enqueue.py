@@ -18,7 +18,7 @@ class Command(SchedulerCommand):
         when.add_argument("--at", type=arguments.rule(rules.EXECUTE_AT), help="ISO 8601 time with offset.")
         when.add_argument("--in", dest="delay", type=arguments.rule(rules.DELAY), help="Seconds from now.")
         parser.add_argument("--priority", type=arguments.rule(rules.PRIORITY))
-        parser.add_argument("--queue")
+        parser.add_argument("--queue", type=arguments.rule(rules.QUEUE))
         parser.add_argument("--max-attempts", type=arguments.rule(rules.MAX_ATTEMPTS))
         parser.add_argument("--timeout", type=arguments.rule(rules.TIMEOUT))
         parser.add_argument("--unique-key")

@@ -6,6 +6,7 @@ from scheduler_app import conf, lifecycle
 from scheduler_app.management import arguments
 from scheduler_app.management.base import SchedulerCommand
 from scheduler_app.models import FINISHED_STATUSES, Job
+from scheduler_app.settings_rules import RETENTION_AGE, SETTINGS
 
 
 def status_list(text):
@@ -27,8 +28,8 @@ class Command(SchedulerCommand):
     def add_arguments(self, parser):
         parser.add_argument(
             "--older-than",
-            type=arguments.duration,
-            help="Age of finished jobs to delete, e.g. 7d, 12h, 3600 (default: the retention setting).",
+            type=arguments.rule(RETENTION_AGE),
+            help="Age of finished jobs to delete, e.g. 7d, 12h, 30m, 90s, 3600 (default: the retention setting).",
         )
         parser.add_argument(
             "--status",
@@ -36,7 +37,7 @@ class Command(SchedulerCommand):
             action="extend",
             help="Finished status(es), comma-separated or repeated (default: all finished).",
         )
-        parser.add_argument("--batch-size", type=arguments.positive_int, default=None)
+        parser.add_argument("--batch-size", type=arguments.rule(SETTINGS["PRUNE_BATCH"]), default=None)
         parser.add_argument("--dry-run", action="store_true", help="Count, delete nothing.")
 
     def handle(self, *args, **options):

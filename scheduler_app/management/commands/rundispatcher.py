@@ -7,8 +7,10 @@ from django.db import connections
 from scheduler_app import conf
 from scheduler_app.dispatcher import wiring
 from scheduler_app.dispatcher.shutdown import StopRequest, graceful_signals
+from scheduler_app.lifecycle.validation import QUEUE
 from scheduler_app.management import arguments
 from scheduler_app.management.base import SchedulerCommand
+from scheduler_app.settings_rules import MAX_JOBS, SETTINGS
 
 logger = logging.getLogger("scheduler_app.dispatcher")
 
@@ -16,11 +18,12 @@ SHARED = "*"
 
 
 def queue_spec(text):
-    name, _, slots = text.partition(":")
-    name = name.strip()
-    if not name:
-        raise argparse.ArgumentTypeError(f"invalid queue {text!r}; use NAME or NAME:CONCURRENCY")
-    return name, arguments.positive_int(slots) if slots else None
+    """Parse NAME or NAME:CONCURRENCY (the queue rule judges the name, CONCURRENCY's the number)."""
+    name, colon, slots = text.partition(":")
+    if colon and not slots.strip():
+        raise argparse.ArgumentTypeError("use NAME or NAME:CONCURRENCY")
+    name = arguments.rule(QUEUE)(name.strip())
+    return name, arguments.rule(SETTINGS["CONCURRENCY"])(slots) if colon else None
 
 
 class Command(SchedulerCommand):
@@ -34,19 +37,19 @@ class Command(SchedulerCommand):
             "--queue", type=queue_spec, action="append", dest="queues", metavar="NAME[:CONCURRENCY]",
             help="Serve this queue with its own slots (repeatable). Default: every queue, sharing --concurrency slots.",
         )
-        parser.add_argument("--concurrency", type=arguments.positive_int, default=None,
+        parser.add_argument("--concurrency", type=arguments.rule(SETTINGS["CONCURRENCY"]), default=None,
                             help="Worker threads (per --queue without its own number). Default: SCHEDULER['CONCURRENCY'].")
-        parser.add_argument("--horizon", type=arguments.positive_seconds, default=None,
+        parser.add_argument("--horizon", type=arguments.rule(SETTINGS["HORIZON"]), default=None,
                             help="Seconds of future jobs mirrored in the heap.")
-        parser.add_argument("--poll-interval", type=arguments.positive_seconds, default=None,
+        parser.add_argument("--poll-interval", type=arguments.rule(SETTINGS["POLL_INTERVAL"]), default=None,
                             help="Seconds between change polls (the fallback to NOTIFY).")
-        parser.add_argument("--lease", type=arguments.positive_seconds, default=None,
+        parser.add_argument("--lease", type=arguments.rule(SETTINGS["LEASE"]), default=None,
                             help="Seconds a claim stays valid without a heartbeat.")
-        parser.add_argument("--grace", type=arguments.seconds, default=None,
+        parser.add_argument("--grace", type=arguments.rule(SETTINGS["GRACE"]), default=None,
                             help="Seconds running jobs get to finish on SIGTERM/SIGINT.")
         parser.add_argument("--burst", action="store_true",
                             help="Exit 0 once nothing is due and nothing is running.")
-        parser.add_argument("--max-jobs", type=arguments.positive_int, default=None,
+        parser.add_argument("--max-jobs", type=arguments.rule(MAX_JOBS), default=None,
                             help="Exit after running this many jobs.")
 
     def handle(self, *args, **options):
@@ -70,11 +73,6 @@ class Command(SchedulerCommand):
         if options["queues"]:
             groups = {}
             for name, slots in options["queues"]:
-                if name not in known:
-                    raise CommandError(
-                        f"unknown queue {name!r}; known queues: {', '.join(sorted(known))}",
-                        returncode=2,
-                    )
                 if name in groups:
                     raise CommandError(f"queue {name!r} given twice", returncode=2)
                 groups[name] = ({name}, slots or concurrency)

@@ -1,0 +1,153 @@
+"""System checks: settings the scheduler cannot work with are reported at start-up.
+
+``manage.py check``, ``runserver``, ``rundispatcher`` and every other command
+run them, so a bad queue name or a lease of zero is one clear line before
+anything starts, not a ``NoReverseMatch`` on the dashboard or a dispatcher
+that spins. Registered in ``AppConfig.ready``; each rule's wording is the one
+the rule gives everywhere (``lifecycle.validation``, ``settings_rules``).
+
+    E001  a queue name in TASKS[...]["QUEUES"] does not match the pattern
+    E002  TASKS has no scheduler backend
+    E003  the scheduler's SQLite database is in memory
+    E004  SCHEDULER["RETENTION"] is not a mapping of finished statuses to ages
+    E005  a number or flag in SCHEDULER is of the wrong type or out of range
+    E006  a WEBHOOK_* setting is of the wrong type or out of range
+    E007  another list in SCHEDULER (EMAIL_FROM_ALLOWED, ALLOWED_COMMANDS) is wrong
+    E008  SCHEDULER is not a dict
+    W001  SCHEDULER has a key the scheduler does not know (a typo?)
+"""
+
+from django.conf import settings
+from django.core import checks
+from django.core.exceptions import ValidationError
+from django.utils.module_loading import import_string
+
+from . import conf, limits
+from .lifecycle.validation import QUEUE
+from .models import FINISHED_STATUSES
+from .settings_rules import RETENTION_AGE, SETTINGS, TextList
+
+TAG = "scheduler"
+BACKEND_PATH = "scheduler_app.backends.SchedulerBackend"
+
+
+def _message(exc):
+    return " ".join(exc.messages)
+
+
+def _scheduler_aliases():
+    """Return ``{alias: TASKS entry}`` of the task backends that are this scheduler's."""
+    from .backends import SchedulerBackend
+
+    found = {}
+    for alias, entry in (getattr(settings, "TASKS", None) or {}).items():
+        try:
+            backend = import_string(entry.get("BACKEND", ""))
+        except (ImportError, AttributeError, TypeError):
+            continue  # Django's own task checks report that
+        if isinstance(backend, type) and issubclass(backend, SchedulerBackend):
+            found[alias] = entry
+    return found
+
+
+def check_backends(app_configs=None, **kwargs):
+    errors = []
+    aliases = _scheduler_aliases()
+    if not aliases:
+        errors.append(
+            checks.Error(
+                "TASKS has no scheduler backend: nothing can be enqueued into the scheduler.",
+                hint=f'Add {{"default": {{"BACKEND": "{BACKEND_PATH}", "QUEUES": ["default"]}}}} to TASKS.',
+                id="scheduler_app.E002",
+            )
+        )
+    for alias, entry in aliases.items():
+        queues = entry.get("QUEUES", ["default"])
+        if isinstance(queues, (str, bytes)) or not hasattr(queues, "__iter__"):
+            queues = [queues]  # a lone name where a list belongs: judged as one name
+        for name in queues:
+            if not QUEUE.well_formed(name):
+                errors.append(
+                    checks.Error(
+                        f"TASKS[{alias!r}]['QUEUES'] has the queue name {name!r}: {QUEUE.shape}.",
+                        hint=f"Rename it to match {limits.QUEUE_NAME_PATTERN} (SCHEDULER_QUEUES in the environment sets the default backend's).",
+                        id="scheduler_app.E001",
+                    )
+                )
+        database = (entry.get("OPTIONS") or {}).get("database", "default")
+        db = settings.DATABASES.get(database) or {}
+        if _in_memory_sqlite(db):
+            errors.append(
+                checks.Error(
+                    f"The scheduler's database {database!r} is an in-memory SQLite database: "
+                    "dispatchers and the web server could not share it.",
+                    hint="Give the database a file name (DATABASE_URL=sqlite:///path/db.sqlite3), or use PostgreSQL.",
+                    id="scheduler_app.E003",
+                )
+            )
+    return errors
+
+
+def _in_memory_sqlite(db):
+    name = db.get("NAME")
+    if not str(db.get("ENGINE", "")).endswith("sqlite3"):
+        return False
+    return not name or (isinstance(name, str) and (name == ":memory:" or "mode=memory" in name))
+
+
+def check_settings(app_configs=None, **kwargs):
+    overrides = getattr(settings, "SCHEDULER", None)
+    if overrides is None:
+        return []
+    if not isinstance(overrides, dict):
+        return [checks.Error("SCHEDULER must be a dict.", hint="See scheduler_app/conf.py for its keys.", id="scheduler_app.E008")]
+    errors = []
+    for key in sorted(set(overrides) - set(conf.DEFAULTS)):
+        errors.append(
+            checks.Warning(
+                f"SCHEDULER[{key!r}] is not a scheduler setting and is ignored.",
+                hint=f"Known settings: {', '.join(sorted(conf.DEFAULTS))}.",
+                id="scheduler_app.W001",
+            )
+        )
+    for key, rule in SETTINGS.items():
+        if key not in overrides:
+            continue
+        try:
+            rule.check(overrides[key])
+        except ValidationError as exc:
+            ident = "E006" if key.startswith("WEBHOOK_") else "E007" if isinstance(rule, TextList) else "E005"
+            errors.append(
+                checks.Error(f"SCHEDULER[{key!r}]: {_message(exc)}", hint="See scheduler_app/conf.py and the README.", id=f"scheduler_app.{ident}")
+            )
+    if "RETENTION" in overrides:
+        errors.extend(_check_retention(overrides["RETENTION"]))
+    return errors
+
+
+def _check_retention(retention):
+    hint = 'e.g. {"succeeded": timedelta(days=14), "failed": timedelta(days=30)}'
+    if not isinstance(retention, dict):
+        return [checks.Error("SCHEDULER['RETENTION'] must be a dict of finished statuses to timedelta ages.", hint=hint, id="scheduler_app.E004")]
+    errors = []
+    for status, age in retention.items():
+        if status not in FINISHED_STATUSES:
+            errors.append(
+                checks.Error(
+                    f"SCHEDULER['RETENTION'] names {status!r}: only finished jobs are pruned ({', '.join(FINISHED_STATUSES)}).",
+                    hint=hint,
+                    id="scheduler_app.E004",
+                )
+            )
+            continue
+        try:
+            RETENTION_AGE.check(age)
+        except ValidationError as exc:
+            errors.append(checks.Error(f"SCHEDULER['RETENTION'][{status!r}]: {_message(exc)}", hint=hint, id="scheduler_app.E004"))
+    return errors
+
+
+def register():
+    """Register the checks (from ``AppConfig.ready``)."""
+    checks.register(check_backends, TAG)
+    checks.register(check_settings, TAG)

@@ -1,0 +1,120 @@
+"""The rules of the scheduler's settings and of the dispatcher's options.
+
+A value in ``settings.SCHEDULER`` and the ``rundispatcher`` option that
+overrides it are the same knob: one Rule each (the lifecycle's kinds of rule,
+bounds from ``limits``), judged at start-up by the system checks
+(``checks.py``) and on a command line by argparse types
+(``management/arguments.py``), with the same wording.
+"""
+
+from datetime import timedelta
+
+import pytimeparse2
+
+from . import limits
+from .lifecycle.validation import MAX_ATTEMPTS, Rule, Seconds, WholeNumber, json_problem
+
+DAY = 24 * 3600
+
+
+class Fraction(Rule):
+    def __init__(self, field):
+        super().__init__(field, "Must be a number from 0 to 1.")
+
+    def check(self, value):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+            self.fail()  # NaN fails the comparison too
+        return float(value)
+
+
+class Flag(Rule):
+    def __init__(self, field):
+        super().__init__(field, "Must be True or False.")
+
+    def check(self, value):
+        if not isinstance(value, bool):
+            self.fail()
+        return value
+
+
+class TextList(Rule):
+    """A list of non-empty texts; ``shape`` (a function) may say what is wrong with one of them."""
+
+    def __init__(self, field, what, shape=None):
+        super().__init__(field, f"Must be a list of {what}.")
+        self.shape = shape
+
+    def check(self, value):
+        if not isinstance(value, (list, tuple)):
+            self.fail()
+        for item in value:
+            if not isinstance(item, str) or not item.strip() or json_problem(item):
+                self.fail()
+            problem = self.shape(item) if self.shape else None
+            if problem:
+                self.fail(problem)
+        return list(value)
+
+
+def _host_shape(item):
+    if "/" in item or "@" in item or item != item.strip():
+        return "Must be a list of host names (e.g. 'hooks.example.com' or '10.0.0.5'), not URLs."
+    return None
+
+
+class Duration(Rule):
+    """How old something may get: a timedelta from code; from a command line 3600, 90s, 30m, 12h, 7d or 2w."""
+
+    def __init__(self, field, high):
+        super().__init__(
+            field,
+            f"Must be a duration from 0 to {high.days} days, e.g. 3600 (seconds), 90s, 30m, 12h, 7d or 2w.",
+        )
+        self.high = high
+
+    def check(self, value):
+        if not isinstance(value, timedelta) or not timedelta(0) <= value <= self.high:
+            self.fail()
+        return value
+
+    def parse(self, text):
+        try:
+            seconds = pytimeparse2.parse(str(text), raise_exception=True)
+            value = timedelta(seconds=seconds)
+        except Exception:  # any text the parser cannot read, or a length no timedelta holds
+            self.fail()
+        return self.check(value)
+
+
+RETENTION_AGE = Duration("older_than", limits.RETENTION_MAX)
+
+# settings.SCHEDULER key -> its rule (RETENTION, a mapping, is checked in checks.py).
+SETTINGS = {
+    "DEFAULT_MAX_ATTEMPTS": MAX_ATTEMPTS,
+    "RETRY_BACKOFF_BASE": Seconds("RETRY_BACKOFF_BASE", DAY),
+    "RETRY_BACKOFF_MAX": Seconds("RETRY_BACKOFF_MAX", limits.TIMEOUT_MAX),
+    "RETRY_JITTER": Fraction("RETRY_JITTER"),
+    "CONCURRENCY": WholeNumber("CONCURRENCY", 1, limits.CONCURRENCY_MAX),
+    "HORIZON": Seconds("HORIZON", limits.HORIZON_MAX),
+    "HEAP_CAP": WholeNumber("HEAP_CAP", 1, limits.HEAP_CAP_MAX),
+    "POLL_INTERVAL": Seconds("POLL_INTERVAL", limits.POLL_INTERVAL_MAX),
+    "SQLITE_CHANGE_CHECK": Seconds("SQLITE_CHANGE_CHECK", 60, zero_ok=True),
+    "FULL_SYNC_INTERVAL": Seconds("FULL_SYNC_INTERVAL", DAY),
+    "SYNC_OVERLAP": Seconds("SYNC_OVERLAP", limits.POLL_INTERVAL_MAX, zero_ok=True),
+    "LEASE": Seconds("LEASE", limits.LEASE_MAX),
+    "GRACE": Seconds("GRACE", limits.GRACE_MAX, zero_ok=True),
+    "MAX_ABANDONED_THREADS": WholeNumber("MAX_ABANDONED_THREADS", 0, limits.CONCURRENCY_MAX),
+    "DEAD_AFTER_LEASES": WholeNumber("DEAD_AFTER_LEASES", 1, 100),
+    "PRUNE_BATCH": WholeNumber("PRUNE_BATCH", 1, 100_000),
+    "SYNCHRONOUS_COMMIT": Flag("SYNCHRONOUS_COMMIT"),
+    "SCHEDULE_MISFIRE_GRACE": Seconds("SCHEDULE_MISFIRE_GRACE", limits.HORIZON_MAX, zero_ok=True),
+    "SCHEDULE_CATCH_UP_MAX": WholeNumber("SCHEDULE_CATCH_UP_MAX", 1, 1000),
+    "ALLOWED_COMMANDS": TextList("ALLOWED_COMMANDS", "management command names"),
+    "WEBHOOK_ALLOWED_HOSTS": TextList("WEBHOOK_ALLOWED_HOSTS", "host names", _host_shape),
+    "WEBHOOK_TIMEOUT": Seconds("WEBHOOK_TIMEOUT", limits.WEBHOOK_TIMEOUT_MAX),
+    "WEBHOOK_MAX_BODY": WholeNumber("WEBHOOK_MAX_BODY", 0, limits.WEBHOOK_MAX_BODY_MAX),
+    "EMAIL_FROM_ALLOWED": TextList("EMAIL_FROM_ALLOWED", "email addresses"),
+}
+
+# rundispatcher's options that are not settings.
+MAX_JOBS = WholeNumber("max_jobs", 1, limits.MAX_JOBS_MAX)

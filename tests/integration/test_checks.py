@@ -1,0 +1,149 @@
+"""System checks (scheduler_app/checks.py): bad settings are reported at start-up, each with an id and a hint."""
+
+from datetime import timedelta
+
+import pytest
+from django.core import checks
+from django.core.management import call_command
+from django.test import override_settings
+from django.urls import reverse
+
+from scheduler_app import conf
+
+from .helpers import run_manage
+
+BACKEND = "scheduler_app.backends.SchedulerBackend"
+
+
+def ids(**settings):
+    with override_settings(**settings):
+        found = checks.run_checks(tags=["scheduler"])
+    for message in found:
+        assert message.hint, message
+    return sorted(m.id for m in found)
+
+
+def scheduler_with(**overrides):
+    from django.conf import settings
+
+    return {"SCHEDULER": {**settings.SCHEDULER, **overrides}}
+
+
+@pytest.mark.django_db
+def test_the_test_settings_pass():
+    assert ids() == []
+    call_command("check", "--fail-level", "WARNING")
+
+
+def test_a_bad_queue_name_in_the_environment_stops_manage_check():
+    result = run_manage("check", timeout=60, DJANGO_SETTINGS_MODULE="project.settings", SCHEDULER_QUEUES="default,slow,a/b")
+    assert result.returncode == 1
+    assert "(scheduler_app.E001) TASKS['default']['QUEUES'] has the queue name 'a/b'" in result.stderr
+    assert "HINT: Rename it to match ^[A-Za-z0-9_.-]{1,64}$" in result.stderr
+
+
+@pytest.mark.parametrize("name", ["a/b", "", "x" * 65, "a b", "é", "a\n", "%2F", 3])
+def test_queue_names_outside_the_pattern(name):
+    assert ids(TASKS={"default": {"BACKEND": BACKEND, "QUEUES": ["default", name]}}) == ["scheduler_app.E001"]
+
+
+@pytest.mark.django_db
+def test_a_malformed_queue_is_no_queue_so_the_dashboard_still_works(client, superuser):
+    client.force_login(superuser)
+    with override_settings(TASKS={"default": {"BACKEND": BACKEND, "QUEUES": ["default", "slow", "other", "a/b"]}}):
+        assert "a/b" not in conf.known_queues()
+        response = client.get(reverse("admin:scheduler_app_dashboard"))
+        assert response.status_code == 200
+
+
+def test_no_scheduler_backend():
+    assert ids(TASKS={"default": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"}}) == [
+        "scheduler_app.E002"
+    ]
+
+
+@pytest.mark.parametrize("name", [":memory:", "file:jobs?mode=memory&cache=shared", ""])
+def test_in_memory_sqlite(name):
+    databases = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": name}}
+    with pytest.warns(UserWarning, match="DATABASES"):
+        assert ids(DATABASES=databases) == ["scheduler_app.E003"]
+
+
+@pytest.mark.parametrize(
+    "retention",
+    [
+        [],
+        {"pending": timedelta(days=1)},
+        {"failed": timedelta(days=-1)},
+        {"failed": 86400},
+        {"failed": timedelta(days=10**6)},
+    ],
+)
+def test_retention_out_of_range(retention):
+    assert ids(**scheduler_with(RETENTION=retention)) == ["scheduler_app.E004"]
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("LEASE", 0),
+        ("LEASE", -1),
+        ("LEASE", "30"),
+        ("LEASE", float("nan")),
+        ("GRACE", -1),
+        ("GRACE", True),
+        ("POLL_INTERVAL", 0),
+        ("POLL_INTERVAL", float("inf")),
+        ("HORIZON", 1e308),
+        ("CONCURRENCY", 0),
+        ("CONCURRENCY", 99999999999),
+        ("RETRY_JITTER", 2),
+        ("DEFAULT_MAX_ATTEMPTS", 0),
+        ("SYNCHRONOUS_COMMIT", "no"),
+        ("SCHEDULE_CATCH_UP_MAX", 0),
+    ],
+)
+def test_numbers_out_of_range(key, value):
+    assert ids(**scheduler_with(**{key: value})) == ["scheduler_app.E005"]
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("WEBHOOK_ALLOWED_HOSTS", "hooks.example.com"),
+        ("WEBHOOK_ALLOWED_HOSTS", ["https://hooks.example.com/"]),
+        ("WEBHOOK_ALLOWED_HOSTS", [None]),
+        ("WEBHOOK_TIMEOUT", "10"),
+        ("WEBHOOK_TIMEOUT", 0),
+        ("WEBHOOK_MAX_BODY", -1),
+        ("WEBHOOK_MAX_BODY", 1.5),
+    ],
+)
+def test_webhook_settings_of_the_wrong_type(key, value):
+    assert ids(**scheduler_with(**{key: value})) == ["scheduler_app.E006"]
+
+
+@pytest.mark.parametrize("key, value", [("EMAIL_FROM_ALLOWED", "a@example.com"), ("ALLOWED_COMMANDS", [""])])
+def test_other_lists(key, value):
+    assert ids(**scheduler_with(**{key: value})) == ["scheduler_app.E007"]
+
+
+def test_scheduler_must_be_a_dict():
+    assert ids(SCHEDULER=[("LEASE", 30)]) == ["scheduler_app.E008"]
+
+
+def test_unknown_keys_are_a_warning():
+    assert ids(**scheduler_with(LEASES=30)) == ["scheduler_app.W001"]
+
+
+def test_good_values_pass():
+    good = scheduler_with(
+        LEASE=5,
+        GRACE=0,
+        WEBHOOK_ALLOWED_HOSTS=["hooks.internal", "10.0.0.5"],
+        WEBHOOK_TIMEOUT=2.5,
+        WEBHOOK_MAX_BODY=0,
+        EMAIL_FROM_ALLOWED=["ops@example.com"],
+        RETENTION={"succeeded": timedelta(0), "failed": timedelta(days=365)},
+    )
+    assert ids(**good) == []
