@@ -12,7 +12,8 @@ from datetime import timedelta
 import pytimeparse2
 
 from . import limits
-from .lifecycle.validation import MAX_ATTEMPTS, Rule, Seconds, WholeNumber, json_problem
+from .lifecycle.rules import Rule, Seconds, WholeNumber, json_problem
+from .lifecycle.validation import MAX_ATTEMPTS
 
 DAY = 24 * 3600
 
