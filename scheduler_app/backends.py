@@ -101,7 +101,10 @@ class SchedulerBackend(BaseTaskBackend):
         task = task.using(
             priority=job.priority, queue_name=job.queue, backend=self.alias
         )
-        if job.execute_at is not None:
+        # run_after only for a deferred job: build_job sets execute_at and
+        # created_at from one now when no time is given, so the job is
+        # deferred exactly when they differ (as Django's backends report it).
+        if job.execute_at != job.created_at:
             task = task.using(run_after=job.execute_at)
         result = TaskResult(
             task=task,
@@ -110,7 +113,7 @@ class SchedulerBackend(BaseTaskBackend):
             enqueued_at=job.created_at,
             started_at=job.started_at,
             finished_at=job.finished_at,
-            last_attempted_at=job.started_at,
+            last_attempted_at=job.attempt_started_at,
             args=job.args,
             kwargs=job.kwargs,
             backend=self.alias,

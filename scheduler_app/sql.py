@@ -156,10 +156,12 @@ def sqlite_claim(*, worker, queues, limit, now, lease_until, ids=None, using="de
         f"SELECT id FROM {TABLE}{hint} WHERE {' AND '.join(where)} "
         "ORDER BY priority DESC, execute_at, id LIMIT %s"
     )
-    set_params = [worker, adapt_dt(lease_until, using), adapt_dt(now, using), adapt_dt(now, using)]
+    t = adapt_dt(now, using)
+    set_params = [worker, adapt_dt(lease_until, using), t, t, t]
     statement = (
         f"UPDATE {TABLE} SET status = 'running', attempts = attempts + 1, worker = %s, "
-        "lease_expires_at = %s, started_at = %s, updated_at = %s, finished_at = NULL "
+        "lease_expires_at = %s, started_at = COALESCE(started_at, %s), last_attempted_at = %s, "
+        "updated_at = %s, finished_at = NULL "
         f"WHERE status = 'pending' AND id IN ({select}) RETURNING {CLAIM_RETURNING}"
     )
     return _rows(statement, set_params + params, using)
@@ -330,7 +332,8 @@ def _pg_finish_and_claim_text(by_ids, limit):
         f"AND queue = ANY(%(queues)s::text[]) {id_filter}"
         f"{order}LIMIT {int(limit)} FOR UPDATE SKIP LOCKED), "
         f"u AS (UPDATE {TABLE} AS j SET status = 'running', attempts = j.attempts + 1, "
-        "worker = %(worker)s, lease_expires_at = %(lease)s, started_at = %(now)s, "
+        "worker = %(worker)s, lease_expires_at = %(lease)s, "
+        "started_at = COALESCE(j.started_at, %(now)s), last_attempted_at = %(now)s, "
         "updated_at = %(now)s, finished_at = NULL "
         f"WHERE j.id = ANY(ARRAY(SELECT id FROM c)) RETURNING {returning}) "
         f"SELECT NULL::bigint AS finished, * FROM u "
