@@ -20,9 +20,10 @@ from .dispatcher.policy import LEASE_EXPIRED_CLASS
 
 TABLE = "scheduler_app_job"
 
+# The last three are for the attempt's TaskResult (errors: the earlier ones, as text).
 CLAIM_RETURNING = (
     "id, task, args, kwargs, queue, priority, execute_at, attempts, max_attempts, "
-    "timeout, cancel_requested"
+    "timeout, cancel_requested, created_at, started_at, errors"
 )
 
 
@@ -290,7 +291,8 @@ def release(rows, *, worker, now, using="default"):
 
 
 def _claim_returning(alias):
-    return ", ".join(f"{alias}.{c.strip()}" for c in CLAIM_RETURNING.split(","))
+    # errors as text: parsed on a worker thread, and only if a TaskResult is built.
+    return ", ".join(f"{alias}.{c.strip()}" + ("::text" if c.strip() == "errors" else "") for c in CLAIM_RETURNING.split(","))
 
 
 def _pg_finish_and_claim_text(by_ids, limit):

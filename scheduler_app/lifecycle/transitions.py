@@ -88,7 +88,10 @@ def _claimed(rows, worker, now):
             timeout=r[9],
             cancel_requested=bool(r[10]),
             worker=worker,
-            started_at=now,
+            last_attempted_at=now,
+            enqueued_at=_load_dt(r[11]),
+            started_at=_load_dt(r[12]),
+            errors=r[13],
         )
         for r in rows
     ]
