@@ -15,6 +15,9 @@ from django.tasks.signals import task_finished, task_started
 from scheduler_app import lifecycle, registry, taskresults
 from scheduler_app.context import JobCancelled, JobContext
 
+from .policy import TIMEOUT_CLASS
+from .types import Status
+
 logger = logging.getLogger(__name__)
 
 
@@ -36,11 +39,7 @@ class Executor:
             outcome = self._run(job, cancel_event, deadline)
         finally:
             close_old_connections()
-        logger.info(
-            "job %s %s: %s attempt %d in %.3fs",
-            job.id, outcome.status, job.task, job.attempt, time.monotonic() - started,
-            extra={"job_id": job.id, "action": "end", "outcome": str(outcome.status)},
-        )
+        log_outcome(job, outcome, time.monotonic() - started)
         return outcome
 
     def _run(self, job, cancel_event, deadline):
@@ -102,4 +101,40 @@ class Executor:
             deadline=deadline,
             cancel_event=cancel_event,
             progress_callback=report,
+        )
+
+
+def _error_summary(error):
+    name = (error.get("exception_class") or "").rsplit(".", 1)[-1]
+    message = (error.get("message") or "").strip().splitlines()
+    return f"{name}: {message[0][:200]}" if message else name
+
+
+def log_outcome(job, outcome, seconds):
+    """Log how an attempt ended, at INFO like the start line; a retry names its time."""
+    extra = {"job_id": job.id, "action": "end", "outcome": str(outcome.status)}
+    if outcome.error is not None and outcome.error.get("exception_class") == TIMEOUT_CLASS:
+        # The loop failed (or retried) it at its deadline and logged that.
+        logger.info(
+            "job %s attempt %d/%d of %s returned after its deadline (%.3fs): timed out",
+            job.id, job.attempt, job.max_attempts, job.task, seconds, extra=extra,
+        )
+    elif outcome.status == Status.PENDING:
+        retry_at = outcome.retry_at.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        extra["outcome"] = "retry"
+        logger.info(
+            "job %s attempt %d/%d of %s failed in %.3fs (%s); retry at %s",
+            job.id, job.attempt, job.max_attempts, job.task, seconds, _error_summary(outcome.error), retry_at,
+            extra=extra,
+        )
+    elif outcome.error is not None:
+        logger.info(
+            "job %s %s: %s attempt %d/%d in %.3fs (%s)",
+            job.id, outcome.status, job.task, job.attempt, job.max_attempts, seconds,
+            _error_summary(outcome.error), extra=extra,
+        )
+    else:
+        logger.info(
+            "job %s %s: %s attempt %d in %.3fs",
+            job.id, outcome.status, job.task, job.attempt, seconds, extra=extra,
         )

@@ -1,10 +1,11 @@
-"""The Executor: Django's task signals around the call, endings past the deadline.
+"""The Executor: Django's task signals around the call, its log lines, endings past the deadline.
 
 It runs here on the test's thread with a made-up claimed attempt: no
 database is needed (the dispatcher tests run it on worker threads).
 """
 
 import logging
+import re
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -141,6 +142,27 @@ def test_the_context_carries_the_same_result_the_signals_do(sent):
     outcome = run(claimed("context_info", attempt=2))
     assert outcome.status == "succeeded"
     assert '"attempt": 2' in outcome.result_json and '"result_id": "5"' in outcome.result_json
+
+
+def test_a_retried_attempt_is_logged_as_a_failed_attempt_with_the_retry_time(caplog):
+    with caplog.at_level(logging.INFO, logger="scheduler_app.dispatcher.runner"):
+        outcome = run(claimed("boom", "kaput"))
+    line = caplog.records[-1]
+    assert line.levelno == logging.INFO
+    retry_at = outcome.retry_at.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    assert re.fullmatch(
+        rf"job 5 attempt 1/3 of {T}boom failed in \d+\.\d{{3}}s \(ValueError: kaput\); retry at {re.escape(retry_at)}",
+        line.getMessage(),
+    ), line.getMessage()
+    assert "pending" not in line.getMessage()
+    assert line.job_id == 5 and line.outcome == "retry"
+
+
+def test_the_last_failed_attempt_is_logged_as_failed_with_its_reason(caplog):
+    with caplog.at_level(logging.INFO, logger="scheduler_app.dispatcher.runner"):
+        run(claimed("boom", "kaput", attempt=3))
+    message = caplog.records[-1].getMessage()
+    assert message.startswith(f"job 5 failed: {T}boom attempt 3/3 in ") and message.endswith("(ValueError: kaput)")
 
 
 def test_an_attempt_that_ends_after_its_deadline_is_a_timeout(sent):
