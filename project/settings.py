@@ -180,6 +180,9 @@ SPECTACULAR_SETTINGS = {
     "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAdminUser"],
 }
 
+# The scheduler's loggers and Django's task log (django.tasks: a line per
+# task start and end, sent by the scheduler's task signals) at one level.
+log_level = os.environ.get("SCHEDULER_LOG_LEVEL", "INFO")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -192,7 +195,12 @@ LOGGING = {
     "loggers": {
         "scheduler_app": {
             "handlers": ["console"],
-            "level": os.environ.get("SCHEDULER_LOG_LEVEL", "INFO"),
+            "level": log_level,
+            "propagate": False,
+        },
+        "django.tasks": {
+            "handlers": ["console"],
+            "level": log_level,
             "propagate": False,
         },
     },

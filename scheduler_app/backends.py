@@ -9,18 +9,8 @@ lifecycle service are imported inside methods.
 """
 
 from django.core.exceptions import ValidationError
-from django.tasks import TaskResult, TaskResultStatus
 from django.tasks.backends.base import BaseTaskBackend
-from django.tasks.base import TaskError
 from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
-
-STATUS_MAP = {
-    "pending": TaskResultStatus.READY,
-    "running": TaskResultStatus.RUNNING,
-    "succeeded": TaskResultStatus.SUCCESSFUL,
-    "failed": TaskResultStatus.FAILED,
-    "cancelled": TaskResultStatus.FAILED,
-}
 
 
 class SchedulerBackend(BaseTaskBackend):
@@ -84,40 +74,12 @@ class SchedulerBackend(BaseTaskBackend):
         return self.to_result(job)
 
     def to_result(self, job, task=None):
-        """Return the TaskResult of a Job row."""
-        from . import registry
+        """Return the TaskResult of a Job row (the mapping: ``scheduler_app.taskresults``)."""
+        from . import registry, taskresults
 
-        if task is None:
-            try:
-                task = registry.get(job.task)
-            except registry.UnknownTask:
-                raise TaskResultDoesNotExist(
-                    f"{job.pk}: its task {job.task} is no longer registered"
-                ) from None
-        task = task.using(
-            priority=job.priority, queue_name=job.queue, backend=self.alias
-        )
-        if job.execute_at is not None:
-            task = task.using(run_after=job.execute_at)
-        result = TaskResult(
-            task=task,
-            id=str(job.pk),
-            status=STATUS_MAP[job.status],
-            enqueued_at=job.created_at,
-            started_at=job.started_at,
-            finished_at=job.finished_at,
-            last_attempted_at=job.started_at,
-            args=job.args,
-            kwargs=job.kwargs,
-            backend=self.alias,
-            errors=[
-                TaskError(
-                    exception_class_path=e.get("exception_class", "builtins.Exception"),
-                    traceback=e.get("traceback", ""),
-                )
-                for e in job.errors or []
-            ],
-            worker_ids=job.worker_ids,
-        )
-        object.__setattr__(result, "_return_value", job.result)
-        return result
+        try:
+            return taskresults.job_result(job, task, alias=self.alias)
+        except registry.UnknownTask:
+            raise TaskResultDoesNotExist(
+                f"{job.pk}: its task {job.task} is no longer registered"
+            ) from None

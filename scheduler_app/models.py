@@ -104,7 +104,11 @@ class Job(models.Model):
     # Written explicitly by every lifecycle UPDATE (auto_now does not apply
     # to QuerySet.update); the dispatcher's change poll reads it.
     updated_at = models.DateTimeField(default=timezone.now)
+    # The first attempt's start, and the latest attempt's (set by every
+    # claim). Rows claimed before last_attempted_at existed have only
+    # started_at, which was then the latest attempt's start.
     started_at = models.DateTimeField(null=True, blank=True)
+    last_attempted_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
     objects = JobQuerySet.as_manager()
@@ -198,10 +202,16 @@ class Job(models.Model):
         return self.status in FINISHED_STATUSES
 
     @property
+    def attempt_started_at(self):
+        """Return when the latest attempt started, or None."""
+        return self.last_attempted_at or self.started_at
+
+    @property
     def duration(self):
         """Return the last attempt's run time, or None."""
-        if self.started_at and self.finished_at:
-            return self.finished_at - self.started_at
+        start = self.attempt_started_at
+        if start and self.finished_at:
+            return self.finished_at - start
         return None
 
     @property

@@ -25,11 +25,12 @@ QUEUE_TABLE = "scheduler_app_queue"
 # commit, not when each dispatcher next reads the flags.
 NOT_PAUSED = f"queue NOT IN (SELECT name FROM {QUEUE_TABLE} WHERE paused)"
 
-# What a claim returns, in this order (``lifecycle.transitions`` reads it);
-# execute_at as epoch seconds (see Epoch).
+# What a claim returns, in this order (``lifecycle.transitions`` reads it).
+# Times as epoch seconds (see Epoch): any stored time converts. The last
+# three are for the attempt's TaskResult (errors: the earlier ones, as text).
 CLAIM_COLUMNS = (
     "id", "task", "args", "kwargs", "queue", "priority", "execute_at", "attempts", "max_attempts",
-    "timeout", "cancel_requested",
+    "timeout", "cancel_requested", "created_at", "started_at", "errors",
 )
 
 
@@ -38,9 +39,12 @@ def claim_returning(alias="", *, pg):
     prefix = f"{alias}." if alias else ""
     columns = []
     for column in CLAIM_COLUMNS:
-        if column == "execute_at":
+        if column in ("execute_at", "created_at", "started_at"):
             template = "EXTRACT(EPOCH FROM {c})::float8" if pg else SQLITE_EPOCH.replace("%(expressions)s", "{c}")
             columns.append(template.format(c=prefix + column).replace("%%%%", "%%"))
+        elif column == "errors" and pg:
+            # As text: parsed on a worker thread, and only if a TaskResult is built.
+            columns.append(f"{prefix}errors::text")
         else:
             columns.append(prefix + column)
     return ", ".join(columns)
@@ -203,10 +207,12 @@ def sqlite_claim(*, worker, queues, limit, now, lease_until, ids=None, using="de
         f"SELECT id FROM {TABLE}{hint} WHERE {' AND '.join(where)} "
         "ORDER BY priority DESC, execute_at, id LIMIT %s"
     )
-    set_params = [worker, adapt_dt(lease_until, using), adapt_dt(now, using), adapt_dt(now, using)]
+    t = adapt_dt(now, using)
+    set_params = [worker, adapt_dt(lease_until, using), t, t, t]
     statement = (
         f"UPDATE {TABLE} SET status = 'running', attempts = attempts + 1, worker = %s, "
-        "lease_expires_at = %s, started_at = %s, updated_at = %s, finished_at = NULL "
+        "lease_expires_at = %s, started_at = COALESCE(started_at, %s), last_attempted_at = %s, "
+        "updated_at = %s, finished_at = NULL "
         f"WHERE status = 'pending' AND id IN ({select}) RETURNING {claim_returning(pg=False)}"
     )
     return _rows(statement, set_params + params, using)
@@ -373,7 +379,8 @@ def _pg_finish_and_claim_text(by_ids, limit):
         f"AND queue = ANY(%(queues)s::text[]) AND {NOT_PAUSED} {id_filter}"
         f"{order}LIMIT {int(limit)} FOR UPDATE SKIP LOCKED), "
         f"u AS (UPDATE {TABLE} AS j SET status = 'running', attempts = j.attempts + 1, "
-        "worker = %(worker)s, lease_expires_at = %(lease)s, started_at = %(now)s, "
+        "worker = %(worker)s, lease_expires_at = %(lease)s, "
+        "started_at = COALESCE(j.started_at, %(now)s), last_attempted_at = %(now)s, "
         "updated_at = %(now)s, finished_at = NULL "
         f"WHERE j.id = ANY(ARRAY(SELECT id FROM c)) RETURNING {returning}) "
         f"SELECT NULL::bigint AS finished, * FROM u "

@@ -7,7 +7,7 @@ finished_at, status) so the numbers stay cheap with millions of rows.
 from datetime import timedelta
 
 from django.db.models import Count, Min, Q
-from django.db.models.functions import TruncMinute
+from django.db.models.functions import Coalesce, TruncMinute
 from django.utils import timezone
 
 from . import conf, schedules, sql
@@ -176,9 +176,13 @@ def upcoming(now=None, limit=20):
 
 
 def running_jobs(limit=50):
-    """Return running jobs, longest-running first."""
-    fields = ["id", "task", "queue", "worker", "attempts", "max_attempts", "started_at", "progress", "cancel_requested"]
-    return list(Job.objects.running().order_by("started_at", "id").only(*fields)[:limit])
+    """Return running jobs, longest-running (this attempt) first."""
+    fields = [
+        "id", "task", "queue", "worker", "attempts", "max_attempts", "started_at", "last_attempted_at",
+        "progress", "cancel_requested",
+    ]
+    since = Coalesce("last_attempted_at", "started_at")
+    return list(Job.objects.running().order_by(since, "id").only(*fields)[:limit])
 
 
 def recent_failures(limit=10):

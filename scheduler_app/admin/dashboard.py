@@ -79,13 +79,15 @@ def upcoming_row(item, now, paused):
 
 
 def running_row(job, now):
-    elapsed = (now - job.started_at).total_seconds() if job.started_at else None
+    # Elapsed: this attempt's, not the first attempt's (started_at).
+    attempt_started = job.attempt_started_at
+    elapsed = (now - attempt_started).total_seconds() if attempt_started else None
     progress = job.progress
     return task_row(
         job,
         worker=job.worker,
         attempt=f"{job.attempts}/{job.max_attempts}",
-        started_at=job.started_at.isoformat() if job.started_at else None,
+        started_at=attempt_started.isoformat() if attempt_started else None,
         elapsed_seconds=round(elapsed, 1) if elapsed is not None else None,
         elapsed=humanize_seconds(elapsed) if elapsed is not None else "–",
         progress=progress,

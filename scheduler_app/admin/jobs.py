@@ -86,7 +86,7 @@ class JobAdmin(SafeLookupsMixin, admin.ModelAdmin):
     change_fieldsets = [
         (None, {"fields": ["status_badge", "task", "queue", "args_display", "kwargs_display", "unique_key", "created_by", "schedule_link", "created_at_display"]}),
         ("Schedule", {"fields": ["execute_at", "priority", "due_display", "max_attempts", "timeout"]}),
-        ("Execution", {"fields": ["attempts_display", "worker_display", "started_at_display", "finished_at_display", "duration_display", "lease_display", "progress_display", "cancel_requested"]}),
+        ("Execution", {"fields": ["attempts_display", "worker_display", "started_at_display", "last_attempted_at_display", "finished_at_display", "duration_display", "lease_display", "progress_display", "cancel_requested"]}),
         ("Result", {"fields": ["result_display"]}),
         ("Errors", {"fields": ["errors_display"]}),
     ]
@@ -133,8 +133,9 @@ class JobAdmin(SafeLookupsMixin, admin.ModelAdmin):
     def duration_display(self, obj):
         if obj.duration is not None:
             return humanize_seconds(obj.duration.total_seconds())
-        if obj.status == JobStatus.RUNNING and obj.started_at:
-            return format_html('<span class="sched-running-for">{} so far</span>', humanize_seconds((timezone.now() - obj.started_at).total_seconds()))
+        if obj.status == JobStatus.RUNNING and obj.attempt_started_at:
+            elapsed = (timezone.now() - obj.attempt_started_at).total_seconds()
+            return format_html('<span class="sched-running-for">{} so far</span>', humanize_seconds(elapsed))
         return "–"
 
     # -- change page fields -------------------------------------------------
@@ -160,6 +161,10 @@ class JobAdmin(SafeLookupsMixin, admin.ModelAdmin):
     @admin.display(description="started at")
     def started_at_display(self, obj):
         return exact_time(obj.started_at)
+
+    @admin.display(description="last attempt at")
+    def last_attempted_at_display(self, obj):
+        return exact_time(obj.attempt_started_at)
 
     @admin.display(description="finished at")
     def finished_at_display(self, obj):

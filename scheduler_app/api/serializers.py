@@ -52,6 +52,7 @@ class JobSerializer(serializers.ModelSerializer):
             "created_at",
             "updated_at",
             "started_at",
+            "last_attempted_at",
             "finished_at",
             "schedule",
         ]

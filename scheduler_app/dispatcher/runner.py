@@ -1,13 +1,22 @@
-"""Run one claimed attempt on a worker thread and describe how it ended."""
+"""Run one claimed attempt on a worker thread and describe how it ended.
+
+Around the task call it sends Django's ``task_started`` and
+``task_finished`` (``scheduler_app.taskresults`` builds the TaskResult, only
+when someone listens or the task takes a context).
+"""
 
 import logging
 import time
+from datetime import UTC, datetime
 
 from django.db import close_old_connections
-from django.tasks import TaskResult, TaskResultStatus
+from django.tasks.signals import task_finished, task_started
 
-from scheduler_app import lifecycle, registry
+from scheduler_app import lifecycle, registry, taskresults
 from scheduler_app.context import JobCancelled, JobContext
+
+from .policy import TIMEOUT_CLASS
+from .types import Status
 
 logger = logging.getLogger(__name__)
 
@@ -34,51 +43,63 @@ class Executor:
             outcome = self._run(job, cancel_event, deadline)
         finally:
             close_old_connections()
-        logger.info(
-            "job %s %s: %s attempt %d in %.3fs",
-            job.id, outcome.status, job.task, job.attempt, time.monotonic() - started,
-            extra={"job_id": job.id, "action": "end", "outcome": str(outcome.status)},
-        )
+        log_outcome(job, outcome, time.monotonic() - started)
         return outcome
 
     def _run(self, job, cancel_event, deadline):
         try:
             task = registry.get(job.task)
         except registry.UnknownTask as exc:
-            # Not retried: the next attempt would not find it either.
+            # Not retried: the next attempt would not find it either. No
+            # signals: there is no Task to describe.
             return self.policy.fatal(job, exc, traceback_text="")
         if job.args is None or job.kwargs is None:
             # A row written around the service; every attempt would read the same.
             which = "args (a JSON list)" if job.args is None else "kwargs (a JSON object)"
             return self.policy.fatal(job, UnreadableJob(f"The job's stored {which} cannot be read."), traceback_text="")
+        sender, _ = taskresults.sender_of(task)
+        signals = task_started.has_listeners(sender) or task_finished.has_listeners(sender)
+        result = taskresults.attempt_result(job, task) if signals or task.takes_context else None
+        if signals:
+            taskresults.send(task_started, sender, result)
         try:
             if task.takes_context:
-                context = self._context(task, job, cancel_event, deadline)
+                context = self._context(result, job, cancel_event, deadline)
                 value = task.call(context, *job.args, **job.kwargs)
             else:
                 value = task.call(*job.args, **job.kwargs)
         except JobCancelled:
-            return self.policy.cancelled(job)
+            outcome = self._past_deadline(job, deadline) or self.policy.cancelled(job)
         except Exception as exc:
-            return self.policy.raised(job, exc)
-        return self.policy.succeeded(job, value)
+            outcome = self._past_deadline(job, deadline) or self.policy.raised(job, exc)
+            if signals:
+                # Inside the handler, as Django's backends do: its log
+                # receiver adds the traceback (sys.exc_info()).
+                self._finished(sender, result, outcome)
+            return outcome
+        else:
+            outcome = self._past_deadline(job, deadline) or self.policy.succeeded(job, value)
+        if signals:
+            self._finished(sender, result, outcome)
+        return outcome
 
-    def _context(self, task, job, cancel_event, deadline):
-        result = TaskResult(
-            task=task,
-            id=str(job.id),
-            status=TaskResultStatus.RUNNING,
-            enqueued_at=None,
-            started_at=job.started_at,
-            finished_at=None,
-            last_attempted_at=job.started_at,
-            args=job.args,
-            kwargs=job.kwargs,
-            backend=task.backend,
-            errors=[],
-            worker_ids=[job.worker] * job.attempt,
-        )
+    def _past_deadline(self, job, deadline):
+        """Return the timeout Outcome of an attempt that ended after its deadline, else None.
 
+        The loop fails such an attempt at its deadline and drops what it
+        returns; saying the same here keeps ``task_finished`` and the row in
+        agreement when the attempt ends before the loop noticed.
+        """
+        if deadline is not None and time.time() >= deadline:
+            return self.policy.timed_out(job)
+        return None
+
+    @staticmethod
+    def _finished(sender, result, outcome):
+        taskresults.apply_outcome(result, outcome, datetime.now(UTC))
+        taskresults.send(task_finished, sender, result)
+
+    def _context(self, result, job, cancel_event, deadline):
         def report(progress):
             return lifecycle.set_progress(job.id, job.worker, job.attempt, progress, using=self.using)
 
@@ -88,4 +109,40 @@ class Executor:
             deadline=deadline,
             cancel_event=cancel_event,
             progress_callback=report,
+        )
+
+
+def _error_summary(error):
+    name = (error.get("exception_class") or "").rsplit(".", 1)[-1]
+    message = (error.get("message") or "").strip().splitlines()
+    return f"{name}: {message[0][:200]}" if message else name
+
+
+def log_outcome(job, outcome, seconds):
+    """Log how an attempt ended, at INFO like the start line; a retry names its time."""
+    extra = {"job_id": job.id, "action": "end", "outcome": str(outcome.status)}
+    if outcome.error is not None and outcome.error.get("exception_class") == TIMEOUT_CLASS:
+        # The loop failed (or retried) it at its deadline and logged that.
+        logger.info(
+            "job %s attempt %d/%d of %s returned after its deadline (%.3fs): timed out",
+            job.id, job.attempt, job.max_attempts, job.task, seconds, extra=extra,
+        )
+    elif outcome.status == Status.PENDING:
+        retry_at = outcome.retry_at.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        extra["outcome"] = "retry"
+        logger.info(
+            "job %s attempt %d/%d of %s failed in %.3fs (%s); retry at %s",
+            job.id, job.attempt, job.max_attempts, job.task, seconds, _error_summary(outcome.error), retry_at,
+            extra=extra,
+        )
+    elif outcome.error is not None:
+        logger.info(
+            "job %s %s: %s attempt %d/%d in %.3fs (%s)",
+            job.id, outcome.status, job.task, job.attempt, job.max_attempts, seconds,
+            _error_summary(outcome.error), extra=extra,
+        )
+    else:
+        logger.info(
+            "job %s %s: %s attempt %d in %.3fs",
+            job.id, outcome.status, job.task, job.attempt, seconds, extra=extra,
         )

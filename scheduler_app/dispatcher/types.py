@@ -40,7 +40,12 @@ class ClaimedJob:
     timeout: float | None
     cancel_requested: bool
     worker: str  # the id of the dispatcher process (its Worker row) that claimed it
-    started_at: datetime
+    last_attempted_at: datetime  # this attempt's start: the claim's time
+    started_at: datetime | None = None  # the first attempt's start
+    enqueued_at: datetime | None = None
+    # The earlier attempts' ``errors`` entries as stored: JSON text from the
+    # claim, parsed only when the attempt's TaskResult is built.
+    errors: str | list = "[]"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,10 +1,20 @@
-"""Create jobs: one (``enqueue``) or many in one transaction (``enqueue_many``)."""
+"""Create jobs: one (``enqueue``) or many in one transaction (``enqueue_many``).
+
+Every new job, whoever creates it (``my_task.enqueue()``, the admin, the
+API, the ``enqueue`` command, a schedule), sends Django's ``task_enqueued``
+signal in the creating process once its row is inserted (inside the
+caller's transaction, if there is one, as Django's database backend does):
+``task_started`` and ``task_finished`` are sent for every job, so every job
+gets the whole sequence. A unique key that returns an existing job sends
+nothing.
+"""
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
+from django.tasks import Task
 from django.utils import timezone
 
-from .. import conf, sql
+from .. import conf, sql, taskresults
 from ..dispatcher.wakeup import WakeUp
 from ..limits import BULK_MAX
 from ..models import Job
@@ -33,6 +43,7 @@ def enqueue(task, args=(), kwargs=None, *, using="default", **options):
                 with transaction.atomic(using=using):
                     job.save(using=using, force_insert=True)
                     announce(jobs=[job], using=using)
+            taskresults.send_enqueued([job], task if isinstance(task, Task) else None)
             return job, True
         except IntegrityError:
             if not job.unique_key:
@@ -104,4 +115,5 @@ def enqueue_many(specs, *, created_by=None, max_size=BULK_MAX, using="default"):
         Job.objects.using(using).bulk_create(new, batch_size=1000)
         if new:
             announce(jobs=new, using=using)
+    taskresults.send_enqueued(new)
     return [existing.get(j.unique_key, j) if j.unique_key else j for j in built]

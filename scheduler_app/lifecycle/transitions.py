@@ -9,7 +9,7 @@ elsewhere) changes nothing.
 
 import json
 import logging
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.db import transaction
 from django.utils import timezone
@@ -70,6 +70,16 @@ def _load(value, kind):
     return value if isinstance(value, kind) else None
 
 
+def _moment(epoch):
+    """Return an epoch as an aware datetime; None when there is none or Python cannot hold it."""
+    if epoch is None:
+        return None
+    try:
+        return datetime.fromtimestamp(epoch, UTC)
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
 def _claimed(rows, worker, now):
     """Return ClaimedJobs for claimed rows, in claim order.
 
@@ -92,7 +102,10 @@ def _claimed(rows, worker, now):
             timeout=r[9],
             cancel_requested=bool(r[10]),
             worker=worker,
-            started_at=now,
+            last_attempted_at=now,
+            enqueued_at=_moment(r[11]),
+            started_at=_moment(r[12]),
+            errors=r[13],
         )
         for r in rows
     ]

@@ -152,6 +152,12 @@ class TestData:
         assert data["running"][0]["cancel_requested"] is True
         assert [f["message"] for f in data["failures"]] == [f"m{i}" for i in range(10)]
 
+    def test_running_elapsed_is_the_current_attempts(self, admin_client_, make_job):
+        now = timezone.now()
+        make_job(JobStatus.RUNNING, attempts=2, started_at=now - timedelta(hours=3), last_attempted_at=now - timedelta(seconds=42))
+        [row] = admin_client_.get(DATA).json()["running"]
+        assert 41 <= row["elapsed_seconds"] <= 60
+
     def test_workers_alive_and_dead(self, admin_client_):
         now = timezone.now()
         Worker.objects.create(id="a", hostname="h1", pid=1, queues=["default", "slow"], slots={"*": 4}, last_heartbeat=now, processed=7, failed=1)

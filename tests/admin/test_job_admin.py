@@ -64,6 +64,15 @@ class TestList:
         assert "1/3" in html and "host:1:abc" in html
         assert "4 jobs" in html
 
+    def test_a_later_attempt_runs_for_as_long_as_this_attempt(self, admin_client_, make_job):
+        now = timezone.now()
+        job = make_job(
+            JobStatus.RUNNING, attempts=2, started_at=now - timedelta(hours=3), last_attempted_at=now - timedelta(seconds=42)
+        )
+        assert "42 s so far" in admin_client_.get(CHANGELIST).content.decode()
+        html = admin_client_.get(change_url(job)).content.decode()
+        assert "Started at" in html and "Last attempt at" in html and "42 s so far" in html
+
     def test_newest_first(self, admin_client_, make_job):
         jobs = [make_job() for _ in range(3)]
         assert listed_ids(admin_client_.get(CHANGELIST)) == [j.pk for j in reversed(jobs)]

@@ -23,6 +23,7 @@ def test_create_run_and_read_back(api):
     job = api.get(created.json()["url"]).json()
     assert (job["status"], job["result"], job["attempts"]) == ("succeeded", 42, 1)
     assert job["started_at"] and job["finished_at"] and job["worker"]
+    assert job["last_attempted_at"] == job["started_at"]  # one attempt: both are its start
 
     failed = api.get(failing.json()["url"]).json()
     assert failed["status"] == "failed"

@@ -15,7 +15,7 @@ JOB_FIELDS = {
     "id", "url", "task", "args", "kwargs", "queue", "priority", "execute_at", "status",
     "attempts", "max_attempts", "timeout", "unique_key", "result", "errors",
     "cancel_requested", "worker", "created_by", "created_at", "updated_at",
-    "started_at", "finished_at", "schedule",
+    "started_at", "last_attempted_at", "finished_at", "schedule",
 }
 
 pytestmark = pytest.mark.django_db
@@ -41,7 +41,7 @@ class TestCreate:
         assert job.created_by == staff_user
         for field in ("execute_at", "created_at", "updated_at"):
             assert has_offset(body[field])
-        assert body["started_at"] is None and body["finished_at"] is None
+        assert body["started_at"] is None and body["last_attempted_at"] is None and body["finished_at"] is None
         assert abs(job.execute_at - timezone.now()) < timedelta(seconds=5)
 
     def test_every_option(self, api):

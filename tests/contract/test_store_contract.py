@@ -160,7 +160,7 @@ def test_claim_returns_claimed_jobs_in_claim_order(harness, store, now):
     assert all(type(job) is ClaimedJob for job in jobs)
     first = jobs[0]
     assert (first.task, first.args, first.kwargs, first.queue, first.priority) == (TASK, ARGS, {}, "default", 10)
-    assert (first.execute_at, first.started_at) == (pytest.approx(now - 2, abs=1e-6), at(now))
+    assert (first.execute_at, first.started_at, first.last_attempted_at) == (pytest.approx(now - 2, abs=1e-6), at(now), at(now))
     assert (first.attempt, first.max_attempts, first.timeout, first.cancel_requested) == (1, 1, None, False)
     assert first.worker == store.worker_id
     row = harness.row(b)

@@ -393,7 +393,8 @@ def test_sqlite_claims_by_query_walk_the_claim_index_and_housekeeping_gathers_st
     select = statement[statement.index("SELECT id") : statement.index("LIMIT")] + "LIMIT 4"
     with connection.cursor() as cursor:
         # SQLite's statement takes the SET values first, then the SELECT's (LIMIT last).
-        cursor.execute("EXPLAIN QUERY PLAN " + select, params[4:-1])
+        set_values = statement[: statement.index("SELECT id")].count("%s")
+        cursor.execute("EXPLAIN QUERY PLAN " + select, params[set_values:-1])
         plan = " ".join(str(row[-1]) for row in cursor.fetchall())
     assert "job_pending_claim_idx" in plan and "TEMP B-TREE" not in plan, plan
     lifecycle.enqueue_many([{"task": ADD, "args": [i, i]} for i in range(50)])

@@ -55,7 +55,8 @@ class FakeRow:
     cancel_requested: bool = False
     worker: str = ""  # the id of the dispatcher that claimed the current or last attempt
     lease_until: float | None = None
-    started_at: float | None = None
+    started_at: float | None = None  # the first attempt's start
+    last_attempted_at: float | None = None
     result_json: str | None = None
     errors: list = field(default_factory=list)
     updated: float = 0.0
@@ -111,7 +112,7 @@ def claimed_job(job_id, *, timeout=None, cancel_requested=False, worker="fake", 
     return ClaimedJob(
         id=job_id, task="fake", args=[], kwargs={}, queue="default", priority=0, execute_at=now.timestamp(),
         attempt=attempt, max_attempts=max_attempts, timeout=timeout, cancel_requested=cancel_requested,
-        worker=worker, started_at=now,
+        worker=worker, last_attempted_at=now, started_at=now,
     )
 
 
@@ -287,7 +288,9 @@ class FakeStore:
                 row.attempts += 1
                 row.worker = self.worker_id
                 row.lease_until = now + self.lease
-                row.started_at = row.updated = now
+                row.last_attempted_at = row.updated = now
+                if row.started_at is None:
+                    row.started_at = now
             self.claims.append((set(queues), limit, [j.id for j in due]))
             return [self._claimed(row) for row in due]
 
@@ -296,7 +299,8 @@ class FakeStore:
             id=row.id, task=row.task, args=list(row.args), kwargs=dict(row.kwargs), queue=row.queue,
             priority=row.priority, execute_at=row.at, attempt=row.attempts,
             max_attempts=row.max_attempts, timeout=row.timeout, cancel_requested=row.cancel_requested,
-            worker=row.worker, started_at=to_datetime(row.started_at),
+            worker=row.worker, last_attempted_at=to_datetime(row.last_attempted_at),
+            started_at=to_datetime(row.started_at),
         )
 
     def finish(self, outcomes, now):

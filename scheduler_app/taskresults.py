@@ -1,0 +1,245 @@
+"""Jobs as ``django.tasks`` sees them: their TaskResults, and Django's task signals.
+
+One mapping serves the backend's ``get_result()`` (a Job row) and the
+signals (a new row, or a claimed attempt), so both report the same thing:
+
+- status: pending READY, running RUNNING, succeeded SUCCESSFUL, failed and
+  cancelled FAILED;
+- ``enqueued_at`` is the row's creation, ``started_at`` the first attempt's
+  start, ``last_attempted_at`` the latest attempt's;
+- ``task.run_after`` is the job's time only when the job is deferred.
+  ``build_job`` sets ``execute_at`` and ``created_at`` from one ``now`` when
+  no time is given, so a job is deferred exactly when the two differ:
+  enqueued with a time, rescheduled, or waiting for a retry (then it is the
+  retry's time). Otherwise None, as Django's own backends report it;
+- one TaskError per ``errors`` entry, one worker id per attempt.
+
+The signals go out as Django's backends send them (``sender=type(backend)``,
+``task_result=``), through ``send_robust``: a receiver that raises is logged
+and never breaks an enqueue or a job. Django connects its own log receivers
+to all three, so in practice someone always listens; the results are cheap
+to build (no query, no re-validation of the task).
+"""
+
+import json
+import logging
+from dataclasses import fields
+
+from django.core.signals import setting_changed
+from django.tasks import TaskResult, TaskResultStatus, task_backends
+from django.tasks.base import TaskError
+from django.tasks.exceptions import InvalidTaskBackend
+from django.tasks.signals import task_enqueued, task_finished, task_started
+
+from . import registry
+from .backends import SchedulerBackend
+from .conf import scheduler_backends
+from .dispatcher.types import Status
+
+logger = logging.getLogger(__name__)
+
+STATUS_MAP = {
+    Status.PENDING: TaskResultStatus.READY,
+    Status.RUNNING: TaskResultStatus.RUNNING,
+    Status.SUCCEEDED: TaskResultStatus.SUCCESSFUL,
+    Status.FAILED: TaskResultStatus.FAILED,
+    Status.CANCELLED: TaskResultStatus.FAILED,
+}
+
+SIGNAL_NAMES = {task_enqueued: "task_enqueued", task_started: "task_started", task_finished: "task_finished"}
+
+# task backend alias -> (sender, alias of the results); any thread reads,
+# a settings change clears it.
+_senders = {}
+_task_fields = {}  # Task class -> its field names
+
+
+def sender_of(task, alias=None):
+    """Return ``(sender, backend alias)`` of the results of ``task``.
+
+    The task's own backend when it is a scheduler backend; otherwise (a
+    registered task of another backend, run by the scheduler through the
+    admin or the API, or an alias no longer in ``settings.TASKS``) the first
+    scheduler backend. ``alias`` names the backend to report outright.
+    """
+    key = alias or task.backend
+    found = _senders.get(key)
+    if found is None:
+        found = _senders[key] = _find_sender(key, explicit=alias is not None)
+    return found
+
+
+def _find_sender(alias, *, explicit):
+    try:
+        backend = task_backends[alias]
+    except InvalidTaskBackend:
+        backend = None
+    if backend is None or not (explicit or getattr(backend, "is_scheduler_backend", False)):
+        backend = next(iter(scheduler_backends()), backend)
+    if backend is None:
+        return SchedulerBackend, alias
+    return type(backend), backend.alias
+
+
+def _forget_senders(*, setting, **kwargs):
+    if setting == "TASKS":
+        _senders.clear()
+
+
+setting_changed.connect(_forget_senders, dispatch_uid="scheduler_app.taskresults")
+
+
+def task_as(task, *, priority, queue, run_after, alias):
+    """Return ``task`` with the job's priority, queue, run_after and backend.
+
+    Like ``task.using()`` without validating again (``using`` re-runs the
+    backend's checks, which the job passed when it was stored), so a result
+    is cheap to build and a stored job always has one, even after the
+    settings changed.
+    """
+    if (task.priority, task.queue_name, task.run_after, task.backend) == (priority, queue, run_after, alias):
+        return task
+    cls = type(task)
+    names = _task_fields.get(cls)
+    if names is None:
+        names = _task_fields[cls] = [f.name for f in fields(cls)]
+    clone = object.__new__(cls)
+    for name in names:
+        object.__setattr__(clone, name, getattr(task, name))
+    for name, value in (("priority", priority), ("queue_name", queue), ("run_after", run_after), ("backend", alias)):
+        object.__setattr__(clone, name, value)
+    return clone
+
+
+def task_error(entry):
+    """Return the TaskError of one ``errors`` entry."""
+    return TaskError(
+        exception_class_path=entry.get("exception_class", "builtins.Exception"),
+        traceback=entry.get("traceback", ""),
+    )
+
+
+def _deferred(execute_at, created_at):
+    return execute_at if execute_at != created_at else None
+
+
+def job_result(job, task=None, alias=None):
+    """Return the TaskResult of a Job row (``task``: its registered Task, looked up if None).
+
+    Raise ``registry.UnknownTask`` when the job's task is no longer registered.
+    """
+    if task is None:
+        task = registry.get(job.task)
+    _, alias = sender_of(task, alias)
+    result = TaskResult(
+        task=task_as(
+            task,
+            priority=job.priority,
+            queue=job.queue,
+            run_after=_deferred(job.execute_at, job.created_at),
+            alias=alias,
+        ),
+        id=str(job.pk),
+        status=STATUS_MAP[job.status],
+        enqueued_at=job.created_at,
+        started_at=job.started_at,
+        finished_at=job.finished_at,
+        last_attempted_at=job.attempt_started_at,
+        args=job.args,
+        kwargs=job.kwargs,
+        backend=alias,
+        errors=[task_error(e) for e in job.errors or []],
+        worker_ids=job.worker_ids,
+    )
+    object.__setattr__(result, "_return_value", job.result)
+    return result
+
+
+def _load_errors(value):
+    if not isinstance(value, (str, bytes)):
+        return list(value or ())
+    return [] if value == "[]" else json.loads(value)  # most attempts are first ones
+
+
+def attempt_result(job, task):
+    """Return the RUNNING TaskResult of a claimed attempt (a ``ClaimedJob``) of ``task``."""
+    _, alias = sender_of(task)
+    errors = _load_errors(job.errors)
+    if errors or job.attempt > 1:
+        # One worker per attempt, this one last; an attempt that left no
+        # entry (cancelled, then retried) has an unknown worker: "".
+        earlier = [e.get("worker", "") for e in errors][max(len(errors) - (job.attempt - 1), 0):]
+        workers = [""] * (job.attempt - 1 - len(earlier)) + earlier + [job.worker]
+    else:
+        workers = [job.worker]
+    return TaskResult(
+        task=task_as(
+            task,
+            priority=job.priority,
+            queue=job.queue,
+            run_after=_deferred(job.execute_at, job.enqueued_at),
+            alias=alias,
+        ),
+        id=str(job.id),
+        status=TaskResultStatus.RUNNING,
+        enqueued_at=job.enqueued_at,
+        started_at=job.started_at or job.last_attempted_at,
+        finished_at=None,
+        last_attempted_at=job.last_attempted_at,
+        args=job.args,
+        kwargs=job.kwargs,
+        backend=alias,
+        errors=[task_error(e) for e in errors],
+        worker_ids=workers,
+    )
+
+
+def apply_outcome(result, outcome, now):
+    """Update an attempt's TaskResult in place to what it is after ``outcome`` (an Outcome).
+
+    A retry is READY with the attempt's error added and ``run_after`` the
+    retry's time; FAILED only when no attempt remains (or cancelled);
+    SUCCESSFUL with the stored return value.
+    """
+    status = STATUS_MAP[outcome.status]
+    object.__setattr__(result, "status", status)
+    if outcome.error is not None:
+        result.errors.append(task_error(outcome.error))
+    if outcome.status == Status.PENDING:
+        task = result.task
+        object.__setattr__(
+            result,
+            "task",
+            task_as(task, priority=task.priority, queue=task.queue_name, run_after=outcome.retry_at, alias=task.backend),
+        )
+        return result
+    object.__setattr__(result, "finished_at", now)
+    if outcome.status == Status.SUCCEEDED:
+        value = None if outcome.result_json == "null" else json.loads(outcome.result_json)
+        object.__setattr__(result, "_return_value", value)
+    return result
+
+
+def send(signal, sender, result):
+    """Send ``signal`` for ``result``; log (never raise) what a receiver raised."""
+    for receiver, response in signal.send_robust(sender=sender, task_result=result):
+        if isinstance(response, Exception):
+            logger.error(
+                "a %s receiver (%s) raised for job %s", SIGNAL_NAMES.get(signal, "task signal"),
+                getattr(receiver, "__qualname__", receiver), result.id,
+                exc_info=response, extra={"job_id": result.id, "action": "signal_error"},
+            )
+
+
+def send_enqueued(jobs, task=None):
+    """Send ``task_enqueued`` for new Job rows (``task``: their Task, if one for all)."""
+    for job in jobs:
+        if job.pk is None:
+            continue
+        try:
+            job_task = registry.get(job.task) if task is None else task
+        except registry.UnknownTask:
+            continue
+        sender, _ = sender_of(job_task)
+        if task_enqueued.has_listeners(sender):
+            send(task_enqueued, sender, job_result(job, job_task))
