@@ -354,16 +354,16 @@ class TestEnqueueAnnounces:
         conn = _listen()
         try:
             with transaction.atomic():
-                first, _ = lifecycle.enqueue(ADD, [1])
-                bad = lifecycle.build_job(ADD, [2])
+                first, _ = lifecycle.enqueue(ADD, [1, 1])
+                bad = lifecycle.build_job(ADD, [2, 2])
                 bad.priority = 500  # past the check constraint: the INSERT fails
                 with pytest.raises(IntegrityError):
                     creation._insert_and_announce(bad, "default")
-                second, _ = lifecycle.enqueue(ADD, [3])
+                second, _ = lifecycle.enqueue(ADD, [3, 3])
             notes = _notes(conn)
         finally:
             conn.close()
-        assert sorted(Job.objects.values_list("args", flat=True)) == [[1], [3]]
+        assert sorted(Job.objects.values_list("args", flat=True)) == [[1, 1], [3, 3]]
         assert [n["jobs"][0][0] for n in notes] == [first.pk, second.pk]
 
 
@@ -418,7 +418,7 @@ def test_the_reused_insert_text_gets_the_same_parameters_as_a_fresh_compile():
     jobs = [
         lifecycle.build_job(ADD, [1, 2]),
         lifecycle.build_job(
-            ADD, [], {"x": [1, {"y": None}]}, priority=-7, queue="slow", max_attempts=9, timeout=2.5,
+            "tests.testapp.tasks.noop", [], {"x": [1, {"y": None}]}, priority=-7, queue="slow", max_attempts=9, timeout=2.5,
             execute_at=timezone.now() + timedelta(days=3), created_by=user, schedule=schedule,
         ),
     ]
