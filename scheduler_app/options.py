@@ -66,7 +66,7 @@ def options(*, max_attempts=None, timeout=None, retry_on=None, backoff=None, uni
     """Attach scheduling options to a task (above ``@task``) or to its function (below it)."""
     from django.core.exceptions import ImproperlyConfigured, ValidationError
 
-    from .lifecycle import validation as rules
+    from . import rules
 
     try:
         if max_attempts is not None:
@@ -76,7 +76,7 @@ def options(*, max_attempts=None, timeout=None, retry_on=None, backoff=None, uni
         if backoff is not None:
             backoff = rules.BACKOFF.check(backoff)
     except ValidationError as exc:
-        raise ImproperlyConfigured(f"@options: {rules.error_text(exc)}") from None
+        raise ImproperlyConfigured(f"@options: {'; '.join(f'{k}: {v[0]}' for k, v in exc.message_dict.items())}") from None
     if retry_on is not None:
         retry_on = tuple(retry_on) if isinstance(retry_on, (tuple, list)) else (retry_on,)
         if not retry_on or not all(isinstance(c, type) and issubclass(c, BaseException) for c in retry_on):

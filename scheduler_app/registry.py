@@ -12,11 +12,11 @@ import inspect
 import logging
 
 from django.apps import apps
+from django.tasks import Task
+from django.utils.module_loading import module_has_submodule
 
 from . import conf
 from .options import options_of
-from django.tasks import Task
-from django.utils.module_loading import module_has_submodule
 
 logger = logging.getLogger(__name__)
 

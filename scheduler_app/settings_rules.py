@@ -12,8 +12,7 @@ from datetime import timedelta
 import pytimeparse2
 
 from . import limits
-from .lifecycle.rules import Rule, Seconds, WholeNumber, json_problem
-from .lifecycle.validation import MAX_ATTEMPTS
+from .rules import MAX_ATTEMPTS, Rule, Seconds, WholeNumber, json_problem
 
 DAY = 24 * 3600
 

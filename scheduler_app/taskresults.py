@@ -27,12 +27,12 @@ from dataclasses import fields
 
 from django.core.signals import setting_changed
 from django.tasks import TaskResult, TaskResultStatus, task_backends
+from django.tasks.backends.base import BaseTaskBackend
 from django.tasks.base import TaskError
 from django.tasks.exceptions import InvalidTaskBackend
 from django.tasks.signals import task_enqueued, task_finished, task_started
 
 from . import registry
-from .backends import SchedulerBackend
 from .conf import scheduler_backends
 from .dispatcher.types import Status
 
@@ -76,8 +76,8 @@ def _find_sender(alias, *, explicit):
         backend = None
     if backend is None or not (explicit or getattr(backend, "is_scheduler_backend", False)):
         backend = next(iter(scheduler_backends()), backend)
-    if backend is None:
-        return SchedulerBackend, alias
+    if backend is None:  # no task backend at all (a system check reports it)
+        return BaseTaskBackend, alias
     return type(backend), backend.alias
 
 

@@ -16,20 +16,20 @@ from django.tasks import Task
 from django.utils import timezone
 
 from .. import conf, registry
-from ..limits import (
-    DELAY_MAX,
-    MAX_ATTEMPTS_MAX,
-    MAX_ATTEMPTS_MIN,
-    PRIORITY_MAX,
-    PRIORITY_MIN,
-    QUEUE_NAME_MAX,
-    QUEUE_NAME_RE,
-    TIMEOUT_MAX,
-    UNIQUE_KEY_MAX,
-)
+from ..limits import QUEUE_NAME_MAX, QUEUE_NAME_RE
 from ..models import Job
 from ..options import options_of
-from .rules import JSONContainer, Moment, Rule, Seconds, Text, WholeNumber
+from ..rules import (  # the plain fields' rules, used here and re-exported
+    ARGS,
+    DELAY,
+    EXECUTE_AT,
+    KWARGS,
+    MAX_ATTEMPTS,
+    PRIORITY,
+    TIMEOUT,
+    UNIQUE_KEY,
+    Rule,
+)
 
 
 class TaskName(Rule):
@@ -72,16 +72,7 @@ class QueueName(Rule):
 
 
 TASK = TaskName()
-ARGS = JSONContainer("args", list)
-KWARGS = JSONContainer("kwargs", dict)
-EXECUTE_AT = Moment("execute_at")
-DELAY = Seconds("delay", DELAY_MAX, zero_ok=True)
-PRIORITY = WholeNumber("priority", PRIORITY_MIN, PRIORITY_MAX)
 QUEUE = QueueName()
-MAX_ATTEMPTS = WholeNumber("max_attempts", MAX_ATTEMPTS_MIN, MAX_ATTEMPTS_MAX)
-TIMEOUT = Seconds("timeout", TIMEOUT_MAX)
-BACKOFF = Seconds("backoff", TIMEOUT_MAX, zero_ok=True)
-UNIQUE_KEY = Text("unique_key", UNIQUE_KEY_MAX)
 
 RULES = {r.field: r for r in (TASK, ARGS, KWARGS, EXECUTE_AT, DELAY, PRIORITY, QUEUE, MAX_ATTEMPTS, TIMEOUT, UNIQUE_KEY)}
 BOTH_WHEN = "Give either execute_at or delay, not both."

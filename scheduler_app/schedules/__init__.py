@@ -9,7 +9,15 @@
 from zoneinfo import ZoneInfo
 
 from .dispatch import MATERIALIZE_BATCH, changes, materialize_due, upcoming, window
-from .rules import CRON, EDITABLE, INTERVAL_MAX, JOB_FIELDS, NAME_MAX, TIMEZONE, TIMING_FIELDS
+from .rules import (
+    CRON,
+    EDITABLE,
+    INTERVAL_MAX,
+    JOB_FIELDS,
+    NAME_MAX,
+    TIMEZONE,
+    TIMING_FIELDS,
+)
 from .service import (
     clean,
     create,

@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 
 from cronsim import CronSim, CronSimError
 
-from ..lifecycle.rules import Moment, Rule, Text, WholeNumber
-from ..registry import shown
 from ..models import MisfirePolicy
+from ..registry import shown
+from ..rules import Moment, Rule, Text, WholeNumber
 from .timetable import CRON_HELP, zone_names
 
 NAME_MAX = 200

@@ -8,10 +8,10 @@ import schemathesis
 import yaml
 from django.core.management import call_command
 from django.core.signals import request_finished, request_started
+from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
 from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.renderers import OpenApiJsonRenderer
-from django.core.wsgi import get_wsgi_application
 from hypothesis import HealthCheck, settings
 from rest_framework.authtoken.models import Token
 from schemathesis.checks import not_a_server_error

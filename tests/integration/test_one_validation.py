@@ -6,9 +6,8 @@ API, typed text for the admin form and the command line, a Python value for
 django.tasks); ``None`` where an entry point cannot express it.
 """
 
-from datetime import UTC, datetime, timedelta, timezone
-
 import json
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from django.core.management import call_command

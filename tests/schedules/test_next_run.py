@@ -6,7 +6,13 @@ from zoneinfo import ZoneInfo
 import pytest
 from django.core.exceptions import ValidationError
 
-from scheduler_app.schedules import describe, missed_runs, next_run, validate_cron, validate_timezone
+from scheduler_app.schedules import (
+    describe,
+    missed_runs,
+    next_run,
+    validate_cron,
+    validate_timezone,
+)
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NEW_YORK = ZoneInfo("America/New_York")

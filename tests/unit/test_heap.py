@@ -1,7 +1,8 @@
 """The indexed heap against a sorted-list model (hypothesis), plus the basics."""
 
 import pytest
-from hypothesis import settings, strategies as st
+from hypothesis import settings
+from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from scheduler_app.dispatcher.heap import IndexedHeap

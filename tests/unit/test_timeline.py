@@ -1,6 +1,7 @@
 """The window: promotion of due entries, the edge, the cap, removal and reschedule."""
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduler_app.dispatcher.timeline import Entry, Timeline
 

@@ -1,6 +1,8 @@
-"""Rule objects: one field's rule, one wording per failure, text parsing included.
+"""Rules: one field's rule, one wording per failure, text parsing included.
 
-``validation`` builds the job's rules from these; schedules build theirs.
+The rule classes, and the rules of a job's plain fields (the ones that need
+no registry: ``lifecycle.validation`` adds the task and the queue, and
+builds the job). Schedules and settings build theirs from the same classes.
 Each ``check(value)`` returns the value (normalised) or raises Django's
 ValidationError keyed by the field; ``parse(text)`` is for entry points that
 receive text (a command line, a form box); ``schema()`` is the JSON schema
@@ -15,7 +17,17 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from ..limits import JSON_DEPTH_MAX, LATEST
+from .limits import (
+    DELAY_MAX,
+    JSON_DEPTH_MAX,
+    LATEST,
+    MAX_ATTEMPTS_MAX,
+    MAX_ATTEMPTS_MIN,
+    PRIORITY_MAX,
+    PRIORITY_MIN,
+    TIMEOUT_MAX,
+    UNIQUE_KEY_MAX,
+)
 
 
 def _fail(field, message):
@@ -217,3 +229,15 @@ class JSONContainer(Rule):
         if self.kind is list:
             return {"type": "array", "items": {}}
         return {"type": "object", "additionalProperties": {}}
+
+
+# The rules of a job's plain fields (``lifecycle.validation`` adds TASK and QUEUE).
+ARGS = JSONContainer("args", list)
+KWARGS = JSONContainer("kwargs", dict)
+EXECUTE_AT = Moment("execute_at")
+DELAY = Seconds("delay", DELAY_MAX, zero_ok=True)
+PRIORITY = WholeNumber("priority", PRIORITY_MIN, PRIORITY_MAX)
+MAX_ATTEMPTS = WholeNumber("max_attempts", MAX_ATTEMPTS_MIN, MAX_ATTEMPTS_MAX)
+TIMEOUT = Seconds("timeout", TIMEOUT_MAX)
+BACKOFF = Seconds("backoff", TIMEOUT_MAX, zero_ok=True)
+UNIQUE_KEY = Text("unique_key", UNIQUE_KEY_MAX)
