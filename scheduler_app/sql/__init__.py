@@ -1,0 +1,65 @@
+"""The dialect layer: raw SQL for the dispatcher's hot transitions, and every vendor check.
+
+Everything that differs between PostgreSQL and SQLite lives here: SKIP
+LOCKED, array parameters, JSON append, NOTIFY, the planner's estimates.
+Each transition function runs one statement and returns its rows; the
+lifecycle service (``scheduler_app.lifecycle``) decides what they mean.
+
+On PostgreSQL there is one statement for finishing and claiming
+(:func:`pg_finish_and_claim`), run by the dispatcher on its own connection
+as a prepared statement and by everything else on Django's connection.
+"""
+
+from .base import (
+    CLAIM_COLUMNS,
+    NOT_PAUSED,
+    QUEUE_TABLE,
+    TABLE,
+    Epoch,
+    adapt_dt,
+    claim_returning,
+    estimated_rows,
+    estimated_value_counts,
+    is_postgres,
+    is_sqlite,
+    notify,
+    vendor,
+)
+from .leases import release, renew, rescue
+from .postgres import (
+    _pg_array,
+    pg_finish_and_claim,
+    pg_finish_and_claim_params,
+    pg_finish_and_claim_text,
+    pg_insert_and_notify,
+    pg_insert_statement,
+)
+from .sqlite import sqlite_claim, sqlite_finish, sqlite_optimize
+
+__all__ = [
+    "CLAIM_COLUMNS",
+    "NOT_PAUSED",
+    "QUEUE_TABLE",
+    "TABLE",
+    "Epoch",
+    "_pg_array",
+    "adapt_dt",
+    "claim_returning",
+    "estimated_rows",
+    "estimated_value_counts",
+    "is_postgres",
+    "is_sqlite",
+    "notify",
+    "pg_finish_and_claim",
+    "pg_finish_and_claim_params",
+    "pg_finish_and_claim_text",
+    "pg_insert_and_notify",
+    "pg_insert_statement",
+    "release",
+    "renew",
+    "rescue",
+    "sqlite_claim",
+    "sqlite_finish",
+    "sqlite_optimize",
+    "vendor",
+]

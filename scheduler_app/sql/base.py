@@ -1,0 +1,143 @@
+"""What every statement shares: table names, the claim's columns, vendor checks, time as epoch."""
+
+import json
+
+from django.db import connections
+from django.db.models import FloatField, Func
+
+TABLE = "scheduler_app_job"
+QUEUE_TABLE = "scheduler_app_queue"
+# Part of every claim's condition (invariant 11): a pause takes effect at its
+# commit, not when each dispatcher next reads the flags.
+NOT_PAUSED = f"queue NOT IN (SELECT name FROM {QUEUE_TABLE} WHERE paused)"
+
+# What a claim returns, in this order (``lifecycle.transitions`` reads it).
+# Times as epoch seconds (see Epoch): any stored time converts. The last
+# three are for the attempt's TaskResult (errors: the earlier ones, as text).
+CLAIM_COLUMNS = (
+    "id", "task", "args", "kwargs", "queue", "priority", "execute_at", "attempts", "max_attempts",
+    "timeout", "cancel_requested", "created_at", "started_at", "errors",
+)
+
+
+def claim_returning(alias="", *, pg):
+    """Return the RETURNING list of a claim, columns qualified by ``alias``."""
+    prefix = f"{alias}." if alias else ""
+    columns = []
+    for column in CLAIM_COLUMNS:
+        if column in ("execute_at", "created_at", "started_at"):
+            template = "EXTRACT(EPOCH FROM {c})::float8" if pg else SQLITE_EPOCH.replace("%(expressions)s", "{c}")
+            columns.append(template.format(c=prefix + column).replace("%%%%", "%%"))
+        elif column == "errors" and pg:
+            # As text: parsed on a worker thread, and only if a TaskResult is built.
+            columns.append(f"{prefix}errors::text")
+        else:
+            columns.append(prefix + column)
+    return ", ".join(columns)
+
+
+def vendor(using="default"):
+    return connections[using].vendor
+
+
+def is_postgres(using="default"):
+    return vendor(using) == "postgresql"
+
+
+def is_sqlite(using="default"):
+    return vendor(using) == "sqlite"
+
+
+class Epoch(Func):
+    """A timestamp column as epoch seconds, computed by the database.
+
+    The dispatcher reads times this way: a float never fails to convert,
+    where a datetime does for any stored time Python cannot represent (a
+    row written around the service in the year 10000, or BC). SQLite's
+    text is parsed to the microsecond; unparseable text is NULL.
+    """
+
+    output_field = FloatField()
+
+    def as_postgresql(self, compiler, connection, **extra):
+        return self.as_sql(compiler, connection, template="EXTRACT(EPOCH FROM %(expressions)s)::float8", **extra)
+
+    def as_sqlite(self, compiler, connection, **extra):
+        return self.as_sql(compiler, connection, template=SQLITE_EPOCH, **extra)
+
+
+# Django stores SQLite datetimes as UTC text 'YYYY-MM-DD HH:MM:SS[.ffffff]':
+# whole seconds from strftime, the fraction from the text itself.
+SQLITE_EPOCH = (
+    "(CAST(strftime('%%%%s', %(expressions)s) AS REAL) "
+    "+ COALESCE(CAST(NULLIF(substr(%(expressions)s, 20), '') AS REAL), 0.0))"
+)
+
+
+def _rows(statement, params, using):
+    with connections[using].cursor() as cursor:
+        cursor.execute(statement, params)
+        return cursor.fetchall()
+
+
+def notify(channel, payload, using="default"):
+    """Queue a NOTIFY in the current transaction (PostgreSQL; a no-op elsewhere)."""
+    if is_postgres(using):
+        _rows("SELECT pg_notify(%s, %s)", [channel, payload], using)
+
+
+def adapt_dt(value, using="default"):
+    """Return a datetime as the database driver wants it in raw SQL."""
+    if value is None:
+        return None
+    return connections[using].ops.adapt_datetimefield_value(value)
+
+
+def _in_list(column, values, params, using):
+    """Return ``column IN (...)`` (SQLite) or ``column = ANY(%s)`` (PostgreSQL)."""
+    values = list(values)
+    if is_postgres(using):
+        params.append(values)
+        return f"{column} = ANY(%s)"
+    if not values:
+        return "0 = 1"
+    params.extend(values)
+    return f"{column} IN ({', '.join(['%s'] * len(values))})"
+
+
+def estimated_rows(queryset):
+    """Return PostgreSQL's row estimate for ``queryset`` (None elsewhere, or when unreadable)."""
+    if not is_postgres(queryset.db):
+        return None
+    try:
+        plan = json.loads(queryset.order_by().values("pk").explain(format="json"))
+        return int(plan[0]["Plan"]["Plan Rows"])
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+
+
+def estimated_value_counts(model, column, values, *, min_rows, using="default"):
+    """Return ``{value: estimated rows}`` from PostgreSQL's statistics, or None.
+
+    None on other databases, below ``min_rows`` rows (count exactly then),
+    and before the table was analysed.
+    """
+    if not is_postgres(using):
+        return None
+    table = model._meta.db_table
+    with connections[using].cursor() as cursor:
+        cursor.execute("SELECT reltuples::bigint FROM pg_class WHERE relname = %s", [table])
+        row = cursor.fetchone()
+        if not row or row[0] < min_rows:
+            return None
+        total = row[0]
+        cursor.execute(
+            "SELECT most_common_vals::text::text[], most_common_freqs FROM pg_stats "
+            "WHERE tablename = %s AND attname = %s",
+            [table, column],
+        )
+        stats = cursor.fetchone()
+    if not stats or not stats[0]:
+        return None
+    freqs = dict(zip(stats[0], stats[1], strict=False))
+    return {v: int(total * freqs.get(v, 0.0)) for v in values}
