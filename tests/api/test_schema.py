@@ -20,6 +20,7 @@ from schemathesis.specs.openapi.checks import response_schema_conformance
 pytestmark = pytest.mark.django_db
 
 EXPECTED_OPERATIONS = {
+    ("get", "/api/"),
     ("get", "/api/jobs/"),
     ("post", "/api/jobs/"),
     ("post", "/api/jobs/bulk/"),
