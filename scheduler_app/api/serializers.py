@@ -12,7 +12,7 @@ from scheduler_app import limits
 from scheduler_app.lifecycle import validation as rules
 from scheduler_app.models import Job, Worker
 
-from .fields import JSONListField, JSONObjectField, RuleField, StrictKeysMixin
+from .fields import JSONListField, JSONObjectField, ProgressField, RuleField, StrictKeysMixin
 
 
 class JobSerializer(serializers.ModelSerializer):
@@ -27,6 +27,7 @@ class JobSerializer(serializers.ModelSerializer):
     )
     args = JSONListField(read_only=True)
     kwargs = JSONObjectField(read_only=True)
+    progress = ProgressField()
 
     class Meta:
         model = Job
@@ -47,6 +48,7 @@ class JobSerializer(serializers.ModelSerializer):
             "result",
             "errors",
             "cancel_requested",
+            "progress",
             "worker",
             "created_by",
             "created_at",
