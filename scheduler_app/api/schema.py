@@ -6,6 +6,7 @@ bodies DRF refuses) are added here from what the view is, so no operation
 can forget one and a fuzzer finds no undeclared status code.
 """
 
+from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse
@@ -65,6 +66,14 @@ class SchedulerAutoSchema(AutoSchema):
             errors["404"] = detail("A page past the end, or not a page number.")
         return errors
 
+    def _get_parameters(self):
+        # An empty query parameter (?queue=) counts as not given, on every endpoint.
+        parameters = super()._get_parameters()
+        for parameter in parameters:
+            if parameter["in"] == "query":
+                parameter["allowEmptyValue"] = True
+        return parameters
+
     def _get_response_bodies(self, direction="response"):
         responses = super()._get_response_bodies(direction)
         if direction != "response":
@@ -73,3 +82,18 @@ class SchedulerAutoSchema(AutoSchema):
             if code not in responses:
                 responses[code] = self._get_response_for_code(response, code, direction=direction)
         return dict(sorted(responses.items()))
+
+
+class StrictKeysExtension(OpenApiSerializerExtension):
+    """Bodies that refuse unknown keys (``StrictKeysMixin``) say so: ``additionalProperties: false``.
+
+    A serializer's ``openapi_extra`` adds what its ``validate()`` demands
+    of the whole body (``minProperties``).
+    """
+
+    target_class = "scheduler_app.api.fields.StrictKeysMixin"
+    match_subclasses = True
+
+    def map_serializer(self, auto_schema, direction):
+        schema = auto_schema._map_basic_serializer(self.target, direction)
+        return {**schema, "additionalProperties": False, **getattr(self.target, "openapi_extra", {})}

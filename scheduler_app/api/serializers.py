@@ -99,6 +99,7 @@ class BulkCreateSerializer(StrictKeysMixin, serializers.Serializer):
     jobs = BoundedListField(
         child=JobCreateSerializer(),
         allow_empty=False,
+        min_length=1,  # as allow_empty says, for the schema
         max_length=limits.BULK_MAX,
         help_text=f"1 to {limits.BULK_MAX} job bodies, as for POST /api/jobs/.",
     )
@@ -112,6 +113,7 @@ class RescheduleSerializer(StrictKeysMixin, serializers.Serializer):
     """The body of PATCH /api/jobs/{id}/: only execute_at and priority."""
 
     unknown_key_message = "Cannot be changed: a PATCH may only set execute_at and priority."
+    openapi_extra = {"minProperties": 1}
 
     execute_at = RuleField(rules.EXECUTE_AT, text=True, allow_null=False)
     priority = RuleField(rules.PRIORITY, allow_null=False)

@@ -10,7 +10,7 @@ that receive text (a command line, a form) parse it with the same rule's
 
 import json
 import math
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.core.exceptions import ValidationError
 from django.tasks import Task
@@ -107,10 +107,16 @@ class Seconds(Rule):
 
 
 class Moment(Rule):
-    """An aware date and time no later than ``limits.LATEST``."""
+    """An aware date and time no later than ``limits.LATEST``; ``check`` returns it in UTC.
+
+    In UTC because Python allows offsets up to 24 hours and PostgreSQL only
+    up to 16 (``+19:55`` was a DataError: a 500), and an offset can push
+    year 1 or 9999 out of what either can hold.
+    """
 
     naive = "Must carry a time zone offset (e.g. 2026-01-01T09:00:00+00:00)."
     too_late = "Must be no later than 9999-12-31T23:59:59Z."
+    too_early = "Must be no earlier than 0001-01-01T00:00:00Z."
     invalid = "Must be an ISO 8601 date and time with a time zone offset (e.g. 2026-01-01T09:00:00+00:00)."
 
     def __init__(self, field):
@@ -122,9 +128,10 @@ class Moment(Rule):
         if timezone.is_naive(value):
             self.fail(self.naive)
         try:
-            if value > LATEST:
-                self.fail(self.too_late)
-        except OverflowError:  # an offset that pushes year 9999 past the end of time
+            value = value.astimezone(UTC)
+        except OverflowError:  # an offset that pushes year 1 or 9999 past the ends of time
+            self.fail(self.too_late if value.year == datetime.max.year else self.too_early)
+        if value > LATEST:
             self.fail(self.too_late)
         return value
 
@@ -155,7 +162,11 @@ class Text(Rule):
         return value
 
     def schema(self):
-        return {"type": "string", "maxLength": self.max_length}
+        return {"type": "string", "maxLength": self.max_length, "pattern": NO_NUL}
+
+
+# JSON schema (ECMA 262) of text without NUL characters, which no database stores.
+NO_NUL = "^[^\\u0000]*$"
 
 
 def json_problem(value, *, max_depth=JSON_DEPTH_MAX):
@@ -344,7 +355,7 @@ def build_job(
     if execute_at is None:
         execute_at = now
     else:
-        errors.run(EXECUTE_AT, execute_at)
+        execute_at = errors.run(EXECUTE_AT, execute_at)
     if priority is None and task_obj is not None:
         priority = task_obj.priority
     if priority is not None:

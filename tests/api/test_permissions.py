@@ -6,6 +6,8 @@ staff without the permission 403 with nothing changed, staff with exactly
 that permission served, superusers served.
 """
 
+import re
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
@@ -96,6 +98,17 @@ def test_the_table_covers_every_operation_of_the_schema(api):
         for method, path, _, _ in ENDPOINTS
     }
     assert table - {("get", "/api/schema/"), ("get", "/api/docs/")} == operations
+
+
+def test_each_operation_of_the_schema_says_the_permission_it_needs(api):
+    schema = api.get("/api/schema/?format=json").json()
+    for method, path, _, permission in ENDPOINTS:
+        if path in ("/api/schema/", "/api/docs/"):
+            continue
+        path = re.sub(r"\{\w+\}", "{id}", path).replace("/slow/", "/{name}/")
+        operation = schema["paths"][path][method]
+        sentence = f"Needs the scheduler_app.{permission} permission." if permission else "Needs a staff user"
+        assert sentence in operation["description"], (method, path)
 
 
 def test_staff_without_permissions_can_neither_create_nor_pause(world):
