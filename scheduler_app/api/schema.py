@@ -4,12 +4,17 @@ drf-spectacular documents what a view declares with ``extend_schema``;
 the errors every view shares (authentication, permissions, unknown ids,
 bodies DRF refuses) are added here from what the view is, so no operation
 can forget one and a fuzzer finds no undeclared status code.
+
+``_get_parameters``, ``_get_response_bodies`` and ``_map_basic_serializer``
+are drf-spectacular's own hooks (private names; drf-standardized-errors
+overrides the same); tests/api/test_schema.py fails if they stop working.
 """
 
 from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.plumbing import get_view_model
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 
 from .permissions import required_permissions
 
@@ -52,7 +57,9 @@ class SchedulerAutoSchema(AutoSchema):
         needed = required_permissions(self.view, self.view.request)
         errors = {
             "401": detail("No credentials, or bad ones."),
-            "403": detail(f"Not a staff user, or without the right: {needs_text(needed or ())}"),
+            "403": detail(
+                f"Not a staff user, or without {' and '.join(needed)}." if needed else "Not a staff user."
+            ),
             "406": detail("The Accept header does not allow JSON."),
         }
         if "{" in self.path:
@@ -65,6 +72,17 @@ class SchedulerAutoSchema(AutoSchema):
             errors["400"] = QUERY_ERRORS
             errors["404"] = detail("A page past the end, or not a page number.")
         return errors
+
+    def get_override_parameters(self):
+        # The routes take anything but a slash as an id, so that the view's
+        # own 404 answers /api/jobs/0.5/; what a client should send is the
+        # model's integer primary key.
+        parameters = list(super().get_override_parameters())
+        model = get_view_model(self.view, emit_warnings=False)
+        if "{id}" in self.path and model is not None:
+            description = f"The {model._meta.verbose_name}'s id."
+            parameters.append(OpenApiParameter("id", OpenApiTypes.INT, OpenApiParameter.PATH, description=description))
+        return parameters
 
     def _get_parameters(self):
         # An empty query parameter (?queue=) counts as not given, on every endpoint.

@@ -145,6 +145,9 @@ def test_every_operation_declares_the_errors_it_shares_and_the_permission_it_nee
             if "requestBody" in operation:
                 assert {"400", "413", "415"} <= codes, (method, path)
             assert "Needs " in operation["description"], (method, path)
+            for parameter in operation.get("parameters", []):
+                if parameter["name"] == "id":
+                    assert parameter["schema"] == {"type": "integer"}, (method, path)
             for code, response in operation["responses"].items():
                 if code >= "400":
                     assert "application/json" in response["content"], (method, path, code)
