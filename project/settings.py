@@ -161,8 +161,12 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAdminUser"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # Staff with the model permission a view declares for the action; a view
+    # that declares none is closed (scheduler_app/api/permissions.py).
+    "DEFAULT_PERMISSION_CLASSES": ["scheduler_app.api.permissions.StaffModelPermission"],
+    # JSON only, written so that text a client sent can always be echoed.
+    "DEFAULT_RENDERER_CLASSES": ["scheduler_app.api.renderers.SafeJSONRenderer"],
+    "DEFAULT_SCHEMA_CLASS": "scheduler_app.api.schema.SchedulerAutoSchema",
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     # JSON bodies only, bounded in size and nesting (see scheduler_app/api/parsers.py).
     "DEFAULT_PARSER_CLASSES": ["scheduler_app.api.parsers.BoundedJSONParser"],
@@ -177,7 +181,7 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
-    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAdminUser"],
+    "SERVE_PERMISSIONS": ["scheduler_app.api.permissions.StaffModelPermission"],
 }
 
 # The scheduler's loggers and Django's task log (django.tasks: a line per

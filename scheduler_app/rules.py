@@ -11,7 +11,7 @@ the API declares for the field.
 
 import json
 import math
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.core.exceptions import ValidationError
 from django.utils import timezone
@@ -105,10 +105,16 @@ class Seconds(Rule):
 
 
 class Moment(Rule):
-    """An aware date and time no later than ``limits.LATEST``."""
+    """An aware date and time no later than ``limits.LATEST``; ``check`` returns it in UTC.
+
+    In UTC because Python allows offsets up to 24 hours and PostgreSQL only
+    up to 16 (``+19:55`` was a DataError: a 500), and an offset can push
+    year 1 or 9999 out of what either can hold.
+    """
 
     naive = "Must carry a time zone offset (e.g. 2026-01-01T09:00:00+00:00)."
     too_late = "Must be no later than 9999-12-31T23:59:59Z."
+    too_early = "Must be no earlier than 0001-01-01T00:00:00Z."
     invalid = "Must be an ISO 8601 date and time with a time zone offset (e.g. 2026-01-01T09:00:00+00:00)."
 
     def __init__(self, field):
@@ -120,9 +126,10 @@ class Moment(Rule):
         if timezone.is_naive(value):
             self.fail(self.naive)
         try:
-            if value > LATEST:
-                self.fail(self.too_late)
-        except OverflowError:  # an offset that pushes year 9999 past the end of time
+            value = value.astimezone(UTC)
+        except OverflowError:  # an offset that pushes year 1 or 9999 past the ends of time
+            self.fail(self.too_late if value.year == datetime.max.year else self.too_early)
+        if value > LATEST:
             self.fail(self.too_late)
         return value
 
@@ -153,7 +160,11 @@ class Text(Rule):
         return value
 
     def schema(self):
-        return {"type": "string", "maxLength": self.max_length}
+        return {"type": "string", "maxLength": self.max_length, "pattern": NO_NUL}
+
+
+# JSON schema (ECMA 262) of text without NUL characters, which no database stores.
+NO_NUL = "^[^\\u0000]*$"
 
 
 def json_problem(value, *, max_depth=JSON_DEPTH_MAX):

@@ -10,6 +10,7 @@ show. The OpenAPI schema of the field is the rule's ``schema()``.
 from collections.abc import Mapping
 
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.utils.dateparse import parse_datetime
 from drf_spectacular.drainage import set_override
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
@@ -84,3 +85,46 @@ class JSONListField(serializers.JSONField):
 @extend_schema_field({"type": "object", "additionalProperties": {}})
 class JSONObjectField(serializers.JSONField):
     """A JSON object of any JSON values (read-only: output)."""
+
+
+def _number(value):
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+@extend_schema_field(
+    {
+        "type": "object",
+        "nullable": True,
+        "description": "The last progress the running task reported, or null if it reported none.",
+        "properties": {
+            "current": {"type": "number", "nullable": True},
+            "total": {"type": "number", "nullable": True, "description": "null: unknown."},
+            "message": {"type": "string"},
+            "updated_at": {"type": "string", "format": "date-time", "nullable": True,
+                           "description": "When it was reported."},
+        },
+        "required": ["current", "total", "message", "updated_at"],
+    }
+)
+class ProgressField(serializers.Field):
+    """A job's progress, ``{current, total, message, updated_at}`` (read-only: output).
+
+    The row holds what the task passed to ``context.set_progress()`` plus the
+    time of the report; values of another type than documented come out as
+    null rather than breaking the documented shape.
+    """
+
+    def __init__(self, **kwargs):
+        super().__init__(read_only=True, **kwargs)
+
+    def to_representation(self, value):
+        if not isinstance(value, Mapping):
+            return None
+        message = value.get("message")
+        reported = parse_datetime(value["updated_at"]) if isinstance(value.get("updated_at"), str) else None
+        return {
+            "current": _number(value.get("current")),
+            "total": _number(value.get("total")),
+            "message": message if isinstance(message, str) else "",
+            "updated_at": serializers.DateTimeField().to_representation(reported) if reported else None,
+        }

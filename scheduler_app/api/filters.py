@@ -1,13 +1,19 @@
-"""Query-string filters and ordering of GET /api/jobs/ (django-filter)."""
+"""Query-string filters and ordering of GET /api/jobs/ (django-filter).
 
-from datetime import UTC
+Each filter's OpenAPI schema states what it accepts (bounds, lengths, no
+NUL), so that a value the schema allows is never a 400.
+"""
+
+from datetime import UTC, datetime
 
 import django_filters
 from django import forms
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from drf_spectacular.drainage import set_override
 
+from scheduler_app.rules import NO_NUL
 from scheduler_app.models import PRIORITY_MAX, PRIORITY_MIN, Job, JobStatus
 
 # Largest value of a 64-bit primary key: a longer number cannot be an id.
@@ -22,7 +28,6 @@ class AwareIsoDateTimeField(forms.Field):
     default_error_messages = {
         "invalid": "Enter an ISO 8601 date and time with an offset, e.g. 2026-01-01T09:00:00+00:00.",
         "naive": "Must carry a time zone offset (e.g. 2026-01-01T09:00:00+00:00).",
-        "overflow": "Out of the range of representable dates.",
     }
 
     def to_python(self, value):
@@ -39,11 +44,13 @@ class AwareIsoDateTimeField(forms.Field):
         if timezone.is_naive(parsed):
             raise forms.ValidationError(self.error_messages["naive"], code="naive")
         try:
-            # The database compares in UTC; an offset that pushes the value
-            # past year 1 or 9999 would overflow there, as a 500.
             return parsed.astimezone(UTC)
         except OverflowError:
-            raise forms.ValidationError(self.error_messages["overflow"], code="overflow") from None
+            # The database compares in UTC; an offset that pushes the value
+            # past year 1 or 9999 cannot be written there. As a bound it
+            # means "before (after) every representable time".
+            edge = datetime.max if parsed.year == datetime.max.year else datetime.min
+            return edge.replace(tzinfo=UTC)
 
 
 class AwareIsoDateTimeFilter(django_filters.DateTimeFilter):
@@ -55,7 +62,23 @@ class StatusInFilter(django_filters.BaseInFilter, django_filters.ChoiceFilter):
 
 
 class IntegerFilter(django_filters.NumberFilter):
+    """A whole number from ``min_value`` to ``max_value``; the schema says so."""
+
     field_class = forms.IntegerField
+
+    def __init__(self, *args, min_value, max_value, **kwargs):
+        super().__init__(*args, min_value=min_value, max_value=max_value, **kwargs)
+        schema = {"type": "integer", "minimum": min_value, "maximum": max_value}
+        set_override(self, "field", {**schema, "description": kwargs.get("help_text", "")})
+
+
+class TextFilter(django_filters.CharFilter):
+    """Text of at most ``max_length`` characters without NUL (Django's form field refuses it); the schema says so."""
+
+    def __init__(self, *args, max_length, **kwargs):
+        super().__init__(*args, max_length=max_length, **kwargs)
+        schema = {"type": "string", "maxLength": max_length, "pattern": NO_NUL}
+        set_override(self, "field", {**schema, "description": kwargs.get("help_text", "")})
 
 
 class TieBreakingOrderingFilter(django_filters.OrderingFilter):
@@ -77,8 +100,8 @@ class JobFilter(django_filters.FilterSet):
         choices=JobStatus.choices,
         help_text="Comma-separated statuses, e.g. pending,running.",
     )
-    queue = django_filters.CharFilter(field_name="queue", max_length=64)
-    task = django_filters.CharFilter(field_name="task", max_length=255)
+    queue = TextFilter(field_name="queue", max_length=64, help_text="Exact queue name.")
+    task = TextFilter(field_name="task", max_length=255, help_text="Exact task name.")
     priority_min = IntegerFilter(
         field_name="priority",
         lookup_expr="gte",
@@ -109,7 +132,7 @@ class JobFilter(django_filters.FilterSet):
         max_value=MAX_ID,
         help_text="Jobs created by this schedule (its id).",
     )
-    search = django_filters.CharFilter(
+    search = TextFilter(
         method="filter_search",
         max_length=255,
         help_text="The job id, or text contained in task or unique_key.",

@@ -54,7 +54,7 @@ class EstimatedCountPagination(PageNumberPagination):
     def get_page_size(self, request):
         """Return the requested page size; 400 when it is not 1..max_page_size."""
         raw = request.query_params.get(self.page_size_query_param)
-        if raw is None:
+        if not raw:  # absent or empty: not given
             return self.page_size
         try:
             size = int(raw)

@@ -22,9 +22,11 @@ from scheduler_app.schedules import rules
 
 from .fields import JSONListField, JSONObjectField, RuleField, StrictKeysMixin
 from .filters import MAX_ID
+from .base import SchedulerAPI
 from .pagination import EstimatedCountPagination
+from .permissions import needs
+from .schema import DETAIL_ERROR, FIELD_ERRORS
 from .serializers import JobSerializer
-from .views import DETAIL_ERROR, FIELD_ERRORS, StaffOnly
 
 logger = logging.getLogger(__name__)
 
@@ -100,7 +102,18 @@ class ScheduleWriteSerializer(StrictKeysMixin, serializers.Serializer):
     list=extend_schema(summary="List schedules"),
     retrieve=extend_schema(summary="Show one schedule", responses={200: ScheduleSerializer, 404: DETAIL_ERROR}),
 )
-class ScheduleViewSet(StaffOnly, viewsets.ModelViewSet):
+class ScheduleViewSet(SchedulerAPI, viewsets.ModelViewSet):
+    required_permissions = {
+        "list": needs("view", Schedule),
+        "retrieve": needs("view", Schedule),
+        "create": needs("add", Schedule),
+        "update": needs("change", Schedule),
+        "partial_update": needs("change", Schedule),
+        "destroy": needs("delete", Schedule),
+        "run": needs("change", Schedule),
+    }
+    # Anything but a slash reaches get_object, which answers 404 for what is not an id.
+    lookup_value_regex = "[^/]+"
     serializer_class = ScheduleSerializer
     pagination_class = EstimatedCountPagination
     filter_backends = []
@@ -170,7 +183,14 @@ class ScheduleViewSet(StaffOnly, viewsets.ModelViewSet):
     @extend_schema(
         summary="Run a schedule now: enqueue one job at once (the timetable is unchanged)",
         request=None,
-        responses={201: OpenApiResponse(JobSerializer, description="The job created."), 404: DETAIL_ERROR},
+        responses={
+            201: OpenApiResponse(JobSerializer, description="The job created."),
+            400: OpenApiResponse(
+                FIELD_ERRORS.response,
+                description="The schedule's task or queue is no longer served: errors by field.",
+            ),
+            404: DETAIL_ERROR,
+        },
     )
     @action(detail=True, methods=["post"])
     def run(self, request, pk=None):

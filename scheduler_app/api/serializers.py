@@ -12,7 +12,7 @@ from scheduler_app import limits
 from scheduler_app.lifecycle import validation as rules
 from scheduler_app.models import Job, Worker
 
-from .fields import JSONListField, JSONObjectField, RuleField, StrictKeysMixin
+from .fields import JSONListField, JSONObjectField, ProgressField, RuleField, StrictKeysMixin
 
 
 class JobSerializer(serializers.ModelSerializer):
@@ -27,6 +27,7 @@ class JobSerializer(serializers.ModelSerializer):
     )
     args = JSONListField(read_only=True)
     kwargs = JSONObjectField(read_only=True)
+    progress = ProgressField()
 
     class Meta:
         model = Job
@@ -47,6 +48,7 @@ class JobSerializer(serializers.ModelSerializer):
             "result",
             "errors",
             "cancel_requested",
+            "progress",
             "worker",
             "created_by",
             "created_at",
@@ -98,6 +100,7 @@ class BulkCreateSerializer(StrictKeysMixin, serializers.Serializer):
     jobs = BoundedListField(
         child=JobCreateSerializer(),
         allow_empty=False,
+        min_length=1,  # as allow_empty says, for the schema
         max_length=limits.BULK_MAX,
         help_text=f"1 to {limits.BULK_MAX} job bodies, as for POST /api/jobs/.",
     )
@@ -111,6 +114,7 @@ class RescheduleSerializer(StrictKeysMixin, serializers.Serializer):
     """The body of PATCH /api/jobs/{id}/: only execute_at and priority."""
 
     unknown_key_message = "Cannot be changed: a PATCH may only set execute_at and priority."
+    openapi_extra = {"minProperties": 1}
 
     execute_at = RuleField(rules.EXECUTE_AT, text=True, allow_null=False)
     priority = RuleField(rules.PRIORITY, allow_null=False)

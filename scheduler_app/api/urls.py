@@ -1,10 +1,13 @@
-"""Routes of the REST API, mounted under /api/ by project/urls.py."""
+"""Routes of the REST API, mounted under /api/ by project/urls.py.
 
-from django.urls import path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+The last route takes every other path under /api/, so that it too answers
+in JSON (404) rather than with Django's HTML page.
+"""
+
+from django.urls import path, re_path
 from rest_framework.routers import SimpleRouter
 
-from . import schedules, views
+from . import root, schedules, views
 
 app_name = "api"
 
@@ -15,9 +18,12 @@ router.register("workers", views.WorkerViewSet, basename="worker")
 router.register("queues", views.QueueViewSet, basename="queue")
 router.register("schedules", schedules.ScheduleViewSet, basename="schedule")
 
+
 urlpatterns = [
+    path("", root.APIRootView.as_view(), name="root"),
     *router.urls,
     path("stats/", views.StatsView.as_view(), name="stats"),
-    path("schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+    path("schema/", root.SchemaView.as_view(), name="schema"),
+    path("docs/", root.DocsView.as_view(url_name="api:schema"), name="docs"),
+    re_path(r"^", root.NotFoundView.as_view(), name="not-found"),
 ]

@@ -196,9 +196,14 @@ def release(worker, attempts, *, now=None, using="default"):
     return ids
 
 
-def set_progress(job_id, worker, attempt, progress, *, using="default"):
-    """Record a running attempt's progress; return whether the attempt still runs."""
-    progress = json.loads(json.dumps(progress, allow_nan=False))
+def set_progress(job_id, worker, attempt, progress, *, now=None, using="default"):
+    """Record a running attempt's progress and when it was reported; return whether the attempt still runs.
+
+    ``progress`` is ``{"current", "total", "message"}``; ``updated_at`` (ISO
+    8601) is added.
+    """
+    now = now or timezone.now()
+    progress = json.loads(json.dumps({**progress, "updated_at": now.isoformat()}, allow_nan=False))
     return bool(
         Job.objects.using(using)
         .filter(pk=job_id, status=JobStatus.RUNNING, worker=worker, attempts=attempt)

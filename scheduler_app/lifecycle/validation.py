@@ -153,7 +153,7 @@ def build_job(
     if execute_at is None:
         execute_at = now
     else:
-        errors.run(EXECUTE_AT, execute_at)
+        execute_at = errors.run(EXECUTE_AT, execute_at)
     if priority is None and task_obj is not None:
         priority = task_obj.priority
     if priority is not None:

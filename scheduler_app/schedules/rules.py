@@ -35,6 +35,10 @@ class Name(Text):
             self.fail(self.required)
         return super().check(value.strip() if isinstance(value, str) else value)
 
+    def schema(self):
+        # Some character that is neither white space nor NUL.
+        return {**super().schema(), "minLength": 1, "pattern": "^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$"}
+
 
 class Cron(Rule):
     def __init__(self):
@@ -75,7 +79,7 @@ class Zone(Rule):
         return name
 
     def schema(self):
-        return {"type": "string", "maxLength": 64}
+        return {"type": "string", "enum": sorted(zone_names())}
 
 
 class Choice(Rule):

@@ -91,7 +91,7 @@ def clean(fields, *, instance=None, now=None):
     check(rules.MISFIRE_POLICY, data["misfire_policy"])
     for rule in (rules.START_AT, rules.END_AT):
         if data.get(rule.field) is not None:
-            check(rule, data[rule.field])
+            data[rule.field] = check(rule, data[rule.field]) or data[rule.field]
     if (
         "start_at" not in errors
         and "end_at" not in errors

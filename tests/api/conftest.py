@@ -1,4 +1,5 @@
 import pytest
+from django.contrib.auth.models import Permission
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
@@ -7,9 +8,19 @@ from scheduler_app import lifecycle
 ADD = "tests.testapp.tasks.add"
 
 
+def grant(user, *names):
+    """Give ``user`` the permissions ``names`` ("scheduler_app.view_job", ...); none: all of the app's."""
+    perms = Permission.objects.filter(content_type__app_label="scheduler_app")
+    if names:
+        perms = perms.filter(codename__in=[name.split(".", 1)[1] for name in names])
+        assert perms.count() == len(names), names
+    user.user_permissions.add(*perms)
+
+
 @pytest.fixture
 def api(staff_user):
-    """Return an APIClient authenticated as staff with a token."""
+    """Return an APIClient authenticated with a token as staff holding every scheduler permission."""
+    grant(staff_user)
     token = Token.objects.create(user=staff_user)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")

@@ -65,6 +65,9 @@ def test_create_under_a_real_wsgi_server_sets_a_plain_location_header(live_serve
 
     from rest_framework.authtoken.models import Token
 
+    from .conftest import grant
+
+    grant(staff_user, "scheduler_app.add_job")
     token = Token.objects.create(user=staff_user)
     request = urllib.request.Request(
         f"{live_server.url}/api/jobs/",

@@ -14,7 +14,7 @@ IMPORTANT = "tests.testapp.tasks.important"
 JOB_FIELDS = {
     "id", "url", "task", "args", "kwargs", "queue", "priority", "execute_at", "status",
     "attempts", "max_attempts", "timeout", "unique_key", "result", "errors",
-    "cancel_requested", "worker", "created_by", "created_at", "updated_at",
+    "cancel_requested", "progress", "worker", "created_by", "created_at", "updated_at",
     "started_at", "last_attempted_at", "finished_at", "schedule",
 }
 

@@ -1,114 +1,232 @@
-"""Authentication and permissions: staff only, on every endpoint."""
+"""Who may call what: staff with the model permission each action needs, on every endpoint.
+
+One table (ENDPOINTS) says what every method of every path needs; each
+test walks it: anonymous 401, non-staff 403 (whatever their permissions),
+staff without the permission 403 with nothing changed, staff with exactly
+that permission served, superusers served.
+"""
+
+import re
 
 import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group, Permission
 from django.core.management import call_command
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from scheduler_app.models import Job, Queue
+from scheduler_app import schedules
+from scheduler_app.models import Job, Queue, Schedule
 
-from .conftest import ADD
+from .conftest import ADD, grant
 
 pytestmark = pytest.mark.django_db
 
+SCHEDULE = {"name": "nightly", "task": ADD, "args": [1, 2], "cron": "0 2 * * *"}
+
+# (method, path, body, the permission it needs; None: any staff user)
+ENDPOINTS = [
+    ("get", "/api/", None, None),
+    ("get", "/api/schema/", None, None),
+    ("get", "/api/docs/", None, None),
+    ("get", "/api/jobs/", None, "view_job"),
+    ("post", "/api/jobs/", {"task": ADD, "args": [1, 2]}, "add_job"),
+    ("post", "/api/jobs/bulk/", {"jobs": [{"task": ADD, "args": [1, 2]}]}, "add_job"),
+    ("get", "/api/jobs/{pending}/", None, "view_job"),
+    ("patch", "/api/jobs/{pending}/", {"priority": 7}, "change_job"),
+    ("post", "/api/jobs/{pending}/cancel/", None, "change_job"),
+    ("post", "/api/jobs/{failed}/retry/", None, "change_job"),
+    ("get", "/api/tasks/", None, "view_job"),
+    ("get", "/api/stats/", None, "view_job"),
+    ("get", "/api/workers/", None, "view_worker"),
+    ("get", "/api/queues/", None, "view_queue"),
+    ("post", "/api/queues/slow/pause/", None, "change_queue"),
+    ("post", "/api/queues/slow/resume/", None, "change_queue"),
+    ("get", "/api/schedules/", None, "view_schedule"),
+    ("post", "/api/schedules/", {**SCHEDULE, "name": "weekly"}, "add_schedule"),
+    ("get", "/api/schedules/{schedule}/", None, "view_schedule"),
+    ("put", "/api/schedules/{schedule}/", {**SCHEDULE, "name": "renamed"}, "change_schedule"),
+    ("patch", "/api/schedules/{schedule}/", {"priority": 5}, "change_schedule"),
+    ("delete", "/api/schedules/{schedule}/", None, "delete_schedule"),
+    ("post", "/api/schedules/{schedule}/run/", None, "change_schedule"),
+]
+NEEDING_A_PERMISSION = [e for e in ENDPOINTS if e[3]]
+
+
+def endpoint_id(endpoint):
+    return f"{endpoint[0].upper()} {endpoint[1]}"
+
 
 @pytest.fixture
-def job(make_job):
-    return make_job(unique_key="secret-key")
+def world(make_job, set_status):
+    """A pending job (with a secret-looking key), a failed job and a schedule; the ids by name."""
+    pending = make_job(unique_key="secret-key")
+    failed = set_status(make_job(), "failed")
+    schedule = schedules.create(**SCHEDULE)
+    return {"pending": pending.pk, "failed": failed.pk, "schedule": schedule.pk}
 
 
-def endpoints(job_id):
-    """Return (method, path, body) for every endpoint of the API."""
+def snapshot():
+    """Return every row the API can change."""
     return [
-        ("get", "/api/jobs/", None),
-        ("post", "/api/jobs/", {"task": ADD, "args": [1, 2]}),
-        ("post", "/api/jobs/bulk/", {"jobs": [{"task": ADD, "args": [1, 2]}]}),
-        ("get", f"/api/jobs/{job_id}/", None),
-        ("patch", f"/api/jobs/{job_id}/", {"priority": 7}),
-        ("post", f"/api/jobs/{job_id}/cancel/", None),
-        ("post", f"/api/jobs/{job_id}/retry/", None),
-        ("get", "/api/tasks/", None),
-        ("get", "/api/workers/", None),
-        ("get", "/api/queues/", None),
-        ("post", "/api/queues/default/pause/", None),
-        ("post", "/api/queues/default/resume/", None),
-        ("get", "/api/stats/", None),
-        ("get", "/api/schema/", None),
-        ("get", "/api/docs/", None),
+        list(model.objects.order_by("pk").values())
+        for model in (Job, Schedule, Queue)
     ]
 
 
-def call(client, method, path, body):
-    return getattr(client, method)(path, body, format="json")
+def client_of(user):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    return client
 
 
-def assert_nothing_changed(job):
-    fresh = Job.objects.get(pk=job.pk)
-    assert Job.objects.count() == 1
-    assert (fresh.status, fresh.priority) == ("pending", job.priority)
-    assert not Queue.objects.exists()
+def call(client, endpoint, world):
+    method, path, body, _ = endpoint
+    return getattr(client, method)(path.format(**world), body, format="json")
 
 
-def test_anonymous_gets_401_everywhere(anon, job):
-    for method, path, body in endpoints(job.pk):
-        response = call(anon, method, path, body)
-        assert response.status_code == 401, (method, path)
-        assert response["WWW-Authenticate"] == "Token"
-        assert b"secret-key" not in response.content and ADD.encode() not in response.content
-    assert_nothing_changed(job)
+def make_staff(username="clerk"):
+    return get_user_model().objects.create_user(username, f"{username}@example.com", "pw-123-clerk", is_staff=True)
 
 
-def test_bad_token_gets_401(job):
+def test_the_table_covers_every_operation_of_the_schema(api):
+    schema = api.get("/api/schema/?format=json").json()
+    operations = {(m, p) for p, item in schema["paths"].items() for m in item}
+    table = {
+        (method, path.replace("{pending}", "{id}").replace("{failed}", "{id}").replace("{schedule}", "{id}")
+         .replace("/slow/", "/{name}/"))
+        for method, path, _, _ in ENDPOINTS
+    }
+    assert table - {("get", "/api/schema/"), ("get", "/api/docs/")} == operations
+
+
+def test_each_operation_of_the_schema_says_the_permission_it_needs(api):
+    schema = api.get("/api/schema/?format=json").json()
+    for method, path, _, permission in ENDPOINTS:
+        if path in ("/api/schema/", "/api/docs/"):
+            continue
+        path = re.sub(r"\{\w+\}", "{id}", path).replace("/slow/", "/{name}/")
+        operation = schema["paths"][path][method]
+        sentence = f"Needs the scheduler_app.{permission} permission." if permission else "Needs a staff user"
+        assert sentence in operation["description"], (method, path)
+
+
+def test_staff_without_permissions_can_neither_create_nor_pause(world):
+    """The issue's example: 201 on POST /api/jobs/ and 200 on a pause, for staff with no permission."""
+    client = client_of(make_staff())
+    before = snapshot()
+    assert client.post("/api/jobs/", {"task": ADD, "args": [1, 2]}, format="json").status_code == 403
+    assert client.post("/api/queues/slow/pause/").status_code == 403
+    assert snapshot() == before
+
+
+@pytest.mark.parametrize("endpoint", ENDPOINTS, ids=endpoint_id)
+def test_anonymous_gets_401(anon, world, endpoint):
+    before = snapshot()
+    response = call(anon, endpoint, world)
+    assert response.status_code == 401
+    assert response["WWW-Authenticate"] == "Token"
+    assert b"secret-key" not in response.content and ADD.encode() not in response.content
+    assert snapshot() == before
+
+
+@pytest.mark.parametrize("endpoint", ENDPOINTS, ids=endpoint_id)
+def test_a_bad_token_gets_401(world, endpoint):
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION="Token not-a-real-key")
-    for method, path, body in endpoints(job.pk):
-        assert call(client, method, path, body).status_code == 401, (method, path)
-    assert_nothing_changed(job)
+    before = snapshot()
+    assert call(client, endpoint, world).status_code == 401
+    assert snapshot() == before
 
 
-def test_non_staff_gets_403_everywhere(non_staff, job):
-    for method, path, body in endpoints(job.pk):
-        response = call(non_staff, method, path, body)
-        assert response.status_code == 403, (method, path)
-        assert b"secret-key" not in response.content and ADD.encode() not in response.content
-    assert_nothing_changed(job)
+@pytest.mark.parametrize("endpoint", ENDPOINTS, ids=endpoint_id)
+def test_non_staff_gets_403_even_with_every_permission(plain_user, world, endpoint):
+    grant(plain_user)
+    before = snapshot()
+    response = call(client_of(plain_user), endpoint, world)
+    assert response.status_code == 403
+    assert b"secret-key" not in response.content and ADD.encode() not in response.content
+    assert snapshot() == before
 
 
-def test_non_staff_gets_403_for_unknown_ids_too(non_staff):
+@pytest.mark.parametrize("endpoint", NEEDING_A_PERMISSION, ids=endpoint_id)
+def test_staff_with_every_other_permission_gets_403_and_nothing_changes(world, endpoint):
+    staff = make_staff()
+    grant(staff)
+    staff.user_permissions.remove(Permission.objects.get(content_type__app_label="scheduler_app", codename=endpoint[3]))
+    before = snapshot()
+    response = call(client_of(staff), endpoint, world)
+    assert response.status_code == 403, response.content
+    assert response.json() == {"detail": "You do not have permission to perform this action."}
+    assert snapshot() == before
+
+
+@pytest.mark.parametrize("endpoint", ENDPOINTS, ids=endpoint_id)
+def test_staff_with_exactly_the_permission_is_served(world, endpoint):
+    staff = make_staff()
+    if endpoint[3]:
+        grant(staff, f"scheduler_app.{endpoint[3]}")
+    response = call(client_of(staff), endpoint, world)
+    assert response.status_code in {200, 201, 204}, response.content[:300]
+
+
+@pytest.mark.parametrize("endpoint", NEEDING_A_PERMISSION, ids=endpoint_id)
+def test_a_permission_given_through_a_group_counts(world, endpoint):
+    staff = make_staff()
+    group = Group.objects.create(name="operators")
+    group.permissions.add(Permission.objects.get(content_type__app_label="scheduler_app", codename=endpoint[3]))
+    staff.groups.add(group)
+    assert call(client_of(staff), endpoint, world).status_code in {200, 201, 204}
+
+
+@pytest.mark.parametrize("endpoint", ENDPOINTS, ids=endpoint_id)
+def test_superuser_is_served_everywhere(superuser, world, endpoint):
+    response = call(client_of(superuser), endpoint, world)
+    assert response.status_code in {200, 201, 204}, response.content[:300]
+
+
+def test_permission_is_checked_before_existence(world):
+    """Staff without view_job learn nothing about which ids exist; without change_queue, which queues."""
+    staff = make_staff()
+    grant(staff, "scheduler_app.view_queue")
+    client = client_of(staff)
+    assert client.get("/api/jobs/424242/").status_code == 403
+    assert client.get(f"/api/jobs/{world['pending']}/").status_code == 403
+    assert client.post("/api/queues/nope/pause/").status_code == 403
+
+
+def test_non_staff_gets_403_for_unknown_ids_and_paths(non_staff):
     assert non_staff.get("/api/jobs/424242/").status_code == 403
     assert non_staff.post("/api/queues/nope/pause/").status_code == 403
+    assert non_staff.get("/api/nope/").status_code == 403
 
 
-def test_staff_is_served_everywhere(api, job):
-    for method, path, body in endpoints(job.pk):
-        response = call(api, method, path, body)
-        # The job is cancelled before it is retried, so every call succeeds.
-        assert response.status_code in {200, 201}, (method, path, response.content[:300])
-
-
-def test_superuser_is_staff(superuser, job):
-    client = APIClient()
-    client.force_login(superuser)
-    assert client.get("/api/jobs/").status_code == 200
-
-
-def test_inactive_staff_token_is_refused(staff_user, job):
-    token = Token.objects.create(user=staff_user)
+def test_inactive_staff_token_is_refused(staff_user):
+    grant(staff_user)
+    client = client_of(staff_user)
     staff_user.is_active = False
     staff_user.save()
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
     assert client.get("/api/jobs/").status_code == 401
 
 
-def test_session_authentication_requires_csrf(staff_user, job):
+def test_staff_who_loses_the_flag_loses_the_api(staff_user):
+    grant(staff_user)
+    client = client_of(staff_user)
+    assert client.get("/api/jobs/").status_code == 200
+    staff_user.is_staff = False
+    staff_user.save()
+    assert client.get("/api/jobs/").status_code == 403
+
+
+def test_session_authentication_requires_csrf(staff_user, world):
+    grant(staff_user)
     client = APIClient(enforce_csrf_checks=True)
     assert client.login(username="staff", password="pw-staff-123")
     assert client.get("/api/jobs/").status_code == 200
     refused = client.post("/api/jobs/", {"task": ADD, "args": [1, 2]}, format="json")
     assert refused.status_code == 403
     assert "CSRF" in refused.json()["detail"]
-    assert Job.objects.count() == 1
+    assert Job.objects.count() == 2
 
     token = "t" * 32  # a CSRF secret as the cookie holds it; the header must match
     client.cookies["csrftoken"] = token
@@ -117,18 +235,42 @@ def test_session_authentication_requires_csrf(staff_user, job):
     assert accepted.json()["created_by"] == "staff"
 
 
-def test_session_of_a_non_staff_user_is_403(plain_user, job):
+@pytest.mark.parametrize("endpoint", ENDPOINTS, ids=endpoint_id)
+def test_session_of_a_non_staff_user_is_403(plain_user, world, endpoint):
     client = APIClient()
     client.force_login(plain_user)
-    for method, path, body in endpoints(job.pk):
-        assert call(client, method, path, body).status_code == 403, (method, path)
-    assert_nothing_changed(job)
+    before = snapshot()
+    assert call(client, endpoint, world).status_code == 403
+    assert snapshot() == before
 
 
 def test_drf_create_token_command_gives_a_working_token(staff_user, capsys):
+    grant(staff_user, "scheduler_app.view_job")
     call_command("drf_create_token", "staff")
     key = Token.objects.get(user=staff_user).key
     assert key in capsys.readouterr().out
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     assert client.get("/api/stats/").status_code == 200
+
+
+def test_every_action_of_every_view_declares_its_permissions():
+    """A view action missing from required_permissions is closed to everyone but superusers; say so here."""
+    from django.urls import get_resolver
+
+    from scheduler_app.api.permissions import ANY
+
+    missing = []
+    for pattern in get_resolver().url_patterns:
+        for sub in getattr(pattern, "url_patterns", []):
+            callback = getattr(sub, "callback", None)
+            cls = getattr(callback, "cls", None)
+            if cls is None or not getattr(pattern, "app_name", None) == "api":
+                continue
+            declared = getattr(cls, "required_permissions", {})
+            actions = getattr(callback, "actions", None)
+            names = set(actions.values()) if actions else {m for m in cls.http_method_names if hasattr(cls, m)}
+            names -= {"head", "options"}
+            if ANY not in declared:
+                missing += [f"{cls.__name__}.{name}" for name in names if name not in declared]
+    assert missing == []

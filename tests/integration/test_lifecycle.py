@@ -246,6 +246,18 @@ class TestDispatcherTransitions:
         assert lifecycle.renew_leases("w1", lease=60) == {b.pk}
         assert Job.objects.get(pk=a.pk).lease_expires_at > timezone.now() + timedelta(seconds=50)
 
+    def test_progress_is_recorded_with_its_time_for_the_current_attempt_only(self):
+        job, _ = lifecycle.enqueue(ADD, [1, 1])
+        (c,) = claim_one()
+        now = timezone.now()
+        assert lifecycle.set_progress(c.id, "w1", c.attempt, {"current": 3, "total": 4, "message": "m"}, now=now)
+        job.refresh_from_db()
+        assert job.progress == {"current": 3, "total": 4, "message": "m", "updated_at": now.isoformat()}
+        assert not lifecycle.set_progress(c.id, "w2", c.attempt, {"current": 4, "total": 4, "message": ""})
+        assert not lifecycle.set_progress(c.id, "w1", c.attempt + 1, {"current": 4, "total": 4, "message": ""})
+        job.refresh_from_db()
+        assert job.progress["current"] == 3
+
     def test_release_returns_unfinished_attempts_uncounted(self):
         job, _ = lifecycle.enqueue(ADD, [1, 1])
         (c,) = claim_one()

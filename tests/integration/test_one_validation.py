@@ -76,6 +76,13 @@ ROWS = [
     ),
     (
         "execute_at",
+        "0001-01-01T00:00:00+05:00",
+        None,
+        lambda: tasks.add.using(run_after=datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=5)))),
+        "Must be no earlier than 0001-01-01T00:00:00Z.",
+    ),
+    (
+        "execute_at",
         "2030-01-01T00:00:00",
         None,
         lambda: tasks.add.using(run_after=datetime(2030, 1, 1)),
@@ -164,3 +171,21 @@ def test_the_latest_instant_is_the_end_of_year_9999():
     from scheduler_app.limits import LATEST
 
     assert LATEST == datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
+
+
+FAR_EAST = timezone(timedelta(hours=19, minutes=55))  # Python allows it; PostgreSQL stops at 15:59
+
+
+def test_an_offset_the_database_cannot_hold_is_stored_as_the_same_instant(api):
+    at = datetime(2030, 6, 24, 21, 52, 28, 853752, tzinfo=FAR_EAST)
+    response = api.post("/api/jobs/", {"task": ADD, "args": [1, 2], "execute_at": at.isoformat()}, format="json")
+    assert response.status_code == 201, response.content
+    assert response.json()["execute_at"] == "2030-06-24T01:57:28.853752Z"
+    tasks.add.using(run_after=at).enqueue(1, 2)
+    response = api.post(
+        "/api/schedules/",
+        {"name": "s", "task": ADD, "args": [1, 2], "interval_seconds": 60, "start_at": at.isoformat(), "end_at": "9999-01-01T00:00:00+15:00"},
+        format="json",
+    )
+    assert response.status_code == 201, response.content
+    assert [job.execute_at for job in Job.objects.all()] == [at, at]

@@ -12,6 +12,10 @@ def _client(user):
 
 @pytest.fixture
 def api(staff_user):
+    """A client of staff holding every scheduler permission."""
+    from tests.api.conftest import grant
+
+    grant(staff_user)
     return _client(staff_user)
 
 
