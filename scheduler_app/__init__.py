@@ -1,1 +1,28 @@
-"""A priority job scheduler for Django: timed jobs, a dispatcher, an admin and an API."""
+"""A priority job scheduler for Django: timed jobs, a dispatcher, an admin and an API.
+
+The public names, importable from ``scheduler_app``:
+
+- ``options``: per-task policy, stacked on Django's ``@task``;
+- ``enqueue``, ``enqueue_many``: make jobs from code (``lifecycle``).
+
+Importing the package loads no Django: the pure dispatcher core lives in
+it, and the service's names load when first used.
+"""
+
+__version__ = "0.9.0"
+
+from .task_options import options  # noqa: E402  (pure: no Django)
+
+_LAZY = {"enqueue": "scheduler_app.lifecycle", "enqueue_many": "scheduler_app.lifecycle"}
+
+
+def __getattr__(name):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'scheduler_app' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
+__all__ = ["__version__", "enqueue", "enqueue_many", "options"]

@@ -16,7 +16,7 @@ from django.tasks import Task
 from django.utils.module_loading import module_has_submodule
 
 from . import conf
-from .options import options_of
+from .task_options import options_of
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +94,12 @@ def get(name):
         return _tasks[name]
     except (KeyError, TypeError):
         raise UnknownTask(name) from None
+
+
+def options_for(name):
+    """Return the ``@options`` of the registered task ``name`` (None when it is not registered)."""
+    task = _tasks.get(name) if isinstance(name, str) else None
+    return None if task is None else options_of(task)
 
 
 def is_registered(name):

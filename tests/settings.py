@@ -13,7 +13,7 @@ from project.settings import BASE_DIR, DATABASES, INSTALLED_APPS, SCHEDULER, TAS
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.testapp"]
 TASKS["default"]["QUEUES"] = ["default", "slow", "other"]
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-SCHEDULER = {**SCHEDULER, "RETRY_BACKOFF_BASE": 0.05, "RETRY_JITTER": 0.0}
+SCHEDULER = {**SCHEDULER, "RETRY_BACKOFF_BASE": 0.05, "RETRY_JITTER": 0.0, "TASK_MODULES": ["tests.testapp.jobs"]}
 
 _db = DATABASES["default"]
 _child_name = os.environ.get("SCHEDULER_TEST_DB_NAME")

@@ -125,6 +125,18 @@ class RescheduleSerializer(StrictKeysMixin, serializers.Serializer):
         return attrs
 
 
+class TaskOptionsSerializer(serializers.Serializer):
+    max_attempts = serializers.IntegerField(required=False)
+    timeout = serializers.FloatField(required=False)
+    backoff = serializers.FloatField(required=False, help_text="Base seconds, doubled per attempt.")
+    retry_on = serializers.ListField(
+        child=serializers.CharField(), required=False, help_text="Exception classes that are retried; others fail at once."
+    )
+    unique = serializers.JSONField(
+        required=False, help_text="true (task and arguments), or the path of the callable that makes the key."
+    )
+
+
 class TaskSerializer(serializers.Serializer):
     """A registered task."""
 
@@ -132,7 +144,12 @@ class TaskSerializer(serializers.Serializer):
     queue = serializers.CharField()
     priority = serializers.IntegerField()
     doc = serializers.CharField()
-    signature = serializers.CharField()
+    signature = serializers.CharField(help_text="The arguments a job must bind to, e.g. (account_id, note='').")
+    is_async = serializers.BooleanField()
+    takes_context = serializers.BooleanField()
+    options = TaskOptionsSerializer(
+        help_text="The task's @options (only those it sets); a job's own fields override them."
+    )
 
 
 class WorkerSerializer(serializers.ModelSerializer):

@@ -54,16 +54,27 @@ def class_path(exc):
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Retry with exponential backoff: ``base * 2 ** (attempt - 1)``, capped, +- jitter."""
+    """Retry with exponential backoff: ``base * 2 ** (attempt - 1)``, capped, +- jitter.
+
+    ``task_options(task name)`` returns a task's own options (an object with
+    ``retry_on`` and ``backoff``, or None): its ``backoff`` replaces ``base``,
+    and an exception that is not one of its ``retry_on`` classes fails the
+    job at once. Timeouts and lost attempts are retried while attempts remain.
+    """
 
     base: float = 2.0
     cap: float = 3600.0
     jitter: float = 0.25
     rng: random.Random = field(default_factory=random.Random, compare=False)
+    task_options: object = field(default=None, compare=False)
 
-    def backoff(self, attempt):
+    def _options(self, job):
+        return self.task_options(job.task) if self.task_options is not None else None
+
+    def backoff(self, attempt, base=None):
         """Return seconds to wait before retrying after failed ``attempt`` (1-based)."""
-        delay = min(self.base * 2 ** (attempt - 1), self.cap)
+        base = self.base if base is None else base
+        delay = min(base * 2 ** (attempt - 1), self.cap)
         return max(0.0, delay * (1 + self.rng.uniform(-self.jitter, self.jitter)))
 
     def failed(self, job, error, now):
@@ -73,13 +84,19 @@ class RetryPolicy:
         otherwise it fails.
         """
         if job.attempt < job.max_attempts:
-            retry_at = now + timedelta(seconds=self.backoff(job.attempt))
+            options = self._options(job)
+            base = getattr(options, "backoff", None)
+            retry_at = now + timedelta(seconds=self.backoff(job.attempt, base))
             return Outcome(job.id, job.worker, job.attempt, Status.PENDING, error=error, retry_at=retry_at)
         return Outcome(job.id, job.worker, job.attempt, Status.FAILED, error=error)
 
     def raised(self, job, exc, now=None, *, traceback_text=None):
-        """Return the Outcome of an attempt whose task raised ``exc`` (retried while attempts remain)."""
+        """Return the Outcome of an attempt whose task raised ``exc`` (retried while attempts remain,
+        if the task's ``retry_on`` names it)."""
         now = now or datetime.now(UTC)
+        retry_on = getattr(self._options(job), "retry_on", None)
+        if retry_on is not None and not isinstance(exc, retry_on):
+            return self.fatal(job, exc, now, traceback_text=traceback_text)
         return self.failed(job, _exception_entry(job, exc, now, traceback_text), now)
 
     @staticmethod

@@ -28,12 +28,17 @@ class UnreadableJob(Exception):
 class Executor:
     """The pool's ``execute(job, cancel_event, deadline)``: call the task, return an Outcome."""
 
-    def __init__(self, policy, using="default"):
+    def __init__(self, policy, using="default", *, own_connections=True):
         self.policy = policy
         self.using = using
+        # A worker thread owns its connection: recycled around each job. The
+        # test helpers run jobs in the caller's thread and transaction, and
+        # must not touch its connection.
+        self.own_connections = own_connections
 
     def __call__(self, job, cancel_event, deadline):
-        close_old_connections()
+        if self.own_connections:
+            close_old_connections()
         started = time.monotonic()
         logger.info(
             "job %s started: %s attempt %d/%d", job.id, job.task, job.attempt, job.max_attempts,
@@ -42,7 +47,8 @@ class Executor:
         try:
             outcome = self._run(job, cancel_event, deadline)
         finally:
-            close_old_connections()
+            if self.own_connections:
+                close_old_connections()
         log_outcome(job, outcome, time.monotonic() - started)
         return outcome
 

@@ -6,7 +6,7 @@ thread.
 
 import contextlib
 
-from scheduler_app import conf, signals, sql
+from scheduler_app import conf, registry, signals, sql
 
 from .listener import PgListener
 from .loop import Dispatcher
@@ -21,6 +21,7 @@ def retry_policy():
         base=conf.get("RETRY_BACKOFF_BASE"),
         cap=conf.get("RETRY_BACKOFF_MAX"),
         jitter=conf.get("RETRY_JITTER"),
+        task_options=registry.options_for,
     )
 
 

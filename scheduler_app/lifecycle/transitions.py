@@ -23,7 +23,10 @@ from .announce import announce
 logger = logging.getLogger(__name__)
 
 
-def claim(worker, *, queues, limit, lease, now=None, ids=None, finished=(), connection=None, using="default"):
+def claim(
+    worker, *, queues, limit, lease, now=None, ids=None, finished=(), due_by=None, limits=True,
+    connection=None, using="default",
+):
     """Claim up to ``limit`` due pending jobs of ``queues`` for ``worker``; return ClaimedJobs.
 
     One statement: pending -> running, attempts + 1, lease and worker set.
@@ -32,7 +35,9 @@ def claim(worker, *, queues, limit, lease, now=None, ids=None, finished=(), conn
     PostgreSQL. ``connection``, a psycopg connection to the same PostgreSQL
     database (the dispatcher's own), runs it as a prepared statement;
     without one it runs on Django's connection. Claimed jobs come back in
-    claim order (priority, time, FIFO).
+    claim order (priority, time, FIFO). ``due_by`` (default ``now``) is how
+    late a job may be due; ``limits=False`` ignores paused queues (the test
+    helpers' ``drain``; a dispatcher always honours them).
     """
     now = now or timezone.now()
     finished = list(finished)
@@ -47,6 +52,8 @@ def claim(worker, *, queues, limit, lease, now=None, ids=None, finished=(), conn
             now=now,
             lease_until=lease_until,
             ids=ids,
+            due_by=due_by,
+            limits=limits,
             connection=connection,
             using=using,
         )
@@ -56,7 +63,10 @@ def claim(worker, *, queues, limit, lease, now=None, ids=None, finished=(), conn
         finish(finished, now=now, using=using)
     if limit <= 0 or not queues:
         return []
-    rows = sql.sqlite_claim(worker=worker, queues=queues, limit=limit, now=now, lease_until=lease_until, ids=ids, using=using)
+    rows = sql.sqlite_claim(
+        worker=worker, queues=queues, limit=limit, now=now, lease_until=lease_until, ids=ids,
+        due_by=due_by, limits=limits, using=using,
+    )
     return _claimed(rows, worker, now)
 
 

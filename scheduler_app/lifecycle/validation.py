@@ -18,7 +18,7 @@ from django.utils import timezone
 from .. import conf, registry
 from ..limits import QUEUE_NAME_MAX, QUEUE_NAME_RE
 from ..models import Job
-from ..options import options_of
+from ..task_options import options_of
 from ..rules import (  # the plain fields' rules, used here and re-exported
     ARGS,
     DELAY,
@@ -176,7 +176,7 @@ def build_job(
         timeout = errors.run(TIMEOUT, timeout)
     if unique_key == "":
         unique_key = None
-    if unique_key is None and task_options is not None and args is not None and kwargs is not None:
+    if unique_key is None and task_options is not None and not {"args", "kwargs"} & set(errors.errors):
         try:
             unique_key = task_options.unique_key(registry.name_of(task_obj), args, kwargs)
         except Exception as exc:  # the task's own callable raised

@@ -60,7 +60,7 @@ def pg_insert_statement(obj, *, channel, payload_parts, using="default"):
 _INSERT_STATEMENTS = {}
 
 
-def _pg_finish_and_claim_text(by_ids, limit):
+def _pg_finish_and_claim_text(by_ids, limit, limits):
     """Build the PostgreSQL statement that records outcomes and claims jobs at once.
 
     Its text depends only on the claim's kind and ``limit`` (arrays, not
@@ -95,8 +95,8 @@ def _pg_finish_and_claim_text(by_ids, limit):
         "lease_expires_at = NULL, updated_at = %(now)s "
         "FROM v WHERE j.id = v.vid AND j.id = ANY(ARRAY(SELECT vid FROM v)) "
         "AND j.attempts = v.vattempts AND j.status = 'running' AND j.worker = v.vworker RETURNING j.id), "
-        f"c AS (SELECT id FROM {TABLE} WHERE status = 'pending' AND execute_at <= %(now)s "
-        f"AND queue = ANY(%(queues)s::text[]) AND {NOT_PAUSED} {id_filter}"
+        f"c AS (SELECT id FROM {TABLE} WHERE status = 'pending' AND execute_at <= %(due)s "
+        f"AND queue = ANY(%(queues)s::text[]) {'AND ' + NOT_PAUSED if limits else ''} {id_filter}"
         f"{order}LIMIT {int(limit)} FOR UPDATE SKIP LOCKED), "
         f"u AS (UPDATE {TABLE} AS j SET status = 'running', attempts = j.attempts + 1, "
         "worker = %(worker)s, lease_expires_at = %(lease)s, "
@@ -111,9 +111,12 @@ def _pg_finish_and_claim_text(by_ids, limit):
 _PG_FINISH_AND_CLAIM = {}
 
 
-def pg_finish_and_claim_text(by_ids, limit):
-    """The finish+claim statement for a claim by ids (or by query) of up to ``limit`` rows."""
-    key = (bool(by_ids), int(limit))
+def pg_finish_and_claim_text(by_ids, limit, limits=True):
+    """The finish+claim statement for a claim by ids (or by query) of up to ``limit`` rows.
+
+    Without ``limits`` it claims from paused queues too (the test helpers' ``drain``).
+    """
+    key = (bool(by_ids), int(limit), bool(limits))
     statement = _PG_FINISH_AND_CLAIM.get(key)
     if statement is None:
         statement = _PG_FINISH_AND_CLAIM[key] = _pg_finish_and_claim_text(*key)
@@ -126,7 +129,7 @@ def _pg_array(values):
     return "{" + ",".join(quoted) + "}"
 
 
-def pg_finish_and_claim_params(rows, *, worker, queues, now, lease_until, ids):
+def pg_finish_and_claim_params(rows, *, worker, queues, now, lease_until, ids, due_by=None):
     """Return the parameters of the finish+claim statement for finish ``rows``.
 
     The outcomes travel as one JSON document and the id and queue lists as
@@ -148,6 +151,7 @@ def pg_finish_and_claim_params(rows, *, worker, queues, now, lease_until, ids):
     return {
         "finished": json.dumps(finished),
         "now": now,
+        "due": now if due_by is None else due_by,
         "queues": _pg_array(queues),
         "ids": _pg_array(ids) if ids is not None else None,
         "worker": worker,
@@ -155,7 +159,9 @@ def pg_finish_and_claim_params(rows, *, worker, queues, now, lease_until, ids):
     }
 
 
-def pg_finish_and_claim(rows, *, worker, queues, limit, now, lease_until, ids=None, connection=None, using="default"):
+def pg_finish_and_claim(
+    rows, *, worker, queues, limit, now, lease_until, ids=None, due_by=None, limits=True, connection=None, using="default"
+):
     """PostgreSQL: record outcomes ``rows`` and claim up to ``limit`` jobs, in one statement.
 
     Return ``(ids of the outcomes that matched, claimed rows)``. On
@@ -163,9 +169,9 @@ def pg_finish_and_claim(rows, *, worker, queues, limit, now, lease_until, ids=No
     own) it runs as a prepared statement; without one, on Django's
     connection ``using``. The same text either way.
     """
-    statement = pg_finish_and_claim_text(ids is not None, limit)
+    statement = pg_finish_and_claim_text(ids is not None, limit, limits)
     params = pg_finish_and_claim_params(
-        rows, worker=worker, queues=queues, now=now, lease_until=lease_until, ids=ids
+        rows, worker=worker, queues=queues, now=now, lease_until=lease_until, ids=ids, due_by=due_by
     )
     if connection is not None:
         with connection.cursor() as cursor:

@@ -21,16 +21,18 @@ def sqlite_optimize(using="default"):
         cursor.execute("PRAGMA optimize")
 
 
-def sqlite_claim(*, worker, queues, limit, now, lease_until, ids=None, using="default"):
-    """SQLite: claim up to ``limit`` due jobs in claim order; return the rows (CLAIM_COLUMNS).
+def sqlite_claim(*, worker, queues, limit, now, lease_until, ids=None, due_by=None, limits=True, using="default"):
+    """SQLite: claim up to ``limit`` jobs due by ``due_by`` (default ``now``) in claim order.
 
-    One statement is atomic on SQLite; the status check in the outer WHERE
-    repeats the compare-and-set.
+    Return the rows (CLAIM_COLUMNS). One statement is atomic on SQLite; the
+    status check in the outer WHERE repeats the compare-and-set. Without
+    ``limits`` paused queues are claimed too (the test helpers' ``drain``).
     """
-    params = [adapt_dt(now, using)]
+    params = [adapt_dt(now if due_by is None else due_by, using)]
     where = ["status = 'pending'", "execute_at <= %s"]
     where.append(_in_list("queue", queues, params, using))
-    where.append(NOT_PAUSED)
+    if limits:
+        where.append(NOT_PAUSED)
     if ids is not None:
         where.append(_in_list("id", ids, params, using))
     params.append(int(limit))

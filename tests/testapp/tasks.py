@@ -101,3 +101,48 @@ def cancel_stamp(context, marker_dir, seconds=30.0):
             raise JobCancelled()
         time.sleep(0.002)
     return "not cancelled"
+
+
+# -- per-task options (scheduler_app.task_options) --------------------------------
+
+from scheduler_app import options  # noqa: E402
+
+
+@options(max_attempts=5, timeout=30, backoff=0, unique=True)
+@task(queue_name="slow")
+def with_options(x):
+    return x
+
+
+@options(max_attempts=4, retry_on=(ConnectionError,), backoff=0)
+@task
+def picky(kind, marker_dir=None):
+    """Raise ConnectionError (retried) or ValueError (not retried)."""
+    if marker_dir:
+        count = len(os.listdir(marker_dir))
+        with open(os.path.join(marker_dir, f"call-{count}"), "w"):
+            pass
+    raise ConnectionError("down") if kind == "connection" else ValueError("bad input")
+
+
+def account_key(account_id, note=""):
+    return f"account-{account_id}"
+
+
+@options(unique=account_key)
+@task
+def per_account(account_id, note=""):
+    return account_id
+
+
+@task
+def fails_twice(counter_key):
+    """Fail on the first two calls for ``counter_key`` (counted in memory), then succeed."""
+    calls = _CALLS.setdefault(counter_key, 0) + 1
+    _CALLS[counter_key] = calls
+    if calls <= 2:
+        raise RuntimeError(f"failure {calls}")
+    return calls
+
+
+_CALLS = {}

@@ -1,0 +1,41 @@
+"""The ``scheduler`` pytest fixture (registered through the package's ``pytest11`` entry point).
+
+    def test_report(scheduler):
+        make_report.enqueue(day="2026-11-26")
+        scheduler.assert_enqueued(make_report, kwargs={"day": "2026-11-26"})
+        assert scheduler.drain()["succeeded"] == 1
+
+It needs pytest-django's database access: it asks for the ``db`` fixture
+(a test marked ``django_db(transaction=True)`` gets a transactional one).
+"""
+
+import pytest
+
+from . import assert_enqueued, drain, enqueued, refute_enqueued
+
+
+class Scheduler:
+    """The helpers of ``scheduler_app.testing``, on one database."""
+
+    def __init__(self, using="default"):
+        self.using = using
+
+    def drain(self, queue=None, **options):
+        return drain(queue, using=self.using, **options)
+
+    def enqueued(self, task=None, **filters):
+        return enqueued(task, using=self.using, **filters)
+
+    def assert_enqueued(self, task=None, **filters):
+        return assert_enqueued(task, using=self.using, **filters)
+
+    def refute_enqueued(self, task=None, **filters):
+        return refute_enqueued(task, using=self.using, **filters)
+
+
+@pytest.fixture
+def scheduler(request):
+    """Run and inspect scheduler jobs from a test (see ``scheduler_app.testing``)."""
+    if "transactional_db" not in request.fixturenames and "live_server" not in request.fixturenames:
+        request.getfixturevalue("db")
+    return Scheduler()
