@@ -5,12 +5,10 @@ import sys
 
 
 def main():
-    if sys.argv[1:2] == ["rundispatcher"]:
-        # Hold SIGTERM/SIGINT while Django starts, so that a stop sent at any
-        # moment ends the dispatcher gracefully (exit 0). A module without Django.
-        from scheduler_app.dispatcher.shutdown import install_early
+    # A SIGTERM while `rundispatcher` starts stops it gracefully (no Django here).
+    from scheduler_app.dispatcher.shutdown import hold_signals_for_dispatcher
 
-        install_early()
+    hold_signals_for_dispatcher(sys.argv)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
     from django.core.management import execute_from_command_line
 

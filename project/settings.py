@@ -44,12 +44,10 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
-    "rest_framework",
+    # The scheduler and the one app it needs (API tokens).
     "rest_framework.authtoken",
-    "django_filters",
-    "drf_spectacular",
-    "drf_spectacular_sidecar",
     "scheduler_app",
+    # This repository's demo tasks (not needed in your project).
     "scheduler_app.demo",
 ]
 
@@ -154,35 +152,6 @@ SCHEDULER = {
     "SYNCHRONOUS_COMMIT": env_bool("SCHEDULER_SYNCHRONOUS_COMMIT", True),
 }
 
-REST_FRAMEWORK = {
-    # Token first: its WWW-Authenticate header makes anonymous requests 401
-    # (with session first, DRF answers 403).
-    "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
-        "rest_framework.authentication.SessionAuthentication",
-    ],
-    # Staff with the model permission a view declares for the action; a view
-    # that declares none is closed (scheduler_app/api/permissions.py).
-    "DEFAULT_PERMISSION_CLASSES": ["scheduler_app.api.permissions.StaffModelPermission"],
-    # JSON only, written so that text a client sent can always be echoed.
-    "DEFAULT_RENDERER_CLASSES": ["scheduler_app.api.renderers.SafeJSONRenderer"],
-    "DEFAULT_SCHEMA_CLASS": "scheduler_app.api.schema.SchedulerAutoSchema",
-    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
-    # JSON bodies only, bounded in size and nesting (see scheduler_app/api/parsers.py).
-    "DEFAULT_PARSER_CLASSES": ["scheduler_app.api.parsers.BoundedJSONParser"],
-    "EXCEPTION_HANDLER": "scheduler_app.api.exceptions.exception_handler",
-}
-
-SPECTACULAR_SETTINGS = {
-    "TITLE": "Scheduler API",
-    "DESCRIPTION": "Schedule, monitor and steer jobs.",
-    "VERSION": "1.0.0",
-    "SERVE_INCLUDE_SCHEMA": False,
-    "SWAGGER_UI_DIST": "SIDECAR",
-    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
-    "REDOC_DIST": "SIDECAR",
-    "SERVE_PERMISSIONS": ["scheduler_app.api.permissions.StaffModelPermission"],
-}
 
 # The scheduler's loggers and Django's task log (django.tasks: a line per
 # task start and end, sent by the scheduler's task signals) at one level.

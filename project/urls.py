@@ -5,5 +5,5 @@ from django.views.generic import RedirectView
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="admin:index", permanent=False)),
     path("admin/", admin.site.urls),
-    path("api/", include("scheduler_app.api.urls")),
+    path("", include("scheduler_app.urls")),
 ]

@@ -12,10 +12,9 @@ class SchedulerAppConfig(AppConfig):
         from . import checks, registry
 
         registry.autodiscover()
-        if sys.argv[1:2] == ["rundispatcher"]:
-            # A SIGTERM while the dispatcher starts must stop it gracefully,
-            # not kill it: hold signals from here until the command takes over.
-            from .dispatcher import shutdown
+        # A SIGTERM while the dispatcher starts must stop it gracefully, not
+        # kill it: hold signals from here until the command takes over.
+        from .dispatcher.shutdown import hold_signals_for_dispatcher
 
-            shutdown.install_early()
+        hold_signals_for_dispatcher(sys.argv)
         checks.register()

@@ -14,6 +14,8 @@ the rule gives everywhere (``lifecycle.validation``, ``settings_rules``).
     E006  a WEBHOOK_* setting is of the wrong type or out of range
     E007  another list in SCHEDULER (EMAIL_FROM_ALLOWED, ALLOWED_COMMANDS) is wrong
     E008  SCHEDULER is not a dict
+    E009  a SCHEDULER["TASK_MODULES"] entry is not a module of an installed app
+    E010  an app the scheduler needs is not in INSTALLED_APPS
     W001  SCHEDULER has a key the scheduler does not know (a typo?)
 """
 
@@ -92,6 +94,8 @@ def _in_memory_sqlite(db):
     name = db.get("NAME")
     if not str(db.get("ENGINE", "")).endswith("sqlite3"):
         return False
+    if isinstance(name, str) and name.startswith("file:memorydb_"):
+        return False  # Django's own test database (manage.py test): one process, by design
     return not name or (isinstance(name, str) and (name == ":memory:" or "mode=memory" in name))
 
 
@@ -147,7 +151,71 @@ def _check_retention(retention):
     return errors
 
 
+# The apps the scheduler needs besides itself: the admin it lives in (with
+# what the admin needs) and DRF's tokens for the API.
+REQUIRED_APPS = {
+    "django.contrib.admin": "the admin pages and the dashboard",
+    "django.contrib.auth": "users and permissions",
+    "django.contrib.contenttypes": "permissions",
+    "django.contrib.sessions": "the admin's logins",
+    "django.contrib.messages": "the admin's messages",
+    "django.contrib.staticfiles": "the dashboard's scripts and styles",
+    "rest_framework.authtoken": "the API's 'Authorization: Token' keys",
+}
+
+
+def check_apps(app_configs=None, **kwargs):
+    from django.apps import apps
+
+    return [
+        checks.Error(
+            f"{name} is not in INSTALLED_APPS; the scheduler needs it for {why}.",
+            hint=f"Add {name!r} to INSTALLED_APPS (the README's 'Add to an existing project' lists them).",
+            id="scheduler_app.E010",
+        )
+        for name, why in REQUIRED_APPS.items()
+        if not apps.is_installed(name)
+    ]
+
+
+def check_task_modules(app_configs=None, **kwargs):
+    from importlib.util import find_spec
+
+    from . import registry
+
+    if not isinstance(getattr(settings, "SCHEDULER", None) or {}, dict):
+        return []  # check_settings reports it
+    errors = []
+    modules = conf.get("TASK_MODULES")
+    if not isinstance(modules, (list, tuple)):
+        return []  # check_settings reports the type
+    for path in modules:
+        if not isinstance(path, str):
+            continue
+        problem = None
+        if registry.app_of(path) is None:
+            problem = "is not inside an installed app, so its tasks are not registered"
+        else:
+            try:
+                found = find_spec(path)
+            except (ImportError, ValueError):
+                found = None
+            if found is None:
+                problem = "cannot be imported"
+        if problem:
+            errors.append(
+                checks.Error(
+                    f"SCHEDULER['TASK_MODULES']: {path!r} {problem}.",
+                    hint="List dotted paths of modules inside installed apps, e.g. 'billing.jobs'.",
+                    id="scheduler_app.E009",
+                )
+            )
+    return errors
+
+
 def register():
     """Register the checks (from ``AppConfig.ready``)."""
+    checks.register(check_apps, TAG)
     checks.register(check_backends, TAG)
     checks.register(check_settings, TAG)
+    checks.register(check_task_modules, TAG)

@@ -114,6 +114,7 @@ SETTINGS = {
     "WEBHOOK_TIMEOUT": Seconds("WEBHOOK_TIMEOUT", limits.WEBHOOK_TIMEOUT_MAX),
     "WEBHOOK_MAX_BODY": WholeNumber("WEBHOOK_MAX_BODY", 0, limits.WEBHOOK_MAX_BODY_MAX),
     "EMAIL_FROM_ALLOWED": TextList("EMAIL_FROM_ALLOWED", "email addresses"),
+    "TASK_MODULES": TextList("TASK_MODULES", "dotted module paths"),
 }
 
 # rundispatcher's options that are not settings.

@@ -1,10 +1,14 @@
 """What every view of the API shares: who may call it, how it reads and writes, how it is documented.
 
-Stated on the views, not only as the project's REST_FRAMEWORK defaults, so
-that a change of settings can neither open the API nor bring back a
-renderer that fails on what a client sent.
+Stated on the views, not taken from the project's REST_FRAMEWORK settings:
+the API authenticates, answers and fails the same way in any project,
+whatever its DRF defaults, and a change of settings can neither open it
+nor bring back a renderer that fails on what a client sent.
 """
 
+from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+
+from .exceptions import exception_handler
 from .parsers import BoundedJSONParser
 from .permissions import StaffModelPermission
 from .renderers import SafeJSONRenderer
@@ -15,8 +19,14 @@ from .schema import SchedulerAutoSchema
 # (No docstring: drf-spectacular would repeat it as the description of every
 # operation of every view.)
 class SchedulerAPI:
+    # Token first: its WWW-Authenticate header makes anonymous requests 401
+    # (with session first, DRF answers 403). Session requests need CSRF.
+    authentication_classes = [TokenAuthentication, SessionAuthentication]
     permission_classes = [StaffModelPermission]
     renderer_classes = [SafeJSONRenderer]
     parser_classes = [BoundedJSONParser]
     schema = SchedulerAutoSchema()
     required_permissions = {}
+
+    def get_exception_handler(self):
+        return exception_handler

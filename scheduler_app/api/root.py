@@ -1,24 +1,28 @@
 """GET /api/ (the endpoints, by name), the schema and its UI, and the JSON 404 for every other path."""
 
-from drf_spectacular.utils import extend_schema
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from django.conf import settings
+from drf_spectacular.views import SpectacularAPIView
 from rest_framework.exceptions import NotFound
+from rest_framework.renderers import TemplateHTMLRenderer
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
+import scheduler_app
+
 from .base import SchedulerAPI
 from .permissions import ANY, STAFF
+from .schema import extend_schema
 
 ENDPOINTS = {
-    "jobs": "api:job-list",
-    "tasks": "api:task-list",
-    "workers": "api:worker-list",
-    "queues": "api:queue-list",
-    "schedules": "api:schedule-list",
-    "stats": "api:stats",
-    "schema": "api:schema",
-    "docs": "api:docs",
+    "jobs": "scheduler_api:job-list",
+    "tasks": "scheduler_api:task-list",
+    "workers": "scheduler_api:worker-list",
+    "queues": "scheduler_api:queue-list",
+    "schedules": "scheduler_api:schedule-list",
+    "stats": "scheduler_api:stats",
+    "schema": "scheduler_api:schema",
+    "docs": "scheduler_api:docs",
 }
 
 
@@ -39,17 +43,54 @@ class APIRootView(SchedulerAPI, APIView):
         return Response({name: reverse(url_name, request=request) for name, url_name in ENDPOINTS.items()})
 
 
+# The schema's own settings: whatever the project's SPECTACULAR_SETTINGS say,
+# this schema describes this API (and only it, wherever it is mounted).
+SCHEMA_SETTINGS = {
+    "TITLE": "Scheduler API",
+    "DESCRIPTION": "Schedule, monitor and steer jobs.",
+    "VERSION": scheduler_app.__version__,
+    "PREPROCESSING_HOOKS": ["scheduler_app.api.schema.only_this_api"],
+}
+
+
 class SchemaView(SpectacularAPIView):
+    authentication_classes = SchedulerAPI.authentication_classes
     permission_classes = SchedulerAPI.permission_classes
+    schema = SchedulerAPI.schema
     required_permissions = {ANY: STAFF}
+    custom_settings = SCHEMA_SETTINGS
+    exclude_from_schema = True  # the schema does not describe its own endpoint
+
+    def get_exception_handler(self):
+        return SchedulerAPI.get_exception_handler(self)
 
 
-class DocsView(SpectacularSwaggerView):
+class DocsView(APIView):
+    """Swagger UI over the schema, from the app's own static files (no CDN, no extra app)."""
+
+    exclude_from_schema = True
+    authentication_classes = SchedulerAPI.authentication_classes
     permission_classes = SchedulerAPI.permission_classes
+    schema = SchedulerAPI.schema
     required_permissions = {ANY: STAFF}
+    renderer_classes = [TemplateHTMLRenderer]
+    template_name = "scheduler_app/api/swagger_ui.html"
+
+    def get(self, request):
+        header = settings.CSRF_HEADER_NAME.removeprefix("HTTP_").replace("_", "-")
+        return Response(
+            {
+                "title": SCHEMA_SETTINGS["TITLE"],
+                "swagger": {
+                    "schemaUrl": reverse("scheduler_api:schema", request=request),
+                    "csrfCookie": settings.CSRF_COOKIE_NAME,
+                    "csrfHeader": header,
+                },
+            },
+            headers={"Cross-Origin-Opener-Policy": "unsafe-none"},
+        )
 
 
-@extend_schema(exclude=True)
 class NotFoundView(SchedulerAPI, APIView):
     """Answer 404 in JSON for any path under /api/ that no endpoint serves (after the usual checks).
 
@@ -58,6 +99,7 @@ class NotFoundView(SchedulerAPI, APIView):
     """
 
     required_permissions = {ANY: STAFF}
+    exclude_from_schema = True
 
     def not_found(self, request, *args, **kwargs):
         hint = "" if request.path.endswith("/") else " Paths under /api/ end with a slash."

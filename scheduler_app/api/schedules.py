@@ -9,7 +9,7 @@ errors by field in ``scheduler_app.api.exceptions.exception_handler``.
 import logging
 
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
@@ -20,12 +20,12 @@ from scheduler_app.lifecycle import validation as job_rules
 from scheduler_app.models import Schedule
 from scheduler_app.schedules import rules
 
+from .base import SchedulerAPI
 from .fields import JSONListField, JSONObjectField, RuleField, StrictKeysMixin
 from .filters import MAX_ID
-from .base import SchedulerAPI
 from .pagination import EstimatedCountPagination
 from .permissions import needs
-from .schema import DETAIL_ERROR, FIELD_ERRORS
+from .schema import DETAIL_ERROR, FIELD_ERRORS, extend_schema, extend_schema_view
 from .serializers import JobSerializer
 
 logger = logging.getLogger(__name__)
@@ -34,7 +34,7 @@ logger = logging.getLogger(__name__)
 class ScheduleSerializer(serializers.ModelSerializer):
     """A schedule as the API shows it; exactly one of cron and interval_seconds is set."""
 
-    url = serializers.HyperlinkedIdentityField(view_name="api:schedule-detail")
+    url = serializers.HyperlinkedIdentityField(view_name="scheduler_api:schedule-detail")
     args = JSONListField(read_only=True)
     kwargs = JSONObjectField(read_only=True)
     cron = serializers.SerializerMethodField(help_text="Five-field cron expression, or null.")

@@ -10,11 +10,15 @@ are drf-spectacular's own hooks (private names; drf-standardized-errors
 overrides the same); tests/api/test_schema.py fails if they stop working.
 """
 
+import contextlib
+
+from drf_spectacular import utils as spectacular_utils
 from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.plumbing import get_view_model
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
+from rest_framework.settings import api_settings
 
 from .permissions import required_permissions
 
@@ -45,6 +49,11 @@ def needs_text(permissions):
 
 class SchedulerAutoSchema(AutoSchema):
     """drf-spectacular's AutoSchema, plus the shared errors and the permission each operation needs."""
+
+    def is_excluded(self):
+        # A class attribute, not @extend_schema(exclude=True): that decorator
+        # builds on DRF's DEFAULT_SCHEMA_CLASS, which a project need not set.
+        return getattr(self.view, "exclude_from_schema", False) or super().is_excluded()
 
     def get_description(self):
         own = super().get_description()
@@ -115,3 +124,58 @@ class StrictKeysExtension(OpenApiSerializerExtension):
     def map_serializer(self, auto_schema, direction):
         schema = auto_schema._map_basic_serializer(self.target, direction)
         return {**schema, "additionalProperties": False, **getattr(self.target, "openapi_extra", {})}
+
+
+def only_this_api(endpoints, **kwargs):
+    """drf-spectacular preprocessing hook: keep the scheduler's endpoints, wherever they are mounted.
+
+    The schema view walks the project's whole URLconf; another project's
+    own DRF views are not this API's. Views marked ``exclude_from_schema``
+    (the schema itself, its UI, the catch-all 404) leave here, before
+    drf-spectacular builds anything for them.
+    """
+    kept = []
+    for path, regex, method, callback in endpoints:
+        view = getattr(callback, "cls", None)
+        if getattr(view, "__module__", "").startswith("scheduler_app.") and not getattr(view, "exclude_from_schema", False):
+            kept.append((path, regex, method, callback))
+    return kept
+
+
+@contextlib.contextmanager
+def _our_default_schema():
+    """Make drf-spectacular's decorators build on SchedulerAutoSchema, whatever the project's settings.
+
+    ``@extend_schema`` on a method builds its schema class on DRF's
+    ``DEFAULT_SCHEMA_CLASS``; a project that never configured
+    drf-spectacular has DRF's own there, and the result cannot generate a
+    schema. The scheduler's API must not ask projects to configure DRF.
+    """
+    saved = api_settings.DEFAULT_SCHEMA_CLASS
+    api_settings.DEFAULT_SCHEMA_CLASS = SchedulerAutoSchema
+    try:
+        yield
+    finally:
+        api_settings.DEFAULT_SCHEMA_CLASS = saved
+
+
+def extend_schema(**kwargs):
+    """drf-spectacular's ``extend_schema``, built on SchedulerAutoSchema (see ``_our_default_schema``)."""
+    decorate = spectacular_utils.extend_schema(**kwargs)
+
+    def apply(target):
+        with _our_default_schema():
+            return decorate(target)
+
+    return apply
+
+
+def extend_schema_view(**kwargs):
+    """drf-spectacular's ``extend_schema_view``, built on SchedulerAutoSchema."""
+    decorate = spectacular_utils.extend_schema_view(**kwargs)
+
+    def apply(view):
+        with _our_default_schema():
+            return decorate(view)
+
+    return apply

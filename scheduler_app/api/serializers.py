@@ -12,13 +12,19 @@ from scheduler_app import limits
 from scheduler_app.lifecycle import validation as rules
 from scheduler_app.models import Job, Worker
 
-from .fields import JSONListField, JSONObjectField, ProgressField, RuleField, StrictKeysMixin
+from .fields import (
+    JSONListField,
+    JSONObjectField,
+    ProgressField,
+    RuleField,
+    StrictKeysMixin,
+)
 
 
 class JobSerializer(serializers.ModelSerializer):
     """A job as the API shows it."""
 
-    url = serializers.HyperlinkedIdentityField(view_name="api:job-detail")
+    url = serializers.HyperlinkedIdentityField(view_name="scheduler_api:job-detail")
     created_by = serializers.SlugRelatedField(
         slug_field="username",
         read_only=True,

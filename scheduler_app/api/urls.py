@@ -9,7 +9,7 @@ from rest_framework.routers import SimpleRouter
 
 from . import root, schedules, views
 
-app_name = "api"
+app_name = "scheduler_api"
 
 router = SimpleRouter()
 router.register("jobs", views.JobViewSet, basename="job")
@@ -24,6 +24,6 @@ urlpatterns = [
     *router.urls,
     path("stats/", views.StatsView.as_view(), name="stats"),
     path("schema/", root.SchemaView.as_view(), name="schema"),
-    path("docs/", root.DocsView.as_view(url_name="api:schema"), name="docs"),
+    path("docs/", root.DocsView.as_view(), name="docs"),
     re_path(r"^", root.NotFoundView.as_view(), name="not-found"),
 ]

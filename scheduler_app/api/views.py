@@ -11,7 +11,7 @@ from django.db import IntegrityError
 from django.shortcuts import get_object_or_404
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiResponse
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, ValidationError
@@ -26,7 +26,7 @@ from .exceptions import Conflict
 from .filters import MAX_ID, JobFilter
 from .pagination import EstimatedCountPagination
 from .permissions import needs
-from .schema import DETAIL_ERROR, FIELD_ERRORS
+from .schema import DETAIL_ERROR, FIELD_ERRORS, extend_schema, extend_schema_view
 from .serializers import (
     BulkCreateSerializer,
     JobCreateSerializer,

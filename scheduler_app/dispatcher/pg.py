@@ -1,7 +1,17 @@
-"""Direct psycopg connections for the dispatcher's own PostgreSQL sessions (LISTEN, the hot path)."""
+"""Direct psycopg connections for the dispatcher's own PostgreSQL sessions (LISTEN, the hot path).
 
-import psycopg
+psycopg is optional (the ``postgres`` extra): on SQLite nothing here is used.
+"""
+
 from django.db import connections
+
+try:
+    import psycopg
+except ImportError:  # a SQLite-only installation
+    psycopg = None
+
+# psycopg's errors that mean "the connection is gone": the loop retries.
+TRANSIENT_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError) if psycopg else ()
 
 # Connection parameters that only Django's wrapper understands.
 _DJANGO_ONLY = ("cursor_factory", "context", "prepare_threshold", "pool", "server_side_binding")

@@ -60,6 +60,17 @@ def install_early(signals=SIGNALS):
         signal.signal(s, remember)
 
 
+def hold_signals_for_dispatcher(argv):
+    """When ``argv`` runs ``rundispatcher``, hold SIGTERM/SIGINT until the dispatcher takes them.
+
+    Call it first thing in ``manage.py`` (before Django loads) so a stop sent
+    at any moment of the start is a graceful stop; the app calls it again
+    once Django's apps are ready (harmless twice).
+    """
+    if argv[1:2] == ["rundispatcher"]:
+        install_early()
+
+
 @contextlib.contextmanager
 def graceful_signals(stop, *, signals=SIGNALS):
     """Install handlers that call ``stop()`` once, then exit at once; restore the old ones after."""

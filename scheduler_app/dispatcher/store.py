@@ -12,7 +12,6 @@ import socket
 import uuid
 from datetime import UTC, datetime
 
-import psycopg
 from django.db import InterfaceError, OperationalError, connections
 from django.utils import timezone
 
@@ -35,7 +34,7 @@ def new_worker_id():
 
 
 class DjangoStore:
-    transient_errors = (OperationalError, InterfaceError, psycopg.OperationalError, psycopg.InterfaceError)
+    transient_errors = (OperationalError, InterfaceError, *pg.TRANSIENT_ERRORS)
 
     def __init__(self, worker_id, *, lease, using="default", prune=True):
         self.worker_id = worker_id

@@ -8,7 +8,6 @@ import contextlib
 
 from scheduler_app import conf, registry, signals, sql
 
-from .listener import PgListener
 from .loop import Dispatcher
 from .policy import RetryPolicy
 from .runner import Executor
@@ -63,6 +62,8 @@ def wakeups(dispatcher, using="default"):
     signals.jobs_changed.connect(on_local_change, weak=False, dispatch_uid=uid)
     listener = None
     if uses_notify(using):
+        from .listener import PgListener  # psycopg: only on PostgreSQL
+
         listener = PgListener(dispatcher.notify, conf.get("NOTIFY_CHANNEL"), using=using)
         listener.start()
     try:

@@ -18,7 +18,6 @@ from django.utils import timezone
 from .. import conf, registry
 from ..limits import QUEUE_NAME_MAX, QUEUE_NAME_RE
 from ..models import Job
-from ..task_options import options_of
 from ..rules import (  # the plain fields' rules, used here and re-exported
     ARGS,
     DELAY,
@@ -30,6 +29,7 @@ from ..rules import (  # the plain fields' rules, used here and re-exported
     UNIQUE_KEY,
     Rule,
 )
+from ..task_options import options_of
 
 
 class TaskName(Rule):

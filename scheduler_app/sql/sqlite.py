@@ -2,7 +2,15 @@
 
 from django.db import connections
 
-from .base import NOT_PAUSED, TABLE, _in_list, _rows, adapt_dt, claim_returning, is_sqlite
+from .base import (
+    NOT_PAUSED,
+    TABLE,
+    _in_list,
+    _rows,
+    adapt_dt,
+    claim_returning,
+    is_sqlite,
+)
 
 
 def sqlite_optimize(using="default"):

@@ -23,6 +23,9 @@ def test_tasks_lists_every_registered_task(api):
         "priority": 10,
         "doc": "",
         "signature": "(x=None)",
+        "is_async": False,
+        "takes_context": False,
+        "options": {},
     }
     record = next(t for t in body if t["name"] == "tests.testapp.tasks.record")
     assert record["signature"] == "(marker_dir, name)"

@@ -147,3 +147,31 @@ def test_good_values_pass():
         RETENTION={"succeeded": timedelta(0), "failed": timedelta(days=365)},
     )
     assert ids(**good) == []
+
+
+def test_a_missing_required_app():
+    from django.conf import settings
+
+    apps = [a for a in settings.INSTALLED_APPS if a != "rest_framework.authtoken"]
+    from django.apps import apps as registry
+
+    with override_settings(INSTALLED_APPS=apps):
+        found = [m for m in checks.run_checks(tags=["scheduler"]) if m.id == "scheduler_app.E010"]
+    assert [m.msg for m in found] == [
+        "rest_framework.authtoken is not in INSTALLED_APPS; the scheduler needs it for the API's 'Authorization: Token' keys."
+    ]
+    assert "Add 'rest_framework.authtoken' to INSTALLED_APPS" in found[0].hint
+    assert registry.is_installed("rest_framework.authtoken")  # restored
+
+
+@pytest.mark.parametrize(
+    ("modules", "problem"),
+    [
+        (["json"], "is not inside an installed app"),
+        (["tests.testapp.no_such_module"], "cannot be imported"),
+    ],
+)
+def test_task_modules_outside_installed_apps_or_missing(modules, problem):
+    with override_settings(**scheduler_with(TASK_MODULES=modules)):
+        found = [m for m in checks.run_checks(tags=["scheduler"]) if m.id == "scheduler_app.E009"]
+    assert len(found) == 1 and problem in found[0].msg and found[0].hint

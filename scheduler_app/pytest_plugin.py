@@ -11,7 +11,8 @@ It needs pytest-django's database access: it asks for the ``db`` fixture
 
 import pytest
 
-from . import assert_enqueued, drain, enqueued, refute_enqueued
+# pytest loads this module before Django is set up: the helpers (models
+# inside) are imported when first used.
 
 
 class Scheduler:
@@ -21,15 +22,23 @@ class Scheduler:
         self.using = using
 
     def drain(self, queue=None, **options):
+        from .testing import drain
+
         return drain(queue, using=self.using, **options)
 
     def enqueued(self, task=None, **filters):
+        from .testing import enqueued
+
         return enqueued(task, using=self.using, **filters)
 
     def assert_enqueued(self, task=None, **filters):
+        from .testing import assert_enqueued
+
         return assert_enqueued(task, using=self.using, **filters)
 
     def refute_enqueued(self, task=None, **filters):
+        from .testing import refute_enqueued
+
         return refute_enqueued(task, using=self.using, **filters)
 
 

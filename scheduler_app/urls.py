@@ -1,0 +1,13 @@
+"""The scheduler's URLs, for a project's URLconf: ``path("scheduler/", include("scheduler_app.urls"))``.
+
+- ``api/``: the REST API (its root lists the endpoints; ``api/docs/`` is Swagger UI);
+
+The admin pages (the models and the dashboard) come with the project's admin
+site, not from here.
+"""
+
+from django.urls import include, path
+
+urlpatterns = [
+    path("api/", include("scheduler_app.api.urls")),
+]
