@@ -9,6 +9,8 @@ themselves: the ModelAdmin calls ``lifecycle.enqueue`` /
 ``lifecycle.reschedule``.
 """
 
+import json
+
 from django import forms
 from django.contrib.admin import widgets as admin_widgets
 from django.core.exceptions import ValidationError
@@ -27,8 +29,9 @@ def _task_label(task):
 class TaskSelect(forms.Select):
     """A select of registered tasks whose options carry each task's defaults.
 
-    The admin's job_form.js shows the chosen task's docstring and puts its
-    default queue and priority in the placeholders of those fields.
+    The admin's job_form.js shows the chosen task's signature, docstring and
+    ``@options``, and puts its defaults (queue, priority, max_attempts,
+    timeout) in the placeholders of those fields.
     """
 
     def create_option(self, name, value, label, selected, index, subindex=None, attrs=None):
@@ -40,6 +43,8 @@ class TaskSelect(forms.Select):
                     "data-queue": info["queue"],
                     "data-priority": info["priority"],
                     "data-doc": info["doc"],
+                    "data-signature": info["name"].rpartition(".")[2] + info["signature"],
+                    "data-options": json.dumps(info["options"]),
                 }
             )
         return option

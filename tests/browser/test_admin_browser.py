@@ -38,6 +38,20 @@ def seed_history(now=None):
     Job.objects.bulk_create(rows)
 
 
+def test_the_add_form_shows_the_tasks_signature_and_options(logged_in):
+    page = logged_in
+    page.goto(page.url.split("/admin/")[0] + "/admin/scheduler_app/job/add/")
+    page.select_option("#id_task", "tests.testapp.tasks.with_options")
+    info = page.locator("#sched-task-info")
+    expect()(info).to_contain_text("with_options(x)")
+    expect()(info).to_contain_text("@options(max_attempts=5, timeout=30, backoff=0, unique=true)")
+    assert page.get_attribute("#id_max_attempts", "placeholder") == "task: 5"
+    assert page.get_attribute("#id_timeout", "placeholder") == "task: 30 s"
+    page.select_option("#id_task", ADD)
+    expect()(info).to_contain_text("add(a, b)")
+    assert page.get_attribute("#id_max_attempts", "placeholder") == ""
+
+
 def test_create_job_in_the_add_form_and_see_it_run(logged_in, screenshot_dir, run_dispatcher_burst):
     page = logged_in
     page.click("tr.model-job a.addlink")  # "Add" next to Jobs on the admin index
