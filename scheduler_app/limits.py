@@ -46,3 +46,5 @@ MAX_JOBS_MAX = 10**12
 # The built-in webhook task: at most this long a wait, this much body kept.
 WEBHOOK_TIMEOUT_MAX = 3600
 WEBHOOK_MAX_BODY_MAX = 16 * 1024 * 1024
+# Dispatcher processes one supervisor runs (rundispatcher --processes).
+PROCESSES_MAX = 64

@@ -119,3 +119,4 @@ SETTINGS = {
 
 # rundispatcher's options that are not settings.
 MAX_JOBS = WholeNumber("max_jobs", 1, limits.MAX_JOBS_MAX)
+PROCESSES = WholeNumber("processes", 1, limits.PROCESSES_MAX)

@@ -71,6 +71,11 @@ def hold_signals_for_dispatcher(argv):
         install_early()
 
 
+def early_signals():
+    """Return the signals that arrived while Django started (before a handler took over)."""
+    return list(_early["signals"])
+
+
 @contextlib.contextmanager
 def graceful_signals(stop, *, signals=SIGNALS):
     """Install handlers that call ``stop()`` once, then exit at once; restore the old ones after."""

@@ -1,16 +1,19 @@
 import argparse
 import logging
+import os
 
 from django.core.management.base import CommandError
 from django.db import connections
 
 from scheduler_app import conf
-from scheduler_app.dispatcher import wiring
+from scheduler_app.dispatcher import shutdown, wiring
+from scheduler_app.dispatcher import supervisor as supervisor_module
 from scheduler_app.dispatcher.shutdown import StopRequest, graceful_signals
+from scheduler_app.dispatcher.supervisor import Supervisor, supervisor_signals
 from scheduler_app.lifecycle.validation import QUEUE
 from scheduler_app.management import arguments
 from scheduler_app.management.base import SchedulerCommand
-from scheduler_app.settings_rules import MAX_JOBS, SETTINGS
+from scheduler_app.settings_rules import MAX_JOBS, PROCESSES, SETTINGS
 
 logger = logging.getLogger("scheduler_app.dispatcher")
 
@@ -49,16 +52,23 @@ class Command(SchedulerCommand):
                             help="Seconds running jobs get to finish on SIGTERM/SIGINT.")
         parser.add_argument("--burst", action="store_true",
                             help="Exit 0 once nothing is due and nothing is running.")
+        parser.add_argument("--processes", type=arguments.rule(PROCESSES), default=1,
+                            help="Run N dispatcher processes under a supervisor that restarts any that dies "
+                                 "and passes SIGTERM/SIGINT on (default 1: this process is the dispatcher).")
+        parser.add_argument("--supervised", action="store_true", help=argparse.SUPPRESS)
         parser.add_argument("--max-jobs", type=arguments.rule(MAX_JOBS), default=None,
                             help="Exit after running this many jobs.")
 
     def handle(self, *args, **options):
+        if options["processes"] > 1:
+            return self._supervise(options)
         # From the first moment: a SIGTERM while the dispatcher is being
         # built is kept and stops it gracefully once it exists (exit 0).
         stop = StopRequest()
         with graceful_signals(stop):
             dispatcher = self._build(options)
-            self._banner(dispatcher)
+            if not options["supervised"]:  # the supervisor prints the one banner
+                self._banner(dispatcher)
             stop.attach(dispatcher.stop)
             with wiring.wakeups(dispatcher):
                 dispatcher.run()
@@ -66,6 +76,38 @@ class Command(SchedulerCommand):
             "dispatcher %s stopped: %d jobs processed, %d failed",
             dispatcher.store.worker_id, dispatcher.processed, dispatcher.failed,
         )
+
+    def _supervise(self, options):
+        """Run ``--processes`` dispatchers as children of this process; return when all stopped."""
+        from django.conf import settings
+
+        self._build(options)  # the same refusals as a single dispatcher, before any child starts
+        child_options = []
+        for name, slots in options["queues"] or ():
+            child_options += ["--queue", f"{name}:{slots}" if slots else name]
+        for flag in ("concurrency", "horizon", "poll_interval", "lease", "grace", "max_jobs"):
+            if options[flag] is not None:
+                child_options += [f"--{flag.replace('_', '-')}", str(options[flag])]
+        if options["burst"]:
+            child_options.append("--burst")
+        supervisor = Supervisor(
+            supervisor_module.child_command(child_options),
+            options["processes"],
+            env=supervisor_module.child_env(settings.SETTINGS_MODULE),
+            finite=bool(options["burst"] or options["max_jobs"]),
+        )
+        with supervisor_signals(supervisor):
+            if shutdown.early_signals():
+                supervisor.signal()  # a stop sent while Django started: start nothing
+                return
+            supervisor.start()
+            self.stdout.write(
+                f"supervisor {os.getpid()} | {options['processes']} dispatcher processes "
+                f"(pids {', '.join(map(str, supervisor.pids()))}) | database {connections['default'].vendor} | "
+                f"each: {' '.join(child_options) or 'the defaults'}"
+            )
+            self.stdout.flush()
+            supervisor.run()
 
     def _build(self, options):
         known = conf.known_queues()
