@@ -8,6 +8,8 @@ This module loads before the app registry is ready, so models and the
 lifecycle service are imported inside methods.
 """
 
+import contextlib
+
 from django.core.exceptions import ValidationError
 from django.tasks.backends.base import BaseTaskBackend
 from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
@@ -22,15 +24,24 @@ class SchedulerBackend(BaseTaskBackend):
 
     def __init__(self, alias, params):
         super().__init__(alias, params)
+        self._valid = set()  # Tasks that passed validate_task
         self.database = self.options.get("database", "default")
 
     def validate_task(self, task):
         """Refuse what the scheduler's rules refuse, in their words, then what Django checks.
 
+        A Task is immutable, so one that passed is remembered (Django runs this
+        at every ``using()`` and ``enqueue()``: a fifth of an enqueue's time).
+
         Runs when a ``Task`` is defined and at every ``using()``: before the
         app registry is ready, so it checks the values the task carries,
         not whether it is registered (``enqueue`` does).
         """
+        try:
+            if task in self._valid:
+                return
+        except TypeError:  # an unhashable Task (a list in a field): check every time
+            pass
         from django.core.exceptions import ValidationError
 
         from .lifecycle import validation as rules
@@ -44,6 +55,10 @@ class SchedulerBackend(BaseTaskBackend):
             except ValidationError as exc:
                 raise InvalidTask(rules.error_text(exc)) from None
         super().validate_task(task)
+        with contextlib.suppress(TypeError):
+            if len(self._valid) > 4096:
+                self._valid.clear()
+            self._valid.add(task)
 
     def enqueue(self, task, args, kwargs):
         from . import lifecycle

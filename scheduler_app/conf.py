@@ -7,6 +7,7 @@ settings.
 from datetime import timedelta
 
 from django.conf import settings
+from django.core.signals import setting_changed
 
 from .limits import QUEUE_NAME_RE
 
@@ -83,16 +84,35 @@ def backend_options():
 
 
 def known_queues():
-    """Return the names of the queues the scheduler's task backends serve.
+    """Return the names of the queues the scheduler's task backends serve (a frozenset).
 
     A name that does not match ``limits.QUEUE_NAME_PATTERN`` is left out: it
     could not be part of a URL (the dashboard's pause links). The system
-    check ``scheduler_app.E001`` reports it at start-up.
+    check ``scheduler_app.E001`` reports it at start-up. Kept until
+    ``settings.TASKS`` changes: every enqueue asks.
     """
-    queues = set()
-    for backend in scheduler_backends():
-        queues |= {q for q in backend.queues if isinstance(q, str) and QUEUE_NAME_RE.fullmatch(q)}
-    return queues
+    if _known_queues is None:
+        queues = set()
+        for backend in scheduler_backends():
+            queues |= {q for q in backend.queues if isinstance(q, str) and QUEUE_NAME_RE.fullmatch(q)}
+        _set_known_queues(frozenset(queues))
+    return _known_queues
+
+
+_known_queues = None
+
+
+def _set_known_queues(value):
+    global _known_queues
+    _known_queues = value
+
+
+def _forget(*, setting, **kwargs):
+    if setting == "TASKS":
+        _set_known_queues(None)
+
+
+setting_changed.connect(_forget, dispatch_uid="scheduler_app.conf")
 
 
 def get(name):

@@ -8,6 +8,7 @@ that receive text (a command line, a form) parse it with the same rule's
 ``parse``, so a typo and an out-of-range value get the same message.
 """
 
+import functools
 import inspect
 from datetime import timedelta
 
@@ -201,11 +202,18 @@ def build_job(
     )
 
 
+@functools.lru_cache(maxsize=1024)
+def _signature(func):
+    try:
+        return inspect.signature(func)
+    except (TypeError, ValueError):  # a callable without a readable signature: let it be
+        return None
+
+
 def signature_problem(task, args, kwargs):
     """Return why ``args``/``kwargs`` cannot be passed to ``task``, or None."""
-    try:
-        signature = inspect.signature(task.func)
-    except (TypeError, ValueError):  # a callable without a readable signature: let it be
+    signature = _signature(task.func)
+    if signature is None:
         return None
     try:
         if task.takes_context:

@@ -19,14 +19,34 @@ def pg_insert_and_notify(obj, *, channel, payload_parts, using="default"):
     any single statement; the NOTIFY is delivered when it commits. Inside
     the caller's transaction it runs in a savepoint, as
     ``transaction.atomic`` would, so a failed insert leaves that transaction
-    usable.
+    usable: ``SAVEPOINT; WITH ins ...; RELEASE`` sent as one query, one
+    round trip instead of three (a loop of enqueues in a view's transaction:
+    738 -> see docs/BENCHMARKS.md); the rollback to the savepoint costs a
+    second one only when the insert failed.
     """
     statement, params = pg_insert_statement(obj, channel=channel, payload_parts=payload_parts, using=using)
     connection = connections[using]
-    savepoint = transaction.atomic(using=using) if connection.in_atomic_block else contextlib.nullcontext()
-    with savepoint, connection.cursor() as cursor:
-        cursor.execute(statement, params)
+    if not connection.in_atomic_block:
+        with connection.cursor() as cursor:
+            cursor.execute(statement, params)
+            return cursor.fetchone()[0]
+    if connection.settings_dict.get("OPTIONS", {}).get("server_side_binding"):
+        # Server-side binding sends one statement per query: the savepoint apart.
+        with transaction.atomic(using=using), connection.cursor() as cursor:
+            cursor.execute(statement, params)
+            return cursor.fetchone()[0]
+    with connection.cursor() as cursor:
+        try:
+            cursor.execute(f"SAVEPOINT {_SAVEPOINT}; {statement}; RELEASE SAVEPOINT {_SAVEPOINT}", params)
+        except Exception:
+            with contextlib.suppress(Exception):
+                cursor.execute(f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}; RELEASE SAVEPOINT {_SAVEPOINT}")
+            raise
+        cursor.nextset()  # past the SAVEPOINT's (empty) result
         return cursor.fetchone()[0]
+
+
+_SAVEPOINT = "scheduler_enqueue"
 
 
 def pg_insert_statement(obj, *, channel, payload_parts, using="default"):
