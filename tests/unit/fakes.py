@@ -22,6 +22,9 @@ class FakeJob:
     timeout: float | None = None
     cancel_requested: bool = False
     sleep: float = 0.0
+    # Set by the test to let the job return: until then it runs on, deaf to
+    # its cancel flag (a task that does not cooperate).
+    hold: threading.Event | None = None
     raises: bool = False
     runs: list = field(default_factory=list)
     worker: str = "fake"
@@ -155,10 +158,12 @@ class FakeStore:
 
 
 def execute(job, cancel_event, deadline):
-    """A fake executor: records the run, sleeps (cooperatively), may raise."""
+    """A fake executor: records the run, waits for ``hold``, sleeps (cooperatively), may raise."""
     import time
 
     job.runs.append(time.monotonic())
+    if job.hold is not None:
+        job.hold.wait(30)  # a hang guard: tests set it long before
     end = time.monotonic() + job.sleep
     while time.monotonic() < end:
         if cancel_event.is_set():
