@@ -9,7 +9,7 @@ from django.utils import timezone
 from scheduler_app import lifecycle
 from scheduler_app.models import Job
 
-from .helpers import run_manage
+from .helpers import manage_in_process, run_manage
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -37,9 +37,18 @@ def test_enqueue_prints_the_new_job_id(capsys):
     ],
 )
 def test_enqueue_bad_input(args, message):
-    result = run_manage("enqueue", *args, timeout=60)
-    assert result.returncode == 2
-    assert message in result.stderr and "Traceback" not in result.stderr
+    code, _, stderr = manage_in_process("enqueue", *args)
+    assert code == 2
+    assert message in stderr and "Traceback" not in stderr
+    assert Job.objects.count() == 0
+
+
+def test_bad_input_from_a_real_process_is_one_line_and_exit_code_2():
+    """The cases above run the command line in-process; one runs it for real."""
+    result = run_manage("enqueue", "nope.task", timeout=60)
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("CommandError: task: 'nope.task' is not a registered task")
     assert Job.objects.count() == 0
 
 
@@ -60,8 +69,8 @@ def test_purgejobs_uses_retention_or_older_than(capsys):
 
 @pytest.mark.parametrize("args", [["--older-than", "soon"], ["--status", "pending"], ["--status", "bogus"]])
 def test_purgejobs_bad_input(args):
-    result = run_manage("purgejobs", *args, timeout=60)
-    assert result.returncode == 2 and "Traceback" not in result.stderr
+    code, _, stderr = manage_in_process("purgejobs", *args)
+    assert code == 2 and stderr and "Traceback" not in stderr
 
 
 def test_rundispatcher_prints_one_banner_line(capsys):

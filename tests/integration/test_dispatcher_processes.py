@@ -9,7 +9,7 @@ from django.db.models import Count
 from scheduler_app import lifecycle
 from scheduler_app.models import Job
 
-from .helpers import markers, run_manage, start_dispatcher, wait_for
+from .helpers import manage_in_process, markers, run_manage, start_dispatcher, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -142,7 +142,11 @@ def test_second_signal_exits_at_once(tmp_path):
 
 
 def test_bad_arguments_are_one_line_errors_with_exit_code_2():
-    for args in (["--queue", "nope"], ["--concurrency", "0"], ["--queue", "default:x"], ["--lease", "-1"]):
-        result = run_manage("rundispatcher", *args, timeout=60)
-        assert result.returncode == 2, (args, result.stderr)
-        assert "Traceback" not in result.stderr
+    result = run_manage("rundispatcher", "--queue", "nope", timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    # The others through the same command line, in this process (no interpreter to start).
+    for args in (["--concurrency", "0"], ["--queue", "default:x"], ["--lease", "-1"]):
+        code, _, stderr = manage_in_process("rundispatcher", *args)
+        assert code == 2, (args, stderr)
+        assert stderr and "Traceback" not in stderr
