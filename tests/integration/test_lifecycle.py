@@ -371,8 +371,23 @@ def _listen():
     return conn
 
 
-def _notes(conn, timeout=0.5):
-    return [json.loads(n.payload) for n in conn.notifies(timeout=timeout, stop_after=10)]
+def _notes(conn):
+    """Return the notifications ``conn`` got before a marker sent now.
+
+    PostgreSQL delivers notifications in commit order, so whatever the test
+    committed arrives before the marker: no waiting to see if more come.
+    """
+    from scheduler_app import conf
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_notify(%s, '\"marker\"')", [conf.get("NOTIFY_CHANNEL")])
+    notes = []
+    for note in conn.notifies(timeout=10):  # a hang guard
+        payload = json.loads(note.payload)
+        if payload == "marker":
+            return notes
+        notes.append(payload)
+    raise AssertionError(f"the marker notification never came (got {notes})")
 
 
 @pytest.mark.postgres_only
