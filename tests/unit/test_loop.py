@@ -178,11 +178,19 @@ def test_max_jobs_stops_after_that_many():
 
 def test_stop_lets_running_jobs_finish_within_grace():
     dispatcher, store, clock = make()
-    store.add(1, 999.0, sleep=0.1)
-    dispatcher.tick(clock.time())
-    store.add(2, 999.0)
-    dispatcher.stop()
-    dispatcher.stop()  # idempotent
+    hold = threading.Event()
+    store.add(1, 999.0, hold=hold)
+    try:
+        dispatcher.tick(clock.time())
+        store.add(2, 999.0)
+        dispatcher.stop()
+        dispatcher.stop()  # idempotent
+        dispatcher.tick(clock.time())
+        clock.advance(4.9)  # within the 5 s grace: the running job is waited for
+        dispatcher.tick(clock.time())
+        assert not dispatcher.finished and store.jobs[1].status == "running"
+    finally:
+        hold.set()
     assert settle(dispatcher, clock, lambda: dispatcher.finished)
     assert store.jobs[1].status == "succeeded" and store.jobs[2].status == "pending"
     assert store.released == []
@@ -220,7 +228,7 @@ def test_a_stop_that_lands_mid_tick_gives_a_wait_not_an_error():
     """stop() is called from another thread; it can land after the tick's
     stop check and before the wait is computed (a CI failure: min() of None)."""
     dispatcher, store, clock = make()
-    store.add(1, 999.0, sleep=0.2)
+    store.add(1, 999.0)
     original = store.claim
     store.claim = lambda *a, **kw: (dispatcher.stop(), original(*a, **kw))[1]
     wait = dispatcher.tick(clock.time())
@@ -274,14 +282,21 @@ def test_a_backlog_beyond_the_cap_is_not_reloaded_every_poll():
 
 def test_a_short_claim_by_id_switches_to_claims_by_query_for_a_while():
     dispatcher, store, clock = make({"*": ({"default"}, 1)})
+    holds = [threading.Event() for _ in range(3)]
     for i in range(3):
-        store.add(i, 999.0, sleep=0.2)
-    dispatcher.tick(clock.time())
-    store.jobs[1].status = "running"  # taken by another dispatcher, no notification
-    assert settle(dispatcher, clock, lambda: store.jobs[0].status == "succeeded")
-    assert settle(dispatcher, clock, lambda: store.jobs[2].status == "running")
+        store.add(i, 999.0, hold=holds[i])
+    try:
+        dispatcher.tick(clock.time())
+        assert store.jobs[0].status == "running"
+        store.jobs[1].status = "running"  # taken by another dispatcher, no notification
+        holds[0].set()
+        assert settle(dispatcher, clock, lambda: store.jobs[2].status == "running")
+        assert store.jobs[0].status == "succeeded"
+    finally:
+        for hold in holds:
+            hold.set()
     by_ids = [ids is not None for ids in store.claim_ids]
-    assert by_ids[:2] == [True, True] and by_ids[2] is False
+    assert by_ids == [True, True, False]
 
 
 def test_a_poll_that_finds_more_changes_than_the_window_holds_reloads_instead():
