@@ -14,6 +14,10 @@ logger = logging.getLogger(__name__)
 class PgListener(threading.Thread):
     """Hand every NOTIFY payload to ``deliver`` as a WakeUp; after a (re)connect ask for a sync."""
 
+    # Seconds between looks at the stop flag while no notification comes:
+    # how long stop() may take to end the thread.
+    STOP_CHECK = 0.5
+
     def __init__(self, deliver, channel, using="default"):
         super().__init__(name="scheduler-listener", daemon=True)
         self.deliver = deliver
@@ -36,7 +40,7 @@ class PgListener(threading.Thread):
                     # Anything sent while we were not listening is found by a sync.
                     self.deliver(WakeUp(sync=True, queues_changed=True))
                     while not self._stopped.is_set():
-                        for note in conn.notifies(timeout=0.5):
+                        for note in conn.notifies(timeout=self.STOP_CHECK):
                             self.deliver(WakeUp.decode(note.payload))
             except psycopg.Error as exc:
                 self.connected.clear()

@@ -1,16 +1,18 @@
 """Run dispatchers on threads and in subprocesses against the test database."""
 
+import io
 import os
 import subprocess
 import sys
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from pathlib import Path
 
 from django.db import connection, connections
 
 from scheduler_app.dispatcher import wiring
+from scheduler_app.dispatcher.clock import FakeClock
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,6 +27,44 @@ def wait_for(predicate, timeout=30.0, interval=0.02):
     return False
 
 
+def count_ticks(dispatcher):
+    """Make ``dispatcher`` record the ``now`` of every tick it completes (see :func:`ticked`)."""
+    done = []  # appended by the loop thread, read under cond
+    cond = threading.Condition()
+    original = dispatcher.tick
+
+    def tick(now):
+        try:
+            return original(now)
+        finally:
+            with cond:
+                done.append(now)
+                cond.notify_all()
+
+    dispatcher.tick = tick
+    dispatcher.test_ticks = (done, cond)
+
+
+def ticked(dispatcher, count=2, *, since=None, timeout=10.0):
+    """Wake a running dispatcher until it completes ``count`` more ticks; return whether it did.
+
+    Only ticks at loop time ``since`` (epoch seconds) or later count. Two by
+    default: the first may have begun before the caller's last change, the
+    second began after it. ``timeout`` is a hang guard.
+    """
+    done, cond = dispatcher.test_ticks
+    end = time.monotonic() + timeout
+    with cond:
+        start = len(done)
+        while sum(1 for t in done[start:] if since is None or t >= since) < count:
+            remaining = end - time.monotonic()
+            if remaining <= 0:
+                return False
+            dispatcher.wake()
+            cond.wait(min(remaining, 0.05))
+    return True
+
+
 @contextmanager
 def dispatcher_thread(groups=None, **options):
     """Run a database-backed dispatcher on a thread for the block; stop it after."""
@@ -32,6 +72,7 @@ def dispatcher_thread(groups=None, **options):
     options.setdefault("poll_interval", 0.2)
     options.setdefault("housekeeping_interval", 3600)
     dispatcher = wiring.create(groups, **options)
+    count_ticks(dispatcher)
     errors = []
 
     def run():
@@ -60,6 +101,72 @@ def dispatcher_thread(groups=None, **options):
         assert not errors, errors
 
 
+def fake_clock():
+    """Return a FakeClock at the current whole second: its times are exact as floats and as datetimes."""
+    return FakeClock(float(int(time.time())))
+
+
+@contextmanager
+def ticking_dispatcher(clock, groups=None, **options):
+    """Give the block a database-backed dispatcher to drive with ``tick()`` at ``clock``'s time.
+
+    Its wake-ups are connected (in-process signal; NOTIFY on PostgreSQL), so
+    what the test changes reaches its inbox as it would a running one; its
+    worker threads run jobs for real. Timers the test does not drive are
+    pushed out of the way (override them in ``options``).
+    """
+    groups = groups or {"*": ({"default", "slow", "other"}, 4)}
+    for name in ("poll_interval", "full_sync_interval", "housekeeping_interval", "pause_interval"):
+        options.setdefault(name, 3600)
+    options.setdefault("change_check_interval", 0)
+    options.setdefault("lease", 3600)  # and so the heartbeat, every lease / 3
+    dispatcher = wiring.create(groups, clock=clock, **options)
+    # What run() does around its ticks.
+    dispatcher.store.register(
+        queues=dispatcher.queues, slots={name: slots for name, (_, slots) in dispatcher.groups.items()}
+    )
+    try:
+        with wiring.wakeups(dispatcher) as listener:
+            if listener is not None:
+                listener.connected.wait(10)
+            yield dispatcher
+    finally:
+        dispatcher.pool.shutdown()
+        dispatcher.store.unregister(processed=dispatcher.processed, failed=dispatcher.failed)
+
+
+def run_until(dispatcher, clock, predicate=lambda: False, *, until, timeout=30.0):
+    """Tick, moving ``clock`` to each moment the loop asks to wake at, up to ``until`` (epoch).
+
+    Return True as soon as ``predicate()`` holds, False once the clock
+    reached ``until`` without it. Between ticks at one moment, worker
+    threads get a few real milliseconds. ``timeout`` is a hang guard.
+    """
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        wait = dispatcher.tick(clock.time())
+        if predicate():
+            return True
+        if clock.time() >= until:
+            return False
+        if wait > 0:
+            clock.advance(min(wait, until - clock.time()))
+        else:
+            time.sleep(0.002)
+    raise AssertionError("run_until: the loop did not reach the end time (hang guard)")
+
+
+def settle(dispatcher, clock, predicate, timeout=10.0):
+    """Tick at a fixed fake time until ``predicate()`` holds (worker threads run for real)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        dispatcher.tick(clock.time())
+        if predicate():
+            return True
+        time.sleep(0.002)
+    return False
+
+
 def child_env(**extra):
     env = dict(os.environ)
     env["DJANGO_SETTINGS_MODULE"] = "tests.settings"
@@ -79,6 +186,26 @@ def start_dispatcher(*args, log_path=None, **env):
     cmd, environment = manage("rundispatcher", *args, **env)
     out = open(log_path, "w") if log_path else subprocess.DEVNULL
     return subprocess.Popen(cmd, env=environment, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+
+
+def manage_in_process(*args):
+    """Run ``manage.py ARGS`` in this process; return ``(exit code, stdout, stderr)``.
+
+    The command line's own path (ManagementUtility: argument parsing, a
+    CommandError printed as one line, the exit code) without starting an
+    interpreter and Django (~0.7 s each). It closes the database
+    connections at the end, as the command line does: transactional tests only.
+    """
+    from django.core.management import execute_from_command_line
+
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with redirect_stdout(out), redirect_stderr(err):
+        try:
+            execute_from_command_line(["manage.py", *args])
+        except SystemExit as exc:
+            code = exc.code
+    return code, out.getvalue(), err.getvalue()
 
 
 def run_manage(*args, timeout=120, **env):

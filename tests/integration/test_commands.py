@@ -9,7 +9,7 @@ from django.utils import timezone
 from scheduler_app import lifecycle
 from scheduler_app.models import Job
 
-from .helpers import run_manage
+from .helpers import manage_in_process, run_manage
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -42,10 +42,19 @@ def test_enqueue_prints_the_new_job_id(capsys):
     ],
 )
 def test_enqueue_bad_input(args, message):
-    result = run_manage("enqueue", *args, timeout=60)
-    assert result.returncode == 2
-    assert message in result.stderr and "Traceback" not in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1, result.stderr  # no usage text
+    code, _, stderr = manage_in_process("enqueue", *args)
+    assert code == 2
+    assert message in stderr and "Traceback" not in stderr
+    assert len(stderr.strip().splitlines()) == 1, stderr  # no usage text
+    assert Job.objects.count() == 0
+
+
+def test_bad_input_from_a_real_process_is_one_line_and_exit_code_2():
+    """The cases above run the command line in-process; one runs it for real."""
+    result = run_manage("enqueue", "nope.task", timeout=60)
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("CommandError: task: 'nope.task' is not a registered task")
     assert Job.objects.count() == 0
 
 
@@ -82,10 +91,10 @@ DURATION = "Must be a duration from 0 to 365000 days"
     ],
 )
 def test_purgejobs_bad_input(args, message):
-    result = run_manage("purgejobs", *args, timeout=60)
-    assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert message in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    code, _, stderr = manage_in_process("purgejobs", *args)
+    assert code == 2 and "Traceback" not in stderr
+    assert message in stderr
+    assert len(stderr.strip().splitlines()) == 1, stderr
 
 
 @pytest.mark.parametrize("text, seconds", [("7d", 7 * 86400), ("12h", 43200), ("30m", 1800), ("90s", 90), ("3600", 3600), ("2w", 14 * 86400), ("0s", 0)])
@@ -113,10 +122,10 @@ def test_purgejobs_durations_keep_the_documented_syntax(text, seconds):
     ],
 )
 def test_rundispatcher_bad_input(args, message):
-    result = run_manage("rundispatcher", "--burst", *args, timeout=60)
-    assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert message in result.stderr, result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    code, _, stderr = manage_in_process("rundispatcher", "--burst", *args)
+    assert code == 2 and "Traceback" not in stderr
+    assert message in stderr, stderr
+    assert len(stderr.strip().splitlines()) == 1, stderr
 
 
 def test_rundispatcher_prints_one_banner_line(capsys):

@@ -10,9 +10,10 @@ from django.db import connection
 from django.utils import timezone
 
 from scheduler_app import lifecycle
+from scheduler_app.dispatcher.store import to_datetime
 from scheduler_app.models import Job, Worker
 
-from .helpers import dispatcher_thread, run_manage, wait_for
+from .helpers import dispatcher_thread, fake_clock, run_manage, run_until, settle, ticked, ticking_dispatcher, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -96,7 +97,8 @@ def test_reschedule_and_cancel_are_honoured_while_sleeping(marker_dir):
         assert wait_for(lambda: cancelled.pk not in dispatcher.timeline, 5)
         lifecycle.reschedule(moved.pk, execute_at=timezone.now())
         assert wait_for(lambda: status(moved) == "succeeded", 10)
-        time.sleep(0.7)
+        # The loop has run past the time the cancelled job had.
+        assert ticked(dispatcher, since=cancelled.execute_at.timestamp())
     assert status(cancelled) == "cancelled"
     import os
 
@@ -104,16 +106,24 @@ def test_reschedule_and_cancel_are_honoured_while_sleeping(marker_dir):
 
 
 def test_timeout_fails_the_job_and_reuses_the_slot_at_once():
-    slow = enqueue("sleeper", 3.0, timeout=0.3, max_attempts=1)
+    from tests.testapp import tasks
+
+    tasks.RELEASE.clear()
+    # Runs until the test releases it (or 30 s pass), whatever its cancel flag says.
+    slow = enqueue("blocker", timeout=0.3, max_attempts=1)
     after = enqueue("noop", execute_at=timezone.now() + timedelta(seconds=0.1))
-    with dispatcher_thread({"*": ({"default"}, 1)}):
-        assert wait_for(lambda: status(after) == "succeeded", 10)
-        assert status(slow) == "failed"
+    try:
+        with dispatcher_thread({"*": ({"default"}, 1)}):
+            # Well inside the blocker's 30 s: the only slot came back at the
+            # timeout, with the blocker's thread still inside the job.
+            assert wait_for(lambda: status(after) == "succeeded", 10)
+            assert status(slow) == "failed"
+    finally:
+        tasks.RELEASE.set()
     slow.refresh_from_db()
     after.refresh_from_db()
     assert slow.errors[0]["exception_class"] == "scheduler_app.lifecycle.JobTimeout"
-    # The later job started right after the timeout, not after the 3 s sleep ended.
-    assert after.started_at - slow.started_at < timedelta(seconds=2.5)
+    assert after.started_at >= slow.finished_at  # claimed once the timeout was written
 
 
 def test_cancel_of_a_running_cooperative_job():
@@ -152,22 +162,38 @@ def test_backpressure_10000_due_jobs_and_2_slots():
 
 
 def test_late_commit_is_found_by_the_overlapping_poll_and_the_full_reload():
-    # Rows written without a wake-up, with updated_at in the past, as a long
-    # transaction that commits late would leave them.
-    now = timezone.now()
-    within = Job.objects.create(task=T + "noop", execute_at=now, updated_at=now - timedelta(seconds=1))
-    beyond = Job.objects.create(task=T + "noop", execute_at=now, updated_at=now - timedelta(minutes=10))
-    with dispatcher_thread(poll_interval=0.1, full_sync_interval=1.0, sync_overlap=2.0) as dispatcher:
-        dispatcher.window.due_full = time.time() + 1.0  # skip the initial reload: only the poll may find `within`
-        assert wait_for(lambda: status(within) == "succeeded", 10)
-        assert wait_for(lambda: status(beyond) == "succeeded", 10)
+    clock = fake_clock()
+    start = clock.time()
+    with ticking_dispatcher(clock, poll_interval=0.1, full_sync_interval=1.0, sync_overlap=2.0) as dispatcher:
+        dispatcher.tick(start)  # the first window load, before the rows below exist
+        # Rows written without a wake-up, with updated_at in the past, as a
+        # long transaction that commits late would leave them.
+        now = to_datetime(clock.time())
+        within = Job.objects.create(task=T + "noop", execute_at=now, updated_at=now - timedelta(seconds=1))
+        beyond = Job.objects.create(task=T + "noop", execute_at=now, updated_at=now - timedelta(minutes=10))
+        assert dispatcher.tick(clock.time()) == pytest.approx(0.1)  # nothing to do before the poll
+        assert status(within) == status(beyond) == "pending"
+        clock.advance(0.1)
+        dispatcher.tick(clock.time())
+        # The poll reads back sync_overlap (2 s) behind its watermark: `within`, not `beyond`.
+        assert status(within) in ("running", "succeeded") and status(beyond) == "pending"
+        # Polls every 0.1 s until just before the reload: none finds `beyond`.
+        assert run_until(dispatcher, clock, lambda: status(beyond) != "pending", until=start + 0.95) is False
+        clock.advance(start + 1.0 - clock.time())
+        dispatcher.tick(clock.time())
+        # The full reload (every second here) reads the whole window.
+        assert status(beyond) in ("running", "succeeded")
+        assert settle(dispatcher, clock, lambda: status(within) == status(beyond) == "succeeded")
 
 
 def test_paused_queue_is_not_claimed_until_resumed():
     lifecycle.pause_queue("other")
     job = enqueue("important", 1)
-    with dispatcher_thread():
-        time.sleep(1.0)
+    with dispatcher_thread() as dispatcher:
+        # The loop holds the job, due, and knows its queue is paused...
+        assert wait_for(lambda: job.pk in dispatcher.timeline and "other" in dispatcher.paused, 10)
+        # ... and has been through its claim step since, twice.
+        assert ticked(dispatcher)
         assert status(job) == "pending"
         lifecycle.resume_queue("other")
         assert wait_for(lambda: status(job) == "succeeded", 5)
@@ -193,27 +219,30 @@ def test_stale_workers_are_marked_dead_not_deleted():
 def test_enqueue_from_another_process_wakes_a_sleeping_dispatcher():
     far = enqueue("noop", execute_at=timezone.now() + timedelta(seconds=250))
     # NOTIFY (PostgreSQL) or the data_version check (SQLite) is what works:
-    # the poll is made too slow to be it.
-    with dispatcher_thread(poll_interval=30.0, full_sync_interval=60) as dispatcher:
+    # no timer that reads the database fires within the test (the first
+    # change poll is an hour away, the window reload two and a half minutes).
+    with dispatcher_thread(poll_interval=3600, full_sync_interval=3600) as dispatcher:
         assert wait_for(lambda: far.pk in dispatcher.timeline, 10)
         result = run_manage("enqueue", T + "noop")
         assert result.returncode == 0, result.stderr
         job_id = int(result.stdout.strip())
         assert wait_for(lambda: Job.objects.get(pk=job_id).status == "succeeded", 10)
-        job = Job.objects.get(pk=job_id)
-    # Picked up long before the 30 s poll.
-    assert job.started_at - job.created_at < timedelta(seconds=5)
 
 
 def test_sqlite_change_check_can_be_turned_off():
     if connection.vendor != "sqlite":
         pytest.skip("SQLite's data_version check")
-    with dispatcher_thread(poll_interval=30.0, full_sync_interval=60, change_check_interval=0) as dispatcher:
-        time.sleep(0.3)
+    with dispatcher_thread(poll_interval=3600, full_sync_interval=3600, change_check_interval=0) as dispatcher:
+        checks = []
+        original = dispatcher.store.data_changed
+        dispatcher.store.data_changed = lambda: checks.append(1) or original()
         result = run_manage("enqueue", T + "noop")
         job_id = int(result.stdout.strip())
-        time.sleep(1.5)
-        # Only the 30 s poll could find it now.
+        # Ticks after the commit, over more than the default check interval
+        # (20 ms): a check would have run and found it.
+        assert ticked(dispatcher, since=time.time() + 0.05)
+        assert checks == []
+        # Only the poll, an hour away, could find it now.
         assert Job.objects.get(pk=job_id).status == "pending"
         assert job_id not in dispatcher.timeline
 

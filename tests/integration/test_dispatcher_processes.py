@@ -2,7 +2,6 @@
 
 import os
 import signal
-import time
 
 import pytest
 from django.db.models import Count
@@ -10,7 +9,7 @@ from django.db.models import Count
 from scheduler_app import lifecycle
 from scheduler_app.models import Job
 
-from .helpers import markers, run_manage, start_dispatcher, wait_for
+from .helpers import manage_in_process, markers, run_manage, start_dispatcher, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -97,48 +96,57 @@ def test_kill_9_mid_run_loses_nothing(marker_dir, tmp_path):
 
 def test_sigterm_lets_running_jobs_finish_within_grace(tmp_path):
     jobs = [lifecycle.enqueue("tests.testapp.tasks.sleeper", [1.0])[0] for _ in range(2)]
-    process = start_dispatcher("--concurrency", "2", "--grace", "10", log_path=tmp_path / "d.log")
+    log = tmp_path / "d.log"
+    process = start_dispatcher("--concurrency", "2", "--grace", "10", log_path=log, log_level="INFO")
     try:
         assert wait_for(lambda: Job.objects.filter(status="running").count() == 2, 30)
         process.send_signal(signal.SIGTERM)
-        assert process.wait(30) == 0, log_tail(tmp_path / "d.log")
+        assert process.wait(30) == 0, log_tail(log)
     finally:
         stop([process], signal.SIGKILL)
+    assert "stopping: 2 running jobs get 10.0s" in log.read_text()  # the stop found them running
     statuses = set(Job.objects.filter(pk__in=[j.pk for j in jobs]).values_list("status", flat=True))
     assert statuses == {"succeeded"}
 
 
 def test_sigterm_past_grace_releases_unfinished_jobs_to_pending(tmp_path):
-    job = lifecycle.enqueue("tests.testapp.tasks.sleeper", [30.0])[0]
+    # The job outlasts any wait below: a dispatcher that waited for it would
+    # time out there; one that let it finish would leave it succeeded.
+    job = lifecycle.enqueue("tests.testapp.tasks.sleeper", [3600.0])[0]
     process = start_dispatcher("--concurrency", "1", "--grace", "0.5", log_path=tmp_path / "d.log")
     try:
         assert wait_for(lambda: Job.objects.get(pk=job.pk).status == "running", 30)
-        started = time.monotonic()
         process.send_signal(signal.SIGTERM)
         assert process.wait(30) == 0, log_tail(tmp_path / "d.log")
-        assert time.monotonic() - started < 20
     finally:
         stop([process], signal.SIGKILL)
     job.refresh_from_db()
+    # Released by the dispatcher at the end of its grace: back to pending, the attempt not counted.
     assert (job.status, job.attempts, job.lease_expires_at) == ("pending", 0, None)
 
 
 def test_second_signal_exits_at_once(tmp_path):
-    lifecycle.enqueue("tests.testapp.tasks.sleeper", [30.0])
-    process = start_dispatcher("--concurrency", "1", "--grace", "60", log_path=tmp_path / "d.log")
+    lifecycle.enqueue("tests.testapp.tasks.sleeper", [3600.0])
+    log = tmp_path / "d.log"
+    process = start_dispatcher("--concurrency", "1", "--grace", "60", log_path=log, log_level="INFO")
     try:
         assert wait_for(lambda: Job.objects.filter(status="running").exists(), 30)
         process.send_signal(signal.SIGINT)
-        time.sleep(0.3)
-        assert process.poll() is None  # still waiting for the job, within grace
+        # The first signal began the graceful stop: the loop says so and waits for the job.
+        assert wait_for(lambda: "stopping: 1 running jobs get 60.0s" in log.read_text(), 30), log_tail(log)
+        assert process.poll() is None
         process.send_signal(signal.SIGINT)
-        assert process.wait(10) != 0
+        assert process.wait(10) != 0  # within the 60 s grace, and long before the job ends
     finally:
         stop([process], signal.SIGKILL)
 
 
 def test_bad_arguments_are_one_line_errors_with_exit_code_2():
-    for args in (["--queue", "nope"], ["--concurrency", "0"], ["--queue", "default:x"], ["--lease", "-1"]):
-        result = run_manage("rundispatcher", *args, timeout=60)
-        assert result.returncode == 2, (args, result.stderr)
-        assert "Traceback" not in result.stderr
+    result = run_manage("rundispatcher", "--queue", "nope", timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    # The others through the same command line, in this process (no interpreter to start).
+    for args in (["--concurrency", "0"], ["--queue", "default:x"], ["--lease", "-1"]):
+        code, _, stderr = manage_in_process("rundispatcher", *args)
+        assert code == 2, (args, stderr)
+        assert stderr and "Traceback" not in stderr

@@ -276,6 +276,75 @@ class TestDispatcherTransitions:
 
 
 @pytest.mark.django_db(transaction=True)
+class TestQueryCounts:
+    """The hot paths' round trips, pinned, as production runs them: in autocommit.
+
+    (Under the non-transactional ``db`` fixture every statement would be
+    wrapped in a savepoint of the test's transaction and count three.)
+    """
+
+    def test_enqueue_of_one_job(self, django_assert_num_queries):
+        lifecycle.enqueue(ADD, [0, 0])  # the INSERT text is compiled once, then reused
+        if connection.vendor == "postgresql":
+            # INSERT and NOTIFY in one statement, its own transaction.
+            with django_assert_num_queries(1) as ctx:
+                lifecycle.enqueue(ADD, [1, 2])
+            (statement,) = [q["sql"] for q in ctx.captured_queries]
+            assert "INSERT INTO" in statement and "pg_notify" in statement
+        else:
+            # No NOTIFY on SQLite: BEGIN IMMEDIATE, INSERT, COMMIT.
+            with django_assert_num_queries(3) as ctx:
+                lifecycle.enqueue(ADD, [1, 2])
+            assert [q["sql"].split()[0] for q in ctx.captured_queries] == ["BEGIN", "INSERT", "COMMIT"]
+
+    def test_enqueue_with_a_unique_key(self, django_assert_num_queries):
+        lifecycle.enqueue(ADD, [0, 0], unique_key="warm")
+        # The lookup of an active holder of the key, then the insert in a
+        # transaction (PostgreSQL: BEGIN, INSERT, NOTIFY, COMMIT; SQLite:
+        # BEGIN IMMEDIATE, INSERT, COMMIT).
+        expected = 5 if connection.vendor == "postgresql" else 4
+        with django_assert_num_queries(expected):
+            job, created = lifecycle.enqueue(ADD, [1, 2], unique_key="k")
+        assert created
+        # A key an active job holds: the lookup only.
+        with django_assert_num_queries(1):
+            again, created = lifecycle.enqueue(ADD, [3, 4], unique_key="k")
+        assert not created and again.pk == job.pk
+
+    def test_claim_with_finished_outcomes(self, django_assert_num_queries):
+        from scheduler_app import sql
+
+        first, second, third = (lifecycle.enqueue(ADD, [i, i])[0] for i in range(3))
+        done = claim_one(limit=2)
+        outcomes = [succeeded(c, 0) for c in done]
+        if connection.vendor == "postgresql":
+            # Finish and claim in one statement: the text the dispatcher's own
+            # connection prepares (DjangoStore._hot_connection()), here run on
+            # Django's connection so that it is counted.
+            texts = []
+            with django_assert_num_queries(1), connection.execute_wrapper(
+                lambda execute, sql_, params, many, ctx: texts.append(sql_) or execute(sql_, params, many, ctx)
+            ):
+                claimed = claim_one(limit=2, finished=outcomes)
+            assert texts == [sql.pg_finish_and_claim_text(False, 2)]
+        else:
+            # The finish, then the claim: one statement each.
+            with django_assert_num_queries(2):
+                claimed = claim_one(limit=2, finished=outcomes)
+        assert [c.id for c in claimed] == [third.pk]
+        statuses = dict(Job.objects.values_list("pk", "status"))
+        assert statuses == {first.pk: "succeeded", second.pk: "succeeded", third.pk: "running"}
+
+    def test_claim_by_ids_with_finished_outcomes(self, django_assert_num_queries):
+        first, second = (lifecycle.enqueue(ADD, [i, i])[0] for i in range(2))
+        (done,) = claim_one(ids=[first.pk])
+        with django_assert_num_queries(1 if connection.vendor == "postgresql" else 2):
+            claimed = claim_one(ids=[second.pk], finished=[succeeded(done, 0)])
+        assert [c.id for c in claimed] == [second.pk]
+        assert Job.objects.get(pk=first.pk).status == "succeeded"
+
+
+@pytest.mark.django_db(transaction=True)
 def test_concurrent_claims_from_threads_never_share_a_job():
     lifecycle.enqueue_many([{"task": ADD, "args": [i, i]} for i in range(200)])
     results = {}
@@ -314,8 +383,23 @@ def _listen():
     return conn
 
 
-def _notes(conn, timeout=0.5):
-    return [json.loads(n.payload) for n in conn.notifies(timeout=timeout, stop_after=10)]
+def _notes(conn):
+    """Return the notifications ``conn`` got before a marker sent now.
+
+    PostgreSQL delivers notifications in commit order, so whatever the test
+    committed arrives before the marker: no waiting to see if more come.
+    """
+    from scheduler_app import conf
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_notify(%s, '\"marker\"')", [conf.get("NOTIFY_CHANNEL")])
+    notes = []
+    for note in conn.notifies(timeout=10):  # a hang guard
+        payload = json.loads(note.payload)
+        if payload == "marker":
+            return notes
+        notes.append(payload)
+    raise AssertionError(f"the marker notification never came (got {notes})")
 
 
 @pytest.mark.postgres_only

@@ -2,6 +2,7 @@
 
 import asyncio
 import os
+import threading
 import time
 
 from django.tasks import task
@@ -53,6 +54,17 @@ def cooperative(context, seconds=10.0):
             raise JobCancelled()
         time.sleep(0.01)
     return "finished"
+
+
+# Lets `blocker` jobs return. Module state, so it reaches only the worker
+# threads of this process: for dispatchers a test runs on a thread.
+RELEASE = threading.Event()
+
+
+@task
+def blocker(seconds=30.0):
+    """Run until a test sets RELEASE (at most ``seconds``), deaf to cancel requests."""
+    return RELEASE.wait(seconds)
 
 
 @task

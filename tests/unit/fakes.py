@@ -79,6 +79,9 @@ class Behaviour:
     """What the fake executor does with a job: sleep (cooperatively), then maybe raise."""
 
     sleep: float = 0.0
+    # Set by the test to let the job return: until then it runs on, deaf to
+    # its cancel flag (a task that does not cooperate).
+    hold: threading.Event | None = None
     raises: bool = False
     runs: list = field(default_factory=list)  # time.monotonic() of each start
 
@@ -96,6 +99,8 @@ class FakeExecutor:
     def __call__(self, job, cancel_event, deadline):
         behaviour = self.behaviours.get(job.id) or Behaviour()
         behaviour.runs.append(time.monotonic())
+        if behaviour.hold is not None:
+            behaviour.hold.wait(30)  # a hang guard: tests set it long before
         end = time.monotonic() + behaviour.sleep
         while time.monotonic() < end:
             if cancel_event.is_set():
@@ -158,12 +163,12 @@ class FakeStore:
 
     # -- test setup --------------------------------------------------------
 
-    def add(self, job_id, at, *, sleep=0.0, raises=False, **columns):
-        """Insert a pending job (``columns`` are FakeRow's); ``sleep``/``raises`` go to the executor."""
+    def add(self, job_id, at, *, sleep=0.0, raises=False, hold=None, **columns):
+        """Insert a pending job (``columns`` are FakeRow's); ``sleep``/``raises``/``hold`` go to the executor."""
         with self._tables.lock:
             row = FakeRow(job_id, at, updated=self.clock.time(), **columns)
             self.jobs[job_id] = row
-            self.execute.behave(job_id, sleep=sleep, raises=raises)
+            self.execute.behave(job_id, sleep=sleep, raises=raises, hold=hold)
             return row
 
     def add_schedule(self, schedule_id, at, interval, **columns):

@@ -3,6 +3,8 @@
 import threading
 import time
 
+import pytest
+
 from scheduler_app.dispatcher.clock import FakeClock
 from scheduler_app.dispatcher.loop import Dispatcher
 from scheduler_app.dispatcher.policy import TIMEOUT_CLASS
@@ -22,7 +24,11 @@ def make(groups=None, **kw):
 
 
 def settle(dispatcher, clock, predicate, timeout=5.0):
-    """Tick (at a fixed fake time) until predicate holds; worker threads run for real."""
+    """Tick (at a fixed fake time) until predicate holds; worker threads run for real.
+
+    ``timeout`` is a hang guard, never a timing assertion: what a test
+    asserts about time it asserts with the fake clock.
+    """
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         dispatcher.tick(clock.time())
@@ -68,8 +74,10 @@ def test_one_slot_runs_due_jobs_in_priority_order():
 
 def test_backpressure_never_claims_more_than_free_slots():
     dispatcher, store, clock = make({"*": ({"default"}, 2)}, cap=50)
+    # A claimed job stays "running" in the store until the loop records its
+    # outcome, so the jobs need not take time for the peak to be measured.
     for i in range(500):
-        store.add(i, 999.0, sleep=0.001)
+        store.add(i, 999.0)
     peak = 0
 
     def check():
@@ -86,12 +94,17 @@ def test_backpressure_never_claims_more_than_free_slots():
 
 def test_separate_queues_have_separate_slots():
     dispatcher, store, clock = make({"slow": ({"slow"}, 1), "default": ({"default"}, 1)})
-    store.add(1, 999.0, queue="slow", sleep=0.5)
+    hold = threading.Event()
+    store.add(1, 999.0, queue="slow", hold=hold)
     store.add(2, 999.0, queue="slow")
     for i in range(3, 8):
         store.add(i, 999.0)
-    assert settle(dispatcher, clock, lambda: all(store.jobs[i].status == "succeeded" for i in range(3, 8)), timeout=3)
-    assert store.jobs[2].status == "pending"  # the slow queue's only slot is still busy
+    try:
+        assert settle(dispatcher, clock, lambda: all(store.jobs[i].status == "succeeded" for i in range(3, 8)))
+        assert store.jobs[2].status == "pending"  # the slow queue's only slot is still busy
+    finally:
+        hold.set()
+    assert settle(dispatcher, clock, lambda: store.jobs[2].status == "succeeded")
 
 
 def test_short_claim_drops_stale_entries():
@@ -107,18 +120,26 @@ def test_short_claim_drops_stale_entries():
     assert 2 not in dispatcher.timeline
 
 
-def test_timeout_is_written_and_the_slot_reused():
+def test_timeout_is_written_and_the_slot_reused_while_the_job_still_runs():
     dispatcher, store, clock = make({"*": ({"default"}, 1)})
-    store.add(1, 999.0, sleep=0.3, timeout=0.05)
+    hold = threading.Event()
+    store.add(1, 999.0, timeout=0.05, hold=hold)  # never returns on its own: deaf to cancel
     store.add(2, 999.5)
-    dispatcher.tick(clock.time())
-    assert store.jobs[1].status == "running"
-    time.sleep(0.08)
-    # Fake clock: the pool's deadline uses it; move past the deadline.
-    clock.advance(0.1)
-    assert settle(dispatcher, clock, lambda: store.jobs[2].status == "succeeded", timeout=0.25)
+    try:
+        # The loop sleeps until the running job's deadline, not longer.
+        assert dispatcher.tick(clock.time()) == pytest.approx(0.05)
+        assert store.jobs[1].status == "running"
+        clock.advance(0.05)  # the pool's deadlines read the fake clock
+        assert settle(dispatcher, clock, lambda: store.jobs[2].status == "succeeded")
+        # Job 2 ran on job 1's slot while job 1's thread was still inside it.
+        assert not hold.is_set() and dispatcher.pool.abandoned_count == 1
+    finally:
+        hold.set()
     ((outcome,),) = [[o for o in store.finished if o.job_id == 1]]
     assert outcome.status == "failed" and outcome.error["exception_class"] == TIMEOUT_CLASS
+    # Its late result, when it comes, is dropped: still the one outcome.
+    assert settle(dispatcher, clock, lambda: dispatcher.pool.abandoned_count == 0)
+    assert [o.status for o in store.finished if o.job_id == 1] == ["failed"]
 
 
 def test_database_errors_back_off_and_keep_outcomes():
@@ -157,11 +178,19 @@ def test_max_jobs_stops_after_that_many():
 
 def test_stop_lets_running_jobs_finish_within_grace():
     dispatcher, store, clock = make()
-    store.add(1, 999.0, sleep=0.1)
-    dispatcher.tick(clock.time())
-    store.add(2, 999.0)
-    dispatcher.stop()
-    dispatcher.stop()  # idempotent
+    hold = threading.Event()
+    store.add(1, 999.0, hold=hold)
+    try:
+        dispatcher.tick(clock.time())
+        store.add(2, 999.0)
+        dispatcher.stop()
+        dispatcher.stop()  # idempotent
+        dispatcher.tick(clock.time())
+        clock.advance(4.9)  # within the 5 s grace: the running job is waited for
+        dispatcher.tick(clock.time())
+        assert not dispatcher.finished and store.jobs[1].status == "running"
+    finally:
+        hold.set()
     assert settle(dispatcher, clock, lambda: dispatcher.finished)
     assert store.jobs[1].status == "succeeded" and store.jobs[2].status == "pending"
     assert store.released == []
@@ -169,14 +198,21 @@ def test_stop_lets_running_jobs_finish_within_grace():
 
 def test_stop_releases_what_did_not_finish_in_grace():
     dispatcher, store, clock = make(grace=1.0)
-    store.add(1, 999.0, sleep=3)
-    dispatcher.tick(clock.time())
-    dispatcher.stop()
-    dispatcher.tick(clock.time())
-    clock.advance(1.5)
-    dispatcher.tick(clock.time())
-    assert dispatcher.finished and store.released == [1]
-    assert store.jobs[1].status == "pending"
+    hold = threading.Event()
+    store.add(1, 999.0, hold=hold)
+    try:
+        dispatcher.tick(clock.time())
+        dispatcher.stop()
+        assert dispatcher.tick(clock.time()) == pytest.approx(1.0)  # it waits for the grace period, no longer
+        clock.advance(0.9)
+        dispatcher.tick(clock.time())
+        assert not dispatcher.finished and store.released == []
+        clock.advance(0.1)
+        dispatcher.tick(clock.time())
+        assert dispatcher.finished and store.released == [1]
+        assert store.jobs[1].status == "pending"
+    finally:
+        hold.set()
 
 
 def test_cancel_notification_reaches_the_running_job():
@@ -192,7 +228,7 @@ def test_a_stop_that_lands_mid_tick_gives_a_wait_not_an_error():
     """stop() is called from another thread; it can land after the tick's
     stop check and before the wait is computed (a CI failure: min() of None)."""
     dispatcher, store, clock = make()
-    store.add(1, 999.0, sleep=0.2)
+    store.add(1, 999.0)
     original = store.claim
     store.claim = lambda *a, **kw: (dispatcher.stop(), original(*a, **kw))[1]
     wait = dispatcher.tick(clock.time())
@@ -204,12 +240,16 @@ def test_a_stop_that_lands_mid_tick_gives_a_wait_not_an_error():
 def test_stop_and_notify_wake_a_sleeping_run():
     dispatcher, store, clock = make(poll_interval=100, full_sync_interval=100, housekeeping_interval=100, pause_interval=100)
     dispatcher.lease = 3000
+    loads = []
+    original = store.load_window
+    store.load_window = lambda *a: loads.append(1) or original(*a)
     thread = threading.Thread(target=dispatcher.run)
     thread.start()
-    time.sleep(0.05)
+    assert wait_for(lambda: loads)  # the first tick ran: the loop now sleeps for ~100 s
     store.add(1, 999.0)
     dispatcher.notify(WakeUp.of(jobs=[[1, 999.0, 0, "default"]]))
-    assert wait_for(lambda: store.jobs[1].status == "succeeded", 2)
+    # Far less than the 100 s it would sleep: the notification woke it.
+    assert wait_for(lambda: store.jobs[1].status == "succeeded", 10)
     dispatcher.stop()
     thread.join(2)
     assert not thread.is_alive()
@@ -245,14 +285,21 @@ def test_a_backlog_beyond_the_cap_is_not_reloaded_every_poll():
 
 def test_a_short_claim_by_id_switches_to_claims_by_query_for_a_while():
     dispatcher, store, clock = make({"*": ({"default"}, 1)})
+    holds = [threading.Event() for _ in range(3)]
     for i in range(3):
-        store.add(i, 999.0, sleep=0.2)
-    dispatcher.tick(clock.time())
-    store.jobs[1].status = "running"  # taken by another dispatcher, no notification
-    assert settle(dispatcher, clock, lambda: store.jobs[0].status == "succeeded")
-    assert settle(dispatcher, clock, lambda: store.jobs[2].status == "running")
+        store.add(i, 999.0, hold=holds[i])
+    try:
+        dispatcher.tick(clock.time())
+        assert store.jobs[0].status == "running"
+        store.jobs[1].status = "running"  # taken by another dispatcher, no notification
+        holds[0].set()
+        assert settle(dispatcher, clock, lambda: store.jobs[2].status == "running")
+        assert store.jobs[0].status == "succeeded"
+    finally:
+        for hold in holds:
+            hold.set()
     by_ids = [ids is not None for ids in store.claim_ids]
-    assert by_ids[:2] == [True, True] and by_ids[2] is False
+    assert by_ids == [True, True, False]
 
 
 def test_a_poll_that_finds_more_changes_than_the_window_holds_reloads_instead():
@@ -298,6 +345,21 @@ def test_a_store_change_check_brings_the_poll_forward_and_bounds_the_wait():
     clock.advance(0.02)
     dispatcher.tick(clock.time())
     assert polls == [1]
+
+
+def test_no_store_change_checks_when_they_are_turned_off():
+    dispatcher, store, clock = make(
+        poll_interval=100, full_sync_interval=100, housekeeping_interval=100, pause_interval=100,
+        change_check_interval=0,
+    )
+    dispatcher.lease = 3000
+    checks = []
+    store.data_changed = lambda: checks.append(1) or True
+    assert dispatcher.tick(clock.time()) > 1  # no 20 ms check bounds the wait
+    for _ in range(10):
+        clock.advance(0.02)
+        dispatcher.tick(clock.time())
+    assert checks == []
 
 
 def test_the_signal_handler_never_takes_the_loop_lock(tmp_path):
