@@ -49,7 +49,7 @@ def make_queues(numbers, user):
     Worker.objects.create(id=f"w-{names[0]}", hostname="h", pid=1, queues=names, slots={"*": 2})
 
 
-AUTH = 1  # TokenAuthentication: the token joined to its user
+AUTH = 3  # the token joined to its user, then the permission check: the user's and their groups' permissions
 
 ENDPOINTS = {
     "/api/jobs/": (make_jobs, AUTH + 1),  # the page, created_by joined

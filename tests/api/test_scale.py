@@ -117,11 +117,14 @@ def million(django_db_setup, django_db_blocker):
     from rest_framework.authtoken.models import Token
     from rest_framework.test import APIClient
 
+    from .conftest import grant
+
     with django_db_blocker.unblock():
         assert not Job.objects.exists() and not Schedule.objects.exists(), "needs empty tables"
         with transaction.atomic():
             seed(N)
             user = get_user_model().objects.create_user("scale", "scale@example.com", "pw", is_staff=True)
+            grant(user, "scheduler_app.view_job")
             client = APIClient()
             client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
             yield client

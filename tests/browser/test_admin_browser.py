@@ -118,7 +118,7 @@ def test_cancel_a_pending_job_with_the_action(logged_in, screenshot_dir):
 def test_dashboard_refreshes_in_place(logged_in, screenshot_dir, monkeypatch):
     # The page refreshes every REFRESH_SECONDS (3 s); what is tested is that
     # it does, in place, not how often.
-    monkeypatch.setattr("scheduler_app.admin_views.REFRESH_SECONDS", 0.5)
+    monkeypatch.setattr("scheduler_app.admin.dashboard.REFRESH_SECONDS", 0.5)
     page = logged_in
     seed_history()
     lifecycle.enqueue(ADD, [1, 2], execute_at=timezone.now() + timedelta(minutes=10))

@@ -36,7 +36,9 @@ def claimed(task, *args, attempt=1, max_attempts=3, errors="[]", **fields):
 
 
 def run(job, deadline=None):
-    return Executor(RetryPolicy(base=2.0, jitter=0.0))(job, threading.Event(), deadline)
+    # own_connections=False: these tests run the attempt in the test's thread,
+    # which holds no connection of its own to recycle (and may not open one).
+    return Executor(RetryPolicy(base=2.0, jitter=0.0), own_connections=False)(job, threading.Event(), deadline)
 
 
 @pytest.fixture
