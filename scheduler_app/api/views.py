@@ -19,6 +19,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from scheduler_app import conf, lifecycle, registry, stats
+from scheduler_app.limits import BULK_MAX
 from scheduler_app.models import Job, Queue, Worker
 
 from .base import SchedulerAPI
@@ -128,7 +129,9 @@ class JobViewSet(
         serializer = BulkCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         try:
-            jobs = lifecycle.enqueue_many(serializer.enqueue_specs(), created_by=request.user)
+            jobs = lifecycle.enqueue_many(
+                serializer.enqueue_specs(), created_by=request.user, max_size=BULK_MAX
+            )
         except lifecycle.BulkValidationError as exc:
             raise ValidationError({"jobs": exc.by_index}) from None
         except IntegrityError:

@@ -106,6 +106,8 @@ class Dispatcher:
         # same due jobs, so claiming the window's ids would mostly miss.
         self._contended_until = 0.0
         self.paused = frozenset()
+        self.on_exit = []  # callables run when run() ends (e.g. stop worker processes)
+        self.process_queues = frozenset()  # queues whose jobs run in worker processes (wiring sets it)
         self.claimed_total = 0
         self.processed = 0
         self.failed = 0
@@ -163,6 +165,8 @@ class Dispatcher:
                     time.sleep(0)
         finally:
             self.pool.shutdown()
+            for close in self.on_exit:
+                close()
             try:
                 self.store.unregister(processed=self.processed, failed=self.failed)
             except self.store.transient_errors:

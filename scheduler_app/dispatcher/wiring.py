@@ -24,8 +24,12 @@ def retry_policy():
     )
 
 
-def create(groups, *, lease=None, using="default", clock=None, **options):
-    """Return a Dispatcher over the database; unset options come from settings.SCHEDULER."""
+def create(groups, *, lease=None, using="default", clock=None, process_queues=(), **options):
+    """Return a Dispatcher over the database; unset options come from settings.SCHEDULER.
+
+    Jobs of ``process_queues`` run in worker processes (``processes.py``):
+    each of those queues must have a slot group of its own.
+    """
     lease = lease or conf.get("LEASE")
     store = DjangoStore(new_worker_id(), lease=lease, using=using)
     defaults = {
@@ -44,7 +48,17 @@ def create(groups, *, lease=None, using="default", clock=None, **options):
     defaults.update({k: v for k, v in options.items() if v is not None})
     policy = retry_policy()
     executor = Executor(policy, using)
-    return Dispatcher(store, groups, executor, lease=lease, clock=clock, policy=policy, **defaults)
+    if process_queues:
+        from django.conf import settings
+
+        from .processes import ProcessExecutor, QueueRouter
+
+        executor = QueueRouter(executor, ProcessExecutor(policy, settings.SETTINGS_MODULE, using), process_queues)
+    dispatcher = Dispatcher(store, groups, executor, lease=lease, clock=clock, policy=policy, **defaults)
+    if process_queues:
+        dispatcher.process_queues = frozenset(process_queues)
+        dispatcher.on_exit.append(executor.close)
+    return dispatcher
 
 
 def uses_notify(using="default"):

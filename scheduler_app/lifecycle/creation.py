@@ -16,7 +16,6 @@ from django.utils import timezone
 
 from .. import conf, sql, taskresults
 from ..dispatcher.wakeup import WakeUp
-from ..limits import BULK_MAX
 from ..models import Job
 from .announce import announce, job_item, signal_after_commit
 from .states import BulkValidationError
@@ -67,14 +66,14 @@ def _insert_and_announce(job, using):
     signal_after_commit(WakeUp.of(jobs=[job_item(job)]), using)
 
 
-def enqueue_many(specs, *, created_by=None, max_size=BULK_MAX, using="default"):
+def enqueue_many(specs, *, created_by=None, max_size=None, using="default"):
     """Create many jobs in one transaction; all or nothing.
 
     ``specs`` are dicts of ``build_job`` keyword arguments (``task``
     required). Raise BulkValidationError with ``{index: errors}`` if any is
     invalid. A ``unique_key`` held by an active job yields that job in place
-    of a new one; two specs with one key is an error. ``max_size=None``
-    lifts the per-call limit (for code, not requests).
+    of a new one; two specs with one key is an error. ``max_size`` caps the
+    number of specs (the API passes its per-request limit); code has none.
     """
     if max_size is not None and len(specs) > max_size:
         raise ValidationError({"jobs": f"At most {max_size} jobs per request."})

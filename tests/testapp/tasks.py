@@ -158,3 +158,41 @@ def fails_twice(counter_key):
 
 
 _CALLS = {}
+
+
+@task
+def burn(iterations=3_000_000):
+    """CPU-bound: return [start, end] wall times of the work itself (process-queue tests)."""
+    started = time.time()
+    total = 0
+    for i in range(iterations):
+        total += i * i
+    return [started, time.time()]
+
+
+@task
+def spin():
+    """Never returns and never yields: only a process can stop it."""
+    while True:
+        pass
+
+
+@task
+def pid_then_sleep(marker_dir, name, seconds=30.0):
+    """Write ``name`` holding this process's pid, then sleep (a target for kill -9)."""
+    with open(os.path.join(marker_dir, f"pid-{name}"), "w") as fh:
+        fh.write(str(os.getpid()))
+    time.sleep(seconds)
+    return os.getpid()
+
+
+@task(takes_context=True)
+def progress_until_cancelled(context, seconds=30.0):
+    """Report progress, then wait for a cancel request (process-queue tests: both cross the boundary)."""
+    context.set_progress(1, 2, f"pid {os.getpid()}")
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if context.cancel_requested:
+            raise JobCancelled()
+        time.sleep(0.01)
+    return "not cancelled"

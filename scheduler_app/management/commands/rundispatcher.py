@@ -20,13 +20,20 @@ logger = logging.getLogger("scheduler_app.dispatcher")
 SHARED = "*"
 
 
+MODES = ("thread", "process")
+
+
 def queue_spec(text):
-    """Parse NAME or NAME:CONCURRENCY (the queue rule judges the name, CONCURRENCY's the number)."""
-    name, colon, slots = text.partition(":")
-    if colon and not slots.strip():
-        raise argparse.ArgumentTypeError("use NAME or NAME:CONCURRENCY")
-    name = arguments.rule(QUEUE)(name.strip())
-    return name, arguments.rule(SETTINGS["CONCURRENCY"])(slots) if colon else None
+    """Parse NAME, NAME:CONCURRENCY or NAME:CONCURRENCY:MODE (the rules judge each part)."""
+    parts = text.split(":")
+    if len(parts) > 3 or any(not p.strip() for p in parts[1:]):
+        raise argparse.ArgumentTypeError("use NAME, NAME:CONCURRENCY or NAME:CONCURRENCY:MODE (thread or process)")
+    name = arguments.rule(QUEUE)(parts[0].strip())
+    slots = arguments.rule(SETTINGS["CONCURRENCY"])(parts[1]) if len(parts) > 1 else None
+    mode = parts[2].strip() if len(parts) > 2 else None
+    if mode is not None and mode not in MODES:
+        raise argparse.ArgumentTypeError(f"unknown mode {mode!r}; use thread or process")
+    return name, slots, mode
 
 
 class Command(SchedulerCommand):
@@ -37,8 +44,9 @@ class Command(SchedulerCommand):
 
     def add_arguments(self, parser):
         parser.add_argument(
-            "--queue", type=queue_spec, action="append", dest="queues", metavar="NAME[:CONCURRENCY]",
-            help="Serve this queue with its own slots (repeatable). Default: every queue, sharing --concurrency slots.",
+            "--queue", type=queue_spec, action="append", dest="queues", metavar="NAME[:CONCURRENCY[:MODE]]",
+            help="Serve this queue with its own slots (repeatable); MODE 'process' runs its jobs in worker "
+                 "processes (parallel CPU, hard timeouts). Default: every queue, sharing --concurrency slots.",
         )
         parser.add_argument("--concurrency", type=arguments.rule(SETTINGS["CONCURRENCY"]), default=None,
                             help="Worker threads (per --queue without its own number). Default: SCHEDULER['CONCURRENCY'].")
@@ -83,8 +91,8 @@ class Command(SchedulerCommand):
 
         self._build(options)  # the same refusals as a single dispatcher, before any child starts
         child_options = []
-        for name, slots in options["queues"] or ():
-            child_options += ["--queue", f"{name}:{slots}" if slots else name]
+        for name, slots, mode in options["queues"] or ():
+            child_options += ["--queue", ":".join(str(part) for part in (name, slots, mode) if part)]
         for flag in ("concurrency", "horizon", "poll_interval", "lease", "grace", "max_jobs"):
             if options[flag] is not None:
                 child_options += [f"--{flag.replace('_', '-')}", str(options[flag])]
@@ -112,16 +120,20 @@ class Command(SchedulerCommand):
     def _build(self, options):
         known = conf.known_queues()
         concurrency = options["concurrency"] or conf.get("CONCURRENCY")
+        process_queues = set()
         if options["queues"]:
             groups = {}
-            for name, slots in options["queues"]:
+            for name, slots, mode in options["queues"]:
                 if name in groups:
                     raise CommandError(f"queue {name!r} given twice", returncode=2)
                 groups[name] = ({name}, slots or concurrency)
+                if mode == "process":
+                    process_queues.add(name)
         else:
             groups = {SHARED: (set(known), concurrency)}
         return wiring.create(
             groups,
+            process_queues=process_queues,
             lease=options["lease"],
             horizon=options["horizon"],
             poll_interval=options["poll_interval"],
@@ -133,7 +145,8 @@ class Command(SchedulerCommand):
     def _banner(self, dispatcher):
         vendor = connections["default"].vendor
         slots = ", ".join(
-            f"{'all' if g == SHARED else g}:{n}" for g, (_, n) in dispatcher.groups.items()
+            f"{'all' if g == SHARED else g}:{n}{':process' if g in dispatcher.process_queues else ''}"
+            for g, (_, n) in dispatcher.groups.items()
         )
         if wiring.uses_notify():
             wakeups = "notify"
