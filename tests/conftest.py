@@ -6,22 +6,6 @@ pytest_plugins = ["scheduler_app.pytest_plugin"]
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _listeners_stop_quickly():
-    """Let a dispatcher's LISTEN thread (PostgreSQL) notice stop() within 20 ms.
-
-    Most dispatcher tests start and stop one; waiting up to half a second
-    (PgListener.STOP_CHECK) for each listener to end was most of such a
-    test's time on PostgreSQL.
-    """
-    from scheduler_app.dispatcher.listener import PgListener
-
-    default = PgListener.STOP_CHECK
-    PgListener.STOP_CHECK = 0.02
-    yield
-    PgListener.STOP_CHECK = default
-
-
-@pytest.fixture(autouse=True, scope="session")
 def _flush_with_delete_on_postgresql():
     """Empty tables with DELETE, not TRUNCATE, after each transactional test on PostgreSQL.
 

@@ -132,6 +132,19 @@ class Dispatcher:
     def wake(self):
         self._event.set()
 
+    def listen_with(self, waiter):
+        """Sleep on ``waiter`` from now on (``waiter.Waiter``: it also reads the LISTEN socket); return the old one."""
+        if self._event.is_set():
+            waiter.set()
+        previous, self._event = self._event, waiter
+        return previous
+
+    def poll_wakeups(self):
+        """Read notifications that arrived on the waiter's socket, without sleeping."""
+        poll = getattr(self._event, "poll_source", None)
+        if poll is not None:
+            poll()
+
     def notify(self, message):
         """Accept a ``WakeUp`` (from a NOTIFY or the in-process signal)."""
         self._inbox.append(message)
@@ -157,12 +170,16 @@ class Dispatcher:
             while not self.finished:
                 self._event.clear()
                 wait = self.tick(self.clock.time())
-                if not self.finished and wait > 0:
+                if self.finished:
+                    break
+                if wait > 0:
                     self._event.wait(wait)
                     # Yield the GIL once: worker threads that finished at the same
                     # moment report now, so one round trip records (and
                     # refills) several slots instead of one.
                     time.sleep(0)
+                else:
+                    self.poll_wakeups()  # no sleep, but what arrived is read
         finally:
             self.pool.shutdown()
             for close in self.on_exit:

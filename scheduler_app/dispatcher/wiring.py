@@ -67,23 +67,28 @@ def uses_notify(using="default"):
 
 @contextlib.contextmanager
 def wakeups(dispatcher, using="default"):
-    """Connect in-process change signals and, on PostgreSQL, LISTEN, for the block's duration."""
+    """Connect in-process change signals and, on PostgreSQL, LISTEN (read by the loop thread), for the block's duration."""
     uid = f"dispatcher-{dispatcher.store.worker_id}"
 
     def on_local_change(sender, message, **kwargs):
         dispatcher.notify(message)
 
     signals.jobs_changed.connect(on_local_change, weak=False, dispatch_uid=uid)
-    listener = None
+    listener = waiter = None
     if uses_notify(using):
-        from .listener import PgListener  # psycopg: only on PostgreSQL
+        from .listener import LoopListener  # psycopg: only on PostgreSQL
+        from .waiter import Waiter
 
-        listener = PgListener(dispatcher.notify, conf.get("NOTIFY_CHANNEL"), using=using)
+        # The loop thread sleeps on the LISTEN socket itself (waiter.py).
+        listener = LoopListener(dispatcher.notify, conf.get("NOTIFY_CHANNEL"), using=using)
+        waiter = Waiter(listener)
+        previous = dispatcher.listen_with(waiter)
         listener.start()
     try:
         yield listener
     finally:
         signals.jobs_changed.disconnect(dispatch_uid=uid)
         if listener:
+            dispatcher.listen_with(previous)
             listener.stop()
-            listener.join(5)
+            waiter.close()

@@ -129,6 +129,13 @@ def ticking_dispatcher(clock, groups=None, **options):
         with wiring.wakeups(dispatcher) as listener:
             if listener is not None:
                 listener.connected.wait(10)
+            tick = dispatcher.tick
+
+            def tick_reading_notifications(now):
+                dispatcher.poll_wakeups()  # what a running loop's wait reads (PostgreSQL's NOTIFY)
+                return tick(now)
+
+            dispatcher.tick = tick_reading_notifications
             yield dispatcher
     finally:
         dispatcher.pool.shutdown()

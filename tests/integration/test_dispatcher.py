@@ -277,3 +277,24 @@ def test_asynchronous_commit_of_the_hot_path_is_opt_in(settings):
     job = enqueue("add", 2, 2)
     call_command("rundispatcher", "--burst")
     assert Job.objects.get(pk=job.pk).result == 4
+
+
+@pytest.mark.postgres_only
+def test_the_loop_reconnects_its_listen_and_notifications_wake_it_again():
+    # No polls: only NOTIFY can bring the second job to the loop in time.
+    with dispatcher_thread(poll_interval=3600, full_sync_interval=3600) as dispatcher:
+        listener = dispatcher._event.source
+        first = enqueue("noop")
+        assert wait_for(lambda: status(first) == "succeeded", 10)
+        old_socket = listener.fileno()
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND query LIKE 'LISTEN%%'"
+            )
+            assert cursor.fetchone() is not None
+        assert wait_for(lambda: not listener.connected.is_set(), 10)
+        assert wait_for(listener.connected.is_set, 10)  # reconnected from the loop's wait (after 0.25 s)
+        second = enqueue("noop")
+        assert wait_for(lambda: status(second) == "succeeded", 10)
+        assert listener.fileno() is not None and old_socket is not None
