@@ -30,6 +30,21 @@ def test_remove_and_rekey_by_id():
     assert 9 not in heap and len(heap) == 0
 
 
+def test_dead_entries_are_dropped_and_never_compared_by_value():
+    # Values that cannot be ordered: a comparison reaching them would raise.
+    heap = IndexedHeap()
+    for round_ in range(200):
+        for i in range(50):
+            heap.push(i, float((i * 7 + round_) % 13), object())  # re-key: the old entry dies
+        heap.push(0, heap.peek()[0], object())  # same key again: replaced in place
+    for i in range(0, 50, 2):
+        heap.remove(i)
+    assert len(heap) == 25
+    assert len(heap._heap) <= 2 * len(heap) + 64 + 1  # rebuilt as dead entries pile up
+    keys = [heap.pop()[:2] for _ in range(25)]
+    assert keys == sorted(keys) and {i for _, i in keys} == set(range(1, 50, 2))
+
+
 class HeapModel(RuleBasedStateMachine):
     def __init__(self):
         super().__init__()
