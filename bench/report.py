@@ -40,6 +40,171 @@ def med(s):
     return None if not s else s.get("median")
 
 
+def floor_tables(r):
+    """(bare, project) claim floors {batch: entry}; a results file from before the bare table has only
+    the project-table floor."""
+    floor = r.get("floor", {})
+    if "bare" in floor or "project" in floor:
+        return floor.get("bare", {}), floor.get("project", {})
+    return {}, floor
+
+
+PEERS = ("dtdb", "procrastinate", "djangoq")
+NA = "not measured in this run"
+
+
+def ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+def verdict(ok):
+    if ok is None:
+        return "-"
+    return "met" if ok else "**not met**"
+
+
+def targets(results):
+    """The Targets table (issue #15): every target as a ratio measured within this run."""
+    r = results.get("results", {})
+    cfg = results.get("config", {})
+    rows = []
+
+    def row(target, measured=NA, required="", achieved="-", ok=None):
+        rows.append([target, measured, required, achieved, verdict(ok)])
+
+    # 1. Enqueue
+    enq = r.get("enqueue", {})
+    ours = enq.get("ours/pg", {})
+    floor = enq.get("floor/pg", {})
+
+    def best_peer(key):
+        vals = [(med(enq[f"{p}/pg"].get(key)), p) for p in PEERS if f"{p}/pg" in enq]
+        vals = [v for v in vals if v[0]]
+        return max(vals) if vals else (None, None)
+
+    o, (best, bname), f = med(ours.get("enqueue_per_s")), best_peer("enqueue_per_s"), med(floor.get("enqueue_per_s"))
+    req = "≥ 1.5x the best peer; where lower, ≥ 80 % of the floor"
+    if o and best:
+        need_peer, need_floor = 1.5 * best, (0.8 * f if f else None)
+        need = min(need_peer, need_floor) if need_floor else need_peer
+        binding = "80 % of the floor" if need_floor and need_floor < need_peer else "1.5x the best peer"
+        if not f:
+            binding += "; the floor was not measured"
+        row("1a. `task.enqueue()` one at a time, autocommit",
+            f"this project {fmt(o)}/s; best peer ({LABEL[bname]}) {fmt(best)}/s"
+            + (f"; floor (INSERT + NOTIFY) {fmt(f)}/s" if f else ""),
+            f"{req}: 1.5x = {fmt(need_peer)}/s" + (f", 80 % = {fmt(need_floor)}/s" if f else "")
+            + f" → **{fmt(need)}/s** ({binding})",
+            f"{ratio(o, best):.2f}x the best peer" + (f", {100 * o / f:.0f} % of the floor" if f else ""),
+            o >= need)
+    else:
+        row("1a. `task.enqueue()` one at a time, autocommit", required=req)
+
+    o, (best, bname), f = med(ours.get("in_tx_per_s")), best_peer("in_tx_per_s"), med(floor.get("in_tx_per_s"))
+    req = "≥ 1.0x the best peer's same loop"
+    if o and best:
+        row("1b. a loop of `task.enqueue()` in one `transaction.atomic()`",
+            f"this project {fmt(o)}/s; best peer ({LABEL[bname]}) {fmt(best)}/s; floor (same statements in one "
+            f"transaction) {fmt(f)}/s",
+            req, f"{ratio(o, best):.2f}x" + (f" ({100 * o / f:.0f} % of the floor)" if f else ""), o >= best)
+    else:
+        row("1b. a loop of `task.enqueue()` in one `transaction.atomic()`", required=req)
+
+    many, single = med(ours.get("enqueue_many_per_s")), med(ours.get("enqueue_per_s"))
+    req = "≥ 10x (1a)"
+    if many and single:
+        row(f"1c. `scheduler_app.enqueue_many(items)`, {fmt(cfg.get('enqueue_many_batch', 1000))} items per call",
+            f"{fmt(many)} jobs/s; (1a) {fmt(single)}/s", req, f"{many / single:.1f}x", many >= 10 * single)
+    else:
+        row("1c. `scheduler_app.enqueue_many(items)`", required=req)
+    bulk = med(ours.get("api_bulk_per_s"))
+    req = "≥ 0.5x (1c)"
+    if bulk and many:
+        row("1d. `POST /api/jobs/bulk/`, 1,000 jobs per request", f"{fmt(bulk)} jobs/s; (1c) {fmt(many)} jobs/s",
+            req, f"{bulk / many:.2f}x", bulk >= 0.5 * many)
+    else:
+        row("1d. `POST /api/jobs/bulk/`, 1,000 jobs per request", required=req)
+
+    # 2. Pickup (absolute)
+    pk = r.get("pickup", {}).get("ours/pg/orm")
+    for q, limit in (("p50", 3.0), ("p99", 6.0)):
+        name = f"2{'a' if q == 'p50' else 'b'}. pickup {q}, from before `task.enqueue()` to the job's first statement"
+        v = med(pk.get(q)) if pk else None
+        if v is not None:
+            row(name, f"{fmt(v, 2)} ms", f"≤ {fmt(limit, 1)} ms (absolute)", f"{fmt(v, 2)} ms", v <= limit)
+        else:
+            row(name, required=f"≤ {fmt(limit, 1)} ms (absolute)")
+
+    # 3. Throughput against the floor (bare table, batch = slots)
+    tp = r.get("throughput", {}).get("ours", {})
+    bare, _ = floor_tables(r)
+    for slots, share in ((4, 0.85), (16, 0.50), (64, 0.35)):
+        key = f"pg/n={cfg.get('curve_n')}/slots={slots}"
+        if key not in tp:
+            key = next((k for k in tp if k.startswith("pg/") and k.endswith(f"/slots={slots}")), None)
+        o = med(tp[key]["jobs_per_s"]) if key else None
+        fl = med(bare.get(str(slots), {}).get("jobs_per_s"))
+        name = f"3. throughput, one dispatcher, {slots} slots, against the floor at batch {slots}"
+        req = f"≥ {100 * share:.0f} % of the floor (bare table, claim index only)"
+        if o and fl:
+            row(name, f"{fmt(o)} jobs/s; floor {fmt(fl)} jobs/s", req, f"{100 * o / fl:.0f} %", o >= share * fl)
+        else:
+            row(name, required=req)
+
+    # 4. Default logging
+    lg = r.get("logging", {})
+    d, w = med(lg.get("default", {}).get("jobs_per_s")), med(lg.get("warning", {}).get("jobs_per_s"))
+    name, req = "4. 4 slots at the default log level against `SCHEDULER_LOG_LEVEL=WARNING`", "≥ 95 % (within 5 %)"
+    if d and w:
+        row(name, f"default {fmt(d)} jobs/s; WARNING {fmt(w)} jobs/s", req, f"{100 * d / w:.0f} %", d >= 0.95 * w)
+    else:
+        row(name, required=req)
+
+    # 5. Lateness
+    busy = r.get("precision_busy", {}).get("ours/pg")
+    idle = r.get("precision", {}).get("ours/pg")
+    for label, v in ((f"{(busy or {}).get('busy', 2)} of 4 slots busy with sleeping jobs", busy),
+                     ("4 idle slots (the earlier condition, for reference)", idle)):
+        for q, limit in (("p99", 5.0), ("max", 25.0)):
+            name = f"5. lateness {q}, {fmt(cfg.get('prec_n'))} jobs over {fmt(cfg.get('prec_spread'))} s, {label}"
+            x = med(v.get(q)) if v else None
+            if x is not None:
+                row(name, f"{fmt(x, 1)} ms", f"≤ {fmt(limit)} ms (absolute)", f"{fmt(x, 1)} ms", x <= limit)
+            else:
+                row(name, required=f"≤ {fmt(limit)} ms (absolute)")
+
+    # 6. Dispatcher processes
+    pr = r.get("processes", {})
+    one, two = med(pr.get("1/16", {}).get("jobs_per_s")), med(pr.get("2/16", {}).get("jobs_per_s"))
+    name, req = "6. `rundispatcher --processes 2` against 1, `--concurrency 16` each", "≥ 1.4x"
+    if one and two:
+        row(name, f"1 process {fmt(one)} jobs/s; 2 processes {fmt(two)} jobs/s", req, f"{two / one:.2f}x",
+            two >= 1.4 * one)
+    else:
+        row(name, required=req)
+
+    # 7. Per-job log line
+    jl = r.get("joblog", {})
+    for level, label in (("default", "default log level"), ("warning", "`SCHEDULER_LOG_LEVEL=WARNING`")):
+        lo, no = med(jl.get(f"log_one/{level}", {}).get("jobs_per_s")), med(jl.get(f"noop/{level}", {}).get("jobs_per_s"))
+        name = f"7. 4 slots, a task logging one INFO line against a no-op ({label})"
+        req = "loses < 10 %"
+        if lo and no:
+            row(name, f"log_one {fmt(lo)} jobs/s; noop {fmt(no)} jobs/s", req,
+                f"loses {100 * (1 - lo / no):.1f} %" if lo < no else f"loses nothing ({100 * (lo / no - 1):.1f} % faster)",
+                lo > 0.9 * no)
+        else:
+            row(name, required=req)
+
+    met = sum(1 for x in rows if x[-1] == "met")
+    missed = sum(1 for x in rows if x[-1] != "met" and x[-1] != "-")
+    return (f"### Targets (issue #15, PostgreSQL): {met} met, {missed} not met, "
+            f"{len(rows) - met - missed} not measured\n\n"
+            "Every ratio compares numbers measured in this run, on this machine (peers, floor and this project "
+            "back to back); compare ratios, never absolute numbers across machines. Medians of the repetitions.\n\n"
+            + table(["target", "measured", "required", "achieved", ""], rows) + "\n")
+
+
 def render(results):
     r = results.get("results", {})
     m = results.get("machine", {})
@@ -59,8 +224,9 @@ def render(results):
         f"{tuple(round(x, 2) for x in m.get('loadavg_end', ()))} (other engineers' test suites share the 2 cores)",
     ]
     parts.append("Machine:\n\n" + "\n".join(lines) + "\n")
+    parts.append(targets(results))
 
-    floor = r.get("floor", {})
+    floor, floor_project = floor_tables(r)
     tp = r.get("throughput", {})
     prec = r.get("precision", {})
     pick = r.get("pickup", {})
@@ -88,10 +254,20 @@ def render(results):
             "from process spawn). Ours at N = 5,000 with 4 slots; peers at the N in their table.\n")
 
     # -- floor
-    if floor:
-        rows = [[b, fmt(v["n"]), ms(v["jobs_per_s"], 0)] for b, v in floor.items()]
+    if floor or floor_project:
+        batches = list(dict.fromkeys([*floor, *floor_project]))
+        rows = []
+        for b in batches:
+            v, pv = floor.get(b, {}), floor_project.get(b, {})
+            rows.append([b, fmt(v.get("n") or pv.get("n")), ms(v.get("jobs_per_s"), 0), ms(pv.get("jobs_per_s"), 0),
+                         f"{100 * med(pv['jobs_per_s']) / med(v['jobs_per_s']):.0f} %"
+                         if med(v.get("jobs_per_s")) and med(pv.get("jobs_per_s")) else "-"])
         parts.append("### The floor: raw psycopg claim (CTE + SKIP LOCKED) + one finishing UPDATE\n\n" + table(
-            ["batch", "jobs per run", "jobs/s"], rows) + "\n")
+            ["batch", "jobs per run", "jobs/s, bare table (claim index only): the targets' floor",
+             "jobs/s, project table, all indexes", "project / bare"], rows) +
+            "\n\nThe bare table (`bench_floor_job`) has the job row's columns, a primary key and one index, "
+            "`(priority DESC, execute_at, id) WHERE status = 'pending'`; the project table is this project's "
+            "migrated `scheduler_app_job` with every index and constraint it has.\n")
 
     # -- throughput: ours
     if tp.get("ours"):
@@ -99,7 +275,7 @@ def render(results):
         for key, v in tp["ours"].items():
             kind, n, slots = key.split("/")
             n, slots = int(n[2:]), int(slots[6:])
-            f = floor.get(str(slots), {}).get("jobs_per_s") if kind == "pg" else None
+            f = (floor or floor_project).get(str(slots), {}).get("jobs_per_s") if kind == "pg" else None
             frac = (f"{100 * med(v['jobs_per_s']) / med(f):.0f} %"
                     if f and med(f) and med(v["jobs_per_s"]) else "-")
             rows.append([DBL[kind], fmt(n), slots, ms(v["jobs_per_s"], 0), ms(v["jobs_per_s_wall"], 0),
@@ -107,7 +283,9 @@ def render(results):
                          "" if v["complete"] else "**incomplete (timeout)**"])
         parts.append("### Throughput: this project (no-op jobs, all due before the dispatcher starts; one dispatcher)\n\n"
                      + table(["database", "N", "slots", "jobs/s (first start → last finish)",
-                              "jobs/s (spawn → last finish)", "floor jobs/s, batch = slots", "of floor", "reps", ""],
+                              "jobs/s (spawn → last finish)",
+                              "floor jobs/s, batch = slots" + (" (bare table)" if floor else " (project table)"),
+                              "of floor", "reps", ""],
                              rows) + "\n")
     if tp.get("peers"):
         rows = []
@@ -125,17 +303,52 @@ def render(results):
             parts.append(f"Best peer on PostgreSQL: {fmt(best)} jobs/s; this project with 4 slots: {fmt(ours[0])} jobs/s "
                          f"= **{ours[0] / best:.2f}x** (target >= 3x and >= 3,000 jobs/s).\n")
 
-    # -- precision
-    if prec:
+    # -- log levels, per-job log line
+    lg = r.get("logging", {})
+    if lg:
+        base = med(lg.get("warning", {}).get("jobs_per_s"))
+        rows = [[("unset (the settings' default, INFO)" if v.get("log_level") is None else v["log_level"]),
+                 ms(v["jobs_per_s"], 0), ms(v["jobs_per_s_wall"], 0),
+                 f"{100 * med(v['jobs_per_s']) / base:.0f} %" if base and med(v["jobs_per_s"]) else "-",
+                 len(v["reps"]), "" if v["complete"] else "**incomplete (timeout)**"] for k, v in lg.items()]
+        parts.append(f"### Log level: one dispatcher, 4 slots, N = {fmt(cfg.get('log_n'))} no-op jobs\n\n" + table(
+            ["SCHEDULER_LOG_LEVEL", "jobs/s (first start → last finish)", "jobs/s (spawn → last finish)",
+             "of WARNING", "reps", ""], rows) +
+            "\n\nThe variants alternate within each repetition. At the default level the dispatcher logs a start "
+            "and an end line per job to stderr (a file under bench/results/logs here).\n")
+    jl = r.get("joblog", {})
+    if jl:
         rows = []
-        for key, v in prec.items():
+        for k, v in jl.items():
+            task, level = k.split("/")
+            base = med(jl.get(f"noop/{level}", {}).get("jobs_per_s"))
+            rows.append([f"`{task}`", "unset (default)" if level == "default" else "WARNING", ms(v["jobs_per_s"], 0),
+                         f"{100 * med(v['jobs_per_s']) / base:.0f} %" if base and med(v["jobs_per_s"]) else "-",
+                         len(v["reps"]), "" if v["complete"] else "**incomplete (timeout)**"])
+        parts.append(f"### Per-job log line: one dispatcher, 4 slots, N = {fmt(cfg.get('log_n'))} jobs\n\n" + table(
+            ["task (bench.benchapp.tasks)", "SCHEDULER_LOG_LEVEL", "jobs/s (first start → last finish)",
+             "of noop, same level", "reps", ""], rows) +
+            "\n\n`log_one` is a no-op that calls `logging.getLogger(__name__).info(...)` once; `noop` is the "
+            "no-op from the same module. The variants alternate within each repetition.\n")
+
+    # -- precision
+    prec_busy = r.get("precision_busy", {})
+    if prec or prec_busy:
+        rows = []
+        entries = [(k, v, "idle (4 slots)" if k.startswith("ours/") else "idle") for k, v in prec.items()]
+        entries += [(k, v, f"{v.get('busy')} of {v.get('slots')} slots busy (sleeping jobs; running at the first "
+                           f"stamp: {', '.join(str(x) for x in v.get('busy_running', []))})")
+                    for k, v in prec_busy.items()]
+        for key, v, cond in entries:
             name, kind = key.split("/")
             ran = v.get("ran", [])
-            rows.append([LABEL[name], DBL[kind], ms(v["p50"]), ms(v["p95"]), ms(v["p99"]), ms(v["max"]),
+            rows.append([LABEL[name], DBL[kind], cond, ms(v["p50"]), ms(v["p95"]), ms(v["p99"]), ms(v["max"]),
                          ms(v["min"]), f"{min(ran) if ran else 0}/{v.get('expected')}", len(v.get("reps", []))])
         parts.append("### Timing precision: lateness = job's own start − execute_at, ms "
-                     "(200 jobs spread over 10 s, the first 3 s ahead, worker already running)\n\n" +
-                     table(["subject", "database", "p50", "p95", "p99", "max", "min", "ran (worst rep)", "reps"], rows) + "\n")
+                     f"({fmt(cfg.get('prec_n', 200))} jobs spread over {fmt(cfg.get('prec_spread', 10))} s, the "
+                     "first 3 s ahead, worker already running)\n\n" +
+                     table(["subject", "database", "slots", "p50", "p95", "p99", "max", "min", "ran (worst rep)",
+                            "reps"], rows) + "\n")
 
     # -- pickup
     if pick:
@@ -191,18 +404,49 @@ def render(results):
         rows = []
         for key, v in enq.items():
             name, kind = key.split("/")
-            rows.append([LABEL[name], DBL[kind], ms(v["enqueue_per_s"], 0), ms(v.get("api_bulk_per_s"), 0),
-                         ms(v.get("api_single_p50_ms")), ms(v.get("api_single_p99_ms"))])
-        parts.append("### Enqueue: one at a time through the task API, and through the REST API "
+            label = "floor: raw psycopg INSERT + NOTIFY, bare table" if name == "floor" else LABEL[name]
+            rows.append([label, DBL[kind], ms(v["enqueue_per_s"], 0), ms(v.get("in_tx_per_s"), 0),
+                         ms(v.get("enqueue_many_per_s"), 0), ms(v.get("enqueue_many_one_call_per_s"), 0),
+                         ms(v.get("api_bulk_per_s"), 0), ms(v.get("api_single_p50_ms")), ms(v.get("api_single_p99_ms"))])
+        n_many = cfg.get("enqueue_many_batch", 1000) * cfg.get("enqueue_many_calls", 0)
+        parts.append("### Enqueue: one at a time through the task API (autocommit, and a loop in one "
+                     "`transaction.atomic()`), `enqueue_many()`, and through the REST API "
                      "(Django's threaded dev server, one client)\n\n" + table(
-                         ["subject", "database", "task.enqueue() / defer() / async_task() per s",
-                          "bulk API jobs/s (1,000 per request)", "single API create p50 ms", "p99 ms"], rows) + "\n")
+                         ["subject", "database", "task.enqueue() / defer() / async_task() per s, autocommit",
+                          "the same, a loop in one transaction.atomic(), per s",
+                          f"enqueue_many() jobs/s ({fmt(cfg.get('enqueue_many_batch', 1000))} per call)",
+                          f"enqueue_many() jobs/s ({fmt(n_many)} in one call)",
+                          "bulk API jobs/s (1,000 per request)", "single API create p50 ms", "p99 ms"], rows) +
+                     f"\n\n{fmt(cfg.get('enqueue_n'))} calls per loop after {cfg.get('enqueue_warmup', 0)} warm-up "
+                     "calls. The floor sends one statement per job (a CTE that inserts a job-like row and calls "
+                     "`pg_notify` with its id) with psycopg's prepared statements, first one commit per job, then "
+                     "all in one transaction.\n")
 
     scl = r.get("scaling", {})
     if scl:
         parts.append("### Several dispatchers on one PostgreSQL\n\n" + scaling_table(results) +
                      "\n\nSee docs/SCALING.md.\n")
+    if r.get("processes"):
+        parts.append("### `rundispatcher --processes N` (one supervisor, N dispatcher processes)\n\n" +
+                     processes_table(results) + "\n\nSee docs/SCALING.md.\n")
     return "\n".join(parts)
+
+
+def processes_table(results):
+    cfg = results.get("config", {})
+    pr = results.get("results", {}).get("processes", {})
+    rows = []
+    for v in pr.values():
+        one = med(pr.get(f"1/{v['slots']}", {}).get("jobs_per_s"))
+        rows.append([v["processes"], v["slots"], fmt(v["processes"] * v["slots"]), ms(v["jobs_per_s"], 0),
+                     f"{med(v['jobs_per_s']) / one:.2f}x" if one and med(v["jobs_per_s"]) else "-",
+                     ms(v.get("ready_s"), 1), len(v["reps"]), "" if v["complete"] else "**incomplete (timeout)**"])
+    return (f"`rundispatcher --processes P --concurrency S` (P = 1: the command is the dispatcher itself). Once all "
+            f"P dispatchers are registered, N = {fmt(cfg.get('proc_n'))} due no-op jobs are enqueued in one "
+            f"transaction (`enqueue_many`); jobs/s = N / (first job's start → last job's finish). "
+            f"{cfg.get('reps')} repetitions, the configurations alternating within each.\n\n" +
+            table(["processes", "slots each", "slots", "jobs/s (first start → last finish)",
+                   "x one process, same slots", "all registered after spawn, s", "reps", ""], rows))
 
 
 def scaling_table(results):
@@ -228,13 +472,34 @@ def replace_between(path, start, end, body, header):
         f.write(text)
 
 
+def section(path, start, end):
+    """The text between two markers of a file, or None."""
+    if not os.path.exists(path):
+        return None
+    m = re.search(re.escape(start) + "\n?(.*?)\n?" + re.escape(end), open(path).read(), re.S)
+    return m.group(1) if m else None
+
+
+PROC_START, PROC_END = "<!-- bench:processes:start -->", "<!-- bench:processes:end -->"
+
+
 def write_docs(results, text):
     replace_between(
         os.path.join(ROOT, "docs", "BENCHMARKS.md"), "<!-- bench:start -->", "<!-- bench:end -->", text,
         "# Benchmarks\n\nGenerated by `make bench` (bench/run.py) between the markers below.\n",
     )
-    if results.get("results", {}).get("scaling"):
-        replace_between(
-            os.path.join(ROOT, "docs", "SCALING.md"), "<!-- bench:scaling:start -->", "<!-- bench:scaling:end -->",
-            scaling_table(results), "# Scaling past one machine\n",
-        )
+    res = results.get("results", {})
+    if res.get("scaling") or res.get("processes"):
+        # SCALING.md's generated section holds the scaling table and, between markers of its own,
+        # the --processes table; a run that measured only one of them keeps the other as it was.
+        path = os.path.join(ROOT, "docs", "SCALING.md")
+        start, end = "<!-- bench:scaling:start -->", "<!-- bench:scaling:end -->"
+        current = section(path, start, end) or ""
+        old_scaling = current.split(PROC_START)[0].strip()
+        old_processes = section(path, PROC_START, PROC_END)
+        scaling = scaling_table(results) if res.get("scaling") else old_scaling
+        processes = processes_table(results) if res.get("processes") else old_processes
+        body = scaling
+        if processes:
+            body += ("\n\n" if body else "") + f"{PROC_START}\n{processes}\n{PROC_END}"
+        replace_between(path, start, end, body, "# Scaling past one machine\n")

@@ -3,13 +3,17 @@
     .venv/bin/python bench/run.py                       # everything (make bench)
     .venv/bin/python bench/run.py --quick               # small N, 1 repetition: harness check
     .venv/bin/python bench/run.py --only throughput,precision --subjects ours,procrastinate --dbs pg
+    .venv/bin/python bench/run.py --from-json bench/results/X.json --no-docs   # print the tables again
 
 Every subject runs as subprocesses (its own worker command) against its own
 database; the harness measures from outside, through the database: the
 frameworks' own start/finish columns for throughput, and a shared bench-only
 task that records ``time.time()`` as its first statement for timing.
 Results: stdout, bench/results/<stamp>.json, docs/BENCHMARKS.md (generated
-section) and docs/SCALING.md (generated section).
+section, opening with the Targets table of issue #15: every target as a ratio
+of numbers measured in this run) and docs/SCALING.md (generated section).
+Measurement names for --only: ALL_MEASUREMENTS below; bench/README.md says
+what each does.
 """
 
 import argparse
@@ -36,9 +40,20 @@ PEERS_PY = os.path.join(PEERS_VENV, "bin", "python")
 RESULTS = os.path.join(BENCH, "results")
 LOGS = os.path.join(RESULTS, "logs")
 PG = "postgresql://postgres@127.0.0.1:5432/"
-API_PORT = 8765
+# Per checkout: two worktrees running the bench at once must not drop each other's databases
+# (every run drops and re-creates its own) nor talk to each other's API server (a free port is
+# picked per server). BENCH_DB_PREFIX overrides the prefix.
+DB_PREFIX = os.environ.get("BENCH_DB_PREFIX") or (
+    "bench_" + "".join(c if c.isalnum() else "_" for c in os.path.basename(ROOT).lower())[:24])
 
-ALL_MEASUREMENTS = ["floor", "throughput", "precision", "pickup", "memory", "scale", "enqueue", "scaling"]
+ALL_MEASUREMENTS = ["floor", "throughput", "logging", "joblog", "precision", "precision_busy", "pickup", "memory",
+                    "scale", "enqueue", "scaling", "processes"]
+# Measurements of this project only, and those run on PostgreSQL only.
+OURS_ONLY = {"floor", "memory", "scale", "scaling", "logging", "joblog", "precision_busy", "processes"}
+PG_ONLY = {"floor", "scale", "scaling", "logging", "joblog", "precision_busy", "processes"}
+NOOP = "scheduler_app.demo.tasks.noop"  # the task of every throughput run unless said
+BENCH_NOOP = "bench.benchapp.tasks.noop"
+LOG_ONE = "bench.benchapp.tasks.log_one"
 ALL_SUBJECTS = ["ours", "dtdb", "procrastinate", "djangoq"]
 LABEL = {
     "ours": "this project",
@@ -109,7 +124,7 @@ class DB:
 
     def __init__(self, kind, name):
         self.kind, self.name = kind, name
-        self.path = f"/tmp/bench_{name}.sqlite3" if kind == "sqlite" else None
+        self.path = f"/tmp/{name}.sqlite3" if kind == "sqlite" else None
         self.conn = None
 
     @property
@@ -188,6 +203,14 @@ class Proc:
         return self.p.poll() is None
 
     def stop(self, grace=15):
+        # Descendants in sessions of their own (rundispatcher --processes starts
+        # each dispatcher with start_new_session) are not in our group: they
+        # get SIGTERM from their supervisor; any left after the grace is killed
+        # by its own id.
+        try:
+            kids = psutil.Process(self.p.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            kids = []
         if self.alive():
             try:
                 os.killpg(self.p.pid, signal.SIGTERM)
@@ -204,6 +227,17 @@ class Proc:
                 os.killpg(self.p.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+        _, left = psutil.wait_procs(kids, timeout=grace)
+        for k in left:
+            try:
+                k.kill()
+            except psutil.NoSuchProcess:
+                pass
+        # Write the log out now: a dispatcher at INFO leaves megabytes of dirty pages whose
+        # writeback would otherwise compete with the next run's commits (slowing whatever
+        # ran after a default-log-level run).
+        self.log.flush()
+        os.fsync(self.log.fileno())
         self.log.close()
 
 
@@ -227,7 +261,7 @@ class Subject:
 
     def __init__(self, kind):
         self.kind = kind
-        self.db = DB(kind, f"bench_{self.name}")
+        self.db = DB(kind, f"{DB_PREFIX}_{self.name}")
 
     def env(self, **extra):
         raise NotImplementedError
@@ -267,28 +301,32 @@ class Ours(Subject):
     # Remaining work, not finished rows: the scale test keeps old finished filler rows.
     remaining_sql = "SELECT count(*) FROM scheduler_app_job WHERE status IN ('pending', 'running')"
 
-    def env(self, **extra):
+    def env(self, log_level="WARNING", **extra):
+        """The environment of our processes; ``log_level=None`` leaves SCHEDULER_LOG_LEVEL unset
+        (the project's settings default)."""
         e = dict(os.environ)
         e.update(
             DATABASE_URL=self.db.url,
             DJANGO_SETTINGS_MODULE="bench.settings_ours",
-            SCHEDULER_LOG_LEVEL="WARNING",
             PYTHONPATH=ROOT,
         )
+        e.pop("SCHEDULER_LOG_LEVEL", None)
+        if log_level is not None:
+            e["SCHEDULER_LOG_LEVEL"] = log_level
         e.update({k: str(v) for k, v in extra.items()})
         return e
 
     def driver(self, *args, env=None, timeout=1800):
         return run_driver([OURS_PY, os.path.join(BENCH, "drivers", "ours.py"), *args], env or self.env(), timeout)
 
-    def workers(self, variant, tag, slots=4, count=1, stats_prefix=None):
+    def workers(self, variant, tag, slots=4, count=1, stats_prefix=None, log_level="WARNING"):
         procs = []
         for i in range(count):
             extra = {}
             if stats_prefix:
                 extra["BENCH_CLAIM_STATS"] = f"{stats_prefix}-{i}.json"
             argv = [OURS_PY, os.path.join(BENCH, "drivers", "ours_dispatch.py"), "--concurrency", str(slots)]
-            procs.append(Proc(argv, self.env(**extra), f"{tag}-{i}"))
+            procs.append(Proc(argv, self.env(log_level=log_level, **extra), f"{tag}-{i}"))
         return procs
 
     def variant_label(self, variant):
@@ -386,18 +424,34 @@ def stop_all(procs):
 # measurements
 
 
-def throughput_once(subj, n, variant, tag, slots=4, count=1, timeout=None, stats_prefix=None):
-    """Enqueue n due no-op jobs, start the worker(s), wait for the last to finish."""
+def throughput_once(subj, n, variant, tag, slots=4, count=1, timeout=None, stats_prefix=None, task=None,
+                    log_level="WARNING"):
+    """Enqueue n due no-op jobs (ours: or of ``task``), start the worker(s), wait for the last to finish."""
     subj.reset()
-    subj.driver("enqueue_noop", "--n", str(n))
+    subj.driver("enqueue_noop", "--n", str(n), *(["--task", task] if task else []))
     if subj.kind == "pg":
         subj.db.q("VACUUM ANALYZE")
     spawn = time.time()
     if isinstance(subj, Ours):
-        procs = subj.workers(variant, tag, slots=slots, count=count, stats_prefix=stats_prefix)
+        procs = subj.workers(variant, tag, slots=slots, count=count, stats_prefix=stats_prefix, log_level=log_level)
     else:
         procs = subj.workers(variant, tag)
-    timeout = timeout or (60 + n / 10)
+    res = drain(subj, n, procs, spawn, timeout or (60 + n / 10), tag)
+    if stats_prefix:
+        claims = {"claims": 0, "asked": 0, "got": 0, "short": 0, "empty": 0}
+        for i in range(count):
+            try:
+                with open(f"{stats_prefix}-{i}.json") as f:
+                    for k, v in json.load(f).items():
+                        claims[k] += v
+            except FileNotFoundError:
+                pass
+        res["claims"] = claims
+    return res
+
+
+def drain(subj, n, procs, spawn, timeout, tag):
+    """Wait until n jobs finished (or the timeout), stop ``procs``; return the run's rates."""
     deadline = time.monotonic() + timeout
     done = 0
     try:
@@ -425,38 +479,45 @@ def throughput_once(subj, n, variant, tag, slots=4, count=1, timeout=None, stats
     }
     res["jobs_per_s"] = min(done, n) / res["run_s"] if have and res["run_s"] > 0 else None
     res["jobs_per_s_wall"] = min(done, n) / res["wall_s"] if have and res["wall_s"] > 0 else None
-    if stats_prefix:
-        claims = {"claims": 0, "asked": 0, "got": 0, "short": 0, "empty": 0}
-        for i in range(count):
-            try:
-                with open(f"{stats_prefix}-{i}.json") as f:
-                    for k, v in json.load(f).items():
-                        claims[k] += v
-            except FileNotFoundError:
-                pass
-        res["claims"] = claims
     return res
 
 
-def m_floor(ctx):
-    db = DB("pg", "bench_floor")
+def floor_db(migrate):
+    """A fresh <prefix>_floor database (migrated when ``migrate``: the project-table floor needs it)."""
+    db = DB("pg", f"{DB_PREFIX}_floor")
     db.create()
-    Ours.__new__(Ours)  # noqa: B018
     ours = Ours("pg")
     ours.db = db
-    ours.driver("setup")
-    out = {}
-    for batch in ctx.floor_batches:
-        n = min(ctx.floor_n * batch, ctx.floor_cap)
-        reps = []
-        for _ in range(ctx.reps):
-            r = run_driver([OURS_PY, os.path.join(BENCH, "floor.py"), "--dsn", PG + db.name,
-                            "--batch", str(batch), "--n", str(n)], ours.env())
-            reps.append(r["jobs_per_s"])
-        out[str(batch)] = {"n": n, "jobs_per_s": summary(reps), "reps": reps}
-        log(f"  floor batch {batch}: {fmt_s(out[str(batch)]['jobs_per_s'])} jobs/s")
+    if migrate:
+        ours.driver("setup")
+    return db, ours
+
+
+def drop_floor_db(db):
     db.close()
-    pg_admin('DROP DATABASE IF EXISTS "bench_floor" WITH (FORCE)')
+    pg_admin(f'DROP DATABASE IF EXISTS "{db.name}" WITH (FORCE)')
+
+
+def m_floor(ctx):
+    """The claim floor at each batch size: on a bare table with only the claim index (``bare``, the
+    targets' reference) and on the project's migrated table with all its indexes (``project``)."""
+    db, ours = floor_db(migrate=True)
+    out = {"bare": {}, "project": {}}
+    try:
+        for batch in ctx.floor_batches:
+            n = min(ctx.floor_n * batch, ctx.floor_cap)
+            reps = {"bare": [], "project": []}
+            for _ in range(ctx.reps):
+                for table in reps:  # alternated: both see the same machine
+                    r = run_driver([OURS_PY, os.path.join(BENCH, "floor.py"), "--dsn", PG + db.name,
+                                    "--batch", str(batch), "--n", str(n), "--table", table], ours.env())
+                    reps[table].append(r["jobs_per_s"])
+            for table, values in reps.items():
+                out[table][str(batch)] = {"n": n, "jobs_per_s": summary(values), "reps": values}
+            log(f"  floor batch {batch}: bare table {fmt_s(out['bare'][str(batch)]['jobs_per_s'])} jobs/s, "
+                f"project table {fmt_s(out['project'][str(batch)]['jobs_per_s'])} jobs/s")
+    finally:
+        drop_floor_db(db)
     return out
 
 
@@ -515,6 +576,41 @@ def timed_session(subj, tag, body, warmup):
         stop_all(procs)
 
 
+def precision_rep(ctx, subj, tag, busy=0):
+    """One precision run: prec_n stamp jobs spread over prec_spread s, the first due 3 s ahead, the
+    worker already running; with ``busy``, that many slots hold sleeping jobs the whole time."""
+    subj.reset()
+    info = {}
+
+    def body():
+        args = ["enqueue_stamps", "--n", str(ctx.prec_n), "--first", "3", "--spread", str(ctx.prec_spread)]
+        if busy:
+            args += ["--busy", str(busy)]
+        info.update(subj.driver(*args))
+        end = info["base"] + 3 + ctx.prec_spread + ctx.prec_wait
+        while time.time() < end:
+            if subj.db.q("SELECT count(*) FROM bench_stamp")[0][0] >= ctx.prec_n:
+                break
+            time.sleep(0.5)
+        return subj.db.q("SELECT due, started FROM bench_stamp WHERE key LIKE 't%%'")
+
+    rows = timed_session(subj, tag, body, ctx.warmup)
+    late = [(s - d) * 1000 for d, s in rows]
+    rep = {
+        "ran": len(late), "expected": ctx.prec_n,
+        "p50": pct(late, 50), "p95": pct(late, 95), "p99": pct(late, 99),
+        "max": max(late) if late else None, "min": min(late) if late else None,
+    }
+    if busy:
+        rep["busy_running"] = info.get("busy_running")
+    return rep
+
+
+def pack_precision(ctx, reps):
+    return {k: summary([x[k] for x in reps]) for k in ("p50", "p95", "p99", "max", "min")} | {
+        "ran": [x["ran"] for x in reps], "expected": ctx.prec_n, "reps": reps}
+
+
 def m_precision(ctx):
     out = {}
     for kind in ctx.dbs:
@@ -522,49 +618,130 @@ def m_precision(ctx):
             if kind == "sqlite" and name != "ours":
                 continue
             subj = ctx.subject(name, kind)
-            reps = []
-            for r in range(ctx.reps if name == "ours" else ctx.peer_timing_reps):
-                subj.reset()
-
-                def body():
-                    info = subj.driver("enqueue_stamps", "--n", str(ctx.prec_n), "--first", "3",
-                                       "--spread", str(ctx.prec_spread))
-                    end = info["base"] + 3 + ctx.prec_spread + ctx.prec_wait
-                    while time.time() < end:
-                        if subj.db.q("SELECT count(*) FROM bench_stamp")[0][0] >= ctx.prec_n:
-                            break
-                        time.sleep(0.5)
-                    return subj.db.q("SELECT due, started FROM bench_stamp WHERE key LIKE 't%%'")
-
-                rows = timed_session(subj, f"prec-{name}-{kind}-{r}", body, ctx.warmup)
-                late = [(s - d) * 1000 for d, s in rows]
-                reps.append({
-                    "ran": len(late), "expected": ctx.prec_n,
-                    "p50": pct(late, 50), "p95": pct(late, 95), "p99": pct(late, 99),
-                    "max": max(late) if late else None, "min": min(late) if late else None,
-                })
-            out[f"{name}/{kind}"] = {k: summary([x[k] for x in reps]) for k in ("p50", "p95", "p99", "max", "min")} | {
-                "ran": [x["ran"] for x in reps], "expected": ctx.prec_n, "reps": reps}
+            reps = [precision_rep(ctx, subj, f"prec-{name}-{kind}-{r}")
+                    for r in range(ctx.reps if name == "ours" else ctx.peer_timing_reps)]
+            out[f"{name}/{kind}"] = pack_precision(ctx, reps)
             log(f"  precision {name} {kind}: p50 {fmt_s(out[f'{name}/{kind}']['p50'], 1)} "
                 f"p99 {fmt_s(out[f'{name}/{kind}']['p99'], 1)} max {fmt_s(out[f'{name}/{kind}']['max'], 1)} ms")
     return out
 
 
+def m_precision_busy(ctx):
+    """Precision with 4 slots of which ``busy_slots`` run sleeping jobs the whole time (ours, PostgreSQL)."""
+    subj = ctx.subject("ours", "pg")
+    reps = [precision_rep(ctx, subj, f"precbusy-ours-pg-{r}", busy=ctx.busy_slots) for r in range(ctx.reps)]
+    o = pack_precision(ctx, reps) | {"busy": ctx.busy_slots, "slots": 4,
+                                     "busy_running": [x.get("busy_running") for x in reps]}
+    log(f"  precision ours pg, {ctx.busy_slots} of 4 slots busy (running: {o['busy_running']}): "
+        f"p50 {fmt_s(o['p50'], 1)} p99 {fmt_s(o['p99'], 1)} max {fmt_s(o['max'], 1)} ms")
+    return {"ours/pg": o}
+
+
+def interleaved(ctx, variants, run):
+    """Run every variant once per repetition, in a rotated order; return {variant: pack(reps)}."""
+    names = list(variants)
+    reps = {v: [] for v in names}
+    for r in range(ctx.reps):
+        k = r % len(names)
+        for v in names[k:] + names[:k]:
+            reps[v].append(run(v, r))
+    return {v: pack(reps[v]) | variants[v] for v in names}
+
+
+def m_logging(ctx):
+    """4 slots, no-op jobs: the dispatcher at the settings' default log level (SCHEDULER_LOG_LEVEL
+    unset) and at WARNING (what every other throughput run uses), in the same run."""
+    subj = ctx.subject("ours", "pg")
+    variants = {"default": {"log_level": None}, "warning": {"log_level": "WARNING"}}
+    out = interleaved(ctx, variants, lambda v, r: throughput_once(
+        subj, ctx.log_n, "default", f"log-{v}-{r}", slots=4, log_level=variants[v]["log_level"]))
+    for v, o in out.items():
+        log(f"  logging {v}: {fmt_s(o['jobs_per_s'])} jobs/s")
+    return out
+
+
+def m_joblog(ctx):
+    """4 slots: a task that logs one INFO line (log_one) against a no-op from the same module, at the
+    default log level and at WARNING."""
+    subj = ctx.subject("ours", "pg")
+    variants = {
+        f"{task}/{level}": {"task": path, "log_level": None if level == "default" else "WARNING"}
+        for level in ("default", "warning") for task, path in (("noop", BENCH_NOOP), ("log_one", LOG_ONE))
+    }
+    out = interleaved(ctx, variants, lambda v, r: throughput_once(
+        subj, ctx.log_n, "default", f"joblog-{v.replace('/', '-')}-{r}", slots=4, task=variants[v]["task"],
+        log_level=variants[v]["log_level"]))
+    for v, o in out.items():
+        log(f"  joblog {v}: {fmt_s(o['jobs_per_s'])} jobs/s")
+    return out
+
+
+def processes_once(subj, n, processes, slots, tag, timeout):
+    """``rundispatcher --processes P --concurrency S``: start it, wait until all P dispatchers are
+    registered, then enqueue n due no-op jobs in one transaction and wait for the last to finish
+    (so every process is up when the work arrives; start-up is not in the rate)."""
+    subj.reset()
+    argv = [OURS_PY, os.path.join(ROOT, "manage.py"), "rundispatcher", "--processes", str(processes),
+            "--concurrency", str(slots)]
+    spawn = time.time()
+    proc = Proc(argv, subj.env(), tag)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            up = subj.db.q("SELECT count(*) FROM scheduler_app_worker WHERE state = 'alive'")[0][0]
+            if up >= processes:
+                break
+            if not proc.alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"{tag}: {up} of {processes} dispatchers registered; see {proc.log_path}")
+            time.sleep(0.1)
+        ready = time.time() - spawn
+        start = time.time()
+        subj.driver("enqueue_noop", "--n", str(n))
+    except BaseException:
+        proc.stop()
+        raise
+    res = drain(subj, n, [proc], start, timeout, tag)
+    res["ready_s"] = ready
+    return res
+
+
+def m_processes(ctx):
+    """rundispatcher --processes 1, 2, 4 with --concurrency 4 and 16 (PostgreSQL, no-op jobs)."""
+    subj = ctx.subject("ours", "pg")
+    variants = {f"{count}/{slots}": {"processes": count, "slots": slots}
+                for slots in ctx.proc_slots for count in ctx.proc_counts}
+    out = interleaved(ctx, variants, lambda v, r: processes_once(
+        subj, ctx.proc_n, variants[v]["processes"], variants[v]["slots"], f"procs-{v.replace('/', 'x')}-{r}",
+        timeout=60 + ctx.proc_n / 50))
+    for o in out.values():
+        o["ready_s"] = summary([x["ready_s"] for x in o["reps"]])
+        log(f"  {o['processes']} process(es) x {o['slots']} slots: {fmt_s(o['jobs_per_s'])} jobs/s "
+            f"(all registered {fmt_s(o['ready_s'], 1)} s after spawn)")
+    return out
+
+
 class ApiServer:
     def __init__(self, subj):
-        self.subj = subj
-        # Django's threaded dev server (what runserver --noreload runs); see wsgi_server.py.
-        argv = [OURS_PY, os.path.join(BENCH, "wsgi_server.py"), str(API_PORT)]
-        self.proc = Proc(argv, subj.env(), f"api-{subj.kind}")
-        deadline = time.monotonic() + 30
         import socket
 
+        self.subj = subj
+        with socket.socket() as sock:  # a free port (not a fixed one another checkout may hold)
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        self.url = f"127.0.0.1:{self.port}"
+        # Django's threaded dev server (what runserver --noreload runs); see wsgi_server.py.
+        argv = [OURS_PY, os.path.join(BENCH, "wsgi_server.py"), str(self.port)]
+        self.proc = Proc(argv, subj.env(), f"api-{subj.kind}")
+        deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
+            if not self.proc.alive():
+                break
             try:
-                socket.create_connection(("127.0.0.1", API_PORT), timeout=0.5).close()
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
                 return
             except OSError:
                 time.sleep(0.2)
+        self.proc.stop()
         raise RuntimeError("API server did not start; see " + self.proc.log_path)
 
     def stop(self):
@@ -587,7 +764,7 @@ def m_pickup(ctx):
                         subj.reset()
                         args = ["pickup", "--n", str(ctx.pickup_n)]
                         if name == "ours":
-                            args += ["--via", via, "--url", f"127.0.0.1:{API_PORT}", "--token", ctx.tokens[kind]]
+                            args += ["--via", via, "--url", server.url, "--token", ctx.tokens[kind]]
                         res = timed_session(subj, f"pick-{name}-{kind}-{via}-{r}",
                                             lambda: subj.driver(*args), ctx.warmup)
                         lat, after = res["latency_ms"], res.get("after_return_ms") or []
@@ -726,31 +903,48 @@ def m_scale(ctx):
 
 
 def m_enqueue(ctx):
+    """Enqueue rates. Repetition-major: each repetition runs every subject and (PostgreSQL) the floor
+    back to back, so drift in the machine's commit latency hits them alike."""
     out = {}
     for kind in ctx.dbs:
-        for name in ctx.subjects:
-            if kind == "sqlite" and name not in SQLITE_OK:
-                continue
-            subj = ctx.subject(name, kind)
-            reps = []
-            server = ApiServer(subj) if name == "ours" else None
-            try:
-                for r in range(ctx.reps):
+        names = [n for n in ctx.subjects if kind == "pg" or n in SQLITE_OK]
+        subjects = {n: ctx.subject(n, kind) for n in names}
+        reps = {n: [] for n in names}
+        server = ApiServer(subjects["ours"]) if "ours" in subjects else None
+        floor = floor_db(migrate=False) if kind == "pg" else None
+        try:
+            for _ in range(ctx.reps):
+                for name, subj in subjects.items():
                     subj.reset()
-                    args = ["enqueue_rate", "--n", str(ctx.enqueue_n)]
+                    args = ["enqueue_rate", "--n", str(ctx.enqueue_n), "--warmup", str(ctx.enqueue_warmup)]
                     if name == "ours":
-                        args += ["--url", f"127.0.0.1:{API_PORT}", "--token", ctx.tokens[kind],
-                                 "--single", str(ctx.api_single), "--bulk-requests", str(ctx.api_bulk)]
-                    reps.append(subj.driver(*args))
-            finally:
-                if server:
-                    server.stop()
+                        args += ["--url", server.url, "--token", ctx.tokens[kind],
+                                 "--single", str(ctx.api_single), "--bulk-requests", str(ctx.api_bulk),
+                                 "--many-batch", str(ctx.enqueue_many_batch),
+                                 "--many-calls", str(ctx.enqueue_many_calls)]
+                    reps[name].append(subj.driver(*args))
+                if floor:
+                    # The floor of the same single-row INSERT + NOTIFY (raw psycopg, a bare table).
+                    db, env_of = floor
+                    reps.setdefault("floor", []).append(run_driver(
+                        [OURS_PY, os.path.join(BENCH, "floor.py"), "--dsn", PG + db.name, "--mode", "enqueue",
+                         "--n", str(ctx.enqueue_n)], env_of.env()))
+        finally:
+            if server:
+                server.stop()
+            if floor:
+                drop_floor_db(floor[0])
+        for subj in subjects.values():
             subj.reset()
-            res = {"enqueue_per_s": summary([x["enqueue_per_s"] for x in reps])}
+        for name, rs in reps.items():
+            res = {"enqueue_per_s": summary([x["enqueue_per_s"] for x in rs]),
+                   "in_tx_per_s": summary([x["in_tx_per_s"] for x in rs])}
             if name == "ours":
-                res["api_bulk_per_s"] = summary([x["api_bulk_per_s"] for x in reps])
-                res["api_single_p50_ms"] = summary([pct(x["api_single_ms"], 50) for x in reps])
-                res["api_single_p99_ms"] = summary([pct(x["api_single_ms"], 99) for x in reps])
+                res["enqueue_many_per_s"] = summary([x["enqueue_many_per_s"] for x in rs])
+                res["enqueue_many_one_call_per_s"] = summary([x["enqueue_many_one_call_per_s"] for x in rs])
+                res["api_bulk_per_s"] = summary([x["api_bulk_per_s"] for x in rs])
+                res["api_single_p50_ms"] = summary([pct(x["api_single_ms"], 50) for x in rs])
+                res["api_single_p99_ms"] = summary([pct(x["api_single_ms"], 99) for x in rs])
             out[f"{name}/{kind}"] = res
             log(f"  enqueue {name} {kind}: " + ", ".join(f"{k} {fmt_s(v, 1)}" for k, v in res.items()))
     return out
@@ -818,6 +1012,14 @@ class Ctx:
         self.scale_sizes = [1_000, 10_000] if q else [10_000, 100_000, 1_000_000]
         self.scale_n = 500 if q else 2000
         self.enqueue_n = 200 if q else 1000
+        self.enqueue_warmup = 20
+        self.enqueue_many_batch = 1000  # items per enqueue_many() call (the bulk API's per-request 1,000)
+        self.enqueue_many_calls = 2 if q else 10
+        self.log_n = 500 if q else 10000  # logging, joblog: jobs per run, 4 slots
+        self.busy_slots = 2  # precision_busy: of 4 slots
+        self.proc_counts = [1, 2, 4]
+        self.proc_slots = [4, 16]
+        self.proc_n = 1000 if q else 10000
         self.api_single = 20 if q else 200
         self.api_bulk = 2 if q else 10
         self.scaling_counts = [1, 2] if q else [1, 2, 4, 8]
@@ -923,9 +1125,9 @@ def main():
             for m in ALL_MEASUREMENTS:
                 if m not in ctx.only:
                     continue
-                if m in ("floor", "memory", "scale", "scaling") and "ours" not in ctx.subjects:
+                if m in OURS_ONLY and "ours" not in ctx.subjects:
                     continue
-                if m in ("scale", "scaling", "floor") and "pg" not in ctx.dbs:
+                if m in PG_ONLY and "pg" not in ctx.dbs:
                     continue
                 log(f"== {m}")
                 t = time.time()

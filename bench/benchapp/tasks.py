@@ -1,8 +1,12 @@
 """Bench-only django.tasks tasks: used by this project and by django-tasks-db."""
 
+import logging
+
 from django.tasks import task
 
 from bench import stamps
+
+logger = logging.getLogger(__name__)
 
 
 @task
@@ -21,3 +25,19 @@ def relay(key):
     import time
 
     stamp.enqueue(key=key, due=time.time())
+
+
+@task
+def log_one(*args, **kwargs):
+    """A no-op that logs one INFO line (the per-job log cost: bench/run.py ``joblog``)."""
+    logger.info("log_one ran")
+    return None
+
+
+@task
+def sleep_until(until):
+    """Hold a slot until the epoch ``until`` (precision with busy slots: ``precision_busy``)."""
+    import time
+
+    while (left := until - time.time()) > 0:
+        time.sleep(min(left, 0.1))

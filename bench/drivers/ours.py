@@ -17,6 +17,7 @@ from bench.drivers.common import create_stamp_table, emit, setup_django, wait_st
 
 NOOP = "scheduler_app.demo.tasks.noop"
 STAMP = "bench.benchapp.tasks.stamp"
+SLEEP = "bench.benchapp.tasks.sleep_until"
 
 
 def dt(epoch):
@@ -47,20 +48,35 @@ def cmd_enqueue_noop(args):
     left = args.n
     while left > 0:
         chunk = min(left, 10_000)
-        spec = {"task": NOOP} if at is None else {"task": NOOP, "execute_at": at}
+        spec = {"task": args.task} if at is None else {"task": args.task, "execute_at": at}
         lifecycle.enqueue_many([spec] * chunk, max_size=None)
         left -= chunk
     emit({"seconds": time.perf_counter() - t0})
 
 
 def cmd_enqueue_stamps(args):
-    from bench.benchapp.tasks import stamp
+    from bench.benchapp.tasks import sleep_until, stamp
 
     base = time.time()
+    busy = 0
+    if args.busy:
+        # Hold ``--busy`` slots with sleeping jobs until ``--busy-tail`` s after
+        # the last stamp is due; go on once the dispatcher runs them all.
+        from scheduler_app.models import Job
+
+        until = base + args.first + args.spread + args.busy_tail
+        for _ in range(args.busy):
+            sleep_until.enqueue(until=until)
+        deadline = time.monotonic() + min(args.first - 0.5, 5.0)
+        while time.monotonic() < deadline:
+            busy = Job.objects.filter(task=SLEEP, status="running").count()
+            if busy >= args.busy:
+                break
+            time.sleep(0.01)
     for i in range(args.n):
         due = base + args.first + i * args.spread / args.n
         stamp.using(run_after=dt(due)).enqueue(key=f"t{i}", due=due)
-    emit({"base": base, "enqueued_in": time.time() - base})
+    emit({"base": base, "enqueued_in": time.time() - base, "busy_running": busy})
 
 
 class Api:
@@ -121,14 +137,45 @@ def cmd_pickup(args):
 
 
 def cmd_enqueue_rate(args):
-    """task.enqueue() per second, bulk API jobs/s, single API create times."""
+    """task.enqueue() per second (autocommit; a loop in one transaction.atomic()),
+    enqueue_many() jobs/s, bulk API jobs/s, single API create times."""
+    from django.db import transaction
+
+    from scheduler_app import enqueue_many
     from scheduler_app.demo.tasks import noop
 
     out = {}
+    for _ in range(args.warmup):
+        noop.enqueue()
+    with transaction.atomic():
+        for _ in range(args.warmup):
+            noop.enqueue()
     t0 = time.perf_counter()
     for _ in range(args.n):
         noop.enqueue()
     out["enqueue_per_s"] = args.n / (time.perf_counter() - t0)
+    # A user enqueueing a batch in a view: the loop inside one transaction.
+    t0 = time.perf_counter()
+    with transaction.atomic():
+        for _ in range(args.n):
+            noop.enqueue()
+    out["in_tx_per_s"] = args.n / (time.perf_counter() - t0)
+    if args.many_calls:
+        # scheduler_app.enqueue_many(items): --many-batch items per call (the
+        # bulk API's 1,000 per request), then all of them in one call.
+        def items(count):
+            return [{"task": NOOP, "args": [], "kwargs": {}} for _ in range(count)]
+
+        enqueue_many(items(args.warmup))
+        batches = [items(args.many_batch) for _ in range(args.many_calls)]
+        t0 = time.perf_counter()
+        for batch in batches:
+            enqueue_many(batch)
+        out["enqueue_many_per_s"] = args.many_calls * args.many_batch / (time.perf_counter() - t0)
+        everything = items(args.many_calls * args.many_batch)
+        t0 = time.perf_counter()
+        enqueue_many(everything)
+        out["enqueue_many_one_call_per_s"] = len(everything) / (time.perf_counter() - t0)
     if args.url:
         api = Api(args.url, args.token)
         api.post("/api/jobs/", {"task": NOOP})  # warm up
@@ -225,10 +272,13 @@ def main():
     s = sub.add_parser("enqueue_noop")
     s.add_argument("--n", type=int, required=True)
     s.add_argument("--future", type=float, default=None)
+    s.add_argument("--task", default=NOOP)
     s = sub.add_parser("enqueue_stamps")
     s.add_argument("--n", type=int, default=200)
     s.add_argument("--first", type=float, default=3.0)
     s.add_argument("--spread", type=float, default=10.0)
+    s.add_argument("--busy", type=int, default=0, help="slots to hold with sleep_until jobs")
+    s.add_argument("--busy-tail", type=float, default=1.0)
     s = sub.add_parser("pickup")
     s.add_argument("--n", type=int, default=50)
     s.add_argument("--warmup", type=int, default=3)
@@ -237,6 +287,9 @@ def main():
     s.add_argument("--token", default="")
     s = sub.add_parser("enqueue_rate")
     s.add_argument("--n", type=int, default=1000)
+    s.add_argument("--warmup", type=int, default=20)
+    s.add_argument("--many-batch", type=int, default=1000)
+    s.add_argument("--many-calls", type=int, default=10)
     s.add_argument("--single", type=int, default=200)
     s.add_argument("--bulk-requests", type=int, default=10)
     s.add_argument("--url", default="")
