@@ -153,9 +153,13 @@ SCHEDULER = {
 }
 
 
-# The scheduler's loggers and Django's task log (django.tasks: a line per
-# task start and end, sent by the scheduler's task signals) at one level.
-log_level = os.environ.get("SCHEDULER_LOG_LEVEL", "INFO")
+# The scheduler's loggers at SCHEDULER_LOG_LEVEL (INFO: the dispatcher's
+# banner, a summary line per minute, retries; WARNING: failures, problems).
+# A line per job start and end, the scheduler's and Django's own
+# (django.tasks, from the task signals), is DEBUG detail: Django's lines
+# show at DEBUG, and from WARNING up (a failed task's line is an ERROR).
+log_level = os.environ.get("SCHEDULER_LOG_LEVEL", "INFO").upper()
+tasks_log_level = log_level if log_level in ("DEBUG", "WARNING", "ERROR", "CRITICAL") else "WARNING"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -173,7 +177,7 @@ LOGGING = {
         },
         "django.tasks": {
             "handlers": ["console"],
-            "level": log_level,
+            "level": tasks_log_level,
             "propagate": False,
         },
     },

@@ -17,8 +17,10 @@ signals (a new row, or a claimed attempt), so both report the same thing:
 The signals go out as Django's backends send them (``sender=type(backend)``,
 ``task_result=``), through ``send_robust``: a receiver that raises is logged
 and never breaks an enqueue or a job. Django connects its own log receivers
-to all three, so in practice someone always listens; the results are cheap
-to build (no query, no re-validation of the task).
+to all three; when they are the only receivers and the ``django.tasks``
+logger would drop their line (any project that did not turn it up: the
+root logger's WARNING), a signal would do nothing, and ``wanted()`` says
+so: neither the TaskResult is built nor the signal sent.
 """
 
 import json
@@ -30,6 +32,7 @@ from django.tasks import TaskResult, TaskResultStatus, task_backends
 from django.tasks.backends.base import BaseTaskBackend
 from django.tasks.base import TaskError
 from django.tasks.exceptions import InvalidTaskBackend
+from django.tasks import signals as django_task_signals
 from django.tasks.signals import task_enqueued, task_finished, task_started
 
 from . import registry
@@ -47,6 +50,31 @@ STATUS_MAP = {
 }
 
 SIGNAL_NAMES = {task_enqueued: "task_enqueued", task_started: "task_started", task_finished: "task_finished"}
+
+# Django's own receiver of each signal and the level it logs at (a failed
+# task's task_finished line is at ERROR: ``wanted(..., level=ERROR)``).
+_DJANGO_LOG_RECEIVERS = {
+    task_enqueued: (django_task_signals.log_task_enqueued, logging.DEBUG),
+    task_started: (django_task_signals.log_task_started, logging.INFO),
+    task_finished: (django_task_signals.log_task_finished, logging.INFO),
+}
+_tasks_log = logging.getLogger("django.tasks")
+
+
+def wanted(signal, sender, level=None):
+    """Return whether sending ``signal`` from ``sender`` would do anything.
+
+    True when a receiver other than Django's log line listens, or when that
+    line's level (``level``, else the one it logs at) is enabled.
+    """
+    try:
+        sync, asynchronous = signal._live_receivers(sender)
+    except (AttributeError, TypeError, ValueError):  # another Django: assume someone listens
+        return signal.has_listeners(sender)
+    own, own_level = _DJANGO_LOG_RECEIVERS[signal]
+    if asynchronous or any(receiver is not own for receiver in sync):
+        return True
+    return bool(sync) and _tasks_log.isEnabledFor(level or own_level)
 
 # task backend alias -> (sender, alias of the results); any thread reads,
 # a settings change clears it.
@@ -241,5 +269,5 @@ def send_enqueued(jobs, task=None):
         except registry.UnknownTask:
             continue
         sender, _ = sender_of(job_task)
-        if task_enqueued.has_listeners(sender):
+        if wanted(task_enqueued, sender):
             send(task_enqueued, sender, job_result(job, job_task))

@@ -40,10 +40,11 @@ class Executor:
         if self.own_connections:
             close_old_connections()
         started = time.monotonic()
-        logger.info(
-            "job %s started: %s attempt %d/%d", job.id, job.task, job.attempt, job.max_attempts,
-            extra={"job_id": job.id, "action": "start"},
-        )
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug(
+                "job %s started: %s attempt %d/%d", job.id, job.task, job.attempt, job.max_attempts,
+                extra={"job_id": job.id, "action": "start"},
+            )
         try:
             outcome = self._run(job, cancel_event, deadline)
         finally:
@@ -64,9 +65,10 @@ class Executor:
             which = "args (a JSON list)" if job.args is None else "kwargs (a JSON object)"
             return self.policy.fatal(job, UnreadableJob(f"The job's stored {which} cannot be read."), traceback_text="")
         sender, _ = taskresults.sender_of(task)
-        signals = task_started.has_listeners(sender) or task_finished.has_listeners(sender)
-        result = taskresults.attempt_result(job, task) if signals or task.takes_context else None
-        if signals:
+        start = taskresults.wanted(task_started, sender)
+        finish = taskresults.wanted(task_finished, sender)
+        result = taskresults.attempt_result(job, task) if start or finish or task.takes_context else None
+        if start:
             taskresults.send(task_started, sender, result)
         try:
             if task.takes_context:
@@ -78,15 +80,15 @@ class Executor:
             outcome = self._past_deadline(job, deadline) or self.policy.cancelled(job)
         except Exception as exc:
             outcome = self._past_deadline(job, deadline) or self.policy.raised(job, exc)
-            if signals:
+            if finish or taskresults.wanted(task_finished, sender, level=logging.ERROR):
                 # Inside the handler, as Django's backends do: its log
                 # receiver adds the traceback (sys.exc_info()).
-                self._finished(sender, result, outcome)
+                self._finished(sender, result or taskresults.attempt_result(job, task), outcome)
             return outcome
         else:
             outcome = self._past_deadline(job, deadline) or self.policy.succeeded(job, value)
-        if signals:
-            self._finished(sender, result, outcome)
+        if finish or (outcome.status != Status.SUCCEEDED and taskresults.wanted(task_finished, sender, level=logging.ERROR)):
+            self._finished(sender, result or taskresults.attempt_result(job, task), outcome)
         return outcome
 
     def _past_deadline(self, job, deadline):
@@ -125,7 +127,8 @@ def _error_summary(error):
 
 
 def log_outcome(job, outcome, seconds):
-    """Log how an attempt ended, at INFO like the start line; a retry names its time."""
+    """Log how an attempt ended: a success or a cancel at DEBUG (the loop logs a summary at INFO),
+    a retry at INFO naming its time, a failure at WARNING."""
     extra = {"job_id": job.id, "action": "end", "outcome": str(outcome.status)}
     if outcome.error is not None and outcome.error.get("exception_class") == TIMEOUT_CLASS:
         # The loop failed (or retried) it at its deadline and logged that.
@@ -142,13 +145,14 @@ def log_outcome(job, outcome, seconds):
             extra=extra,
         )
     elif outcome.error is not None:
-        logger.info(
+        logger.log(
+            logging.WARNING if outcome.status == Status.FAILED else logging.DEBUG,
             "job %s %s: %s attempt %d/%d in %.3fs (%s)",
             job.id, outcome.status, job.task, job.attempt, job.max_attempts, seconds,
             _error_summary(outcome.error), extra=extra,
         )
-    else:
-        logger.info(
+    elif logger.isEnabledFor(logging.DEBUG):
+        logger.debug(
             "job %s %s: %s attempt %d in %.3fs",
             job.id, outcome.status, job.task, job.attempt, seconds, extra=extra,
         )

@@ -140,6 +140,62 @@ def test_no_result_is_built_when_nobody_listens(monkeypatch):
             signal.sender_receivers_cache.clear()
 
 
+@pytest.fixture
+def django_tasks_log_level():
+    """Set the django.tasks logger's level for the test (what a project's LOGGING does)."""
+    log = logging.getLogger("django.tasks")
+    saved = log.level
+
+    def set_level(level):
+        log.setLevel(level)
+        logging.getLogger().manager._clear_cache()
+
+    yield set_level
+    set_level(saved)
+
+
+def test_no_result_is_built_when_only_djangos_log_receivers_listen_and_their_level_is_off(
+    monkeypatch, django_tasks_log_level, caplog
+):
+    # The default of a project that never configured django.tasks: the root
+    # logger's WARNING. Django's receivers would log nothing for a success.
+    built = []
+    real = taskresults.attempt_result
+    monkeypatch.setattr(taskresults, "attempt_result", lambda *a: built.append(a) or real(*a))
+    django_tasks_log_level(logging.WARNING)
+    assert run(claimed("add", 1, 2)).status == "succeeded"
+    assert built == []
+    # A failure is logged at ERROR by Django's receiver: that one is still sent, with the traceback.
+    with caplog.at_level(logging.WARNING, logger="django.tasks"):
+        assert run(claimed("boom", "kaput", attempt=3)).status == "failed"
+    [line] = [r for r in caplog.records if r.name == "django.tasks"]
+    assert line.levelno == logging.ERROR and "state=FAILED" in line.getMessage() and line.exc_info
+    # At INFO, Django's lines are wanted for every job.
+    built.clear()
+    django_tasks_log_level(logging.INFO)
+    assert run(claimed("add", 1, 2)).status == "succeeded"
+    assert len(built) == 1
+
+
+def test_any_other_receiver_gets_every_signal_whatever_the_log_level(sent, django_tasks_log_level):
+    django_tasks_log_level(logging.WARNING)
+    run(claimed("add", 1, 2))
+    assert [name for name, *_ in sent] == ["started", "finished"]
+
+
+def test_a_success_is_logged_at_debug_and_the_start_too(caplog):
+    with caplog.at_level(logging.DEBUG, logger="scheduler_app.dispatcher.runner"):
+        run(claimed("add", 1, 2))
+    ours = [r for r in caplog.records if r.name == "scheduler_app.dispatcher.runner"]
+    assert [(r.levelno, r.getMessage().split(":")[0]) for r in ours] == [
+        (logging.DEBUG, "job 5 started"), (logging.DEBUG, "job 5 succeeded"),
+    ]
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="scheduler_app.dispatcher.runner"):
+        run(claimed("add", 1, 2))
+    assert [r for r in caplog.records if r.name == "scheduler_app.dispatcher.runner"] == []
+
+
 def test_the_context_carries_the_same_result_the_signals_do(sent):
     outcome = run(claimed("context_info", attempt=2))
     assert outcome.status == "succeeded"
@@ -163,7 +219,9 @@ def test_a_retried_attempt_is_logged_as_a_failed_attempt_with_the_retry_time(cap
 def test_the_last_failed_attempt_is_logged_as_failed_with_its_reason(caplog):
     with caplog.at_level(logging.INFO, logger="scheduler_app.dispatcher.runner"):
         run(claimed("boom", "kaput", attempt=3))
-    message = caplog.records[-1].getMessage()
+    line = caplog.records[-1]
+    assert line.levelno == logging.WARNING
+    message = line.getMessage()
     assert message.startswith(f"job 5 failed: {T}boom attempt 3/3 in ") and message.endswith("(ValueError: kaput)")
 
 
