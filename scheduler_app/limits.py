@@ -46,3 +46,8 @@ MAX_JOBS_MAX = 10**12
 # The built-in webhook task: at most this long a wait, this much body kept.
 WEBHOOK_TIMEOUT_MAX = 3600
 WEBHOOK_MAX_BODY_MAX = 16 * 1024 * 1024
+# Per-job logs: records and bytes one attempt may keep (JOB_LOG_MAX_*).
+JOB_LOG_RECORDS_MAX = 100_000
+JOB_LOG_BYTES_MAX = 16 * 1024 * 1024
+# GET /api/stats/history/?minutes=: up to the rollups' default retention.
+HISTORY_MINUTES_MAX = 7 * 24 * 60

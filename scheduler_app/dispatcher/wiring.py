@@ -6,7 +6,7 @@ thread.
 
 import contextlib
 
-from scheduler_app import conf, registry, signals, sql
+from scheduler_app import conf, joblogs, registry, signals, sql
 
 from .loop import Dispatcher
 from .policy import RetryPolicy
@@ -42,6 +42,8 @@ def create(groups, *, lease=None, using="default", clock=None, **options):
         ),
     }
     defaults.update({k: v for k, v in options.items() if v is not None})
+    if conf.get("JOB_LOG_MAX_RECORDS"):
+        joblogs.install()  # per-job logs: see joblogs
     policy = retry_policy()
     executor = Executor(policy, using)
     return Dispatcher(store, groups, executor, lease=lease, clock=clock, policy=policy, **defaults)
