@@ -35,9 +35,9 @@ class JobLog(models.Model):
 def _histogram_fields(model, prefix):
     """Add ``<prefix>_0 .. <prefix>_12`` (counts per bucket), ``<prefix>_sum`` and ``<prefix>_max``."""
     for i in range(SLOTS):
-        model.add_to_class(f"{prefix}_{i}", models.BigIntegerField(default=0))
-    model.add_to_class(f"{prefix}_sum", models.FloatField(default=0.0))
-    model.add_to_class(f"{prefix}_max", models.FloatField(default=0.0))
+        model.add_to_class(f"{prefix}_{i}", models.BigIntegerField(default=0, db_default=0))
+    model.add_to_class(f"{prefix}_sum", models.FloatField(default=0.0, db_default=0.0))
+    model.add_to_class(f"{prefix}_max", models.FloatField(default=0.0, db_default=0.0))
 
 
 class Tallies(models.Model):
@@ -45,11 +45,11 @@ class Tallies(models.Model):
 
     queue = models.CharField(max_length=64)
     task = models.CharField(max_length=255)
-    started = models.BigIntegerField(default=0)
-    succeeded = models.BigIntegerField(default=0)
-    failed = models.BigIntegerField(default=0)
-    retried = models.BigIntegerField(default=0)
-    cancelled = models.BigIntegerField(default=0)
+    started = models.BigIntegerField(default=0, db_default=0)
+    succeeded = models.BigIntegerField(default=0, db_default=0)
+    failed = models.BigIntegerField(default=0, db_default=0)
+    retried = models.BigIntegerField(default=0, db_default=0)
+    cancelled = models.BigIntegerField(default=0, db_default=0)
 
     class Meta:
         abstract = True
@@ -64,10 +64,10 @@ class Rollup(Tallies):
     """
 
     minute = models.DateTimeField()
-    enqueued = models.BigIntegerField(default=0)
-    depth = models.BigIntegerField(default=0, help_text="Pending jobs (largest sample of the minute).")
-    due = models.BigIntegerField(default=0, help_text="Due pending jobs (largest sample of the minute).")
-    lag = models.FloatField(default=0.0, help_text="Seconds the oldest due job had waited (largest sample).")
+    enqueued = models.BigIntegerField(default=0, db_default=0)
+    depth = models.BigIntegerField(default=0, db_default=0, help_text="Pending jobs (largest sample of the minute).")
+    due = models.BigIntegerField(default=0, db_default=0, help_text="Due pending jobs (largest sample of the minute).")
+    lag = models.FloatField(default=0.0, db_default=0.0, help_text="Seconds the oldest due job had waited (largest sample).")
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["minute", "queue", "task"], name="rollup_key")]

@@ -36,6 +36,7 @@ def create(groups, *, lease=None, using="default", clock=None, **options):
         "sync_overlap": conf.get("SYNC_OVERLAP"),
         "grace": conf.get("GRACE"),
         "max_abandoned": conf.get("MAX_ABANDONED_THREADS"),
+        "rollup_interval": conf.get("ROLLUP_INTERVAL"),
         # SQLite has no NOTIFY: a cheap check for other processes' commits.
         "change_check_interval": (
             conf.get("SQLITE_CHANGE_CHECK") if sql.is_sqlite(using) else None
