@@ -10,13 +10,14 @@ due count and lag for the minute, and counts the jobs enqueued (by their
 from datetime import UTC, datetime, timedelta
 
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Min, Q
+from django.db.models import Count
 from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
 from . import conf
 from .models import Job, Rollup, RollupCursor
 from .sql import rollups as sql
+from .sql.reads import pending_by_queue
 
 # Jobs are counted as enqueued this long after their minute ends: an
 # enqueue whose transaction commits later than that is not counted.
@@ -42,17 +43,9 @@ def queue_samples(now, *, using="default"):
     """Return ``[(minute, queue, depth, due, lag seconds)]`` for every known queue and any with pending jobs."""
     minute = minute_floor(now)
     found = {q: (0, 0, 0.0) for q in conf.known_queues()}
-    rows = (
-        Job.objects.using(using).pending().order_by().values("queue")
-        .annotate(
-            depth=Count("id"),
-            due=Count("id", filter=Q(execute_at__lte=now)),
-            oldest=Min("execute_at", filter=Q(execute_at__lte=now)),
-        )
-    )
-    for row in rows:
-        lag = (now - row["oldest"]).total_seconds() if row["oldest"] is not None else 0.0
-        found[row["queue"]] = (row["depth"], row["due"], round(max(lag, 0.0), 3))
+    for queue, (depth, due, oldest) in pending_by_queue(now, using=using).items():
+        lag = (now - oldest).total_seconds() if oldest is not None else 0.0
+        found[queue] = (depth, due, round(max(lag, 0.0), 3))
     return [(minute, q, *values) for q, values in sorted(found.items())]
 
 
