@@ -1,9 +1,9 @@
 """Per-job logs: keep the log records a job's own thread emits while it runs.
 
-One handler on the root logger (:func:`install`, by the dispatcher) keeps a
-record only when the thread that emits it is running an attempt: the
-executor opens a :class:`Capture` around the task call and the handler finds
-it through a context variable (so a worker thread sees only its own job's,
+A log record factory (:func:`install`, by the dispatcher) keeps a record
+only when the thread that makes it is running an attempt: the executor
+opens a :class:`Capture` around the task call and the factory finds it
+through a context variable (so a worker thread sees only its own job's,
 and an ``async`` task's records, run by asgiref on its loop's thread with
 the caller's context, count too). Records of the scheduler's own loggers
 and of ``django.tasks`` are not kept: they describe the attempt, they are
@@ -98,45 +98,8 @@ class Capture:
         return tuple(rows)
 
 
-class JobLogHandler(logging.Handler):
-    """On the root logger: hands each record to the emitting thread's Capture, if it has one.
-
-    Installing it lowered the root logger's level so that a task's INFO
-    records are made at all; it gives every other handler only what it got
-    before (``floor``), and plays Python's last-resort handler for records
-    that found no other handler, as if it were not there.
-    """
-
-    def __init__(self, floor):
-        super().__init__(logging.NOTSET)
-        self.floor = floor  # the root logger's level before install()
-
-    def handle(self, record):
-        capture = _current.get()
-        if capture is not None:
-            capture.add(record)
-        last_resort = logging.lastResort
-        if last_resort is not None and record.levelno >= max(last_resort.level, self.floor) and not _other_handlers(record.name, self):
-            last_resort.handle(record)
-        return True
-
-    def emit(self, record):  # handle() does the work
-        pass
-
-
-def _other_handlers(name, mine):
-    logger = logging.getLogger(name)
-    while logger is not None:
-        if any(h is not mine for h in logger.handlers):
-            return True
-        if not logger.propagate:
-            return False
-        logger = logger.parent
-    return False
-
-
 class _FloorFilter(logging.Filter):
-    """Keeps a handler to the records the root logger let through before install()."""
+    """Keeps a root handler to the records the root logger let through before install()."""
 
     def __init__(self, floor):
         super().__init__()
@@ -146,7 +109,7 @@ class _FloorFilter(logging.Filter):
         return record.levelno >= self.floor
 
 
-_handler = None
+_installed = False
 
 
 def level():
@@ -154,29 +117,39 @@ def level():
 
 
 def install():
-    """Put the capturing handler on the root logger (once per process); return it.
+    """Keep records for running attempts from now on, in this process (the dispatcher's); idempotent.
 
-    The root logger's level drops to ``JOB_LOG_LEVEL`` if it was higher, so
-    the records a task emits below it exist at all; handlers already on the
-    root logger are filtered back to the level it had (every later call
-    lowers it again if the setting asks for less).
+    A record factory (``logging.setLogRecordFactory``) sees every record
+    made, before any handler or propagation setting could keep it from the
+    root logger, and gives it to the current attempt's Capture. The root
+    logger's level drops to ``JOB_LOG_LEVEL`` if it was higher, so that the
+    records a task emits below it are made at all; handlers already on the
+    root logger are filtered back to the level it had.
     """
-    global _handler
+    global _installed
     root = logging.getLogger()
-    if _handler is None:
+    if not _installed:
         floor = root.getEffectiveLevel()
         for handler in root.handlers:
             handler.addFilter(_FloorFilter(floor))
-        _handler = JobLogHandler(floor)
-        root.addHandler(_handler)
+        make = logging.getLogRecordFactory()
+
+        def factory(*args, **kwargs):
+            record = make(*args, **kwargs)
+            capture = _current.get()
+            if capture is not None:
+                capture.add(record)
+            return record
+
+        logging.setLogRecordFactory(factory)
+        _installed = True
     wanted = level()
     if wanted < root.getEffectiveLevel():
         root.setLevel(wanted)
-    return _handler
 
 
 def installed():
-    return _handler is not None
+    return _installed
 
 
 @contextlib.contextmanager
@@ -187,7 +160,7 @@ def capture():
     ``JOB_LOG_MAX_RECORDS`` is 0).
     """
     max_records = conf.get("JOB_LOG_MAX_RECORDS")
-    if _handler is None or not max_records:
+    if not _installed or not max_records:
         yield None
         return
     box = Capture(level(), max_records, conf.get("JOB_LOG_MAX_BYTES"))

@@ -26,7 +26,7 @@ from django.views.decorators.http import require_POST
 
 from .. import history, lifecycle, schedules, stats
 from ..models import Dashboard, JobStatus, Schedule
-from .formatting import humanize_seconds, relative_time, when_html, worker_state
+from .formatting import humanize_seconds, relative_time, task_html, when_html, worker_state
 
 UPCOMING_LIMIT = 20
 RUNNING_LIMIT = 50
@@ -54,6 +54,7 @@ def task_row(obj, **fields):
         "task": obj.task,
         "task_module": module,
         "task_name": name,
+        "task_html": task_html(obj.task),
         "queue": obj.queue,
         **fields,
         "url": reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[obj.pk]),
@@ -148,6 +149,7 @@ def minutes_of(request):
 def task_rows(minutes, now):
     rows = history.per_task(minutes, now=now)
     for row in rows:
+        row["task_html"] = task_html(row["task"])
         row["p50_text"] = humanize_seconds(row["p50"]) if row["p50"] is not None else "–"
         row["p95_text"] = humanize_seconds(row["p95"]) if row["p95"] is not None else "–"
         row["rate_text"] = f"{row['failure_rate'] * 100:.1f} %"

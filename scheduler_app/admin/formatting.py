@@ -4,9 +4,10 @@ Plain functions shared by the model admins and the dashboard; no queries.
 """
 
 import json
+import re
 
 from django.utils import formats, timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from ..models import JobStatus, stale_before
 
@@ -83,9 +84,10 @@ def status_badge(status, *, extra=""):
 
 
 def task_html(task):
-    """Return a task path as 'module.' (muted, may wrap) + 'name' (bold)."""
+    """Return a task path as 'module.' (muted, may wrap after any dot or underscore) + 'name' (bold)."""
     module, _, name = task.rpartition(".")
-    return format_html('<span class="sched-task" title="{}"><span class="sched-module">{}.</span><wbr><strong>{}</strong></span>', task, module, name)
+    parts = format_html_join("", "{}<wbr>", ((p,) for p in re.split(r"(?<=[._])", module + ".") if p))
+    return format_html('<span class="sched-task" title="{}"><span class="sched-module">{}</span><strong>{}</strong></span>', task, parts, name)
 
 
 def pretty_json(value):

@@ -105,7 +105,12 @@ class JobAdmin(JobLive, JobFields, SafeLookupsMixin, admin.ModelAdmin):
         return super().get_search_results(request, queryset, search_term)
 
     def get_fieldsets(self, request, obj=None):
-        return self.add_fieldsets if obj is None else self.change_fieldsets
+        if obj is None:
+            return self.add_fieldsets
+        if obj.status == JobStatus.PENDING and self.has_change_permission(request, obj):
+            return self.change_fieldsets
+        # View only: "when" shows execute_at in the admin's one date format.
+        return [(name, {**opts, "fields": [f for f in opts["fields"] if f != "execute_at"]}) for name, opts in self.change_fieldsets]
 
     def get_readonly_fields(self, request, obj=None):
         if obj is None:
