@@ -39,7 +39,7 @@ OVERFLOW = """() => {
 def seed():
     """Finished jobs, a failed one with logs (run for real), a schedule, a week of rollups."""
     now = timezone.now()
-    with dispatcher_thread():
+    with dispatcher_thread(rollup_interval=0.5):
         failed = lifecycle.enqueue(T + "chatty", [4, True], max_attempts=2)[0]
         for i in range(5):
             lifecycle.enqueue(T + "add", [i, i])
@@ -63,6 +63,11 @@ PAGES = {
     "failed-job": None,
     "schedules": "/admin/scheduler_app/schedule/",
     "queues": "/admin/scheduler_app/queue/",
+    # and the app's other pages
+    "workers": "/admin/scheduler_app/worker/",
+    "add-job": "/admin/scheduler_app/job/add/",
+    "add-schedule": "/admin/scheduler_app/schedule/add/",
+    "app-index": "/admin/scheduler_app/",
 }
 
 
