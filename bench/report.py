@@ -202,6 +202,17 @@ def render(results):
     if scl:
         parts.append("### Several dispatchers on one PostgreSQL\n\n" + scaling_table(results) +
                      "\n\nSee docs/SCALING.md.\n")
+
+    obs = r.get("observability", {})
+    if obs:
+        rows = []
+        for key, v in obs.items():
+            kind, name = key.split("/", 1)
+            base = obs.get(f"{kind}/neither", {}).get("jobs_per_s")
+            cost = "" if name == "neither" or not base else f"{(1 - med(v['jobs_per_s']) / med(base)) * 100:+.1f} %".replace("+-", "-")
+            rows.append([{"pg": "PostgreSQL", "sqlite": "SQLite"}.get(kind, kind), name, ms(v["jobs_per_s"], 0), cost, str(len(v["reps"]))])
+        parts.append("### Observability: log capture and rollups on and off (a task that logs one INFO line, 4 slots)\n\n" +
+                     table(["database", "on", "jobs/s", "cost against neither", "reps"], rows) + "\n")
     return "\n".join(parts)
 
 

@@ -38,7 +38,7 @@ LOGS = os.path.join(RESULTS, "logs")
 PG = "postgresql://postgres@127.0.0.1:5432/"
 API_PORT = 8765
 
-ALL_MEASUREMENTS = ["floor", "throughput", "precision", "pickup", "memory", "scale", "enqueue", "scaling"]
+ALL_MEASUREMENTS = ["floor", "throughput", "precision", "pickup", "memory", "scale", "enqueue", "scaling", "observability"]
 ALL_SUBJECTS = ["ours", "dtdb", "procrastinate", "djangoq"]
 LABEL = {
     "ours": "this project",
@@ -263,7 +263,10 @@ class Subject:
 
 class Ours(Subject):
     name = "ours"
-    reset_sql = ("DELETE FROM scheduler_app_job", "DELETE FROM scheduler_app_worker")
+    reset_sql = (
+        "DELETE FROM scheduler_app_joblog", "DELETE FROM scheduler_app_job", "DELETE FROM scheduler_app_worker",
+        "DELETE FROM scheduler_app_rollup", "DELETE FROM scheduler_app_counter",
+    )
     # Remaining work, not finished rows: the scale test keeps old finished filler rows.
     remaining_sql = "SELECT count(*) FROM scheduler_app_job WHERE status IN ('pending', 'running')"
 
@@ -281,10 +284,10 @@ class Ours(Subject):
     def driver(self, *args, env=None, timeout=1800):
         return run_driver([OURS_PY, os.path.join(BENCH, "drivers", "ours.py"), *args], env or self.env(), timeout)
 
-    def workers(self, variant, tag, slots=4, count=1, stats_prefix=None):
+    def workers(self, variant, tag, slots=4, count=1, stats_prefix=None, env=None):
         procs = []
         for i in range(count):
-            extra = {}
+            extra = dict(env or {})
             if stats_prefix:
                 extra["BENCH_CLAIM_STATS"] = f"{stats_prefix}-{i}.json"
             argv = [OURS_PY, os.path.join(BENCH, "drivers", "ours_dispatch.py"), "--concurrency", str(slots)]
@@ -386,15 +389,15 @@ def stop_all(procs):
 # measurements
 
 
-def throughput_once(subj, n, variant, tag, slots=4, count=1, timeout=None, stats_prefix=None):
-    """Enqueue n due no-op jobs, start the worker(s), wait for the last to finish."""
+def throughput_once(subj, n, variant, tag, slots=4, count=1, timeout=None, stats_prefix=None, task=None, env=None):
+    """Enqueue n due no-op jobs (or ``task``), start the worker(s), wait for the last to finish."""
     subj.reset()
-    subj.driver("enqueue_noop", "--n", str(n))
+    subj.driver("enqueue_noop", "--n", str(n), *(["--task", task] if task else []))
     if subj.kind == "pg":
         subj.db.q("VACUUM ANALYZE")
     spawn = time.time()
     if isinstance(subj, Ours):
-        procs = subj.workers(variant, tag, slots=slots, count=count, stats_prefix=stats_prefix)
+        procs = subj.workers(variant, tag, slots=slots, count=count, stats_prefix=stats_prefix, env=env)
     else:
         procs = subj.workers(variant, tag)
     timeout = timeout or (60 + n / 10)
@@ -494,6 +497,37 @@ def m_throughput(ctx):
                 out["peers"][f"{name}/{kind}/{variant}"] = pack(reps) | {
                     "label": peer.variant_label(variant)}
                 log(f"  {name} {kind} {variant}: {fmt_s(out['peers'][f'{name}/{kind}/{variant}']['jobs_per_s'])} jobs/s")
+    return out
+
+
+# Log capture and rollups on and off, with a task that logs one INFO line.
+OBSERVABILITY_VARIANTS = {
+    "neither": {"BENCH_JOB_LOG_MAX_RECORDS": "0", "BENCH_ROLLUP_INTERVAL": "0"},
+    "log capture": {"BENCH_JOB_LOG_MAX_RECORDS": "200", "BENCH_ROLLUP_INTERVAL": "0"},
+    "rollups": {"BENCH_JOB_LOG_MAX_RECORDS": "0", "BENCH_ROLLUP_INTERVAL": "60"},
+    "both (the defaults)": {"BENCH_JOB_LOG_MAX_RECORDS": "200", "BENCH_ROLLUP_INTERVAL": "60"},
+}
+
+
+def m_observability(ctx):
+    """Throughput at 4 slots of a task that logs one line, with log capture and rollups on and off.
+
+    The variants take turns within each repetition, so drift of the machine
+    spreads over all of them.
+    """
+    out = {}
+    for kind in ctx.dbs:
+        ours = ctx.subject("ours", kind)
+        reps = {name: [] for name in OBSERVABILITY_VARIANTS}
+        for r in range(ctx.obs_reps):
+            for name, env in OBSERVABILITY_VARIANTS.items():
+                reps[name].append(throughput_once(
+                    ours, ctx.obs_n, "default", f"obs-{kind}-{name.split()[0]}-{r}", slots=4,
+                    task="bench.benchapp.tasks.log_one", env=env,
+                ))
+        for name in OBSERVABILITY_VARIANTS:
+            out[f"{kind}/{name}"] = pack(reps[name]) | {"n": ctx.obs_n}
+            log(f"  ours {kind} {name}: {fmt_s(out[f'{kind}/{name}']['jobs_per_s'])} jobs/s")
     return out
 
 
@@ -822,6 +856,8 @@ class Ctx:
         self.api_bulk = 2 if q else 10
         self.scaling_counts = [1, 2] if q else [1, 2, 4, 8]
         self.scaling_n = 1000 if q else 10000
+        self.obs_n = 1000 if q else 10000
+        self.obs_reps = 1 if q else max(self.reps, 5)
         self._subjects = {}
         self.tokens = {}
 
@@ -923,7 +959,7 @@ def main():
             for m in ALL_MEASUREMENTS:
                 if m not in ctx.only:
                     continue
-                if m in ("floor", "memory", "scale", "scaling") and "ours" not in ctx.subjects:
+                if m in ("floor", "memory", "scale", "scaling", "observability") and "ours" not in ctx.subjects:
                     continue
                 if m in ("scale", "scaling", "floor") and "pg" not in ctx.dbs:
                     continue

@@ -18,7 +18,7 @@ written by the statement that records it (``sql``), never one by one.
 import contextlib
 import contextvars
 import logging
-from datetime import UTC, datetime
+import time
 
 from . import conf
 from .settings_rules import SETTINGS
@@ -82,8 +82,7 @@ class Capture:
             self.dropped += 1
             return
         self.size += size
-        moment = datetime.fromtimestamp(record.created, UTC).isoformat()
-        self.records.append((moment, record.levelno, clean_text(name[:255]), clean_text(message), clean_text(exc_text)))
+        self.records.append((record.created, record.levelno, clean_text(name[:255]), clean_text(message), clean_text(exc_text)))
 
     def rows(self):
         """Return the records as Outcome.logs rows, with the "dropped" line last when any were."""
@@ -91,7 +90,7 @@ class Capture:
         if self.dropped:
             noun = "record" if self.dropped == 1 else "records"
             rows.append(
-                (datetime.now(UTC).isoformat(), logging.WARNING, DROPPED_LOGGER,
+                (time.time(), logging.WARNING, DROPPED_LOGGER,
                  f"{self.dropped} more {noun} dropped (at most {self.max_records} records "
                  f"and {self.max_bytes} bytes are kept per attempt)", "")
             )

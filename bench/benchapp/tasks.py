@@ -1,5 +1,7 @@
 """Bench-only django.tasks tasks: used by this project and by django-tasks-db."""
 
+import logging
+
 from django.tasks import task
 
 from bench import stamps
@@ -21,3 +23,12 @@ def relay(key):
     import time
 
     stamp.enqueue(key=key, due=time.time())
+
+
+log = logging.getLogger(__name__)
+
+
+@task
+def log_one(*args, **kwargs):
+    """A no-op that logs one INFO line (the cost of per-job log capture)."""
+    log.info("one line from job with %d args", len(args))

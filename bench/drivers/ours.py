@@ -47,7 +47,8 @@ def cmd_enqueue_noop(args):
     left = args.n
     while left > 0:
         chunk = min(left, 10_000)
-        spec = {"task": NOOP} if at is None else {"task": NOOP, "execute_at": at}
+        task = args.task or NOOP
+        spec = {"task": task} if at is None else {"task": task, "execute_at": at}
         lifecycle.enqueue_many([spec] * chunk, max_size=None)
         left -= chunk
     emit({"seconds": time.perf_counter() - t0})
@@ -225,6 +226,7 @@ def main():
     s = sub.add_parser("enqueue_noop")
     s.add_argument("--n", type=int, required=True)
     s.add_argument("--future", type=float, default=None)
+    s.add_argument("--task", default="", help="a registered task (default: the no-op)")
     s = sub.add_parser("enqueue_stamps")
     s.add_argument("--n", type=int, default=200)
     s.add_argument("--first", type=float, default=3.0)

@@ -105,7 +105,7 @@ class Dispatcher:
         self._due_paused = 0.0
         self._due_housekeeping = 0.0
         self._due_change_check = 0.0
-        self._due_rollup = 0.0
+        self._due_rollup = None  # the first write comes one interval after the first tick
         self._db_retry_at = 0.0
         self._db_backoff = 0.0
         self._need_paused = False
@@ -234,8 +234,11 @@ class Dispatcher:
         if now >= self._due_housekeeping:
             self.store.housekeeping(now)
             self._due_housekeeping = now + self.housekeeping_interval
-        if self.rollups is not None and now >= self._due_rollup:
-            self._write_rollups(now)
+        if self.rollups is not None:
+            if self._due_rollup is None:
+                self._due_rollup = now + self.rollup_interval
+            elif now >= self._due_rollup:
+                self._write_rollups(now)
         if self._stopping:
             self._flush(now)
             self._stop_step(now)
@@ -413,7 +416,7 @@ class Dispatcher:
         ]
         if self.change_check_interval:
             moments.append(self._due_change_check)
-        if self.rollups is not None:
+        if self.rollups is not None and self._due_rollup is not None:
             moments.append(self._due_rollup)
         if self._stopping and self._stop_deadline is not None:
             moments.append(self._stop_deadline)

@@ -60,7 +60,7 @@ class Outcome:
     error: dict | None = None
     retry_at: datetime | None = None
     # Log records the attempt's own thread emitted (``joblogs``): tuples
-    # ``(time ISO 8601, level number, logger, message, exception text)``.
+    # ``(time in epoch seconds, level number, logger, message, exception text)``.
     logs: tuple = ()
 
     def __post_init__(self):

@@ -113,8 +113,8 @@ def _pg_finish_and_claim_text(by_ids, limit, limits, logs=False):
 # The attempts' log records, for the outcomes that won (f returns their ids).
 LOGS_CTE = (
     f"l AS (INSERT INTO {LOG_TABLE} (job_id, attempt, time, level, logger, message, exc_text) "
-    "SELECT x.job, x.attempt, x.time, x.level, x.logger, x.message, x.exc "
-    "FROM jsonb_to_recordset(%(logs)s::jsonb) AS x(job bigint, attempt integer, time timestamptz, "
+    "SELECT x.job, x.attempt, to_timestamp(x.time), x.level, x.logger, x.message, x.exc "
+    "FROM jsonb_to_recordset(%(logs)s::jsonb) AS x(job bigint, attempt integer, time float8, "
     "level smallint, logger text, message text, exc text) WHERE x.job IN (SELECT id FROM f)), "
 )
 

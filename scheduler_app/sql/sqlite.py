@@ -1,5 +1,7 @@
 """SQLite: the claim and the batched finish (one statement each), and planner statistics."""
 
+from datetime import UTC, datetime
+
 from django.db import connections, transaction
 
 from .base import (
@@ -120,6 +122,6 @@ def _insert_logs(logs, using):
             )
 
 
-def _sqlite_time(moment):
+def _sqlite_time(epoch):
     # Django's SQLite text for an aware UTC time: 'YYYY-MM-DD HH:MM:SS.ffffff'.
-    return moment.replace("T", " ").removesuffix("+00:00")
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
