@@ -227,7 +227,8 @@ class Subject:
 
     def __init__(self, kind):
         self.kind = kind
-        self.db = DB(kind, f"bench_{self.name}")
+        # BENCH_DB_PREFIX keeps two checkouts' runs on one PostgreSQL out of each other's databases.
+        self.db = DB(kind, f"{os.environ.get('BENCH_DB_PREFIX', 'bench')}_{self.name}")
 
     def env(self, **extra):
         raise NotImplementedError
