@@ -527,8 +527,13 @@ def m_observability(ctx):
                     task="bench.benchapp.tasks.log_one", env=env,
                 ))
         for name in OBSERVABILITY_VARIANTS:
-            out[f"{kind}/{name}"] = pack(reps[name]) | {"n": ctx.obs_n}
+            # Each repetition's variants ran back to back: compare them pairwise.
+            ratios = [r["jobs_per_s"] / b["jobs_per_s"] for r, b in zip(reps[name], reps["neither"], strict=True)
+                      if r["jobs_per_s"] and b["jobs_per_s"]]
+            out[f"{kind}/{name}"] = pack(reps[name]) | {"n": ctx.obs_n, "paired_cost": summary([1 - x for x in ratios])}
             log(f"  ours {kind} {name}: {fmt_s(out[f'{kind}/{name}']['jobs_per_s'])} jobs/s")
+        out[f"{kind}/costs"] = ours.driver("obs_costs")
+        log(f"  per-job costs: {out[f'{kind}/costs']}")
     return out
 
 

@@ -57,7 +57,7 @@ for minute in range(7 * 24 * 60, 0, -1):
         tallies[(at.timestamp(), queue, task)] = t
 rollups.record(tallies, now)
 from scheduler_app.models import Rollup
-for minute in range(0, 7 * 24 * 60, 10):
+for minute in [*range(0, 120), *range(120, 7 * 24 * 60, 10)]:
     at = (now - timedelta(minutes=minute)).replace(second=0, microsecond=0)
     depth = int(40 + 35 * rng.random())
     Rollup.objects.update_or_create(minute=at, queue="default", task="", defaults={"depth": depth, "due": depth // 4, "lag": rng.uniform(0, 0.4)})

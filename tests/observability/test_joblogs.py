@@ -87,3 +87,11 @@ def test_own_loggers_are_not_kept():
     assert joblogs.is_own("scheduler_app.dispatcher.runner") and joblogs.is_own("django.tasks")
     assert not joblogs.is_own("scheduler_app.tasks") and not joblogs.is_own("scheduler_app.demo.tasks")
     assert not joblogs.is_own("scheduler_apps") and not joblogs.is_own("myapp")
+
+
+def test_records_of_loggers_that_do_not_propagate_are_kept_too():
+    job = enqueue("isolated_logger")
+    run(job)
+    assert list(JobLog.objects.filter(job=job).values_list("logger", "message")) == [
+        ("tests.isolated", "kept although it never reaches the root logger")
+    ]

@@ -185,3 +185,15 @@ def slow_progress(context, steps=20, pause=0.1):
         log.info("step %d", i + 1)
         time.sleep(pause)
     return steps
+
+
+isolated = logging.getLogger("tests.isolated")
+isolated.propagate = False  # records never reach the root logger
+isolated.addHandler(logging.NullHandler())
+isolated.setLevel(logging.INFO)
+
+
+@task
+def isolated_logger():
+    isolated.info("kept although it never reaches the root logger")
+    return 1
