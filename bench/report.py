@@ -216,9 +216,14 @@ def render(results):
             paired = v.get("paired_cost")
             cost = "" if name == "neither" or not paired else (
                 f"{med(paired) * 100:.1f} % ({paired['min'] * 100:.1f} to {paired['max'] * 100:.1f})")
-            rows.append([{"pg": "PostgreSQL", "sqlite": "SQLite"}.get(kind, kind), name, ms(v["jobs_per_s"], 0), cost, str(len(v["reps"]))])
+            cpu_cost = v.get("cpu_cost")
+            cpu_text = "" if name == "neither" or not cpu_cost or cpu_cost.get("median") is None else (
+                f"{med(cpu_cost) * 100:+.1f} % ({cpu_cost['min'] * 100:+.1f} to {cpu_cost['max'] * 100:+.1f})")
+            rows.append([{"pg": "PostgreSQL", "sqlite": "SQLite"}.get(kind, kind), name, ms(v["jobs_per_s"], 0), cost,
+                         ms(v.get("cpu_us_per_job"), 0), cpu_text, str(len(v["reps"]))])
         parts.append("### Observability: log capture and rollups on and off (a task that logs one INFO line, 4 slots)\n\n" +
-                     table(["database", "on", "jobs/s", "throughput lost against neither, same repetition (median, range)", "reps"], rows) +
+                     table(["database", "on", "jobs/s", "throughput lost against neither, same repetition (median, range)",
+                            "CPU µs per job (dispatcher + its PostgreSQL backends)", "CPU per job against neither, same repetition", "reps"], rows) +
                      "\n\nPer-job CPU, measured in-process (best of 5):\n\n" + "\n".join(costs) + "\n")
     return "\n".join(parts)
 

@@ -390,6 +390,21 @@ def stop_all(procs):
 # measurements
 
 
+def cpu_seconds(subj, procs):
+    """Return CPU seconds (user + system) used so far by ``procs`` and by the other backends of the subject's database."""
+    total = 0.0
+    pids = [p.pid for p in procs]
+    pids += [row[0] for row in subj.db.q(
+        "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")]
+    for pid in pids:
+        try:
+            t = psutil.Process(pid).cpu_times()
+            total += t.user + t.system + getattr(t, "children_user", 0) + getattr(t, "children_system", 0)
+        except psutil.Error:
+            pass
+    return total
+
+
 def throughput_once(subj, n, variant, tag, slots=4, count=1, timeout=None, stats_prefix=None, task=None, env=None):
     """Enqueue n due no-op jobs (or ``task``), start the worker(s), wait for the last to finish."""
     subj.reset()
@@ -404,11 +419,16 @@ def throughput_once(subj, n, variant, tag, slots=4, count=1, timeout=None, stats
     timeout = timeout or (60 + n / 10)
     deadline = time.monotonic() + timeout
     done = 0
+    cpu_from = None  # (jobs done, CPU seconds of the dispatchers and their backends) once jobs flow
+    cpu_to = None
     try:
         while time.monotonic() < deadline:
             done = subj.done(spawn)
             if isinstance(subj, Ours):
                 done = n + done
+                if subj.kind == "pg" and (cpu_from is None and done > 0 or done >= n):
+                    mark = (done, cpu_seconds(subj, procs))
+                    cpu_from, cpu_to = (mark, None) if cpu_from is None else (cpu_from, mark)
             if done >= n:
                 break
             if not any(p.alive() for p in procs):
@@ -429,6 +449,10 @@ def throughput_once(subj, n, variant, tag, slots=4, count=1, timeout=None, stats
     }
     res["jobs_per_s"] = min(done, n) / res["run_s"] if have and res["run_s"] > 0 else None
     res["jobs_per_s_wall"] = min(done, n) / res["wall_s"] if have and res["wall_s"] > 0 else None
+    if cpu_from and cpu_to and cpu_to[0] > cpu_from[0]:
+        # CPU per job of the dispatcher processes and their PostgreSQL backends, start-up excluded:
+        # what the work costs, whatever else the shared machine is doing.
+        res["cpu_us_per_job"] = (cpu_to[1] - cpu_from[1]) / (cpu_to[0] - cpu_from[0]) * 1e6
     if stats_prefix:
         claims = {"claims": 0, "asked": 0, "got": 0, "short": 0, "empty": 0}
         for i in range(count):
@@ -530,7 +554,13 @@ def m_observability(ctx):
             # Each repetition's variants ran back to back: compare them pairwise.
             ratios = [r["jobs_per_s"] / b["jobs_per_s"] for r, b in zip(reps[name], reps["neither"], strict=True)
                       if r["jobs_per_s"] and b["jobs_per_s"]]
-            out[f"{kind}/{name}"] = pack(reps[name]) | {"n": ctx.obs_n, "paired_cost": summary([1 - x for x in ratios])}
+            cpu = [r.get("cpu_us_per_job") for r in reps[name]]
+            base_cpu = [r.get("cpu_us_per_job") for r in reps["neither"]]
+            cpu_cost = [a / b - 1 for a, b in zip(cpu, base_cpu, strict=True) if a and b]
+            out[f"{kind}/{name}"] = pack(reps[name]) | {
+                "n": ctx.obs_n, "paired_cost": summary([1 - x for x in ratios]),
+                "cpu_us_per_job": summary(cpu), "cpu_cost": summary(cpu_cost),
+            }
             log(f"  ours {kind} {name}: {fmt_s(out[f'{kind}/{name}']['jobs_per_s'])} jobs/s")
         out[f"{kind}/costs"] = ours.driver("obs_costs")
         log(f"  per-job costs: {out[f'{kind}/costs']}")
