@@ -543,14 +543,16 @@ def m_observability(ctx):
     out = {}
     for kind in ctx.dbs:
         ours = ctx.subject("ours", kind)
-        reps = {name: [] for name in OBSERVABILITY_VARIANTS}
+        wanted = os.environ.get("BENCH_OBS_VARIANTS")  # e.g. "neither,log capture"
+        variants = {k: v for k, v in OBSERVABILITY_VARIANTS.items() if not wanted or k in wanted.split(",")}
+        reps = {name: [] for name in variants}
         for r in range(ctx.obs_reps):
-            for name, env in OBSERVABILITY_VARIANTS.items():
+            for name, env in variants.items():
                 reps[name].append(throughput_once(
                     ours, ctx.obs_n, "default", f"obs-{kind}-{name.split()[0]}-{r}", slots=4,
                     task="bench.benchapp.tasks.log_one", env=env,
                 ))
-        for name in OBSERVABILITY_VARIANTS:
+        for name in variants:
             # Each repetition's variants ran back to back: compare them pairwise.
             ratios = [r["jobs_per_s"] / b["jobs_per_s"] for r, b in zip(reps[name], reps["neither"], strict=True)
                       if r["jobs_per_s"] and b["jobs_per_s"]]

@@ -97,17 +97,6 @@ class Capture:
         return tuple(rows)
 
 
-class _FloorFilter(logging.Filter):
-    """Keeps a root handler to the records the root logger let through before install()."""
-
-    def __init__(self, floor):
-        super().__init__()
-        self.floor = floor
-
-    def filter(self, record):
-        return record.levelno >= self.floor
-
-
 _installed = False
 
 
@@ -122,15 +111,13 @@ def install():
     made, before any handler or propagation setting could keep it from the
     root logger, and gives it to the current attempt's Capture. The root
     logger's level drops to ``JOB_LOG_LEVEL`` if it was higher, so that the
-    records a task emits below it are made at all; handlers already on the
-    root logger are filtered back to the level it had.
+    records a task emits at that level are made at all (Django's default
+    logging puts no handler on the root logger; a project that does may give
+    that handler a level of its own).
     """
     global _installed
     root = logging.getLogger()
     if not _installed:
-        floor = root.getEffectiveLevel()
-        for handler in root.handlers:
-            handler.addFilter(_FloorFilter(floor))
         make = logging.getLogRecordFactory()
 
         def factory(*args, **kwargs):

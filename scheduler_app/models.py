@@ -112,7 +112,7 @@ class Job(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     # Log records kept for this job (JobLog rows), kept by the statement that
     # writes them: lists show it without counting rows.
-    logs_count = models.PositiveIntegerField(default=0)
+    logs_count = models.PositiveIntegerField(default=0, db_default=0)
 
     objects = JobQuerySet.as_manager()
 
