@@ -160,7 +160,7 @@ class JobFields:
         if not obj.logs_count:
             return format_html('<p class="sched-empty-inline">{}</p>', "No log records kept (the task's own INFO and above are).")
         records = list(
-            JobLog.objects.filter(job_id=obj.pk).order_by("-attempt", "-id")
+            JobLog.objects.filter(job_id=obj.pk).order_by("-attempt", "-seq")
             .values("attempt", "time", "level", "logger", "message", "exc_text")[:LOGS_SHOWN]
         )
         attempts = {}

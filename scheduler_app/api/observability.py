@@ -30,7 +30,7 @@ class JobLogSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = JobLog
-        fields = ["id", "attempt", "time", "level", "level_name", "logger", "message", "exc_text"]
+        fields = ["attempt", "seq", "time", "level", "level_name", "logger", "message", "exc_text"]
         read_only_fields = fields
 
     def get_level_name(self, obj) -> str:
@@ -68,7 +68,7 @@ def job_logs(view, request, job):
     query = LogQuery(request.query_params)
     if not query.is_valid():
         query_errors(query)
-    records = JobLog.objects.filter(job=job).order_by("attempt", "id")
+    records = JobLog.objects.filter(job=job).order_by("attempt", "seq")
     if query.cleaned_data["attempt"] is not None:
         records = records.filter(attempt=query.cleaned_data["attempt"])
     page = view.paginate_queryset(records)

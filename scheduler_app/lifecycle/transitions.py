@@ -172,8 +172,8 @@ def _finish_rows(outcomes):
 
 
 def _log_rows(outcomes):
-    """Return ``(job id, attempt, time, level, logger, message, exc_text)`` for every kept log record."""
-    return [(o.job_id, o.attempt, *record) for o in outcomes for record in o.logs]
+    """Return ``(job id, attempt, seq, time, level, logger, message, exc_text)`` for every kept log record."""
+    return [(o.job_id, o.attempt, seq, *record) for o in outcomes for seq, record in enumerate(o.logs, 1)]
 
 
 def renew_leases(worker, *, lease, now=None, using="default"):

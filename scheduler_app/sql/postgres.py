@@ -112,9 +112,9 @@ def _pg_finish_and_claim_text(by_ids, limit, limits, logs=False):
 
 # The attempts' log records, for the outcomes that won (f returns their ids).
 LOGS_CTE = (
-    f"l AS (INSERT INTO {LOG_TABLE} (job_id, attempt, time, level, logger, message, exc_text) "
-    "SELECT x.job, x.attempt, to_timestamp(x.time), x.level, x.logger, x.message, x.exc "
-    "FROM jsonb_to_recordset(%(logs)s::jsonb) AS x(job bigint, attempt integer, time float8, "
+    f"l AS (INSERT INTO {LOG_TABLE} (job_id, attempt, seq, time, level, logger, message, exc_text) "
+    "SELECT x.job, x.attempt, x.seq, to_timestamp(x.time), x.level, x.logger, x.message, x.exc "
+    "FROM json_to_recordset(%(logs)s::json) AS x(job bigint, attempt integer, seq integer, time float8, "
     "level smallint, logger text, message text, exc text) WHERE x.job IN (SELECT id FROM f)), "
 )
 
@@ -173,8 +173,8 @@ def pg_finish_and_claim_params(rows, *, worker, queues, now, lease_until, ids, d
     if logs:
         params["logs"] = json.dumps(
             [
-                {"job": job, "attempt": attempt, "time": t, "level": level, "logger": name, "message": message, "exc": exc}
-                for job, attempt, t, level, name, message, exc in logs
+                {"job": job, "attempt": attempt, "seq": seq, "time": t, "level": level, "logger": name, "message": message, "exc": exc}
+                for job, attempt, seq, t, level, name, message, exc in logs
             ]
         )
     return params

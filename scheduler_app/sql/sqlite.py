@@ -104,7 +104,7 @@ def sqlite_finish(rows, *, now, logs=(), using="default"):
     return won
 
 
-# Rows per INSERT: 7 parameters each, well under SQLite's 32,766.
+# Rows per INSERT: 8 parameters each, well under SQLite's 32,766.
 LOG_BATCH = 1000
 
 
@@ -113,11 +113,11 @@ def _insert_logs(logs, using):
         for start in range(0, len(logs), LOG_BATCH):
             batch = logs[start : start + LOG_BATCH]
             params = []
-            for job, attempt, moment, level, name, message, exc in batch:
-                params.extend([job, attempt, _sqlite_time(moment), level, name, message, exc])
+            for job, attempt, seq, moment, level, name, message, exc in batch:
+                params.extend([job, attempt, seq, _sqlite_time(moment), level, name, message, exc])
             cursor.execute(
-                f"INSERT INTO {LOG_TABLE} (job_id, attempt, time, level, logger, message, exc_text) "
-                f"VALUES {', '.join(['(%s, %s, %s, %s, %s, %s, %s)'] * len(batch))}",
+                f"INSERT INTO {LOG_TABLE} (job_id, attempt, seq, time, level, logger, message, exc_text) "
+                f"VALUES {', '.join(['(%s, %s, %s, %s, %s, %s, %s, %s)'] * len(batch))}",
                 params,
             )
 

@@ -22,7 +22,7 @@ QUEUES = "/admin/scheduler_app/queue/"
 def add_logs(job, attempts=(1, 2)):
     now = timezone.now()
     JobLog.objects.bulk_create(
-        JobLog(job=job, attempt=a, time=now + timedelta(seconds=i), level=level, logger="app.tasks", message=f"attempt {a} <msg {i}>", exc_text="Traceback: boom" if level == 40 else "")
+        JobLog(job=job, attempt=a, seq=i + 1, time=now + timedelta(seconds=i), level=level, logger="app.tasks", message=f"attempt {a} <msg {i}>", exc_text="Traceback: boom" if level == 40 else "")
         for a in attempts for i, level in enumerate((20, 30, 40))
     )
     Job.objects.filter(pk=job.pk).update(logs_count=3 * len(attempts))

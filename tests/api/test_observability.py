@@ -15,7 +15,7 @@ def job_with_logs(make_job):
     job = make_job()
     now = timezone.now()
     JobLog.objects.bulk_create(
-        [JobLog(job=job, attempt=a, time=now, level=20 if i else 40, logger="app", message=f"a{a} m{i}", exc_text="" if i else "Traceback")
+        [JobLog(job=job, attempt=a, seq=i + 1, time=now, level=20 if i else 40, logger="app", message=f"a{a} m{i}", exc_text="" if i else "Traceback")
          for a in (1, 2) for i in range(3)]
     )
     Job.objects.filter(pk=job.pk).update(logs_count=6)

@@ -28,10 +28,10 @@ def test_records_of_the_jobs_own_thread_are_kept_with_each_attempt():
     ok = enqueue("chatty", 3)
     bad = enqueue("chatty", 1, True, max_attempts=2)
     run(ok, bad)
-    rows = list(JobLog.objects.filter(job=ok).order_by("id").values_list("attempt", "level", "logger", "message"))
+    rows = list(JobLog.objects.filter(job=ok).order_by("attempt", "seq").values_list("attempt", "level", "logger", "message"))
     assert rows == [(1, logging.INFO, "tests.testapp.tasks", f"line {i} of 3") for i in (1, 2, 3)]
     assert Job.objects.get(pk=ok.pk).logs_count == 3
-    bad_rows = list(JobLog.objects.filter(job=bad).order_by("id"))
+    bad_rows = list(JobLog.objects.filter(job=bad).order_by("attempt", "seq"))
     assert [r.attempt for r in bad_rows] == [1, 1, 2, 2]
     assert bad_rows[1].level == logging.ERROR and bad_rows[1].message == "could not find it"
     assert "KeyError: 'missing'" in bad_rows[1].exc_text
@@ -48,7 +48,7 @@ def test_async_tasks_logs_are_kept():
 def test_past_the_bound_one_line_says_how_many_were_dropped():
     job = enqueue("chatty", 20)
     run(job)
-    messages = list(JobLog.objects.filter(job=job).order_by("id").values_list("message", flat=True))
+    messages = list(JobLog.objects.filter(job=job).order_by("attempt", "seq").values_list("message", flat=True))
     assert messages[0] == "debug is below the default level"  # DEBUG asked for
     assert len(messages) == 6
     assert messages[-1].startswith("16 more records dropped")
@@ -58,7 +58,7 @@ def test_past_the_bound_one_line_says_how_many_were_dropped():
 def test_the_byte_bound_counts_too():
     job = enqueue("chatty", 20)
     run(job)
-    messages = list(JobLog.objects.filter(job=job).order_by("id").values_list("message", flat=True))
+    messages = list(JobLog.objects.filter(job=job).order_by("attempt", "seq").values_list("message", flat=True))
     assert messages[-1].startswith(f"{20 - (len(messages) - 1)} more records dropped")
     assert sum(len(m) for m in messages[:-1]) <= 100
 
