@@ -67,6 +67,20 @@ DEFAULTS = {
     # The built-in `send_email` task sends from DEFAULT_FROM_EMAIL; a job may
     # name another From address only if it is listed here.
     "EMAIL_FROM_ALLOWED": [],
+    # Per-job logs: records a job's own thread emits while it runs, at this
+    # level and above (a name or a number), kept with the attempt; at most
+    # this many records and bytes per attempt (then one "N more records
+    # dropped" line). JOB_LOG_MAX_RECORDS = 0 keeps none.
+    "JOB_LOG_LEVEL": "INFO",
+    "JOB_LOG_MAX_RECORDS": 200,
+    "JOB_LOG_MAX_BYTES": 64 * 1024,
+    # History: dispatchers add their per-minute rollups to the database this
+    # often (seconds; 0 turns rollups off), and they are kept this long.
+    "ROLLUP_INTERVAL": 60.0,
+    "ROLLUP_RETENTION": timedelta(days=7),
+    # GET /metrics: besides staff with view_job, whoever sends
+    # "Authorization: Bearer <this>". None: staff only.
+    "METRICS_TOKEN": None,
 }
 
 

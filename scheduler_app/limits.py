@@ -48,3 +48,8 @@ WEBHOOK_TIMEOUT_MAX = 3600
 WEBHOOK_MAX_BODY_MAX = 16 * 1024 * 1024
 # Dispatcher processes one supervisor runs (rundispatcher --processes).
 PROCESSES_MAX = 64
+# Per-job logs: records and bytes one attempt may keep (JOB_LOG_MAX_*).
+JOB_LOG_RECORDS_MAX = 100_000
+JOB_LOG_BYTES_MAX = 16 * 1024 * 1024
+# GET /api/stats/history/?minutes=: up to the rollups' default retention.
+HISTORY_MINUTES_MAX = 7 * 24 * 60

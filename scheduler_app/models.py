@@ -110,6 +110,9 @@ class Job(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     last_attempted_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Log records kept for this job (JobLog rows), kept by the statement that
+    # writes them: lists show it without counting rows.
+    logs_count = models.PositiveIntegerField(default=0, db_default=0)
 
     objects = JobQuerySet.as_manager()
 
@@ -188,6 +191,8 @@ class Job(models.Model):
                 name="job_finished_idx",
             ),
             models.Index(fields=["status", "id"], name="job_status_id_idx"),
+            # The history's "enqueued": jobs counted by the minute they were made.
+            models.Index(fields=["created_at"], name="job_created_at_idx"),
         ]
 
     def __str__(self):
@@ -380,3 +385,9 @@ class Schedule(models.Model):
 
     def __str__(self):
         return self.name
+
+
+
+# What the scheduler records about runs (job logs, rollups, counters) lives
+# in its own module; importing it here registers the models.
+from .records import Counter, JobLog, Rollup, RollupCursor, Tallies  # noqa: E402,F401

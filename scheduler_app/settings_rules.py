@@ -86,6 +86,37 @@ class Duration(Rule):
         return self.check(value)
 
 
+class LogLevel(Rule):
+    """A logging level: a name Python's logging knows ("INFO") or a number from 0 to 50."""
+
+    def __init__(self, field):
+        super().__init__(field, "Must be a logging level: DEBUG, INFO, WARNING, ERROR, CRITICAL or a number from 0 to 50.")
+
+    def check(self, value):
+        if isinstance(value, str) and value.strip().upper() in LEVELS:
+            return LEVELS[value.strip().upper()]
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 50:
+            self.fail()
+        return value
+
+
+LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40, "CRITICAL": 50}
+
+
+class Secret(Rule):
+    """None, or a text of at least 16 characters (a bearer token)."""
+
+    def __init__(self, field):
+        super().__init__(field, "Must be None or a text of 16 to 4096 printable ASCII characters.")
+
+    def check(self, value):
+        if value is None:
+            return None
+        if not isinstance(value, str) or not 16 <= len(value) <= 4096 or not value.isascii() or not value.isprintable():
+            self.fail()
+        return value
+
+
 RETENTION_AGE = Duration("older_than", limits.RETENTION_MAX)
 
 # settings.SCHEDULER key -> its rule (RETENTION, a mapping, is checked in checks.py).
@@ -115,6 +146,12 @@ SETTINGS = {
     "WEBHOOK_MAX_BODY": WholeNumber("WEBHOOK_MAX_BODY", 0, limits.WEBHOOK_MAX_BODY_MAX),
     "EMAIL_FROM_ALLOWED": TextList("EMAIL_FROM_ALLOWED", "email addresses"),
     "TASK_MODULES": TextList("TASK_MODULES", "dotted module paths"),
+    "JOB_LOG_LEVEL": LogLevel("JOB_LOG_LEVEL"),
+    "JOB_LOG_MAX_RECORDS": WholeNumber("JOB_LOG_MAX_RECORDS", 0, limits.JOB_LOG_RECORDS_MAX),
+    "JOB_LOG_MAX_BYTES": WholeNumber("JOB_LOG_MAX_BYTES", 0, limits.JOB_LOG_BYTES_MAX),
+    "ROLLUP_INTERVAL": Seconds("ROLLUP_INTERVAL", limits.POLL_INTERVAL_MAX, zero_ok=True),
+    "ROLLUP_RETENTION": Duration("ROLLUP_RETENTION", limits.RETENTION_MAX),
+    "METRICS_TOKEN": Secret("METRICS_TOKEN"),
 }
 
 # rundispatcher's options that are not settings.

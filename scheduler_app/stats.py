@@ -7,7 +7,7 @@ finished_at, status) so the numbers stay cheap with millions of rows.
 from datetime import timedelta
 
 from django.db.models import Count, Min, Q
-from django.db.models.functions import Coalesce, TruncMinute
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from . import conf, schedules, sql
@@ -109,30 +109,6 @@ def throughput(now=None):
         last_minute=Count("id", filter=Q(finished_at__gte=now - timedelta(minutes=1))),
     )
     return {"last_minute": agg["last_minute"], "last_hour": agg["last_hour"]}
-
-
-def throughput_series(now=None, minutes=60):
-    """Return ``minutes`` per-minute buckets, oldest first: {minute, succeeded, failed}."""
-    now = now or timezone.now()
-    end = now.replace(second=0, microsecond=0) + timedelta(minutes=1)
-    start = end - timedelta(minutes=minutes)
-    buckets = {
-        start + timedelta(minutes=i): {"succeeded": 0, "failed": 0} for i in range(minutes)
-    }
-    rows = (
-        Job.objects.filter(
-            status__in=[JobStatus.SUCCEEDED, JobStatus.FAILED], finished_at__gte=start
-        )
-        .annotate(minute=TruncMinute("finished_at"))
-        .order_by()
-        .values("minute", "status")
-        .annotate(n=Count("id"))
-    )
-    for row in rows:
-        bucket = buckets.get(row["minute"])
-        if bucket is not None:
-            bucket[row["status"]] = row["n"]
-    return [{"minute": m.isoformat(), **counts} for m, counts in buckets.items()]
 
 
 # ---------------------------------------------------------------------------

@@ -6,12 +6,14 @@ Importing the package registers the model admins on ``admin.site``:
     schedules.py   ScheduleAdmin and ScheduleForm
     workers.py     WorkerAdmin (read-only)
     dashboard.py   DashboardAdmin: the live page, its JSON feed, queue pause/resume
+    queues.py      QueueAdmin: the queues page (load, history charts, pause/resume)
+    job_fields.py  the job list's columns and the job page's fields (logs too)
+    live.py        the job page's and the job list's live JSON
     changelist.py  capped paginator, filters, date range, calendar drill-down
-    formatting.py  durations, relative times, badges, task paths, JSON
-    chart.py       the throughput chart's geometry
+    formatting.py  durations, the one date format, badges, task paths, JSON
 
 Entry points only: changes go through ``lifecycle`` and ``schedules``;
 numbers come from ``stats``.
 """
 
-from . import dashboard, jobs, schedules, workers  # noqa: F401  (each registers its ModelAdmin)
+from . import dashboard, jobs, queues, schedules, workers  # noqa: F401  (each registers its ModelAdmin)

@@ -24,17 +24,18 @@ from django.utils import timezone
 from django.utils.decorators import method_decorator
 from django.views.decorators.http import require_POST
 
-from .. import lifecycle, schedules, stats
+from .. import history, lifecycle, schedules, stats
 from ..models import Dashboard, JobStatus, Schedule
-from .chart import throughput_chart
-from .formatting import humanize_seconds, relative_time, worker_state
+from .formatting import humanize_seconds, relative_time, task_html, when_html, worker_state
 
 UPCOMING_LIMIT = 20
 RUNNING_LIMIT = 50
 FAILURES_LIMIT = 10
 WORKERS_LIMIT = 50
 REFRESH_SECONDS = 3
-SECTIONS = ["summary", "queues", "chart", "upcoming", "running", "failures", "workers"]
+SECTIONS = ["summary", "queues", "tasks", "upcoming", "running", "failures", "workers"]
+# The history's ranges (minutes): 1 h, 24 h, 7 d.
+RANGES = {60: "1 h", 1440: "24 h", 10080: "7 d"}
 # view_job is what the dashboard asked for before it had a permission of its own.
 VIEW_PERMISSIONS = ("scheduler_app.view_dashboard", "scheduler_app.view_job")
 QUEUE_PERMISSION = "scheduler_app.change_queue"
@@ -53,6 +54,7 @@ def task_row(obj, **fields):
         "task": obj.task,
         "task_module": module,
         "task_name": name,
+        "task_html": task_html(obj.task),
         "queue": obj.queue,
         **fields,
         "url": reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[obj.pk]),
@@ -73,6 +75,7 @@ def upcoming_row(item, now, paused):
         execute_at=at.isoformat(),
         due=at <= now,
         when=relative_time(at, now, late=True),
+        when_html=when_html(at, now, late=True),
         paused=item.queue in paused,
         **extra,
     )
@@ -110,6 +113,7 @@ def failure_row(job, now):
         attempts=job.attempts,
         finished_at=job.finished_at.isoformat() if job.finished_at else None,
         ago=relative_time(job.finished_at, now) if job.finished_at else "–",
+        when_html=when_html(job.finished_at, now),
         exception_class=exception_class.rpartition(".")[2],
         message=message,
     )
@@ -136,7 +140,24 @@ def worker_row(worker, now):
     }
 
 
-def dashboard_data(now=None):
+def minutes_of(request):
+    """Return the history range the request asks for (``?minutes=``), one of RANGES (default an hour)."""
+    raw = request.GET.get("minutes", "")
+    return int(raw) if raw.isdigit() and int(raw) in RANGES else 60
+
+
+def task_rows(minutes, now):
+    rows = history.per_task(minutes, now=now)
+    for row in rows:
+        row["task_html"] = task_html(row["task"])
+        row["p50_text"] = humanize_seconds(row["p50"]) if row["p50"] is not None else "–"
+        row["p95_text"] = humanize_seconds(row["p95"]) if row["p95"] is not None else "–"
+        row["rate_text"] = f"{row['failure_rate'] * 100:.1f} %"
+        row["last_failure_html"] = when_html(row["last_failure"], now) if row["last_failure"] else "–"
+    return rows
+
+
+def dashboard_data(now=None, minutes=60):
     """Return everything the dashboard shows, as template- and JSON-friendly values."""
     now = now or timezone.now()
     counts = stats.job_counts()
@@ -160,7 +181,9 @@ def dashboard_data(now=None):
         "oldest_due_lag_seconds": lag,
         "oldest_due_lag": humanize_seconds(lag) if lag else "–",
         "throughput": stats.throughput(now),
-        "throughput_series": stats.throughput_series(now, minutes=60),
+        "history": history.series(minutes, now=now),
+        "minutes": minutes,
+        "tasks": task_rows(minutes, now),
         "queues": queues,
         "upcoming": upcoming,
         "running": running,
@@ -173,7 +196,7 @@ def dashboard_data(now=None):
 
 def render_sections(request, data):
     """Return ``{section: html}`` rendered by the same templates as the page."""
-    context = {**data, "chart": throughput_chart(data["throughput_series"]), "can_pause": request.user.has_perm(QUEUE_PERMISSION)}
+    context = {**data, "can_pause": request.user.has_perm(QUEUE_PERMISSION)}
     return {
         name: render_to_string(f"scheduler_app/dashboard/_{name}.html", context, request=request)
         for name in SECTIONS
@@ -223,7 +246,7 @@ class DashboardAdmin(admin.ModelAdmin):
         """Render the dashboard page."""
         self._require_view(request)
         now = timezone.now()
-        data = dashboard_data(now)
+        data = dashboard_data(now, minutes_of(request))
         context = {
             **self.admin_site.each_context(request),
             "title": "Scheduler dashboard",
@@ -234,6 +257,9 @@ class DashboardAdmin(admin.ModelAdmin):
             "refresh_seconds": REFRESH_SECONDS,
             "generated_at": data["generated_at"],
             "generated_time": timezone.localtime(now).strftime("%H:%M:%S"),
+            "history": data["history"],
+            "ranges": RANGES,
+            "minutes": data["minutes"],
             **(extra_context or {}),
         }
         request.current_app = self.admin_site.name
@@ -248,7 +274,7 @@ class DashboardAdmin(admin.ModelAdmin):
         """
         self._require_view(request)
         started = time.monotonic()
-        data = dashboard_data()
+        data = dashboard_data(minutes=minutes_of(request))
         html = render_sections(request, data)
         return JsonResponse({**data, "html": html, "took_ms": round((time.monotonic() - started) * 1000)})
 
@@ -261,6 +287,8 @@ class DashboardAdmin(admin.ModelAdmin):
             raise PermissionDenied
         wants_json = "application/json" in request.headers.get("Accept", "")
         dashboard = reverse("admin:scheduler_app_dashboard", current_app=self.admin_site.name)
+        if request.POST.get("next") == "queues":
+            dashboard = reverse("admin:scheduler_app_queue_changelist", current_app=self.admin_site.name)
         try:
             if action == "pause":
                 lifecycle.pause_queue(name)

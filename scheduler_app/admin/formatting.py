@@ -4,9 +4,10 @@ Plain functions shared by the model admins and the dashboard; no queries.
 """
 
 import json
+import re
 
 from django.utils import formats, timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from ..models import JobStatus, stale_before
 
@@ -41,10 +42,28 @@ def relative_time(when, now=None, *, late=False):
 
 
 def exact_time(value):
-    """Return a local time to the second (job timings need seconds), or '–'."""
+    """Return a time in the site's zone to the second, with the zone: '2026-11-26 03:39:02 UTC', or '–'."""
     if value is None:
         return "–"
-    return formats.date_format(timezone.localtime(value), "Y-m-d H:i:s")
+    local = timezone.localtime(value)
+    return f"{formats.date_format(local, 'Y-m-d H:i:s')} {local.strftime('%Z') or formats.date_format(local, 'O')}"
+
+
+def when_html(value, now=None, *, late=False):
+    """Return the one date format of the admin: '2026-11-26 03:39:02 UTC · 2 min ago' (the hint muted).
+
+    ``late``: a past time reads '2 min late' (pending jobs). The whole text
+    never wraps inside the time; it may wrap before the hint.
+    """
+    if value is None:
+        return "–"
+    now = now or timezone.now()
+    hint = relative_time(value, now, late=late)
+    css = "sched-late" if late and value <= now else "sched-ago"
+    return format_html(
+        '<span class="sched-when"><time datetime="{}">{}</time> <span class="{}">· {}</span></span>',
+        value.isoformat(), exact_time(value), css, hint,
+    )
 
 
 def worker_state(worker, now=None):
@@ -65,9 +84,10 @@ def status_badge(status, *, extra=""):
 
 
 def task_html(task):
-    """Return a task path as 'module.' (muted, may wrap) + 'name' (bold)."""
+    """Return a task path as 'module.' (muted, may wrap after any dot or underscore) + 'name' (bold)."""
     module, _, name = task.rpartition(".")
-    return format_html('<span class="sched-task" title="{}"><span class="sched-module">{}.</span><wbr><strong>{}</strong></span>', task, module, name)
+    parts = format_html_join("", "{}<wbr>", ((p,) for p in re.split(r"(?<=[._])", module + ".") if p))
+    return format_html('<span class="sched-task" title="{}"><span class="sched-module">{}</span><strong>{}</strong></span>', task, parts, name)
 
 
 def pretty_json(value):

@@ -9,13 +9,12 @@ from django.contrib import admin, messages
 from django.contrib.admin.options import ActionLocation
 from django.http import HttpResponseRedirect
 from django.urls import reverse
-from django.utils import timezone
-from django.utils.html import format_html, format_html_join
+from django.utils.html import format_html
 
 from .. import lifecycle, registry
 from ..forms import JobAddForm, JobRescheduleForm
 from ..lifecycle.states import allowed_from, refusal
-from ..models import Job, JobStatus, Schedule, Worker
+from ..models import Job, JobStatus
 from .changelist import (
     CappedCountPaginator,
     DateRangeFilter,
@@ -24,15 +23,8 @@ from .changelist import (
     ScheduleFilter,
     TaskFilter,
 )
-from .formatting import (
-    exact_time,
-    humanize_seconds,
-    pretty_json,
-    relative_time,
-    status_badge,
-    task_html,
-    worker_state,
-)
+from .job_fields import JobFields
+from .live import JobLive
 from .lookups import SafeLookupsMixin
 
 # Actions on "all N matching jobs" stop where the list stops counting: past
@@ -43,7 +35,7 @@ BOTH_LOCATIONS = [ActionLocation.CHANGE_LIST, ActionLocation.CHANGE_FORM]
 
 
 @admin.register(Job)
-class JobAdmin(SafeLookupsMixin, admin.ModelAdmin):
+class JobAdmin(JobLive, JobFields, SafeLookupsMixin, admin.ModelAdmin):
     list_display = [
         "id",
         "task_name",
@@ -89,153 +81,18 @@ class JobAdmin(SafeLookupsMixin, admin.ModelAdmin):
         ("Execution", {"fields": ["attempts_display", "worker_display", "started_at_display", "last_attempted_at_display", "finished_at_display", "duration_display", "lease_display", "progress_display", "cancel_requested"]}),
         ("Result", {"fields": ["result_display"]}),
         ("Errors", {"fields": ["errors_display"]}),
+        ("Logs", {"fields": ["logs_display"], "description": "What the task logged, per attempt, newest first."}),
     ]
     rescheduled_fields = ["execute_at", "priority"]
 
     class Media:
         css = {"all": ["scheduler_app/css/admin.css"]}
-        js = ["scheduler_app/js/job_form.js"]
+        js = ["scheduler_app/js/job_form.js", "scheduler_app/js/live.js", "scheduler_app/js/job_live.js"]
 
-    # -- list columns -----------------------------------------------------
+    # -- list columns and change page fields: JobFields; live updates: JobLive
 
     def get_changelist(self, request, **kwargs):
         return JobChangeList
-
-    @admin.display(description="task", ordering="task")
-    def task_name(self, obj):
-        return task_html(obj.task)
-
-    @admin.display(description="status", ordering="status")
-    def status_badge(self, obj):
-        extra = ""
-        if obj.status == JobStatus.RUNNING:
-            if obj.cancel_requested:
-                extra = " · cancelling"
-            elif obj.progress and obj.progress.get("total"):
-                extra = f" · {round(100 * obj.progress['current'] / obj.progress['total'])}%"
-        return status_badge(obj.status, extra=extra)
-
-    @admin.display(description="execute at", ordering="execute_at")
-    def execute_at_display(self, obj):
-        date, _, time = exact_time(obj.execute_at).partition(" ")
-        when = format_html('<span class="sched-when">{}</span> <span class="sched-when">{}</span>', date, time)
-        if obj.status != JobStatus.PENDING:
-            return when
-        hint = relative_time(obj.execute_at, late=True)
-        css = "sched-late" if obj.execute_at <= timezone.now() else "sched-future"
-        return format_html('{} <span class="{}">{}</span>', when, css, hint)
-
-    @admin.display(description="attempts")
-    def attempts_display(self, obj):
-        return f"{obj.attempts}/{obj.max_attempts}"
-
-    @admin.display(description="duration")
-    def duration_display(self, obj):
-        if obj.duration is not None:
-            return humanize_seconds(obj.duration.total_seconds())
-        if obj.status == JobStatus.RUNNING and obj.attempt_started_at:
-            elapsed = (timezone.now() - obj.attempt_started_at).total_seconds()
-            return format_html('<span class="sched-running-for">{} so far</span>', humanize_seconds(elapsed))
-        return "–"
-
-    # -- change page fields -------------------------------------------------
-
-    @admin.display(description="args")
-    def args_display(self, obj):
-        return pretty_json(obj.args)
-
-    @admin.display(description="kwargs")
-    def kwargs_display(self, obj):
-        return pretty_json(obj.kwargs)
-
-    @admin.display(description="when")
-    def due_display(self, obj):
-        if obj.status != JobStatus.PENDING:
-            return exact_time(obj.execute_at)
-        return f"{exact_time(obj.execute_at)} ({relative_time(obj.execute_at, late=True)})"
-
-    @admin.display(description="created at")
-    def created_at_display(self, obj):
-        return exact_time(obj.created_at)
-
-    @admin.display(description="started at")
-    def started_at_display(self, obj):
-        return exact_time(obj.started_at)
-
-    @admin.display(description="last attempt at")
-    def last_attempted_at_display(self, obj):
-        return exact_time(obj.attempt_started_at)
-
-    @admin.display(description="finished at")
-    def finished_at_display(self, obj):
-        return exact_time(obj.finished_at)
-
-    @admin.display(description="lease expires at")
-    def lease_display(self, obj):
-        if obj.status != JobStatus.RUNNING:
-            return "–"
-        return f"{exact_time(obj.lease_expires_at)} ({relative_time(obj.lease_expires_at)})"
-
-    @admin.display(description="schedule")
-    def schedule_link(self, obj):
-        if obj.schedule_id is None:
-            return "–"
-        schedule = Schedule.objects.filter(pk=obj.schedule_id).only("name").first()
-        if schedule is None:
-            return f"#{obj.schedule_id}"
-        url = reverse("admin:scheduler_app_schedule_change", args=[schedule.pk])
-        return format_html('<a href="{}">{}</a>', url, schedule.name)
-
-    @admin.display(description="worker")
-    def worker_display(self, obj):
-        if not obj.worker:
-            return "–"
-        worker = Worker.objects.filter(pk=obj.worker).first()
-        if worker is None:
-            return obj.worker
-        url = reverse("admin:scheduler_app_worker_change", args=[worker.pk])
-        state = worker_state(worker)
-        return format_html('<a href="{}">{}</a> <span class="sched-badge sched-worker-{}">{}</span>', url, worker.pk, state, state)
-
-    @admin.display(description="progress")
-    def progress_display(self, obj):
-        p = obj.progress
-        if not p:
-            return "–"
-        current, total = p.get("current") or 0, p.get("total") or 0
-        pct = round(100 * current / total) if total else 0
-        return format_html(
-            '<progress max="100" value="{}"></progress> {}/{} {}', pct, current, total, p.get("message") or ""
-        )
-
-    @admin.display(description="result")
-    def result_display(self, obj):
-        if obj.status != JobStatus.SUCCEEDED:
-            return "–"
-        return pretty_json(obj.result)
-
-    @admin.display(description="errors")
-    def errors_display(self, obj):
-        if not obj.errors:
-            return "None"
-        rows = format_html_join(
-            "",
-            '<div class="sched-error"><p><strong>Attempt {}</strong> · {} · worker {}</p>'
-            "<p><code>{}</code>: {}</p><details{}><summary>Traceback</summary><pre>{}</pre></details></div>",
-            (
-                (
-                    e.get("attempt", "?"),
-                    e.get("time", ""),
-                    e.get("worker") or "–",
-                    e.get("exception_class", ""),
-                    e.get("message", ""),
-                    " open" if i == len(obj.errors) - 1 else "",
-                    e.get("traceback") or "(none)",
-                )
-                for i, e in enumerate(obj.errors)
-            ),
-        )
-        return format_html('<div class="sched-errors">{}</div>', rows)
 
     # -- forms: create through lifecycle.enqueue, reschedule through lifecycle.reschedule
 
@@ -248,7 +105,12 @@ class JobAdmin(SafeLookupsMixin, admin.ModelAdmin):
         return super().get_search_results(request, queryset, search_term)
 
     def get_fieldsets(self, request, obj=None):
-        return self.add_fieldsets if obj is None else self.change_fieldsets
+        if obj is None:
+            return self.add_fieldsets
+        if obj.status == JobStatus.PENDING and self.has_change_permission(request, obj):
+            return self.change_fieldsets
+        # View only: "when" shows execute_at in the admin's one date format.
+        return [(name, {**opts, "fields": [f for f in opts["fields"] if f != "execute_at"]}) for name, opts in self.change_fieldsets]
 
     def get_readonly_fields(self, request, obj=None):
         if obj is None:

@@ -18,7 +18,7 @@ from ..forms import EncodableDataMixin, JSONTextField, RuleChoiceField, RuleForm
 from ..lifecycle import validation as job_rules
 from ..models import Schedule
 from ..schedules import rules
-from .formatting import relative_time, status_badge
+from .formatting import status_badge, when_html
 from .lookups import SafeLookupsMixin
 
 
@@ -113,6 +113,9 @@ class ScheduleAdmin(SafeLookupsMixin, admin.ModelAdmin):
         ("State", {"fields": ["timetable", "next_run_at", "last_run_at", "last_job_link", "jobs_link", "created_at", "updated_at"]}),
     ]
 
+    class Media:
+        css = {"all": ["scheduler_app/css/admin.css"]}
+
     def get_queryset(self, request):
         return super().get_queryset(request).select_related("last_job")
 
@@ -133,15 +136,13 @@ class ScheduleAdmin(SafeLookupsMixin, admin.ModelAdmin):
             return "disabled"
         if obj.next_run_at is None:
             return "ended"
-        return format_html(
-            '<span title="{}">{}</span>', obj.next_run_at.isoformat(), relative_time(obj.next_run_at, late=True)
-        )
+        return when_html(obj.next_run_at, late=True)
 
     @admin.display(description="last run", ordering="last_run_at")
     def last_run(self, obj):
         if obj.last_run_at is None:
             return "never"
-        when = relative_time(obj.last_run_at)
+        when = when_html(obj.last_run_at)
         job = obj.last_job
         if job is None:
             return when

@@ -5,16 +5,15 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from ..models import Worker
-from .formatting import humanize_seconds, worker_state
+from .formatting import humanize_seconds, when_html, worker_state
 from .lookups import SafeLookupsMixin
 
 
 @admin.register(Worker)
 class WorkerAdmin(SafeLookupsMixin, admin.ModelAdmin):
+    # Host and pid are part of the id (and on the worker's page): the list fits 800 px.
     list_display = [
         "id",
-        "hostname",
-        "pid",
         "queues_display",
         "slots_display",
         "alive_badge",
@@ -22,7 +21,7 @@ class WorkerAdmin(SafeLookupsMixin, admin.ModelAdmin):
         "running",
         "processed",
         "failed",
-        "started_at",
+        "started_display",
     ]
     list_filter = ["state", "hostname"]
     search_fields = ["id", "hostname"]
@@ -62,6 +61,10 @@ class WorkerAdmin(SafeLookupsMixin, admin.ModelAdmin):
     def alive_badge(self, obj):
         state = worker_state(obj)
         return format_html('<span class="sched-badge sched-worker-{}">{}</span>', state, state)
+
+    @admin.display(description="started at", ordering="started_at")
+    def started_display(self, obj):
+        return when_html(obj.started_at)
 
     @admin.display(description="heartbeat", ordering="-last_heartbeat")
     def heartbeat_age(self, obj):

@@ -21,6 +21,7 @@ ENDPOINTS = {
     "queues": "scheduler_api:queue-list",
     "schedules": "scheduler_api:schedule-list",
     "stats": "scheduler_api:stats",
+    "history": "scheduler_api:history",
     "schema": "scheduler_api:schema",
     "docs": "scheduler_api:docs",
 }

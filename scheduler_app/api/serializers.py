@@ -63,6 +63,7 @@ class JobSerializer(serializers.ModelSerializer):
             "last_attempted_at",
             "finished_at",
             "schedule",
+            "logs_count",
         ]
         read_only_fields = fields
 

@@ -7,7 +7,7 @@ in JSON (404) rather than with Django's HTML page.
 from django.urls import path, re_path
 from rest_framework.routers import SimpleRouter
 
-from . import root, schedules, views
+from . import observability, root, schedules, views
 
 app_name = "scheduler_api"
 
@@ -23,6 +23,7 @@ urlpatterns = [
     path("", root.APIRootView.as_view(), name="root"),
     *router.urls,
     path("stats/", views.StatsView.as_view(), name="stats"),
+    path("stats/history/", observability.HistoryView.as_view(), name="history"),
     path("schema/", root.SchemaView.as_view(), name="schema"),
     path("docs/", root.DocsView.as_view(), name="docs"),
     re_path(r"^", root.NotFoundView.as_view(), name="not-found"),

@@ -27,7 +27,8 @@ from .exceptions import Conflict
 from .filters import MAX_ID, JobFilter
 from .pagination import EstimatedCountPagination
 from .permissions import needs
-from .schema import DETAIL_ERROR, FIELD_ERRORS, extend_schema, extend_schema_view
+from .observability import LOG_PARAMETERS, PaginatedJobLogSerializer, job_logs
+from .schema import DETAIL_ERROR, FIELD_ERRORS, QUERY_ERRORS, extend_schema, extend_schema_view
 from .serializers import (
     BulkCreateSerializer,
     JobCreateSerializer,
@@ -59,6 +60,7 @@ class JobViewSet(
         "partial_update": needs("change", Job),
         "cancel": needs("change", Job),
         "retry": needs("change", Job),
+        "logs": needs("view", Job),
     }
     # Anything but a slash reaches get_object, which answers 404 for what is not an id.
     lookup_value_regex = "[^/]+"
@@ -196,6 +198,16 @@ class JobViewSet(
             extra={"job_id": job.pk, "action": "retry"},
         )
         return self._respond(job)
+
+
+    @extend_schema(
+        summary="A job's log records, oldest first (paginated)",
+        parameters=LOG_PARAMETERS,
+        responses={200: PaginatedJobLogSerializer, 400: QUERY_ERRORS, 404: DETAIL_ERROR},
+    )
+    @action(detail=True, methods=["get"], filter_backends=[])
+    def logs(self, request, pk=None):
+        return job_logs(self, request, self.get_object())
 
 
 class TaskViewSet(SchedulerAPI, viewsets.ViewSet):

@@ -1,11 +1,15 @@
 """Demo tasks: small, harmless, and each showing one behaviour."""
 
 import asyncio
+import logging
 import time
 
 from django.tasks import task
 
 from scheduler_app.context import JobCancelled
+
+# What a task logs while it runs is kept with its attempt (the job page's "Logs").
+log = logging.getLogger(__name__)
 
 
 @task
@@ -17,6 +21,7 @@ def noop(*args, **kwargs):
 @task
 def echo(*args, **kwargs):
     """Return the arguments it was given."""
+    log.info("echoing %d args and %d kwargs", len(args), len(kwargs))
     return {"args": list(args), "kwargs": kwargs}
 
 
@@ -33,7 +38,9 @@ def sleep(context, seconds=1.0):
 
 @task
 def fail(message="This demo task always fails."):
-    """Raise RuntimeError(message): shows retries, backoff and error tracebacks."""
+    """Raise RuntimeError(message): shows retries, backoff, error tracebacks and logs."""
+    log.info("about to fail on purpose")
+    log.warning("this attempt will raise RuntimeError(%r)", message)
     raise RuntimeError(message)
 
 
@@ -45,6 +52,7 @@ def progress(context, steps=10, delay=0.5):
             raise JobCancelled()
         time.sleep(delay)
         context.set_progress(step, steps, f"step {step} of {steps}")
+        log.info("step %d of %d done", step, steps)
     return steps
 
 

@@ -17,6 +17,7 @@ import time
 from .clock import SystemClock
 from .policy import RetryPolicy
 from .pool import WorkerPool
+from .rollup import Rollups
 from .timeline import SCHEDULES, Timeline
 from .types import Status
 from .window import Window
@@ -49,6 +50,7 @@ class Dispatcher:
         housekeeping_interval=60.0,
         pause_interval=1.0,
         change_check_interval=None,
+        rollup_interval=None,
     ):
         """``groups`` maps a slot-group name to ``(queues, slots)``.
 
@@ -72,6 +74,10 @@ class Dispatcher:
         # Where other processes cannot notify (SQLite), ask the store this
         # often whether anyone committed since; a yes brings the poll forward.
         self.change_check_interval = change_check_interval
+        # Per-minute tallies of claims and outcomes, written this often
+        # (None or 0: not kept). Loop thread only.
+        self.rollup_interval = rollup_interval
+        self.rollups = Rollups() if rollup_interval else None
 
         self.timeline = Timeline(self._group_of, cap)  # loop thread only
         self.window = Window(  # loop thread only
@@ -99,6 +105,7 @@ class Dispatcher:
         self._due_paused = 0.0
         self._due_housekeeping = 0.0
         self._due_change_check = 0.0
+        self._due_rollup = None  # the first write comes one interval after the first tick
         self._db_retry_at = 0.0
         self._db_backoff = 0.0
         self._need_paused = False
@@ -185,6 +192,11 @@ class Dispatcher:
             for close in self.on_exit:
                 close()
             try:
+                if self.rollups is not None:
+                    self._write_rollups(self.clock.time())
+            except self.store.transient_errors:
+                logger.warning("could not write the last rollups (database unavailable)")
+            try:
                 self.store.unregister(processed=self.processed, failed=self.failed)
             except self.store.transient_errors:
                 logger.warning("could not mark this dispatcher stopped (database unavailable)")
@@ -224,7 +236,7 @@ class Dispatcher:
 
     def _tick(self, now):
         self._drain_inbox()
-        self._collect()
+        self._collect(now)
         if self.change_check_interval and now >= self._due_change_check:
             if self.store.data_changed():
                 self.window.need_poll = True
@@ -243,6 +255,11 @@ class Dispatcher:
         if now >= self._due_housekeeping:
             self.store.housekeeping(now)
             self._due_housekeeping = now + self.housekeeping_interval
+        if self.rollups is not None:
+            if self._due_rollup is None:
+                self._due_rollup = now + self.rollup_interval
+            elif now >= self._due_rollup:
+                self._write_rollups(now)
         if self._stopping:
             self._flush(now)
             self._stop_step(now)
@@ -275,23 +292,36 @@ class Dispatcher:
             if message.queues_changed:
                 self._need_paused = True
 
-    def _collect(self):
+    def _collect(self, now):
         for job, outcome, error in self.pool.collect():
             if outcome is None:
                 outcome = self.policy.raised(job, error)
-            self._record(outcome)
+            self._record(job, outcome, now)
         for job in self.pool.expire():
             logger.warning(
                 "job %s timed out after %ss", job.id, job.timeout,
                 extra={"job_id": job.id, "action": "timeout"},
             )
-            self._record(self.policy.timed_out(job))
+            self._record(job, self.policy.timed_out(job), now)
 
-    def _record(self, outcome):
+    def _record(self, job, outcome, now):
+        if self.rollups is not None:
+            self.rollups.finished(job, outcome, now)
         self._outcomes.append(outcome)
         self.processed += 1
         if outcome.status == Status.FAILED:
             self.failed += 1
+
+    def _write_rollups(self, now):
+        """Hand the tallies gathered since the last write to the store (kept for next time if it fails)."""
+        tallies = self.rollups.take()
+        try:
+            self.store.write_rollups(tallies, now)
+        except BaseException:
+            self.rollups.put_back(tallies)
+            raise
+        finally:
+            self._due_rollup = now + self.rollup_interval
 
     def _heartbeat(self, now):
         cancel = self.store.renew(now)
@@ -337,22 +367,24 @@ class Dispatcher:
                     for entry in entries:
                         self.timeline.upsert(entry)
                     raise
-                free -= len(self._start(group, claimed))
+                free -= len(self._start(group, claimed, now))
                 if len(claimed) == len(entries) or free <= 0:
                     continue
                 self._contended_until = now + self.CONTENTION_BACKOFF
                 # Some were gone (another dispatcher won them, or they were
                 # cancelled or moved): let the database pick the next ones,
                 # skipping rows other dispatchers hold.
-            jobs = self._start(group, self._claim_from_store(queues, free, now))
+            jobs = self._start(group, self._claim_from_store(queues, free, now), now)
             if len(jobs) < free:
                 # The database has fewer due jobs than the window thought.
                 self.timeline.drop_due(group)
 
-    def _start(self, group, jobs):
+    def _start(self, group, jobs, now):
         for job in jobs:
             self.timeline.remove(job.id)
             self.pool.submit(group, job)
+            if self.rollups is not None:
+                self.rollups.started(job, now)
         self.claimed_total += len(jobs)
         return jobs
 
@@ -405,6 +437,8 @@ class Dispatcher:
         ]
         if self.change_check_interval:
             moments.append(self._due_change_check)
+        if self.rollups is not None and self._due_rollup is not None:
+            moments.append(self._due_rollup)
         if self._stopping and self._stop_deadline is not None:
             moments.append(self._stop_deadline)
         elif self._stopping:

@@ -92,5 +92,12 @@ class Store(Protocol):
     def materialize(self, now: float, ids: Iterable[int] = ()) -> list[Entry]:
         """Enqueue the jobs of due schedules; return their entries (``at`` None: nothing left to run)."""
 
+    def write_rollups(self, tallies: dict, now: float) -> None:
+        """Add ``tallies`` (``{(minute epoch, queue, task): rollup.Tally}``) to the history and the counters.
+
+        Called once per rollup interval, with nothing gathered too: the
+        store also samples queue depth and counts the jobs enqueued.
+        """
+
     def housekeeping(self, now: float) -> None:
         """Mark silent dispatchers dead, catch up on due schedules, prune old jobs."""

@@ -5,6 +5,7 @@ Around the task call it sends Django's ``task_started`` and
 when someone listens or the task takes a context).
 """
 
+import dataclasses
 import logging
 import time
 from datetime import UTC, datetime
@@ -12,7 +13,7 @@ from datetime import UTC, datetime
 from django.db import close_old_connections
 from django.tasks.signals import task_finished, task_started
 
-from scheduler_app import lifecycle, registry, taskresults
+from scheduler_app import joblogs, lifecycle, registry, taskresults
 from scheduler_app.context import JobCancelled, JobContext
 
 from .policy import TIMEOUT_CLASS
@@ -46,7 +47,10 @@ class Executor:
                 extra={"job_id": job.id, "action": "start"},
             )
         try:
-            outcome = self._run(job, cancel_event, deadline)
+            with joblogs.capture() as captured:
+                outcome = self._run(job, cancel_event, deadline)
+            if captured is not None and (captured.records or captured.dropped):
+                outcome = dataclasses.replace(outcome, logs=captured.rows())
         finally:
             if self.own_connections:
                 close_old_connections()

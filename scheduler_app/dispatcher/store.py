@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from django.db import InterfaceError, OperationalError, connections
 from django.utils import timezone
 
-from scheduler_app import conf, lifecycle, schedules, sql
+from scheduler_app import conf, lifecycle, rollups, schedules, sql
 from scheduler_app.models import Job, Worker, WorkerState
 
 from . import pg
@@ -247,6 +247,9 @@ class DjangoStore:
             using=self.using,
         )
 
+    def write_rollups(self, tallies, now):
+        rollups.record(tallies, to_datetime(now), using=self.using)
+
     def housekeeping(self, now):
         moment = to_datetime(now)
         dead = Worker.objects.using(self.using).stale(moment).update(state=WorkerState.DEAD)
@@ -258,4 +261,5 @@ class DjangoStore:
             deleted = lifecycle.prune(now=moment, max_batches=1, using=self.using)
             if deleted:
                 logger.info("pruned %d finished jobs past retention", deleted)
+            rollups.prune(moment, using=self.using)
         sql.sqlite_optimize(using=self.using)

@@ -59,6 +59,9 @@ class Outcome:
     result_json: str | None = None
     error: dict | None = None
     retry_at: datetime | None = None
+    # Log records the attempt's own thread emitted (``joblogs``): tuples
+    # ``(time in epoch seconds, level number, logger, message, exception text)``.
+    logs: tuple = ()
 
     def __post_init__(self):
         if self.status not in Status.OUTCOMES:

@@ -6,7 +6,7 @@ thread.
 
 import contextlib
 
-from scheduler_app import conf, registry, signals, sql
+from scheduler_app import conf, joblogs, registry, signals, sql
 
 from .loop import Dispatcher
 from .policy import RetryPolicy
@@ -40,12 +40,15 @@ def create(groups, *, lease=None, using="default", clock=None, process_queues=()
         "sync_overlap": conf.get("SYNC_OVERLAP"),
         "grace": conf.get("GRACE"),
         "max_abandoned": conf.get("MAX_ABANDONED_THREADS"),
+        "rollup_interval": conf.get("ROLLUP_INTERVAL"),
         # SQLite has no NOTIFY: a cheap check for other processes' commits.
         "change_check_interval": (
             conf.get("SQLITE_CHANGE_CHECK") if sql.is_sqlite(using) else None
         ),
     }
     defaults.update({k: v for k, v in options.items() if v is not None})
+    if conf.get("JOB_LOG_MAX_RECORDS"):
+        joblogs.install()  # per-job logs: see joblogs
     policy = retry_policy()
     executor = Executor(policy, using)
     if process_queues:

@@ -54,6 +54,7 @@ def claim(
             ids=ids,
             due_by=due_by,
             limits=limits,
+            logs=_log_rows(finished),
             connection=connection,
             using=using,
         )
@@ -135,10 +136,11 @@ def finish(outcomes, *, now=None, using="default"):
     now = now or timezone.now()
     if sql.is_postgres(using):
         won, _ = sql.pg_finish_and_claim(
-            _finish_rows(outcomes), worker="", queues=[], limit=0, now=now, lease_until=now, ids=None, using=using
+            _finish_rows(outcomes), worker="", queues=[], limit=0, now=now, lease_until=now, ids=None,
+            logs=_log_rows(outcomes), using=using,
         )
     else:
-        won = sql.sqlite_finish(_finish_rows(outcomes), now=now, using=using)
+        won = sql.sqlite_finish(_finish_rows(outcomes), now=now, logs=_log_rows(outcomes), using=using)
     _report_lost(outcomes, won)
     return won
 
@@ -163,9 +165,15 @@ def _finish_rows(outcomes):
             o.result_json,
             json.dumps(o.error) if o.error is not None else None,
             o.retry_at,
+            len(o.logs),
         )
         for o in outcomes
     ]
+
+
+def _log_rows(outcomes):
+    """Return ``(job id, attempt, seq, time, level, logger, message, exc_text)`` for every kept log record."""
+    return [(o.job_id, o.attempt, seq, *record) for o in outcomes for seq, record in enumerate(o.logs, 1)]
 
 
 def renew_leases(worker, *, lease, now=None, using="default"):

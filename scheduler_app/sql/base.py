@@ -7,6 +7,7 @@ from django.db.models import FloatField, Func
 
 TABLE = "scheduler_app_job"
 QUEUE_TABLE = "scheduler_app_queue"
+LOG_TABLE = "scheduler_app_joblog"
 # Part of every claim's condition (invariant 11): a pause takes effect at its
 # commit, not when each dispatcher next reads the flags.
 NOT_PAUSED = f"queue NOT IN (SELECT name FROM {QUEUE_TABLE} WHERE paused)"

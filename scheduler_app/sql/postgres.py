@@ -6,7 +6,7 @@ import json
 from django.db import connections, transaction
 from django.db.models.sql import InsertQuery
 
-from .base import CLAIM_COLUMNS, NOT_PAUSED, TABLE, _rows, claim_returning
+from .base import CLAIM_COLUMNS, LOG_TABLE, NOT_PAUSED, TABLE, _rows, claim_returning
 
 
 def pg_insert_and_notify(obj, *, channel, payload_parts, using="default"):
@@ -80,7 +80,7 @@ def pg_insert_statement(obj, *, channel, payload_parts, using="default"):
 _INSERT_STATEMENTS = {}
 
 
-def _pg_finish_and_claim_text(by_ids, limit, limits):
+def _pg_finish_and_claim_text(by_ids, limit, limits, logs=False):
     """Build the PostgreSQL statement that records outcomes and claims jobs at once.
 
     Its text depends only on the claim's kind and ``limit`` (arrays, not
@@ -92,7 +92,8 @@ def _pg_finish_and_claim_text(by_ids, limit, limits):
     literal so the planner knows how many rows come out of ``c``.
     Data-modifying CTEs run on one snapshot: ``f`` touches this worker's
     running rows, ``u`` only pending ones, so they never meet. With limit 0
-    it only finishes.
+    it only finishes. With ``logs``, a CTE inserts the attempts' log records
+    (one JSON document) for the outcomes that won.
     """
     id_filter = "AND id = ANY(%(ids)s::bigint[]) " if by_ids else ""
     # By ids the caller asks for exactly the rows it names (and orders what
@@ -103,7 +104,7 @@ def _pg_finish_and_claim_text(by_ids, limit, limits):
     return (
         "WITH v AS (SELECT * FROM jsonb_to_recordset(%(finished)s::jsonb) "
         "AS v(vid bigint, vworker text, vattempts integer, vstatus text, vresult text, "
-        "verror text, vexec timestamptz)), "
+        "verror text, vexec timestamptz, vlogs integer)), "
         f"f AS (UPDATE {TABLE} AS j SET "
         "status = v.vstatus, "
         "result = CASE WHEN v.vstatus = 'succeeded' THEN v.vresult::jsonb ELSE j.result END, "
@@ -112,9 +113,10 @@ def _pg_finish_and_claim_text(by_ids, limit, limits):
         "execute_at = COALESCE(v.vexec, j.execute_at), "
         "finished_at = CASE WHEN v.vstatus = 'pending' THEN NULL ELSE %(now)s END, "
         "cancel_requested = CASE WHEN v.vstatus = 'pending' THEN FALSE ELSE j.cancel_requested END, "
-        "lease_expires_at = NULL, updated_at = %(now)s "
+        "lease_expires_at = NULL, updated_at = %(now)s, logs_count = j.logs_count + v.vlogs "
         "FROM v WHERE j.id = v.vid AND j.id = ANY(ARRAY(SELECT vid FROM v)) "
         "AND j.attempts = v.vattempts AND j.status = 'running' AND j.worker = v.vworker RETURNING j.id), "
+        f"{LOGS_CTE if logs else ''}"
         f"c AS (SELECT id FROM {TABLE} WHERE status = 'pending' AND execute_at <= %(due)s "
         f"AND queue = ANY(%(queues)s::text[]) {'AND ' + NOT_PAUSED if limits else ''} {id_filter}"
         f"{order}LIMIT {int(limit)} FOR UPDATE SKIP LOCKED), "
@@ -128,15 +130,25 @@ def _pg_finish_and_claim_text(by_ids, limit, limits):
     )
 
 
+# The attempts' log records, for the outcomes that won (f returns their ids).
+LOGS_CTE = (
+    f"l AS (INSERT INTO {LOG_TABLE} (job_id, attempt, seq, time, level, logger, message, exc_text) "
+    "SELECT x.job, x.attempt, x.seq, to_timestamp(x.time), x.level, x.logger, x.message, x.exc "
+    "FROM json_to_recordset(%(logs)s::json) AS x(job bigint, attempt integer, seq integer, time float8, "
+    "level smallint, logger text, message text, exc text) WHERE x.job IN (SELECT id FROM f)), "
+)
+
 _PG_FINISH_AND_CLAIM = {}
 
 
-def pg_finish_and_claim_text(by_ids, limit, limits=True):
+def pg_finish_and_claim_text(by_ids, limit, limits=True, logs=False):
     """The finish+claim statement for a claim by ids (or by query) of up to ``limit`` rows.
 
     Without ``limits`` it claims from paused queues too (the test helpers' ``drain``).
+    With ``logs`` it also inserts log records: a text of its own, so that
+    batches without any pay nothing for them.
     """
-    key = (bool(by_ids), int(limit), bool(limits))
+    key = (bool(by_ids), int(limit), bool(limits), bool(logs))
     statement = _PG_FINISH_AND_CLAIM.get(key)
     if statement is None:
         statement = _PG_FINISH_AND_CLAIM[key] = _pg_finish_and_claim_text(*key)
@@ -149,7 +161,7 @@ def _pg_array(values):
     return "{" + ",".join(quoted) + "}"
 
 
-def pg_finish_and_claim_params(rows, *, worker, queues, now, lease_until, ids, due_by=None):
+def pg_finish_and_claim_params(rows, *, worker, queues, now, lease_until, ids, due_by=None, logs=()):
     """Return the parameters of the finish+claim statement for finish ``rows``.
 
     The outcomes travel as one JSON document and the id and queue lists as
@@ -165,10 +177,11 @@ def pg_finish_and_claim_params(rows, *, worker, queues, now, lease_until, ids, d
             "vresult": result,
             "verror": error,
             "vexec": execute_at.isoformat() if execute_at is not None else None,
+            "vlogs": count,
         }
-        for job_id, worker_id, attempt, status, result, error, execute_at in rows
+        for job_id, worker_id, attempt, status, result, error, execute_at, count in rows
     ]
-    return {
+    params = {
         "finished": json.dumps(finished),
         "now": now,
         "due": now if due_by is None else due_by,
@@ -177,10 +190,19 @@ def pg_finish_and_claim_params(rows, *, worker, queues, now, lease_until, ids, d
         "worker": worker,
         "lease": lease_until,
     }
+    if logs:
+        params["logs"] = json.dumps(
+            [
+                {"job": job, "attempt": attempt, "seq": seq, "time": t, "level": level, "logger": name, "message": message, "exc": exc}
+                for job, attempt, seq, t, level, name, message, exc in logs
+            ]
+        )
+    return params
 
 
 def pg_finish_and_claim(
-    rows, *, worker, queues, limit, now, lease_until, ids=None, due_by=None, limits=True, connection=None, using="default"
+    rows, *, worker, queues, limit, now, lease_until, ids=None, due_by=None, limits=True, logs=(),
+    connection=None, using="default",
 ):
     """PostgreSQL: record outcomes ``rows`` and claim up to ``limit`` jobs, in one statement.
 
@@ -189,9 +211,9 @@ def pg_finish_and_claim(
     own) it runs as a prepared statement; without one, on Django's
     connection ``using``. The same text either way.
     """
-    statement = pg_finish_and_claim_text(ids is not None, limit, limits)
+    statement = pg_finish_and_claim_text(ids is not None, limit, limits, bool(logs))
     params = pg_finish_and_claim_params(
-        rows, worker=worker, queues=queues, now=now, lease_until=lease_until, ids=ids, due_by=due_by
+        rows, worker=worker, queues=queues, now=now, lease_until=lease_until, ids=ids, due_by=due_by, logs=logs
     )
     if connection is not None:
         with connection.cursor() as cursor:

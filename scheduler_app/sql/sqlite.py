@@ -1,8 +1,11 @@
 """SQLite: the claim and the batched finish (one statement each), and planner statistics."""
 
-from django.db import connections
+from datetime import UTC, datetime
+
+from django.db import connections, transaction
 
 from .base import (
+    LOG_TABLE,
     NOT_PAUSED,
     TABLE,
     _in_list,
@@ -63,21 +66,23 @@ def sqlite_claim(*, worker, queues, limit, now, lease_until, ids=None, due_by=No
     return _rows(statement, set_params + params, using)
 
 
-def sqlite_finish(rows, *, now, using="default"):
+def sqlite_finish(rows, *, now, logs=(), using="default"):
     """SQLite: record outcomes of claimed attempts; return the ids whose row matched.
 
     ``rows`` are tuples ``(id, worker, attempt, status, result_json,
-    error_json, execute_at)``; each row is compare-and-set on
+    error_json, execute_at, log count)``; each row is compare-and-set on
     ``status = running AND worker AND attempts``, so a finisher whose attempt
-    was rescued (and maybe claimed again elsewhere) changes nothing.
+    was rescued (and maybe claimed again elsewhere) changes nothing. The log
+    records ``logs`` of the outcomes that won are inserted in the same
+    transaction (a few multi-row INSERTs, never one per record).
     """
     params = []
     values = []
-    for job_id, worker, attempt, status, result, error, execute_at in rows:
-        values.append("(%s, %s, %s, %s, %s, %s, %s)")
-        params.extend([job_id, worker, attempt, status, result, error, adapt_dt(execute_at, using)])
+    for job_id, worker, attempt, status, result, error, execute_at, count in rows:
+        values.append("(%s, %s, %s, %s, %s, %s, %s, %s)")
+        params.extend([job_id, worker, attempt, status, result, error, adapt_dt(execute_at, using), count])
     statement = (
-        f"WITH v(vid, vworker, vattempts, vstatus, vresult, verror, vexec) AS "
+        f"WITH v(vid, vworker, vattempts, vstatus, vresult, verror, vexec, vlogs) AS "
         f"(VALUES {', '.join(values)}) "
         f"UPDATE {TABLE} AS j SET "
         "status = v.vstatus, "
@@ -87,8 +92,36 @@ def sqlite_finish(rows, *, now, using="default"):
         "execute_at = CASE WHEN v.vexec IS NULL THEN j.execute_at ELSE v.vexec END, "
         "finished_at = CASE WHEN v.vstatus = 'pending' THEN NULL ELSE %s END, "
         "cancel_requested = CASE WHEN v.vstatus = 'pending' THEN 0 ELSE j.cancel_requested END, "
-        "lease_expires_at = NULL, updated_at = %s "
+        "lease_expires_at = NULL, updated_at = %s, logs_count = j.logs_count + v.vlogs "
         "FROM v WHERE j.id = v.vid AND j.attempts = v.vattempts "
         "AND j.status = 'running' AND j.worker = v.vworker RETURNING id"
     )
-    return {r[0] for r in _rows(statement, params + [adapt_dt(now, using)] * 2, using)}
+    if not logs:
+        return {r[0] for r in _rows(statement, params + [adapt_dt(now, using)] * 2, using)}
+    with transaction.atomic(using=using):
+        won = {r[0] for r in _rows(statement, params + [adapt_dt(now, using)] * 2, using)}
+        _insert_logs([row for row in logs if row[0] in won], using)
+    return won
+
+
+# Rows per INSERT: 8 parameters each, well under SQLite's 32,766.
+LOG_BATCH = 1000
+
+
+def _insert_logs(logs, using):
+    with connections[using].cursor() as cursor:
+        for start in range(0, len(logs), LOG_BATCH):
+            batch = logs[start : start + LOG_BATCH]
+            params = []
+            for job, attempt, seq, moment, level, name, message, exc in batch:
+                params.extend([job, attempt, seq, _sqlite_time(moment), level, name, message, exc])
+            cursor.execute(
+                f"INSERT INTO {LOG_TABLE} (job_id, attempt, seq, time, level, logger, message, exc_text) "
+                f"VALUES {', '.join(['(%s, %s, %s, %s, %s, %s, %s, %s)'] * len(batch))}",
+                params,
+            )
+
+
+def _sqlite_time(epoch):
+    # Django's SQLite text for an aware UTC time: 'YYYY-MM-DD HH:MM:SS.ffffff'.
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")

@@ -12,7 +12,6 @@ from django.urls import NoReverseMatch, resolve, reverse
 from django.utils import timezone
 
 from scheduler_app.admin import dashboard
-from scheduler_app.admin.chart import throughput_chart
 from scheduler_app.models import Dashboard, JobStatus, Queue, Worker
 
 pytestmark = pytest.mark.django_db
@@ -59,7 +58,8 @@ class TestPage:
         assert "75%" in html  # running progress
         assert "disk &lt;full&gt;" in html
         assert reverse("admin:scheduler_app_job_change", args=[failed.pk]) in html
-        assert "<svg" in html and 'class="bar-ok"' in html and 'class="bar-fail"' in html
+        # The history charts are drawn by charts.js from the document embedded in the page.
+        assert 'id="sched-history-data"' in html and 'data-chart="throughput"' in html
 
     def test_empty_dashboard(self, admin_client_):
         html = admin_client_.get(DASHBOARD).content.decode()
@@ -100,7 +100,7 @@ class TestMounting:
         app = html[html.index('class="app-scheduler_app module'):]
         app = app[: app.index("</table>")]
         models = re.findall(r'<tr class="model-(\w+)', app)
-        assert models[0] == "dashboard" and set(models) == {"dashboard", "job", "schedule", "worker"}
+        assert models[0] == "dashboard" and set(models) == {"dashboard", "job", "queue", "schedule", "worker"}
         assert "/admin/scheduler_app/dashboard/add/" not in html
 
 
@@ -116,9 +116,9 @@ class TestData:
         default = next(q for q in data["queues"] if q["name"] == "default")
         assert (default["pending"], default["due"], default["running"]) == (2, 1, 0)
         assert 89 <= data["oldest_due_lag_seconds"] <= 120
-        assert len(data["throughput_series"]) == 60
-        assert sum(b["succeeded"] for b in data["throughput_series"]) == 1
-        assert sum(b["failed"] for b in data["throughput_series"]) == 1
+        assert data["history"]["bucket_seconds"] == 60 and len(data["history"]["buckets"]) == 60
+        assert admin_client_.get(DATA + "?minutes=10080").json()["history"]["bucket_seconds"] == 3600
+        assert admin_client_.get(DATA + "?minutes=nope").json()["minutes"] == 60
         assert data["failures"][0]["message"] == "boom" and data["failures"][0]["exception_class"] == "Boom"
         assert set(data["html"]) == set(dashboard.SECTIONS)
         assert isinstance(data["took_ms"], int)
@@ -174,17 +174,20 @@ class TestData:
         html = data["html"]["workers"]
         assert "sched-worker-alive" in html and "sched-worker-dead" in html
 
-    def test_chart_scales_to_a_round_maximum(self):
-        series = [{"minute": timezone.now().isoformat(), "succeeded": 3, "failed": 4}] + [
-            {"minute": timezone.now().isoformat(), "succeeded": 0, "failed": 0}
-        ] * 59
-        chart = throughput_chart(series)
-        assert chart["max"] == 10
-        bar = chart["bars"][0]
-        assert bar["ok_h"] == pytest.approx(chart["plot_h"] * 0.3, abs=0.01)
-        assert bar["fail_h"] == pytest.approx(chart["plot_h"] * 0.4, abs=0.01)
-        assert bar["fail_y"] + bar["fail_h"] == pytest.approx(bar["ok_y"], abs=0.02)  # stacked
-        assert len(chart["bars"]) == 60
+    def test_the_task_table_comes_from_the_rollups(self, admin_client_):
+        from scheduler_app import rollups
+        from scheduler_app.dispatcher.rollup import Tally
+
+        now = timezone.now()
+        tally = Tally(started=4, succeeded=3, retried=1)
+        for v in (0.02, 0.03, 0.04, 2.0):
+            tally.run.add(v)
+        rollups.record({(now.timestamp(), "default", "tests.testapp.tasks.add"): tally}, now)
+        data = admin_client_.get(DATA).json()
+        (row,) = data["tasks"]
+        assert (row["task"], row["runs"], row["failures"], row["failure_rate"]) == ("tests.testapp.tasks.add", 4, 1, 0.25)
+        html = data["html"]["tasks"]
+        assert "?task=tests.testapp.tasks.add&amp;status__exact=failed" in html and "25.0 %" in html
 
     def test_query_count_does_not_grow_with_rows(self, admin_client_, make_job, monkeypatch):
         from django.db import connection
@@ -209,8 +212,9 @@ class TestData:
             for _ in range(15):
                 make_job(status)
         Worker.objects.bulk_create(Worker(id=f"w{i}", hostname="h", pid=i) for i in range(5))
-        # Two session/user queries, then a fixed set of stats queries.
-        assert count() == few <= 16
+        # Two session/user queries, then a fixed set of stats queries (the
+        # history's three and the task table's one among them).
+        assert count() == few <= 19
 
 
 class TestQueues:

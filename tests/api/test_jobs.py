@@ -15,7 +15,7 @@ JOB_FIELDS = {
     "id", "url", "task", "args", "kwargs", "queue", "priority", "execute_at", "status",
     "attempts", "max_attempts", "timeout", "unique_key", "result", "errors",
     "cancel_requested", "progress", "worker", "created_by", "created_at", "updated_at",
-    "started_at", "last_attempted_at", "finished_at", "schedule",
+    "started_at", "last_attempted_at", "finished_at", "schedule", "logs_count",
 }
 
 pytestmark = pytest.mark.django_db

@@ -38,6 +38,8 @@ ENDPOINTS = [
     ("post", "/api/jobs/{failed}/retry/", None, "change_job"),
     ("get", "/api/tasks/", None, "view_job"),
     ("get", "/api/stats/", None, "view_job"),
+    ("get", "/api/stats/history/", None, "view_job"),
+    ("get", "/api/jobs/{failed}/logs/", None, "view_job"),
     ("get", "/api/workers/", None, "view_worker"),
     ("get", "/api/queues/", None, "view_queue"),
     ("post", "/api/queues/slow/pause/", None, "change_queue"),

@@ -46,6 +46,8 @@ EXPECTED_OPERATIONS = {
     ("post", "/api/queues/{name}/pause/"),
     ("post", "/api/queues/{name}/resume/"),
     ("get", "/api/stats/"),
+    ("get", "/api/stats/history/"),
+    ("get", "/api/jobs/{id}/logs/"),
     ("get", "/api/schedules/"),
     ("post", "/api/schedules/"),
     ("get", "/api/schedules/{id}/"),

@@ -36,6 +36,17 @@ def seed_history(now=None):
                 )
             )
     Job.objects.bulk_create(rows)
+    # ... and the rollups the dispatchers that ran them would have written (the charts read these).
+    from scheduler_app import rollups
+    from scheduler_app.dispatcher.rollup import Tally
+
+    tallies = {}
+    for minute in range(0, 60, 3):
+        at = (now - timedelta(minutes=minute)).replace(second=0, microsecond=0)
+        tally = Tally(started=minute % 7 + 1, succeeded=minute % 7 + (0 if minute % 9 == 0 else 1), failed=1 if minute % 9 == 0 else 0)
+        tally.run.add(0.3)
+        tallies[(at.timestamp(), "default", ADD)] = tally
+    rollups.record(tallies, now)
 
 
 def test_the_add_form_shows_the_tasks_signature_and_options(logged_in):
@@ -125,8 +136,14 @@ def test_dashboard_refreshes_in_place(logged_in, screenshot_dir, monkeypatch):
     page.click("a[href='/admin/scheduler_app/dashboard/']")
     page.wait_for_url("**/admin/scheduler_app/dashboard/")
     expect()(page.locator("#sched-count-pending")).to_have_text("1")
-    assert page.locator("svg.sched-chart rect.bar-ok").count() > 10
-    assert page.locator("svg.sched-chart rect.bar-fail").count() >= 1
+    assert page.locator("[data-chart=throughput] svg.sched-chart rect.c-ok").count() > 10
+    assert page.locator("[data-chart=throughput] svg.sched-chart rect.c-fail").count() >= 1
+    page.click(".sched-range[data-minutes='1440']")  # 24 h: ten-minute buckets
+    page.wait_for_function("() => document.querySelector('#sched-dashboard').dataset.minutes === '1440'")
+    # 57 minutes of rows fall into 6 or 7 ten-minute buckets, depending on the clock.
+    page.wait_for_function("() => document.querySelectorAll('[data-chart=throughput] svg.sched-chart rect.c-ok').length <= 7")
+    assert page.locator("[data-chart=throughput] svg.sched-chart rect.c-ok").count() >= 6
+    page.click(".sched-range[data-minutes='60']")
     page.screenshot(path=screenshot_dir / "05-dashboard.png", full_page=True)
 
     # Mark this page load and scroll down: a reload would lose both.

@@ -73,6 +73,13 @@ class FakeHarness:
     def worker_row(self):
         return {k: self.store.worker_row[k] for k in ("state", "running", "processed", "failed")}
 
+    def rollups(self):
+        """Return ``{(minute epoch, queue, task): (started, succeeded, failed, retried, cancelled, wait count, wait max)}``."""
+        return {
+            key: (t.started, t.succeeded, t.failed, t.retried, t.cancelled, sum(t.wait.counts), t.wait.max)
+            for key, t in self.store.rollups.items()
+        }
+
     def close(self):
         pass
 
@@ -146,6 +153,17 @@ class DjangoHarness:
         from scheduler_app.models import Worker
 
         return Worker.objects.values("state", "running", "processed", "failed").get(pk=self.store.worker_id)
+
+    def rollups(self):
+        from scheduler_app.models import Rollup
+
+        found = {}
+        for r in Rollup.objects.exclude(task=""):
+            waits = sum(getattr(r, f"wait_{i}") for i in range(13))
+            found[(r.minute.timestamp(), r.queue, r.task)] = (
+                r.started, r.succeeded, r.failed, r.retried, r.cancelled, waits, r.wait_max,
+            )
+        return found
 
     def close(self):
         # The PostgreSQL store's own connection would keep the test database from being dropped.

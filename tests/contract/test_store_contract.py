@@ -359,3 +359,24 @@ def test_register_heartbeat_unregister_keep_this_dispatchers_row(harness, store,
     assert harness.worker_row() == {"state": "alive", "running": 1, "processed": 5, "failed": 2}
     assert store.unregister(processed=6, failed=2) is None
     assert harness.worker_row() == {"state": "stopped", "running": 0, "processed": 6, "failed": 2}
+
+
+# -- rollups -------------------------------------------------------------------
+
+
+def test_rollups_written_by_several_dispatchers_add_up(harness, store, now):
+    from scheduler_app.dispatcher.rollup import Tally
+
+    def tally(started, succeeded, wait):
+        t = Tally(started=started, succeeded=succeeded)
+        t.wait.add(wait)
+        return t
+
+    minute = float(int(now // 60) * 60)
+    store.write_rollups({(minute, "default", TASK): tally(1, 1, 0.5)}, now)
+    harness.peer("contract-b").write_rollups({(minute, "default", TASK): tally(2, 0, 3.0), (minute, "slow", TASK): tally(1, 0, 0.1)}, now)
+    store.write_rollups({}, now)  # nothing gathered: nothing changes
+    assert harness.rollups() == {
+        (minute, "default", TASK): (3, 1, 0, 0, 0, 2, 3.0),
+        (minute, "slow", TASK): (1, 0, 0, 0, 0, 1, 0.1),
+    }

@@ -106,6 +106,8 @@ assert missing.status_code == 404 and missing["Content-Type"] == "application/js
 schema = api.get("/scheduler/api/schema/?format=json")
 assert schema.status_code == 200 and "/scheduler/api/jobs/" in schema.json()["paths"], list(schema.json()["paths"])[:3]
 assert api.get("/scheduler/api/docs/").status_code == 200
+metrics = api.get("/scheduler/metrics")
+assert metrics.status_code == 200 and b"scheduler_jobs" in metrics.content, metrics.content[:300]
 anonymous = Client(HTTP_HOST="localhost").get("/scheduler/api/jobs/")
 assert anonymous.status_code == 401 and anonymous["Content-Type"] == "application/json"
 print("FRESH PROJECT OK")

@@ -196,3 +196,54 @@ def progress_until_cancelled(context, seconds=30.0):
             raise JobCancelled()
         time.sleep(0.01)
     return "not cancelled"
+
+
+# -- per-job logs (scheduler_app.joblogs) ------------------------------------------
+
+import logging  # noqa: E402
+
+log = logging.getLogger("tests.testapp.tasks")
+
+
+@task
+def chatty(lines=3, fail=False):
+    """Log ``lines`` INFO lines (and a DEBUG one, not kept), then maybe raise after an ERROR with a traceback."""
+    log.debug("debug is below the default level")
+    logging.getLogger("scheduler_app.fake").info("the scheduler's own loggers are not kept")
+    for i in range(lines):
+        log.info("line %d of %d", i + 1, lines)
+    if fail:
+        try:
+            raise KeyError("missing")
+        except KeyError:
+            log.exception("could not find it")
+        raise ValueError("chatty failed")
+    return lines
+
+
+@task
+async def async_chatty():
+    log.warning("from an async task")
+    return 1
+
+
+@task(takes_context=True)
+def slow_progress(context, steps=20, pause=0.1):
+    """Report progress step by step (the browser test watches it move)."""
+    for i in range(steps):
+        context.set_progress(i + 1, steps, f"step {i + 1}")
+        log.info("step %d", i + 1)
+        time.sleep(pause)
+    return steps
+
+
+isolated = logging.getLogger("tests.isolated")
+isolated.propagate = False  # records never reach the root logger
+isolated.addHandler(logging.NullHandler())
+isolated.setLevel(logging.INFO)
+
+
+@task
+def isolated_logger():
+    isolated.info("kept although it never reaches the root logger")
+    return 1

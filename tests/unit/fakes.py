@@ -128,6 +128,7 @@ class _Tables:
         self.jobs = {}  # id -> FakeRow
         self.schedules = {}  # id -> FakeSchedule
         self.paused = set()
+        self.rollups = {}  # (minute, queue, task) -> rollup.Tally, merged from every store
         self.scheduled_ids = itertools.count(SCHEDULED_JOB_IDS)
         # Every method holds it: loop tests add jobs from the test thread
         # while the dispatcher runs on another.
@@ -156,6 +157,7 @@ class FakeStore:
         self.finished = []  # every outcome given to finish, won or not
         self.released = []  # ids released
         self.materialized = []  # (schedule id, run time) per job made
+        self.rollup_writes = []  # the `now` of each write_rollups
 
     def peer(self, worker_id):
         """Return another dispatcher's store over the same tables."""
@@ -398,6 +400,22 @@ class FakeStore:
                 if due or schedule_id in ids:
                     out.append(schedule_entry(schedule_id, s.at))
             return out
+
+    def write_rollups(self, tallies, now):
+        """Merge tallies into the shared table, as the database's upsert-add does."""
+        with self._tables.lock:
+            self._maybe_fail()
+            self.rollup_writes.append(now)
+            for key, tally in tallies.items():
+                mine = self._tables.rollups.get(key)
+                if mine is None:
+                    self._tables.rollups[key] = tally
+                else:
+                    mine.merge(tally)
+
+    @property
+    def rollups(self):
+        return self._tables.rollups
 
     def housekeeping(self, now):
         self._maybe_fail()

@@ -17,6 +17,7 @@ CORE = [
     "scheduler_app.dispatcher.policy",
     "scheduler_app.dispatcher.wakeup",
     "scheduler_app.dispatcher.protocol",
+    "scheduler_app.dispatcher.rollup",
 ]
 
 

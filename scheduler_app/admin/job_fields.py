@@ -1,0 +1,218 @@
+"""What the job admin shows: the list's columns and the job page's fields (logs included).
+
+Plain display methods, mixed into ``JobAdmin``; the live updates
+(``live.JobLive``) render the same methods, so a refreshed cell is the
+cell the page had.
+"""
+
+from django.contrib import admin
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+
+from ..models import JobLog, JobStatus, Schedule, Worker
+from .formatting import (
+    exact_time,
+    humanize_seconds,
+    pretty_json,
+    status_badge,
+    task_html,
+    when_html,
+    worker_state,
+)
+
+
+class JobFields:
+    # -- list columns -----------------------------------------------------
+
+    @admin.display(description="task", ordering="task")
+    def task_name(self, obj):
+        return task_html(obj.task)
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, obj):
+        extra = ""
+        if obj.status == JobStatus.RUNNING:
+            if obj.cancel_requested:
+                extra = " · cancelling"
+            elif obj.progress and obj.progress.get("total"):
+                extra = f" · {round(100 * obj.progress['current'] / obj.progress['total'])}%"
+        return status_badge(obj.status, extra=extra)
+
+    @admin.display(description="execute at", ordering="execute_at")
+    def execute_at_display(self, obj):
+        return when_html(obj.execute_at, late=obj.status == JobStatus.PENDING)
+
+    @admin.display(description="attempts")
+    def attempts_display(self, obj):
+        return f"{obj.attempts}/{obj.max_attempts}"
+
+    @admin.display(description="duration")
+    def duration_display(self, obj):
+        if obj.duration is not None:
+            return humanize_seconds(obj.duration.total_seconds())
+        if obj.status == JobStatus.RUNNING and obj.attempt_started_at:
+            elapsed = (timezone.now() - obj.attempt_started_at).total_seconds()
+            return format_html('<span class="sched-running-for">{} so far</span>', humanize_seconds(elapsed))
+        return "–"
+
+    # -- change page fields -------------------------------------------------
+
+    @admin.display(description="args")
+    def args_display(self, obj):
+        return pretty_json(obj.args)
+
+    @admin.display(description="kwargs")
+    def kwargs_display(self, obj):
+        return pretty_json(obj.kwargs)
+
+    @admin.display(description="when")
+    def due_display(self, obj):
+        return when_html(obj.execute_at, late=obj.status == JobStatus.PENDING)
+
+    @admin.display(description="created at")
+    def created_at_display(self, obj):
+        return when_html(obj.created_at)
+
+    @admin.display(description="started at")
+    def started_at_display(self, obj):
+        return when_html(obj.started_at)
+
+    @admin.display(description="last attempt at")
+    def last_attempted_at_display(self, obj):
+        return when_html(obj.attempt_started_at)
+
+    @admin.display(description="finished at")
+    def finished_at_display(self, obj):
+        return when_html(obj.finished_at)
+
+    @admin.display(description="lease expires at")
+    def lease_display(self, obj):
+        if obj.status != JobStatus.RUNNING:
+            return "–"
+        return when_html(obj.lease_expires_at)
+
+    @admin.display(description="schedule")
+    def schedule_link(self, obj):
+        if obj.schedule_id is None:
+            return "–"
+        schedule = Schedule.objects.filter(pk=obj.schedule_id).only("name").first()
+        if schedule is None:
+            return f"#{obj.schedule_id}"
+        url = reverse("admin:scheduler_app_schedule_change", args=[schedule.pk])
+        return format_html('<a href="{}">{}</a>', url, schedule.name)
+
+    @admin.display(description="worker")
+    def worker_display(self, obj):
+        if not obj.worker:
+            return "–"
+        worker = Worker.objects.filter(pk=obj.worker).first()
+        if worker is None:
+            return obj.worker
+        url = reverse("admin:scheduler_app_worker_change", args=[worker.pk])
+        state = worker_state(worker)
+        return format_html('<a href="{}">{}</a> <span class="sched-badge sched-worker-{}">{}</span>', url, worker.pk, state, state)
+
+    @admin.display(description="progress")
+    def progress_display(self, obj):
+        p = obj.progress
+        if not p:
+            return "–"
+        current, total = p.get("current") or 0, p.get("total") or 0
+        pct = round(100 * current / total) if total else 0
+        return format_html(
+            '<progress max="100" value="{}"></progress> {}/{} {}', pct, current, total, p.get("message") or ""
+        )
+
+    @admin.display(description="result")
+    def result_display(self, obj):
+        if obj.status != JobStatus.SUCCEEDED:
+            return "–"
+        return pretty_json(obj.result)
+
+    @admin.display(description="errors")
+    def errors_display(self, obj):
+        if not obj.errors:
+            return "None"
+        rows = format_html_join(
+            "",
+            '<div class="sched-error"><p><strong>Attempt {}</strong> · {} · worker {}</p>'
+            "<p><code>{}</code>: {}</p><details{}><summary>Traceback</summary><pre>{}</pre></details></div>",
+            (
+                (
+                    e.get("attempt", "?"),
+                    error_time(e.get("time")),
+                    e.get("worker") or "–",
+                    e.get("exception_class", ""),
+                    e.get("message", ""),
+                    " open" if i == len(obj.errors) - 1 else "",
+                    e.get("traceback") or "(none)",
+                )
+                for i, e in enumerate(obj.errors)
+            ),
+        )
+        return format_html('<div class="sched-errors">{}</div>', rows)
+
+
+    @admin.display(description="logs")
+    def logs_display(self, obj):
+        """Each attempt's log records, newest attempt and newest record first, coloured by level."""
+        if not obj.logs_count:
+            return format_html('<p class="sched-empty-inline">{}</p>', "No log records kept (the task's own INFO and above are).")
+        records = list(
+            JobLog.objects.filter(job_id=obj.pk).order_by("-attempt", "-seq")
+            .values("attempt", "time", "level", "logger", "message", "exc_text")[:LOGS_SHOWN]
+        )
+        attempts = {}
+        for r in records:
+            attempts.setdefault(r["attempt"], []).append(r)
+        parts = []
+        for attempt, rows in attempts.items():
+            lines = format_html_join(
+                "",
+                '<li class="sched-log sched-log-{}"><span class="sched-log-meta"><time datetime="{}">{}</time> '
+                '<span class="sched-level">{}</span> <span class="sched-logger">{}</span></span> '
+                '<span class="sched-log-msg">{}</span>{}</li>',
+                (
+                    (
+                        level_class(r["level"]), r["time"].isoformat(), exact_time(r["time"]), level_name(r["level"]),
+                        r["logger"], r["message"],
+                        format_html("<pre>{}</pre>", r["exc_text"]) if r["exc_text"] else "",
+                    )
+                    for r in rows
+                ),
+            )
+            parts.append(format_html(
+                '<details class="sched-logs-attempt"{}><summary>Attempt {} · {} {}</summary><ol class="sched-logs">{}</ol></details>',
+                " open" if not parts else "", attempt, len(rows), "record" if len(rows) == 1 else "records", lines,
+            ))
+        more = ""
+        if obj.logs_count > len(records):
+            more = format_html('<p class="help">The newest {} of {} records are shown; GET /api/jobs/{}/logs/ has them all.</p>', len(records), obj.logs_count, obj.pk)
+        return format_html('<div class="sched-logbook">{}{}</div>', format_html_join("", "{}", ((p,) for p in parts)), more)
+
+
+# Records shown on the job page (the API pages through all of them).
+LOGS_SHOWN = 500
+LEVELS = {10: "debug", 20: "info", 30: "warning", 40: "error", 50: "critical"}
+
+
+def level_class(level):
+    return LEVELS.get(level // 10 * 10, "info") if level < 50 else "critical"
+
+
+def level_name(level):
+    import logging
+
+    return logging.getLevelName(level)
+
+
+def error_time(text):
+    """Return an error entry's ISO time in the admin's format (the text itself if it is not one)."""
+    from django.utils.dateparse import parse_datetime
+
+    try:
+        moment = parse_datetime(text or "")
+    except ValueError:
+        moment = None
+    return exact_time(moment) if moment is not None and moment.tzinfo is not None else (text or "")

@@ -1,0 +1,157 @@
+"""Per-job logs: keep the log records a job's own thread emits while it runs.
+
+A log record factory (:func:`install`, by the dispatcher) keeps a record
+only when the thread that makes it is running an attempt: the executor
+opens a :class:`Capture` around the task call and the factory finds it
+through a context variable (so a worker thread sees only its own job's,
+and an ``async`` task's records, run by asgiref on its loop's thread with
+the caller's context, count too). Records of the scheduler's own loggers
+and of ``django.tasks`` are not kept: they describe the attempt, they are
+not the task's.
+
+Bounded per attempt (``JOB_LOG_MAX_RECORDS``, ``JOB_LOG_MAX_BYTES``): past
+either, records are counted, and one "N more records dropped" line ends
+the attempt's log. The records travel in the attempt's Outcome and are
+written by the statement that records it (``sql``), never one by one.
+"""
+
+import contextlib
+import contextvars
+import logging
+import time
+
+from . import conf
+from .settings_rules import SETTINGS
+
+# The scheduler's own loggers and Django's task log describe the attempt;
+# its built-in and demo tasks log as tasks do.
+OWN = ("scheduler_app", "django.tasks")
+TASK_MODULES = ("scheduler_app.tasks", "scheduler_app.demo")
+DROPPED_LOGGER = "scheduler_app.joblogs"
+_current = contextvars.ContextVar("scheduler_job_capture", default=None)
+_formatter = logging.Formatter()
+
+
+def clean_text(text):
+    """Return ``text`` as both databases store it: no NUL, no lone surrogate."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\\x00")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def is_own(name):
+    """Return whether logger ``name`` is the scheduler's or ``django.tasks`` (not kept with jobs)."""
+    if not name.startswith(OWN) or name.startswith(TASK_MODULES):
+        return False
+    return name in OWN or name.startswith(("scheduler_app.", "django.tasks."))
+
+
+class Capture:
+    """The records of one attempt, in the order they were emitted."""
+
+    __slots__ = ("level", "max_records", "max_bytes", "records", "size", "dropped")
+
+    def __init__(self, level, max_records, max_bytes):
+        self.level = level
+        self.max_records = max_records
+        self.max_bytes = max_bytes
+        self.records = []
+        self.size = 0
+        self.dropped = 0
+
+    def add(self, record):
+        if record.levelno < self.level:
+            return
+        name = record.name
+        if is_own(name):
+            return
+        if len(self.records) >= self.max_records:
+            self.dropped += 1
+            return
+        try:
+            message = record.getMessage()
+        except Exception as exc:  # a bad %-format in the task's own call
+            message = f"{record.msg!r} (could not format: {type(exc).__name__})"
+        exc_text = _formatter.formatException(record.exc_info) if record.exc_info else ""
+        size = len(message) + len(exc_text) + len(name)
+        if self.size + size > self.max_bytes:
+            self.dropped += 1
+            return
+        self.size += size
+        self.records.append((record.created, record.levelno, clean_text(name[:255]), clean_text(message), clean_text(exc_text)))
+
+    def rows(self):
+        """Return the records as Outcome.logs rows, with the "dropped" line last when any were."""
+        rows = list(self.records)
+        if self.dropped:
+            noun = "record" if self.dropped == 1 else "records"
+            rows.append(
+                (time.time(), logging.WARNING, DROPPED_LOGGER,
+                 f"{self.dropped} more {noun} dropped (at most {self.max_records} records "
+                 f"and {self.max_bytes} bytes are kept per attempt)", "")
+            )
+        return tuple(rows)
+
+
+_installed = False
+
+
+def level():
+    return SETTINGS["JOB_LOG_LEVEL"].check(conf.get("JOB_LOG_LEVEL"))
+
+
+def install():
+    """Keep records for running attempts from now on, in this process (the dispatcher's); idempotent.
+
+    A record factory (``logging.setLogRecordFactory``) sees every record
+    made, before any handler or propagation setting could keep it from the
+    root logger, and gives it to the current attempt's Capture. The root
+    logger's level drops to ``JOB_LOG_LEVEL`` if it was higher, so that the
+    records a task emits at that level are made at all (Django's default
+    logging puts no handler on the root logger; a project that does may give
+    that handler a level of its own).
+    """
+    global _installed
+    root = logging.getLogger()
+    if not _installed:
+        make = logging.getLogRecordFactory()
+
+        def factory(*args, **kwargs):
+            record = make(*args, **kwargs)
+            capture = _current.get()
+            if capture is not None:
+                capture.add(record)
+            return record
+
+        logging.setLogRecordFactory(factory)
+        _installed = True
+    wanted = level()
+    if wanted < root.getEffectiveLevel():
+        root.setLevel(wanted)
+
+
+def installed():
+    return _installed
+
+
+@contextlib.contextmanager
+def capture():
+    """Keep the current thread's (and context's) records while the block runs; yield the Capture.
+
+    Yields None when nothing is captured (no handler installed, or
+    ``JOB_LOG_MAX_RECORDS`` is 0).
+    """
+    max_records = conf.get("JOB_LOG_MAX_RECORDS")
+    if not _installed or not max_records:
+        yield None
+        return
+    box = Capture(level(), max_records, conf.get("JOB_LOG_MAX_BYTES"))
+    token = _current.set(box)
+    try:
+        yield box
+    finally:
+        _current.reset(token)

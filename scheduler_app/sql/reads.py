@@ -1,0 +1,35 @@
+"""Reads whose plan the ORM cannot pin: counts over the pending rows only."""
+
+from datetime import UTC, datetime
+
+from .base import SQLITE_EPOCH, TABLE, _rows, adapt_dt, is_postgres
+
+
+def pending_by_queue(now, using="default"):
+    """Return ``{queue: (pending, due, oldest due execute_at or None)}`` from the pending rows only.
+
+    SQLite, given ``GROUP BY queue``, walked the whole (queue, id) index
+    rather than the pending rows: 150 ms with a million finished jobs,
+    against well under a millisecond through the partial pending index,
+    which it is told to use.
+    """
+    if is_postgres(using):
+        epoch = "EXTRACT(EPOCH FROM MIN(execute_at) FILTER (WHERE execute_at <= %s))::float8"
+        due = "COUNT(*) FILTER (WHERE execute_at <= %s)"
+        source = TABLE
+    else:
+        epoch = SQLITE_EPOCH.replace("%%%%", "%%").replace(
+            "%(expressions)s", "MIN(CASE WHEN execute_at <= %s THEN execute_at END)"
+        )
+        due = "SUM(CASE WHEN execute_at <= %s THEN 1 ELSE 0 END)"
+        source = f"{TABLE} INDEXED BY job_pending_time_idx"
+    t = adapt_dt(now, using)
+    params = [t, t] if is_postgres(using) else [t, t, t]
+    rows = _rows(
+        f"SELECT queue, COUNT(*), {due}, {epoch} FROM {source} WHERE status = 'pending' GROUP BY queue",
+        params, using,
+    )
+    found = {}
+    for queue, n, due_n, oldest in rows:
+        found[queue] = (n, int(due_n or 0), datetime.fromtimestamp(oldest, UTC) if oldest is not None else None)
+    return found

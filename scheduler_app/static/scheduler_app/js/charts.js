@@ -1,0 +1,162 @@
+/* History charts in plain SVG (no library, no CDN): stacked bars of
+   outcomes, and lines of depth, lag and wait/run percentiles, drawn from a
+   GET /api/stats/history/ document. The SVG scales to its box (viewBox), so
+   a chart never makes a page wider than the screen. */
+(function () {
+    "use strict";
+
+    var NS = "http://www.w3.org/2000/svg";
+    var W = 600, H = 170, LEFT = 46, RIGHT = 6, TOP = 10, BOTTOM = 20;
+
+    function el(name, attrs, text) {
+        var node = document.createElementNS(NS, name);
+        Object.keys(attrs || {}).forEach(function (k) { node.setAttribute(k, attrs[k]); });
+        if (text !== undefined) { node.textContent = text; }
+        return node;
+    }
+
+    function nice(peak) {
+        var v = 1;
+        if (peak <= 0) { return 1; }
+        if (peak < 1) { v = 0.001; }
+        for (;;) {
+            var steps = [1, 2, 5];
+            for (var i = 0; i < steps.length; i++) { if (v * steps[i] >= peak) { return v * steps[i]; } }
+            v *= 10;
+        }
+    }
+
+    function seconds(v) {
+        if (v === null || v === undefined) { return "–"; }
+        if (v < 1) { return Math.round(v * 1000) + " ms"; }
+        if (v < 60) { return (v < 10 ? v.toFixed(1) : Math.round(v)) + " s"; }
+        if (v < 3600) { return Math.round(v / 60) + " min"; }
+        return (v / 3600).toFixed(1) + " h";
+    }
+
+    function count(v) { return v >= 10000 ? Math.round(v / 1000) + "k" : String(Math.round(v * 100) / 100); }
+
+    function label(iso, step) {
+        var d = new Date(iso);
+        var hm = d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+        return step >= 3600 ? d.toLocaleDateString([], { month: "short", day: "numeric" }) + " " + hm : hm;
+    }
+
+    function frame(svg, buckets, step, top, format, caption) {
+        var plotH = H - TOP - BOTTOM;
+        svg.appendChild(el("line", { "class": "grid", x1: LEFT, x2: W - RIGHT, y1: TOP, y2: TOP }));
+        svg.appendChild(el("line", { "class": "grid", x1: LEFT, x2: W - RIGHT, y1: TOP + plotH / 2, y2: TOP + plotH / 2 }));
+        svg.appendChild(el("line", { "class": "axis", x1: LEFT, x2: W - RIGHT, y1: TOP + plotH, y2: TOP + plotH }));
+        svg.appendChild(el("text", { "class": "label", x: LEFT - 4, y: TOP + 4, "text-anchor": "end" }, format(top)));
+        svg.appendChild(el("text", { "class": "label", x: LEFT - 4, y: TOP + plotH / 2 + 4, "text-anchor": "end" }, format(top / 2)));
+        svg.appendChild(el("text", { "class": "label", x: LEFT - 4, y: TOP + plotH + 4, "text-anchor": "end" }, format(0)));
+        var n = buckets.length, every = Math.max(1, Math.ceil(n / 6));
+        for (var i = 0; i < n; i += every) {
+            var x = LEFT + (i + 0.5) * (W - LEFT - RIGHT) / n;
+            svg.appendChild(el("text", { "class": "label", x: x, y: H - 5, "text-anchor": "middle" }, label(buckets[i].start, step)));
+        }
+        svg.setAttribute("aria-label", caption);
+        return plotH;
+    }
+
+    function svgBox() {
+        return el("svg", { "class": "sched-chart", viewBox: "0 0 " + W + " " + H, role: "img", preserveAspectRatio: "xMidYMid meet" });
+    }
+
+    function legend(series) {
+        var p = document.createElement("p");
+        p.className = "sched-legend";
+        series.forEach(function (s) {
+            var sw = document.createElement("span");
+            sw.className = "sched-swatch " + s.cls;
+            p.appendChild(sw);
+            p.appendChild(document.createTextNode(" " + s.label + (s.total !== undefined ? " (" + s.total + ")" : "") + " "));
+        });
+        return p;
+    }
+
+    function bars(box, history, series, caption) {
+        var b = history.buckets, step = history.bucket_seconds;
+        var peak = 0;
+        b.forEach(function (x) { var t = 0; series.forEach(function (s) { t += x[s.key]; }); peak = Math.max(peak, t); });
+        var top = nice(peak), svg = svgBox();
+        var plotH = frame(svg, b, step, top, count, caption);
+        var w = (W - LEFT - RIGHT) / b.length;
+        b.forEach(function (x, i) {
+            var g = el("g"), y = TOP + plotH, parts = [];
+            series.forEach(function (s) {
+                var h = plotH * x[s.key] / top;
+                if (h > 0) { y -= h; g.appendChild(el("rect", { "class": s.cls, x: LEFT + i * w + 0.5, y: y, width: Math.max(w - 1, 0.5), height: h })); }
+                parts.push(x[s.key] + " " + s.label);
+            });
+            g.insertBefore(el("rect", { "class": "bar-hit", x: LEFT + i * w, y: TOP, width: w, height: plotH }), g.firstChild);
+            g.appendChild(el("title", {}, label(x.start, step) + ": " + parts.join(", ")));
+            svg.appendChild(g);
+        });
+        series.forEach(function (s) { s.total = b.reduce(function (a, x) { return a + x[s.key]; }, 0); });
+        box.replaceChildren(svg, legend(series));
+    }
+
+    function lines(box, history, series, format, caption) {
+        var b = history.buckets, step = history.bucket_seconds;
+        var peak = 0;
+        b.forEach(function (x) { series.forEach(function (s) { var v = s.get(x); if (v !== null && v !== undefined) { peak = Math.max(peak, v); } }); });
+        var top = nice(peak), svg = svgBox();
+        var plotH = frame(svg, b, step, top, format, caption);
+        var w = (W - LEFT - RIGHT) / b.length;
+        series.forEach(function (s) {
+            var d = "", pen = "M";
+            b.forEach(function (x, i) {
+                var v = s.get(x);
+                if (v === null || v === undefined) { pen = "M"; return; }
+                d += pen + (LEFT + (i + 0.5) * w).toFixed(1) + "," + (TOP + plotH - plotH * v / top).toFixed(1) + " ";
+                pen = "L";
+            });
+            if (d) { svg.appendChild(el("path", { "class": "line " + s.cls, d: d })); }
+        });
+        b.forEach(function (x, i) {
+            var g = el("g");
+            g.appendChild(el("rect", { "class": "bar-hit", x: LEFT + i * w, y: TOP, width: w, height: plotH }));
+            g.appendChild(el("title", {}, label(x.start, step) + ": " + series.map(function (s) { return s.label + " " + format(s.get(x)); }).join(", ")));
+            svg.appendChild(g);
+        });
+        box.replaceChildren(svg, legend(series));
+    }
+
+    var OUTCOMES = [
+        { key: "succeeded", label: "succeeded", cls: "c-ok" },
+        { key: "retried", label: "retried", cls: "c-retry" },
+        { key: "failed", label: "failed", cls: "c-fail" },
+        { key: "cancelled", label: "cancelled", cls: "c-cancel" }
+    ];
+
+    function timing(name) {
+        return [
+            { label: "p50", cls: "c-p50", get: function (x) { return x[name].p50; } },
+            { label: "p95", cls: "c-p95", get: function (x) { return x[name].p95; } },
+            { label: "max", cls: "c-max", get: function (x) { return x[name].max; } }
+        ];
+    }
+
+    /* Draw every [data-chart] box inside `root` from `history`. */
+    function render(root, history) {
+        Array.prototype.forEach.call(root.querySelectorAll("[data-chart]"), function (box) {
+            var kind = box.dataset.chart;
+            var copy = function (list) { return list.map(function (s) { return Object.assign({}, s); }); };
+            if (kind === "throughput") {
+                bars(box, history, copy(OUTCOMES), "Attempts finished per bucket, by outcome");
+            } else if (kind === "depth") {
+                lines(box, history, [
+                    { label: "pending", cls: "c-depth", get: function (x) { return x.depth; } },
+                    { label: "due", cls: "c-due", get: function (x) { return x.due; } }
+                ], count, "Queue depth: pending and due jobs");
+            } else if (kind === "lag") {
+                lines(box, history, [{ label: "oldest due job's lag", cls: "c-lag", get: function (x) { return x.lag; } }], seconds, "Lag of the oldest due job");
+            } else if (kind === "wait" || kind === "run") {
+                lines(box, history, timing(kind), seconds, kind === "wait" ? "Wait time, due to start" : "Run time, start to finish");
+            }
+        });
+    }
+
+    window.SchedCharts = { render: render, seconds: seconds };
+})();

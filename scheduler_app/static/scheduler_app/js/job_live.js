@@ -1,0 +1,53 @@
+/* The job page and the job list, live (see live.js): the page swaps its
+   changing read-only fields, the list its rows' changing cells, from one
+   request per refresh. */
+(function () {
+    "use strict";
+
+    function ready(fn) {
+        if (document.readyState !== "loading") { fn(); } else { document.addEventListener("DOMContentLoaded", fn); }
+    }
+
+    function swap(el, html) {
+        // Skip unchanged cells so hover, focus and open <details> survive.
+        if (el && el.innerHTML !== html) {
+            var open = Array.prototype.map.call(el.querySelectorAll("details[open]"), function (d) { return d.querySelector("summary") && d.querySelector("summary").textContent; });
+            el.innerHTML = html;
+            Array.prototype.forEach.call(el.querySelectorAll("details"), function (d) {
+                var s = d.querySelector("summary");
+                if (s && open.indexOf(s.textContent) >= 0) { d.open = true; }
+            });
+        }
+    }
+
+    ready(function () {
+        var bar = document.getElementById("sched-live");
+        if (!bar || !window.SchedLive) { return; }
+        if (bar.dataset.kind === "job-page") {
+            window.SchedLive(bar, {
+                url: function () { return bar.dataset.liveUrl; },
+                apply: function (data) {
+                    Object.keys(data.fields).forEach(function (name) {
+                        swap(document.querySelector(".field-" + name + " .readonly"), data.fields[name]);
+                    });
+                    document.body.dataset.jobStatus = data.status;
+                }
+            });
+        } else if (bar.dataset.kind === "job-list") {
+            var boxes = function () { return Array.prototype.slice.call(document.querySelectorAll("#result_list input.action-select")); };
+            window.SchedLive(bar, {
+                url: function () {
+                    return bar.dataset.liveUrl + "?ids=" + boxes().map(function (b) { return b.value; }).join(",");
+                },
+                apply: function (data) {
+                    boxes().forEach(function (box) {
+                        var cells = data.rows[box.value];
+                        var row = box.closest("tr");
+                        if (!cells || !row) { return; }
+                        Object.keys(cells).forEach(function (name) { swap(row.querySelector(".field-" + name), cells[name]); });
+                    });
+                }
+            });
+        }
+    });
+})();

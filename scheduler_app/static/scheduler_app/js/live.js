@@ -1,0 +1,107 @@
+/* Live pages: one JSON request per page every few seconds, with a visible
+   pause/resume and a choice of interval (kept per kind of page in
+   localStorage). The page says what to fetch and how to apply it:
+
+       SchedLive(bar, {url: function () { return "..."; }, apply: function (data) { ... }});
+
+   `bar` is the page's .sched-live-bar (server-rendered, hidden until this
+   script starts it). Polling stops while the tab is hidden, slows down when
+   the server is slow (at most ~10% of the time), and says when the session
+   has ended. */
+(function () {
+    "use strict";
+
+    function SchedLive(bar, options) {
+        var select = bar.querySelector(".sched-live-interval");
+        var toggle = bar.querySelector(".sched-live-toggle");
+        var dot = bar.querySelector(".sched-dot");
+        var status = bar.querySelector(".sched-live-status");
+        var updated = bar.querySelector(".sched-live-updated");
+        var key = "sched-live-ms:" + (bar.dataset.kind || "page");
+        var stored = parseInt(window.localStorage.getItem(key) || "", 10);
+        var ms = stored || parseInt(bar.dataset.defaultMs || "3000", 10);
+        var delay = ms;
+        var paused = false;
+        var stopped = false;
+        var timer = null;
+        var inFlight = false;
+
+        if (select) {
+            if (!select.querySelector('option[value="' + ms + '"]')) { ms = parseInt(select.value, 10); }
+            select.value = String(ms);
+        }
+
+        function say(text, stale) {
+            status.textContent = text;
+            dot.classList.toggle("sched-stale", !!stale);
+        }
+
+        function clear() { if (timer) { window.clearTimeout(timer); timer = null; } }
+
+        function schedule() {
+            clear();
+            if (!paused && !stopped && !document.hidden) { timer = window.setTimeout(tick, delay); }
+        }
+
+        function tick() { timer = null; refresh().then(schedule); }
+
+        function refresh() {
+            if (inFlight || stopped) { return Promise.resolve(); }
+            inFlight = true;
+            var started = Date.now();
+            return fetch(options.url(), { credentials: "same-origin", headers: { "Accept": "application/json" } })
+                .then(function (response) {
+                    if (response.redirected || response.status === 401 || response.status === 403) {
+                        stopped = true;
+                        say("Signed out: reload the page to sign in again.", true);
+                        return null;
+                    }
+                    if (!response.ok) { throw new Error("HTTP " + response.status); }
+                    return response.json();
+                })
+                .then(function (data) {
+                    if (!data) { return; }
+                    options.apply(data);
+                    var took = Date.now() - started;
+                    delay = Math.max(ms, 10 * took);
+                    if (updated) { updated.textContent = new Date().toLocaleTimeString(); }
+                    say(paused ? "Paused" : "Live", false);
+                    dot.classList.remove("sched-pulse");
+                    void dot.offsetWidth; // restart the pulse
+                    dot.classList.add("sched-pulse");
+                    bar.dataset.refreshes = String(parseInt(bar.dataset.refreshes || "0", 10) + 1);
+                })
+                .catch(function (err) { say("Not updated (" + err.message + "), retrying", true); })
+                .finally(function () { inFlight = false; });
+        }
+
+        if (toggle) {
+            toggle.addEventListener("click", function () {
+                paused = !paused;
+                toggle.textContent = paused ? "Resume updates" : "Pause updates";
+                toggle.setAttribute("aria-pressed", paused ? "true" : "false");
+                bar.classList.toggle("sched-live-paused", paused);
+                say(paused ? "Paused" : "Live", false);
+                if (!paused) { refresh().then(schedule); } else { clear(); }
+            });
+        }
+        if (select) {
+            select.addEventListener("change", function () {
+                ms = parseInt(select.value, 10) || 3000;
+                delay = ms;
+                window.localStorage.setItem(key, String(ms));
+                schedule();
+            });
+        }
+        document.addEventListener("visibilitychange", function () {
+            if (document.hidden) { clear(); } else { refresh().then(schedule); }
+        });
+
+        bar.hidden = false;
+        say("Live", false);
+        schedule();
+        return { refresh: function () { return refresh().then(schedule); }, bar: bar };
+    }
+
+    window.SchedLive = SchedLive;
+})();
