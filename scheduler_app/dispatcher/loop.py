@@ -17,7 +17,7 @@ import time
 from .clock import SystemClock
 from .policy import RetryPolicy
 from .pool import WorkerPool
-from .rollup import Rollups
+from .rollup import Rollups, summary
 from .timeline import SCHEDULES, Timeline
 from .types import Status
 from .window import Window
@@ -106,6 +106,7 @@ class Dispatcher:
         self._due_housekeeping = 0.0
         self._due_change_check = 0.0
         self._due_rollup = None  # the first write comes one interval after the first tick
+        self._last_rollup = None  # when the last write happened (the summary line's span)
         self._db_retry_at = 0.0
         self._db_backoff = 0.0
         self._need_paused = False
@@ -322,6 +323,15 @@ class Dispatcher:
             raise
         finally:
             self._due_rollup = now + self.rollup_interval
+        # The INFO summary (per-job lines are DEBUG): one line per write, when anything happened.
+        since, self._last_rollup = self._last_rollup, now
+        if logger.isEnabledFor(logging.INFO):
+            line = summary(tallies, now - since if since is not None else self.rollup_interval)
+            if line is not None:
+                logger.info(
+                    "dispatcher %s %s; %d/%d slots busy", self.store.worker_id, line, self.pool.busy(),
+                    sum(slots for _, slots in self.groups.values()), extra={"action": "summary"},
+                )
 
     def _heartbeat(self, now):
         cancel = self.store.renew(now)

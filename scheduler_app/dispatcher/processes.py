@@ -15,7 +15,8 @@ and its pool threads, but each slot's thread hands the attempt to a
   fails that attempt, retried while attempts remain, and is replaced;
 * a cancel reaches the task's ``context.cancel_requested`` through a
   process-shared event; progress and the task's own database work go
-  through the process's own connection, as on a thread.
+  through the process's own connection, as on a thread; the task's own log
+  records are captured in the process and travel back in the Outcome.
 
 The dispatcher's loop, store and pool do not change: to them this is an
 ``execute(job, cancel_event, deadline)`` like the thread one.
@@ -45,10 +46,9 @@ def _child_main(conn, cancel, settings_module, using):
     import django
 
     django.setup()
-    from .runner import Executor
-    from .wiring import retry_policy
+    from .wiring import executor_for
 
-    executor = Executor(retry_policy(), using)
+    _, executor = executor_for(using)  # as a thread slot's, per-job log capture included
     while True:
         try:
             message = conn.recv()

@@ -144,3 +144,29 @@ class Rollups:
                 self._tallies[key] = tally
             else:
                 mine.merge(tally)
+
+
+def summary(tallies, seconds):
+    """Return the one INFO line a dispatcher logs per rollup write, or None when nothing happened.
+
+    ``tallies`` as ``Rollups.take()`` returns them; ``seconds`` the span
+    they cover. Counts are summed over queues and tasks; the percentiles
+    come from the merged histograms, like the history's.
+    """
+    total = Tally()
+    for tally in tallies.values():
+        total.merge(tally)
+    ended = sum(getattr(total, name) for name in OUTCOMES)
+    if not total.started and not ended:
+        return None
+
+    def ms(histogram, q):
+        value = percentile(histogram.counts, q, histogram.max)
+        return "-" if value is None else f"{value * 1000:.0f}ms"
+
+    return (
+        f"last {seconds:.0f}s: {total.started:,} started, {ended:,} ended ("
+        + ", ".join(f"{getattr(total, name):,} {name}" for name in OUTCOMES)
+        + f"); wait p50 {ms(total.wait, 0.5)} p95 {ms(total.wait, 0.95)}"
+        + f"; run p50 {ms(total.run, 0.5)} p95 {ms(total.run, 0.95)}"
+    )

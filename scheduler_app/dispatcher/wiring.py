@@ -24,6 +24,14 @@ def retry_policy():
     )
 
 
+def executor_for(using="default"):
+    """Return ``(retry policy, thread executor)``, per-job log capture installed (a worker process calls it too)."""
+    if conf.get("JOB_LOG_MAX_RECORDS"):
+        joblogs.install()  # per-job logs: see joblogs
+    policy = retry_policy()
+    return policy, Executor(policy, using)
+
+
 def create(groups, *, lease=None, using="default", clock=None, process_queues=(), **options):
     """Return a Dispatcher over the database; unset options come from settings.SCHEDULER.
 
@@ -47,10 +55,7 @@ def create(groups, *, lease=None, using="default", clock=None, process_queues=()
         ),
     }
     defaults.update({k: v for k, v in options.items() if v is not None})
-    if conf.get("JOB_LOG_MAX_RECORDS"):
-        joblogs.install()  # per-job logs: see joblogs
-    policy = retry_policy()
-    executor = Executor(policy, using)
+    policy, executor = executor_for(using)
     if process_queues:
         from django.conf import settings
 

@@ -73,3 +73,23 @@ def test_without_an_interval_nothing_is_gathered():
     store.add(1, 999.0)
     assert settle(dispatcher, clock, lambda: store.jobs[1].status == "succeeded")
     assert dispatcher.rollups is None and store.rollup_writes == []
+
+
+def test_each_rollup_write_logs_one_info_summary_and_an_idle_interval_logs_none(caplog):
+    import logging
+
+    dispatcher, store, clock = make(rollup_interval=60.0)
+    for job_id in (1, 2, 3):
+        store.add(job_id, 999.0, raises=job_id == 3)
+    assert settle(dispatcher, clock, lambda: all(store.jobs[i].status != "running" for i in (1, 2, 3)))
+    with caplog.at_level(logging.INFO, logger="scheduler_app.dispatcher.loop"):
+        clock.advance(60.0)
+        dispatcher.tick(clock.time())
+        clock.advance(60.0)
+        dispatcher.tick(clock.time())  # nothing happened in this interval: no line
+    lines = [r for r in caplog.records if getattr(r, "action", None) == "summary"]
+    assert len(lines) == 1 and lines[0].levelno == logging.INFO
+    text = lines[0].getMessage()
+    assert "last 60s: 3 started, 3 ended (2 succeeded, 1 failed, 0 retried, 0 cancelled)" in text, text
+    assert "; wait p50 " in text and "; run p50 " in text, text
+    assert text.startswith("dispatcher fake last 60s") and text.endswith("0/2 slots busy"), text
