@@ -429,6 +429,11 @@ def render(results):
     if r.get("processes"):
         parts.append("### `rundispatcher --processes N` (one supervisor, N dispatcher processes)\n\n" +
                      processes_table(results) + "\n\nSee docs/SCALING.md.\n")
+    import flow_bench  # bench/flow_bench.py
+
+    limits = flow_bench.render(results, table=table, ms=ms, fmt=fmt)
+    if limits:
+        parts.append(limits)
     return "\n".join(parts)
 
 

@@ -47,10 +47,10 @@ DB_PREFIX = os.environ.get("BENCH_DB_PREFIX") or (
     "bench_" + "".join(c if c.isalnum() else "_" for c in os.path.basename(ROOT).lower())[:24])
 
 ALL_MEASUREMENTS = ["floor", "throughput", "logging", "joblog", "precision", "precision_busy", "pickup", "memory",
-                    "scale", "enqueue", "scaling", "processes"]
+                    "scale", "enqueue", "scaling", "processes", "limits"]
 # Measurements of this project only, and those run on PostgreSQL only.
-OURS_ONLY = {"floor", "memory", "scale", "scaling", "logging", "joblog", "precision_busy", "processes"}
-PG_ONLY = {"floor", "scale", "scaling", "logging", "joblog", "precision_busy", "processes"}
+OURS_ONLY = {"floor", "memory", "scale", "scaling", "logging", "joblog", "precision_busy", "processes", "limits"}
+PG_ONLY = {"floor", "scale", "scaling", "logging", "joblog", "precision_busy", "processes", "limits"}
 NOOP = "scheduler_app.demo.tasks.noop"  # the task of every throughput run unless said
 BENCH_NOOP = "bench.benchapp.tasks.noop"
 LOG_ONE = "bench.benchapp.tasks.log_one"
@@ -450,16 +450,42 @@ def throughput_once(subj, n, variant, tag, slots=4, count=1, timeout=None, stats
     return res
 
 
+def cpu_seconds(subj, procs):
+    """Return (CPU seconds of the worker processes, of the PostgreSQL backends serving the subject's database or None)."""
+    worker = 0.0
+    for p in procs:
+        try:
+            t = psutil.Process(p.pid).cpu_times()
+            worker += t.user + t.system
+        except psutil.Error:
+            pass
+    if subj.kind != "pg":
+        return worker, None
+    backends = 0.0
+    own = subj.db.q("SELECT pg_backend_pid()")[0][0]
+    for (pid,) in subj.db.q("SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> %s", (subj.db.name, own)):
+        try:
+            t = psutil.Process(pid).cpu_times()
+            backends += t.user + t.system
+        except psutil.Error:
+            pass
+    return worker, backends
+
+
 def drain(subj, n, procs, spawn, timeout, tag):
     """Wait until n jobs finished (or the timeout), stop ``procs``; return the run's rates."""
     deadline = time.monotonic() + timeout
     done = 0
+    cpu_start = cpu_end = None  # (worker CPU s, database backends' CPU s, jobs done)
     try:
         while time.monotonic() < deadline:
             done = subj.done(spawn)
             if isinstance(subj, Ours):
                 done = n + done
+            if cpu_start is None and 0 < done < n:
+                cpu_start = (*cpu_seconds(subj, procs), done)
             if done >= n:
+                cpu_end = (*cpu_seconds(subj, procs), done)
                 break
             if not any(p.alive() for p in procs):
                 raise RuntimeError(f"{tag}: worker exited early; see {procs[0].log_path}")
@@ -479,6 +505,12 @@ def drain(subj, n, procs, spawn, timeout, tag):
     }
     res["jobs_per_s"] = min(done, n) / res["run_s"] if have and res["run_s"] > 0 else None
     res["jobs_per_s_wall"] = min(done, n) / res["wall_s"] if have and res["wall_s"] > 0 else None
+    if cpu_start and cpu_end and cpu_end[2] > cpu_start[2]:
+        # CPU per job between the first poll that saw jobs done and the last: what a job costs
+        # the worker and the database, less sensitive than jobs/s to other load on the machine.
+        jobs = cpu_end[2] - cpu_start[2]
+        res["worker_cpu_ms_per_job"] = 1000 * (cpu_end[0] - cpu_start[0]) / jobs
+        res["db_cpu_ms_per_job"] = 1000 * (cpu_end[1] - cpu_start[1]) / jobs if cpu_end[1] is not None else None
     return res
 
 
@@ -973,6 +1005,14 @@ def m_scaling(ctx):
     return out
 
 
+def m_limits(ctx):
+    import flow_bench  # bench/flow_bench.py
+
+    return flow_bench.measure(
+        ctx, throughput_once=throughput_once, pack=pack, summary=summary, pct=pct, fmt_s=fmt_s, log=log
+    )
+
+
 # ---------------------------------------------------------------------------
 # context, report
 
@@ -987,9 +1027,11 @@ class Ctx:
         self.peers = [s for s in self.subjects if s != "ours"]
         self.dbs = args.dbs.split(",")
         q = args.quick
-        self.ours_ns = [500] if q else [5000, 50000]
-        self.curve = [1, 4, 16, 64]
+        self.ours_ns = [int(x) for x in args.ours_n.split(",")] if args.ours_n else [500] if q else [5000, 50000]
+        self.curve = [int(x) for x in args.curve.split(",")] if args.curve else [1, 4, 16, 64]
         self.curve_n = 500 if q else 5000
+        self.claim_n = 200 if q else 1000
+        self.claim_repeat = 50 if q else 300
         self.sqlite_curve = not q
         self.peer_n = 200 if q else args.peer_n
         # django-q2 runs ~35 jobs/s here: half the jobs keeps a full run under an hour.
@@ -1100,6 +1142,8 @@ def main():
     p.add_argument("--peer-n", type=int, default=2000, help="jobs per peer throughput run")
     p.add_argument("--big-reps", type=int, default=1, help="repetitions of the 50,000-job run")
     p.add_argument("--sqlite-big", action="store_true", help="also run 50,000 jobs on SQLite")
+    p.add_argument("--ours-n", default="", help="this project's throughput runs: comma list of N (default 5000,50000)")
+    p.add_argument("--curve", default="", help="slots of the throughput curve: comma list (default 1,4,16,64)")
     p.add_argument("--peer-timing-reps", type=int, default=1, help="repetitions of peers' precision runs")
     p.add_argument("--no-docs", action="store_true", help="do not rewrite docs/BENCHMARKS.md / SCALING.md")
     p.add_argument("--from-json", default="", help="render the docs from a saved results file")

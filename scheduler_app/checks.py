@@ -16,6 +16,7 @@ the rule gives everywhere (``lifecycle.validation``, ``settings_rules``).
     E008  SCHEDULER is not a dict
     E009  a SCHEDULER["TASK_MODULES"] entry is not a module of an installed app
     E010  an app the scheduler needs is not in INSTALLED_APPS
+    E011  SCHEDULER["QUEUES"] is not queue names mapped to limits and a mode
     W001  SCHEDULER has a key the scheduler does not know (a typo?)
 """
 
@@ -121,6 +122,7 @@ def check_settings(app_configs=None, **kwargs):
             rule.check(overrides[key])
         except ValidationError as exc:
             ident = "E006" if key.startswith("WEBHOOK_") else "E007" if isinstance(rule, TextList) else "E005"
+            ident = "E011" if key == "QUEUES" else ident
             errors.append(
                 checks.Error(f"SCHEDULER[{key!r}]: {_message(exc)}", hint="See scheduler_app/conf.py and the README.", id=f"scheduler_app.{ident}")
             )

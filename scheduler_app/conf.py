@@ -53,6 +53,13 @@ DEFAULTS = {
     # policy decides), and a "catch_up" schedule makes at most this many jobs.
     "SCHEDULE_MISFIRE_GRACE": 30.0,
     "SCHEDULE_CATCH_UP_MAX": 10,
+    # Per-queue defaults: {"emails": {"concurrency_limit": 5, "rate_limit": 100,
+    # "rate_period": 60, "mode": "thread"}}. They seed a queue's row when the
+    # queue is first seen; after that the row (admin, PATCH /api/queues/{name}/) wins.
+    "QUEUES": {},
+    # How many times a job may snooze (raise Snooze) before the next snooze
+    # fails its attempt ("snoozed too often").
+    "MAX_SNOOZES": 100,
     # Dotted paths of modules (inside installed apps) whose @task functions
     # are registered, besides each installed app's `tasks` module.
     "TASK_MODULES": [],
@@ -127,6 +134,21 @@ def _forget(*, setting, **kwargs):
 
 
 setting_changed.connect(_forget, dispatch_uid="scheduler_app.conf")
+
+
+def queue_defaults(name):
+    """Return the limits ``SCHEDULER["QUEUES"]`` gives queue ``name`` (no limit where it says nothing)."""
+    entry = (get("QUEUES") or {}).get(name) or {}
+    return {
+        "concurrency_limit": entry.get("concurrency_limit"),
+        "rate_limit": entry.get("rate_limit"),
+        "rate_period": float(entry.get("rate_period") or 1.0),
+    }
+
+
+def queue_mode(name):
+    """Return how ``SCHEDULER["QUEUES"]`` says queue ``name``'s jobs run: "thread" (the default) or "process"."""
+    return ((get("QUEUES") or {}).get(name) or {}).get("mode") or "thread"
 
 
 def get(name):

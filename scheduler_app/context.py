@@ -7,6 +7,8 @@ A task declared with ``@task(takes_context=True)`` receives a JobContext:
         for chunk in chunks(day):
             if context.cancel_requested or context.time_left() < 1:
                 raise JobCancelled()      # ends the job as cancelled
+            if rate_limited():
+                context.snooze(60)        # pending again in a minute; not an attempt
             context.set_progress(done, total)
 """
 
@@ -16,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from django.tasks import TaskContext
+
+from .snooze import Snooze
 
 
 class JobCancelled(Exception):
@@ -43,6 +47,10 @@ class JobContext(TaskContext):
     @property
     def should_stop(self):
         return self.cancel_requested or self.time_left() <= 0
+
+    def snooze(self, seconds):
+        """Stop here and run the job again ``seconds`` from now, without counting an attempt (raises Snooze)."""
+        raise Snooze(seconds)
 
     def set_progress(self, current, total=None, message=""):
         """Record progress on the job row; return False if the attempt is no longer current."""

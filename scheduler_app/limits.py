@@ -29,6 +29,19 @@ JSON_DEPTH_MAX = 64
 # The latest instant anything is stored or computed at: Python's datetime
 # ends with year 9999, PostgreSQL's timestamps do not.
 LATEST = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
+# How long a unique key stays taken by a job made with ``unique_for``.
+UNIQUE_FOR_MAX = 366 * 24 * 3600
+# Jobs one job may depend on (``depends_on``).
+DEPENDENCIES_MAX = 1000
+# A queue's limits: jobs running at once across every dispatcher; jobs
+# started per sliding window (each claim counts the window's starts, so a
+# window holds at most this many rows) and the window's length.
+CONCURRENCY_LIMIT_MAX = 100_000
+RATE_LIMIT_MAX = 10_000
+RATE_PERIOD_MAX = 24 * 3600
+# Snoozes a job may take (SCHEDULER["MAX_SNOOZES"]), and the longest one.
+MAX_SNOOZES_MAX = 1_000_000
+SNOOZE_MAX = DELAY_MAX
 # Jobs per bulk request (API, admin); code may lift it.
 BULK_MAX = 1000
 # How old finished jobs may get before they are pruned (RETENTION,

@@ -13,25 +13,38 @@ from django.utils import timezone
 
 from . import conf
 from .dispatcher.types import Status
-from .limits import MAX_ATTEMPTS_MIN, PRIORITY_MAX, PRIORITY_MIN
+from .limits import MAX_ATTEMPTS_MIN, PRIORITY_MAX, PRIORITY_MIN, QUEUE_NAME_MAX
 
 
 class JobStatus(models.TextChoices):
     # The values are the dispatcher's (dispatcher.types.Status); one list.
     PENDING = Status.PENDING, "Pending"
+    WAITING = Status.WAITING, "Waiting"
     RUNNING = Status.RUNNING, "Running"
     SUCCEEDED = Status.SUCCEEDED, "Succeeded"
     FAILED = Status.FAILED, "Failed"
     CANCELLED = Status.CANCELLED, "Cancelled"
 
 
-ACTIVE_STATUSES = (JobStatus.PENDING, JobStatus.RUNNING)
+# Not finished: a waiting job (on its dependencies) holds its unique key too.
+ACTIVE_STATUSES = (JobStatus.PENDING, JobStatus.WAITING, JobStatus.RUNNING)
 FINISHED_STATUSES = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
+
+
+class DependencyFailure(models.TextChoices):
+    """What a job does when one of its dependencies fails for good or is cancelled."""
+
+    CANCEL = "cancel", "Cancel it too"
+    RUN = "run", "Run it anyway"
 
 
 class JobQuerySet(models.QuerySet):
     def pending(self):
         return self.filter(status=JobStatus.PENDING)
+
+    def waiting(self):
+        """Jobs waiting on dependencies."""
+        return self.filter(status=JobStatus.WAITING)
 
     def running(self):
         return self.filter(status=JobStatus.RUNNING)
@@ -72,7 +85,7 @@ class Job(models.Model):
         max_length=255,
         null=True,
         blank=True,
-        help_text="At most one pending or running job per key.",
+        help_text="At most one pending, waiting or running job per key.",
     )
     result = models.JSONField(null=True, blank=True)
     errors = models.JSONField(default=list, blank=True)
@@ -113,6 +126,25 @@ class Job(models.Model):
     # Log records kept for this job (JobLog rows), kept by the statement that
     # writes them: lists show it without counting rows.
     logs_count = models.PositiveIntegerField(default=0, db_default=0)
+    # Snoozes so far (``raise Snooze(seconds)``): an attempt that does not count.
+    snoozes = models.PositiveIntegerField(default=0, db_default=0)
+    # Dependencies. ``dependencies_left`` counts those that have not yet
+    # succeeded; the transaction that finishes the last one makes the job
+    # pending. ``has_dependents`` tells a finish that it has more to do (the
+    # dispatcher's fast path leaves such jobs to ``lifecycle.finish``).
+    depends_on = models.ManyToManyField(
+        "self", through="JobDependency", through_fields=("job", "depends_on"), symmetrical=False,
+        related_name="dependents", blank=True,
+    )
+    # Database defaults too: rows written in SQL (bulk loads, the benchmarks)
+    # need not know these columns.
+    on_dependency_failure = models.CharField(
+        max_length=8, choices=DependencyFailure.choices, default=DependencyFailure.CANCEL,
+        db_default=DependencyFailure.CANCEL,
+    )
+    dependencies_left = models.PositiveIntegerField(default=0, db_default=0)
+    has_dependencies = models.BooleanField(default=False, db_default=False)
+    has_dependents = models.BooleanField(default=False, db_default=False)
 
     objects = JobQuerySet.as_manager()
 
@@ -152,6 +184,8 @@ class Job(models.Model):
                 condition=Q(status=JobStatus.PENDING),
                 name="job_pending_claim_idx",
             ),
+            # PostgreSQL also has job_pending_queue_claim_idx (queue, claim
+            # order, pending rows), made by migration 0008 for it alone: see there.
             models.Index(
                 fields=["lease_expires_at"],
                 condition=Q(status=JobStatus.RUNNING),
@@ -301,14 +335,36 @@ class Worker(models.Model):
 
 
 class Queue(models.Model):
-    """A persisted per-queue flag: paused queues are not claimed from."""
+    """A queue's persisted settings: the pause flag and the limits every dispatcher's claim obeys.
 
-    name = models.CharField(max_length=64, primary_key=True)
+    Rows are seeded from ``SCHEDULER["QUEUES"]`` when a queue is first seen
+    (``lifecycle.queues``); after that the row wins.
+    """
+
+    name = models.CharField(max_length=QUEUE_NAME_MAX, primary_key=True)
     paused = models.BooleanField(default=False)
+    concurrency_limit = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Most jobs of this queue running at once, across every dispatcher; empty: no limit."
+    )
+    rate_limit = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Most jobs of this queue started per rate period, across every dispatcher; empty: no limit."
+    )
+    rate_period = models.FloatField(default=1.0, db_default=1.0, help_text="Seconds of the rate limit's sliding window.")
     updated_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(concurrency_limit__isnull=True) | Q(concurrency_limit__gte=1), name="queue_concurrency_limit_positive"
+            ),
+            models.CheckConstraint(condition=Q(rate_limit__isnull=True) | Q(rate_limit__gte=1), name="queue_rate_limit_positive"),
+            models.CheckConstraint(condition=Q(rate_period__gt=0), name="queue_rate_period_positive"),
+        ]
+
+    @property
+    def limited(self):
+        return self.concurrency_limit is not None or self.rate_limit is not None
 
     def __str__(self):
         return self.name
@@ -391,3 +447,6 @@ class Schedule(models.Model):
 # What the scheduler records about runs (job logs, rollups, counters) lives
 # in its own module; importing it here registers the models.
 from .records import Counter, JobLog, Rollup, RollupCursor, Tallies  # noqa: E402,F401
+# The models of flow control (dependencies, unique windows, rate windows) live
+# in their own module; importing them here registers them with the app.
+from .models_flow import JobDependency, QueueStart, UniqueWindow  # noqa: F401

@@ -18,16 +18,24 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from .limits import (
+    CONCURRENCY_LIMIT_MAX,
     DELAY_MAX,
+    DEPENDENCIES_MAX,
     JSON_DEPTH_MAX,
     LATEST,
     MAX_ATTEMPTS_MAX,
     MAX_ATTEMPTS_MIN,
     PRIORITY_MAX,
     PRIORITY_MIN,
+    RATE_LIMIT_MAX,
+    RATE_PERIOD_MAX,
     TIMEOUT_MAX,
+    UNIQUE_FOR_MAX,
     UNIQUE_KEY_MAX,
 )
+
+# Largest value of a 64-bit primary key.
+ID_MAX = 2**63 - 1
 
 
 def _fail(field, message):
@@ -242,6 +250,59 @@ class JSONContainer(Rule):
         return {"type": "object", "additionalProperties": {}}
 
 
+class Choice(Rule):
+    """One of a few words."""
+
+    def __init__(self, field, choices):
+        words = [f'"{c}"' for c in choices]
+        super().__init__(field, f"Must be {', '.join(words[:-1])} or {words[-1]}.")
+        self.choices = tuple(choices)
+
+    def check(self, value):
+        if not isinstance(value, str) or value not in self.choices:
+            self.fail()
+        return value
+
+    def schema(self):
+        return {"type": "string", "enum": list(self.choices)}
+
+
+class WholeNumbers(Rule):
+    """A list of up to ``max_items`` whole numbers from ``low`` to ``high``, duplicates dropped, order kept.
+
+    Values from code may be objects with an integer ``pk`` (a Job).
+    """
+
+    def __init__(self, field, what, low, high, max_items):
+        super().__init__(field, f"Must be a list of at most {max_items} {what}.")
+        self.low, self.high, self.max_items = low, high, max_items
+
+    def check(self, value):
+        if isinstance(value, tuple):
+            value = list(value)
+        if not isinstance(value, list) or len(value) > self.max_items:
+            self.fail()
+        numbers = []
+        for item in value:
+            item = getattr(item, "pk", item)
+            if isinstance(item, bool) or not isinstance(item, int) or not self.low <= item <= self.high:
+                self.fail()
+            if item not in numbers:
+                numbers.append(item)
+        return numbers
+
+    def parse(self, text):
+        try:
+            value = [int(part) for part in str(text).replace(",", " ").split()]
+        except ValueError:
+            self.fail()
+        return self.check(value)
+
+    def schema(self):
+        item = {"type": "integer", "minimum": self.low, "maximum": self.high}
+        return {"type": "array", "items": item, "maxItems": self.max_items}
+
+
 # The rules of a job's plain fields (``lifecycle.validation`` adds TASK and QUEUE).
 ARGS = JSONContainer("args", list)
 KWARGS = JSONContainer("kwargs", dict)
@@ -252,3 +313,12 @@ MAX_ATTEMPTS = WholeNumber("max_attempts", MAX_ATTEMPTS_MIN, MAX_ATTEMPTS_MAX)
 TIMEOUT = Seconds("timeout", TIMEOUT_MAX)
 BACKOFF = Seconds("backoff", TIMEOUT_MAX, zero_ok=True)
 UNIQUE_KEY = Text("unique_key", UNIQUE_KEY_MAX)
+UNIQUE_FOR = Seconds("unique_for", UNIQUE_FOR_MAX)
+DEPENDS_ON = WholeNumbers("depends_on", "job ids", 1, ID_MAX, DEPENDENCIES_MAX)
+DEPENDS_ON_INDEX = WholeNumbers("depends_on_index", "indexes of jobs of this request", 0, ID_MAX, DEPENDENCIES_MAX)
+ON_DEPENDENCY_FAILURE = Choice("on_dependency_failure", ("cancel", "run"))
+
+# A queue's limits (``lifecycle.queues``; the admin, PATCH /api/queues/{name}/, SCHEDULER["QUEUES"]).
+CONCURRENCY_LIMIT = WholeNumber("concurrency_limit", 1, CONCURRENCY_LIMIT_MAX)
+RATE_LIMIT = WholeNumber("rate_limit", 1, RATE_LIMIT_MAX)
+RATE_PERIOD = Seconds("rate_period", RATE_PERIOD_MAX)

@@ -10,9 +10,20 @@ bounds from ``limits``), judged at start-up by the system checks
 from datetime import timedelta
 
 import pytimeparse2
+from django.core.exceptions import ValidationError
 
 from . import limits
-from .rules import MAX_ATTEMPTS, Rule, Seconds, WholeNumber, json_problem
+from .rules import (
+    CONCURRENCY_LIMIT,
+    MAX_ATTEMPTS,
+    RATE_LIMIT,
+    RATE_PERIOD,
+    Choice,
+    Rule,
+    Seconds,
+    WholeNumber,
+    json_problem,
+)
 
 DAY = 24 * 3600
 
@@ -115,6 +126,42 @@ class Secret(Rule):
         if not isinstance(value, str) or not 16 <= len(value) <= 4096 or not value.isascii() or not value.isprintable():
             self.fail()
         return value
+class QueueSettings(Rule):
+    """SCHEDULER["QUEUES"]: queue name -> {"concurrency_limit", "rate_limit", "rate_period", "mode"}.
+
+    A limit may be None (no limit). ``mode`` says how the queue's jobs run:
+    "thread" (the worker threads) or "process".
+    """
+
+    rules = {"concurrency_limit": CONCURRENCY_LIMIT, "rate_limit": RATE_LIMIT, "rate_period": RATE_PERIOD}
+    mode = Choice("mode", ("thread", "process"))
+
+    def __init__(self, field):
+        super().__init__(field, "Must be a dict of queue names to dicts of concurrency_limit, rate_limit, rate_period and mode.")
+
+    def check(self, value):
+        if not isinstance(value, dict):
+            self.fail()
+        for name, entry in value.items():
+            if not isinstance(name, str) or not limits.QUEUE_NAME_RE.fullmatch(name):
+                self.fail(f"{name!r} is not a queue name (1 to {limits.QUEUE_NAME_MAX} letters, digits, '_', '.' or '-').")
+            if not isinstance(entry, dict):
+                self.fail(f"{name}: {self.message}")
+            unknown = sorted(set(entry) - {*self.rules, "mode"}, key=str)
+            if unknown:
+                self.fail(f"{name}: unknown key {unknown[0]!r}; the keys are concurrency_limit, rate_limit, rate_period and mode.")
+            for key, rule in self.rules.items():
+                if entry.get(key) is not None:
+                    self._check(name, rule, entry[key])
+            if "mode" in entry:
+                self._check(name, self.mode, entry["mode"])
+        return value
+
+    def _check(self, name, rule, value):
+        try:
+            rule.check(value)
+        except ValidationError as exc:
+            self.fail(f"{name}: {rule.field}: {' '.join(exc.messages)}")
 
 
 RETENTION_AGE = Duration("older_than", limits.RETENTION_MAX)
@@ -152,6 +199,8 @@ SETTINGS = {
     "ROLLUP_INTERVAL": Seconds("ROLLUP_INTERVAL", limits.POLL_INTERVAL_MAX, zero_ok=True),
     "ROLLUP_RETENTION": Duration("ROLLUP_RETENTION", limits.RETENTION_MAX),
     "METRICS_TOKEN": Secret("METRICS_TOKEN"),
+    "QUEUES": QueueSettings("QUEUES"),
+    "MAX_SNOOZES": WholeNumber("MAX_SNOOZES", 0, limits.MAX_SNOOZES_MAX),
 }
 
 # rundispatcher's options that are not settings.

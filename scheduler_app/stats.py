@@ -6,12 +6,21 @@ finished_at, status) so the numbers stay cheap with millions of rows.
 
 from datetime import timedelta
 
-from django.db.models import Count, Min, Q
-from django.db.models.functions import Coalesce
+from django.db.models import Count, F, Min, Q, Window
+from django.db.models.functions import Coalesce, RowNumber
 from django.utils import timezone
 
 from . import conf, schedules, sql
-from .models import ACTIVE_STATUSES, FINISHED_STATUSES, Job, JobStatus, Queue, Worker
+from .models import (
+    ACTIVE_STATUSES,
+    FINISHED_STATUSES,
+    Job,
+    JobDependency,
+    JobStatus,
+    Queue,
+    QueueStart,
+    Worker,
+)
 
 # Past this many rows (PostgreSQL's own estimate), finished-status counts come
 # from the planner's statistics instead of a scan of every finished row.
@@ -49,20 +58,26 @@ def worker_slots(worker):
 
 
 def _queue_row(name):
+    # A queue without a row yet shows the limits its row will be made with.
     return {
         "name": name,
         "paused": False,
         "pending": 0,
+        "waiting": 0,
         "due": 0,
         "running": 0,
         "oldest_due_lag_seconds": 0.0,
         "slots": 0,
+        **conf.queue_defaults(name),
+        "rate_used": 0,
     }
 
 
 def queues(now=None):
     """Return one dict per queue (known, flagged, or holding active jobs): name,
-    paused, pending, due, running, oldest_due_lag_seconds, slots."""
+    paused, pending, waiting, due, running, oldest_due_lag_seconds, slots, and
+    the limits with their use: concurrency_limit (against running),
+    rate_limit and rate_period (against rate_used, the starts in the window)."""
     now = now or timezone.now()
     rows = {name: _queue_row(name) for name in conf.known_queues()}
     active = (
@@ -71,6 +86,7 @@ def queues(now=None):
         .values("queue")
         .annotate(
             pending=Count("id", filter=Q(status=JobStatus.PENDING)),
+            waiting=Count("id", filter=Q(status=JobStatus.WAITING)),
             due=Count("id", filter=Q(status=JobStatus.PENDING, execute_at__lte=now)),
             running=Count("id", filter=Q(status=JobStatus.RUNNING)),
             oldest_due=Min("execute_at", filter=Q(status=JobStatus.PENDING, execute_at__lte=now)),
@@ -78,16 +94,66 @@ def queues(now=None):
     )
     for row in active:
         entry = rows.setdefault(row["queue"], _queue_row(row["queue"]))
-        entry.update(pending=row["pending"], due=row["due"], running=row["running"])
+        entry.update(pending=row["pending"], waiting=row["waiting"], due=row["due"], running=row["running"])
         if row["oldest_due"] is not None:
             entry["oldest_due_lag_seconds"] = round((now - row["oldest_due"]).total_seconds(), 3)
-    for name, paused in Queue.objects.values_list("name", "paused"):
-        rows.setdefault(name, _queue_row(name))["paused"] = paused
+    for queue in Queue.objects.all():
+        entry = rows.setdefault(queue.name, _queue_row(queue.name))
+        entry.update(
+            paused=queue.paused, concurrency_limit=queue.concurrency_limit,
+            rate_limit=queue.rate_limit, rate_period=queue.rate_period,
+        )
+        entry["rate_used"] = _rate_used(queue, now)
     for worker in Worker.objects.alive(now):
         for q, n in worker_slots(worker).items():
             if q in rows:
                 rows[q]["slots"] += n
     return [rows[name] for name in sorted(rows)]
+
+
+def queue_use(queue, now=None):
+    """Return a Queue row's limits and their use now: running jobs, and starts in its rate window."""
+    return {
+        "concurrency_limit": queue.concurrency_limit,
+        "rate_limit": queue.rate_limit,
+        "rate_period": queue.rate_period,
+        "running": Job.objects.running().filter(queue=queue.name).count(),
+        "rate_used": _rate_used(queue, now or timezone.now()),
+    }
+
+
+def _rate_used(queue, now):
+    """Return how many attempts of a rate-limited queue started in its window (0 without a rate limit)."""
+    if queue.rate_limit is None:
+        return 0
+    since = now - timedelta(seconds=queue.rate_period)
+    return QueueStart.objects.filter(queue=queue.name, started_at__gt=since).count()
+
+
+def job_links(jobs, limit=100):
+    """Return ``{job id: {"depends_on": [(id, status)], "dependents": [(id, status)]}}`` for ``jobs``.
+
+    At most two queries, none for jobs without dependencies or dependents;
+    at most ``limit`` dependents per job (by id; ``GET /api/jobs/?depends_on=ID``
+    lists them all).
+    """
+    links = {job.pk: {"depends_on": [], "dependents": []} for job in jobs}
+    waits = [job.pk for job in jobs if job.has_dependencies]
+    awaited = [job.pk for job in jobs if job.has_dependents]
+    if waits:
+        rows = JobDependency.objects.filter(job_id__in=waits).order_by("depends_on_id")
+        for job_id, other, status in rows.values_list("job_id", "depends_on_id", "depends_on__status"):
+            links[job_id]["depends_on"].append((other, status))
+    if awaited:
+        rows = (
+            JobDependency.objects.filter(depends_on_id__in=awaited)
+            .annotate(n=Window(RowNumber(), partition_by=F("depends_on_id"), order_by=F("job_id").asc()))
+            .filter(n__lte=limit)
+            .order_by("job_id")
+        )
+        for job_id, other, status in rows.values_list("depends_on_id", "job_id", "job__status"):
+            links[job_id]["dependents"].append((other, status))
+    return links
 
 
 def oldest_due_lag(now=None):
@@ -180,7 +246,7 @@ def overview(now=None):
     return {
         "jobs": job_counts(),
         "queues": {
-            q["name"]: {"pending": q["pending"], "due": q["due"], "running": q["running"]}
+            q["name"]: {"pending": q["pending"], "waiting": q["waiting"], "due": q["due"], "running": q["running"]}
             for q in queues(now)
         },
         "oldest_due_lag_seconds": oldest_due_lag(now),

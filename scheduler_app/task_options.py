@@ -3,7 +3,7 @@
     from django.tasks import task
     from scheduler_app import options
 
-    @options(max_attempts=5, timeout=30, retry_on=(IOError,), backoff=10, unique=True)
+    @options(max_attempts=5, timeout=30, retry_on=(IOError,), backoff=10, unique=True, unique_for=3600)
     @task(queue_name="slow")
     def sync_account(account_id): ...
 
@@ -32,11 +32,15 @@ class TaskOptions:
     retry_on: tuple | None = None
     backoff: float | None = None  # base seconds, doubled per attempt, capped by RETRY_BACKOFF_MAX
     unique: object = None  # True, or a callable(*args, **kwargs) -> key text
+    # Seconds a unique key stays taken after a job with it is made, whatever
+    # becomes of the job (without ``unique``, the key is the task's and the
+    # arguments' as with unique=True).
+    unique_for: float | None = None
 
     def describe(self):
         """Return the options as JSON-friendly values (the API's task list, the admin)."""
         data = {}
-        for name in ("max_attempts", "timeout", "backoff"):
+        for name in ("max_attempts", "timeout", "backoff", "unique_for"):
             value = getattr(self, name)
             if value is not None:
                 data[name] = value
@@ -48,21 +52,28 @@ class TaskOptions:
             data["unique"] = f"{self.unique.__module__}.{self.unique.__qualname__}"
         return data
 
-    def unique_key(self, task_name, args, kwargs):
-        """Return the unique key ``unique`` makes for these arguments, or None."""
-        if self.unique is None or self.unique is False:
+    def unique_key(self, task_name, args, kwargs, *, unique_for=None):
+        """Return the unique key ``unique`` makes for these arguments, or None.
+
+        With ``unique_for`` (the job's or the task's) and no ``unique``, the
+        key is the task's and the arguments', as with ``unique=True``.
+        """
+        unique = self.unique
+        if (unique is None or unique is False) and (unique_for or self.unique_for):
+            unique = True
+        if unique is None or unique is False:
             return None
-        if self.unique is True:
+        if unique is True:
             text = json.dumps([args, kwargs], sort_keys=True, separators=(",", ":"))
             digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
             return f"{task_name}:{digest}"
-        return f"{task_name}:{self.unique(*args, **kwargs)}"
+        return f"{task_name}:{unique(*args, **kwargs)}"
 
 
 NONE = TaskOptions()
 
 
-def options(*, max_attempts=None, timeout=None, retry_on=None, backoff=None, unique=None):
+def options(*, max_attempts=None, timeout=None, retry_on=None, backoff=None, unique=None, unique_for=None):
     """Attach scheduling options to a task (above ``@task``) or to its function (below it)."""
     from django.core.exceptions import ImproperlyConfigured, ValidationError
 
@@ -75,6 +86,8 @@ def options(*, max_attempts=None, timeout=None, retry_on=None, backoff=None, uni
             timeout = rules.TIMEOUT.check(timeout)
         if backoff is not None:
             backoff = rules.BACKOFF.check(backoff)
+        if unique_for is not None:
+            unique_for = rules.UNIQUE_FOR.check(unique_for)
     except ValidationError as exc:
         raise ImproperlyConfigured(f"@options: {'; '.join(f'{k}: {v[0]}' for k, v in exc.message_dict.items())}") from None
     if retry_on is not None:
@@ -89,6 +102,7 @@ def options(*, max_attempts=None, timeout=None, retry_on=None, backoff=None, uni
         retry_on=retry_on,
         backoff=backoff,
         unique=unique,
+        unique_for=unique_for,
     )
 
     def decorate(target):

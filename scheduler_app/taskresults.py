@@ -3,8 +3,8 @@
 One mapping serves the backend's ``get_result()`` (a Job row) and the
 signals (a new row, or a claimed attempt), so both report the same thing:
 
-- status: pending READY, running RUNNING, succeeded SUCCESSFUL, failed and
-  cancelled FAILED;
+- status: pending and waiting (on dependencies) READY, running RUNNING,
+  succeeded SUCCESSFUL, failed and cancelled FAILED;
 - ``enqueued_at`` is the row's creation, ``started_at`` the first attempt's
   start, ``last_attempted_at`` the latest attempt's;
 - ``task.run_after`` is the job's time only when the job is deferred.
@@ -43,6 +43,7 @@ logger = logging.getLogger(__name__)
 
 STATUS_MAP = {
     Status.PENDING: TaskResultStatus.READY,
+    Status.WAITING: TaskResultStatus.READY,
     Status.RUNNING: TaskResultStatus.RUNNING,
     Status.SUCCEEDED: TaskResultStatus.SUCCESSFUL,
     Status.FAILED: TaskResultStatus.FAILED,

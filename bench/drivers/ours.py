@@ -264,6 +264,61 @@ def cmd_explain(args):
     emit(out)
 
 
+def cmd_set_limits(args):
+    """Give the noop jobs' queue limits (none given: no limits)."""
+    from scheduler_app import lifecycle
+
+    lifecycle.set_limits(
+        args.queue, concurrency_limit=args.concurrency, rate_limit=args.rate, rate_period=args.period
+    )
+    emit({"queue": args.queue})
+
+
+def cmd_claim_cost(args):
+    """Time the dispatcher's claim of 4 due jobs, by query, on its own connection: plain and limited.
+
+    The queue holds ``--n`` due jobs; every claimed attempt is released back
+    to pending at once, so each claim sees the same backlog. ``limited``
+    claims run with the queue's limits set so that they never bind.
+    """
+    from scheduler_app import lifecycle
+    from scheduler_app.dispatcher.store import DjangoStore
+    from scheduler_app.models import QueueStart
+
+    lifecycle.enqueue_many([{"task": NOOP}] * args.n, max_size=None)
+    store = DjangoStore("bench-claims", lease=30)
+    queues = {"default"}
+    variants = {
+        "plain (no limits)": ({}, lambda now: store.claim(queues, 4, now)),
+        "concurrency_limit": ({"concurrency_limit": 1000}, lambda now: store.claim_limited(queues, 4, now)[0]),
+        "rate_limit": ({"rate_limit": 10000, "rate_period": 1.0}, lambda now: store.claim_limited(queues, 4, now)[0]),
+        "both limits": (
+            {"concurrency_limit": 1000, "rate_limit": 10000, "rate_period": 1.0},
+            lambda now: store.claim_limited(queues, 4, now)[0],
+        ),
+    }
+    out = {}
+    for name, (limits, claim) in variants.items():
+        lifecycle.set_limits("default", concurrency_limit=None, rate_limit=None)
+        if limits:
+            lifecycle.set_limits("default", **limits)
+        times = []
+        for i in range(args.warmup + args.repeat):
+            now = time.time()
+            t = time.perf_counter()
+            jobs = claim(now)
+            elapsed = (time.perf_counter() - t) * 1000
+            assert len(jobs) == 4, (name, len(jobs))
+            store.release(jobs, now)
+            if i >= args.warmup:
+                times.append(elapsed)
+        QueueStart.objects.all().delete()
+        out[name] = times
+    lifecycle.set_limits("default", concurrency_limit=None, rate_limit=None)
+    store.reset()
+    emit(out)
+
+
 def main():
     setup_django("bench.settings_ours")
     p = argparse.ArgumentParser()
@@ -296,6 +351,15 @@ def main():
     s.add_argument("--token", default="")
     s = sub.add_parser("explain")
     s.add_argument("--repeat", type=int, default=30)
+    s = sub.add_parser("set_limits")
+    s.add_argument("--queue", default="default")
+    s.add_argument("--concurrency", type=int, default=None)
+    s.add_argument("--rate", type=int, default=None)
+    s.add_argument("--period", type=float, default=1.0)
+    s = sub.add_parser("claim_cost")
+    s.add_argument("--n", type=int, default=1000)
+    s.add_argument("--repeat", type=int, default=300)
+    s.add_argument("--warmup", type=int, default=20)
     args = p.parse_args()
     globals()["cmd_" + args.cmd](args)
 

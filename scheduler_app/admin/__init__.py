@@ -5,6 +5,8 @@ Importing the package registers the model admins on ``admin.site``:
     jobs.py        JobAdmin and its actions (cancel, retry, run now)
     schedules.py   ScheduleAdmin and ScheduleForm
     workers.py     WorkerAdmin (read-only)
+    queues.py      QueueAdmin: the limits of each queue (concurrency, rate)
+    dependencies.py  a job's dependencies and dependents, the "waiting on dependencies" filter
     dashboard.py   DashboardAdmin: the live page, its JSON feed, queue pause/resume
     queues.py      QueueAdmin: the queues page (load, history charts, pause/resume)
     job_fields.py  the job list's columns and the job page's fields (logs too)

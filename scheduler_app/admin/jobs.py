@@ -23,6 +23,7 @@ from .changelist import (
     ScheduleFilter,
     TaskFilter,
 )
+from .dependencies import WORKFLOW_FIELDS, DependenciesMixin, DependencyFilter
 from .job_fields import JobFields
 from .live import JobLive
 from .lookups import SafeLookupsMixin
@@ -35,7 +36,7 @@ BOTH_LOCATIONS = [ActionLocation.CHANGE_LIST, ActionLocation.CHANGE_FORM]
 
 
 @admin.register(Job)
-class JobAdmin(JobLive, JobFields, SafeLookupsMixin, admin.ModelAdmin):
+class JobAdmin(DependenciesMixin, JobLive, JobFields, SafeLookupsMixin, admin.ModelAdmin):
     list_display = [
         "id",
         "task_name",
@@ -50,6 +51,7 @@ class JobAdmin(JobLive, JobFields, SafeLookupsMixin, admin.ModelAdmin):
     list_display_links = ["id"]
     list_filter = [
         "status",
+        DependencyFilter,
         QueueFilter,
         TaskFilter,
         ScheduleFilter,
@@ -79,6 +81,7 @@ class JobAdmin(JobLive, JobFields, SafeLookupsMixin, admin.ModelAdmin):
         (None, {"fields": ["status_badge", "task", "queue", "args_display", "kwargs_display", "unique_key", "created_by", "schedule_link", "created_at_display"]}),
         ("Schedule", {"fields": ["execute_at", "priority", "due_display", "max_attempts", "timeout"]}),
         ("Execution", {"fields": ["attempts_display", "worker_display", "started_at_display", "last_attempted_at_display", "finished_at_display", "duration_display", "lease_display", "progress_display", "cancel_requested"]}),
+        ("Workflow", {"fields": WORKFLOW_FIELDS}),
         ("Result", {"fields": ["result_display"]}),
         ("Errors", {"fields": ["errors_display"]}),
         ("Logs", {"fields": ["logs_display"], "description": "What the task logged, per attempt, newest first."}),
@@ -127,9 +130,9 @@ class JobAdmin(JobLive, JobFields, SafeLookupsMixin, admin.ModelAdmin):
         return initial
 
     def has_change_permission(self, request, obj=None):
-        # Only a pending job can change (execute_at, priority); any other is view-only.
+        # Only a pending or waiting job can change (execute_at, priority); any other is view-only.
         allowed = super().has_change_permission(request, obj)
-        return allowed and (obj is None or obj.status == JobStatus.PENDING)
+        return allowed and (obj is None or obj.status in allowed_from("reschedule"))
 
     def has_delete_permission(self, request, obj=None):
         # Deleting an active job would pull it from under a dispatcher; finished

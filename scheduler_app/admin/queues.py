@@ -1,14 +1,21 @@
-"""The queues page: every queue's load, its own history charts, and pause/resume.
+"""The queues page: every queue's load, its limits against their use, its own history charts,
+pause/resume; and each queue's limits form.
 
 Mounted as the admin of the ``Queue`` model (``/admin/scheduler_app/queue/``);
 it shows queues the backend serves and any with a flag or active jobs, not
-only rows of the table. Numbers come from ``stats`` and ``history``; pause and
-resume post to the dashboard's queue toggle (through ``lifecycle``).
+only rows of the table (rows are made from ``SCHEDULER["QUEUES"]`` the first
+time the page is opened, as a dispatcher would). Numbers come from ``stats``
+and ``history``; pause and resume post to the dashboard's queue toggle
+(through ``lifecycle``). A queue's change form (``change_queue``) edits its
+limits; each box hands its text to the limit's rule, so a bad value is an
+error on that box, worded as the API words it. Nothing is added or deleted
+here: queues come from settings.
 """
 
 import time
 from functools import update_wrapper
 
+from django import forms
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.http import JsonResponse
@@ -17,24 +24,60 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
 
-from .. import history, stats
+from .. import conf, history, lifecycle, stats
+from ..forms import RuleFormField
+from ..lifecycle import validation as rules
+from ..lifecycle.queues import LIMIT_FIELDS
 from ..models import Queue
 from .dashboard import QUEUE_PERMISSION, RANGES, minutes_of
 from .formatting import humanize_seconds
 
 VIEW_PERMISSIONS = ("scheduler_app.view_queue",)
+CHANGE_PERMISSION = "scheduler_app.change_queue"
+
+
+class QueueLimitsForm(forms.ModelForm):
+    concurrency_limit = RuleFormField(
+        rules.CONCURRENCY_LIMIT, help_text="Most jobs of this queue running at once, across every dispatcher. Empty: no limit."
+    )
+    rate_limit = RuleFormField(
+        rules.RATE_LIMIT, help_text="Most jobs of this queue started per rate period, across every dispatcher. Empty: no limit."
+    )
+    rate_period = RuleFormField(rules.RATE_PERIOD, required=True, help_text="Seconds of the rate limit's sliding window.")
+
+    class Meta:
+        model = Queue
+        fields = list(LIMIT_FIELDS)
+
+
+def use_text(entry):
+    """Return a queue's limits against their use: '2 / 5 running; 7 / 100 started per 60 s'.
+
+    ``entry`` has the keys of a ``stats.queues()`` entry (or of ``stats.queue_use``).
+    """
+    parts = []
+    if entry.get("concurrency_limit") is not None:
+        parts.append(f"{entry['running']} / {entry['concurrency_limit']} running")
+    if entry.get("rate_limit") is not None:
+        parts.append(f"{entry['rate_used']} / {entry['rate_limit']} started per {entry['rate_period']:g} s")
+    return "; ".join(parts) or "no limit"
 
 
 def queue_rows(now, minutes):
     rows = stats.queues(now)
     for q in rows:
         q["lag"] = humanize_seconds(q["oldest_due_lag_seconds"]) if q["due"] else "–"
+        q["limits"] = use_text(q)
         q["history"] = history.series(minutes, queue=q["name"], now=now)
     return rows
 
 
 @admin.register(Queue)
 class QueueAdmin(admin.ModelAdmin):
+    form = QueueLimitsForm
+    fields = ["name", "paused", *LIMIT_FIELDS, "use_display"]
+    readonly_fields = ["name", "paused", "use_display"]
+
     def get_urls(self):
         def wrap(view):
             def wrapper(*args, **kwargs):
@@ -44,33 +87,51 @@ class QueueAdmin(admin.ModelAdmin):
             return update_wrapper(wrapper, view)
 
         app, model = self.opts.app_label, self.opts.model_name
+        # The page and its data; of the model admin's own views, a queue's change form (its limits).
+        own = [
+            u for u in super().get_urls()
+            if getattr(u, "name", None) in (f"{app}_{model}_change", f"{app}_{model}_history")
+        ]
         return [
             path("", wrap(self.changelist_view), name=f"{app}_{model}_changelist"),
             path("data/", wrap(self.data_view), name=f"{app}_{model}_data"),
+            *own,
         ]
 
     def has_view_permission(self, request, obj=None):
-        return request.user.has_perm("scheduler_app.view_queue")
+        return request.user.has_perm("scheduler_app.view_queue") or request.user.has_perm(CHANGE_PERMISSION)
 
     def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
+        return False  # queues come from settings (TASKS[...]["QUEUES"])
 
     def has_delete_permission(self, request, obj=None):
         return False
 
+    @admin.display(description="current use")
+    def use_display(self, obj):
+        return use_text(stats.queue_use(obj))
+
+    def save_model(self, request, obj, form, change):
+        changes = {f: form.cleaned_data[f] for f in form.changed_data if f in LIMIT_FIELDS}
+        if changes:
+            lifecycle.set_limits(obj.name, **changes)
+
     def _context(self, request, minutes):
         now = timezone.now()
         rows = queue_rows(now, minutes)
-        context = {"queues": rows, "can_pause": request.user.has_perm(QUEUE_PERMISSION), "minutes": minutes}
+        context = {
+            "queues": rows,
+            "can_pause": request.user.has_perm(QUEUE_PERMISSION),
+            "can_change": request.user.has_perm(CHANGE_PERMISSION),
+            "minutes": minutes,
+        }
         return rows, render_to_string("scheduler_app/queues/_table.html", context, request=request)
 
     def changelist_view(self, request, extra_context=None):
         """Render the queues page."""
         if not self.has_view_permission(request):
             raise PermissionDenied
+        lifecycle.ensure_queues(conf.known_queues())
         minutes = minutes_of(request)
         rows, table = self._context(request, minutes)
         context = {

@@ -98,7 +98,7 @@ class JobFilter(django_filters.FilterSet):
     status = StatusInFilter(
         field_name="status",
         choices=JobStatus.choices,
-        help_text="Comma-separated statuses, e.g. pending,running.",
+        help_text="Comma-separated statuses, e.g. pending,running (waiting: on dependencies).",
     )
     queue = TextFilter(field_name="queue", max_length=64, help_text="Exact queue name.")
     task = TextFilter(field_name="task", max_length=255, help_text="Exact task name.")
@@ -125,6 +125,12 @@ class JobFilter(django_filters.FilterSet):
         field_name="execute_at",
         lookup_expr="lte",
         help_text="execute_at at or before this ISO 8601 time (with offset).",
+    )
+    depends_on = IntegerFilter(
+        field_name="depends_on",
+        min_value=1,
+        max_value=MAX_ID,
+        help_text="Jobs that depend on this job (its id): its dependents.",
     )
     schedule = IntegerFilter(
         field_name="schedule_id",

@@ -6,11 +6,13 @@ so the API refuses exactly what the admin, the commands and
 ``task.enqueue()`` refuse, with the same messages.
 """
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from scheduler_app import limits
+from scheduler_app import limits, stats
 from scheduler_app.lifecycle import validation as rules
-from scheduler_app.models import Job, Worker
+from scheduler_app.models import Job, JobStatus, Worker
+from scheduler_app.rules import DEPENDS_ON_INDEX
 
 from .fields import (
     JSONListField,
@@ -19,6 +21,29 @@ from .fields import (
     RuleField,
     StrictKeysMixin,
 )
+
+
+class JobLinkSerializer(serializers.Serializer):
+    """Another job, as a job's dependencies and dependents name it."""
+
+    id = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=JobStatus.choices)
+
+
+class JobListSerializer(serializers.ListSerializer):
+    """Jobs, with the dependencies and dependents of all of them read at once (at most two queries)."""
+
+    def to_representation(self, data):
+        jobs = list(data.all() if hasattr(data, "all") else data)
+        self.context["links"] = stats.job_links(jobs)
+        return super().to_representation(jobs)
+
+
+def _links(field, job, direction):
+    links = field.context.get("links")
+    if links is None or job.pk not in links:
+        links = field.context["links"] = {**(links or {}), **stats.job_links([job])}
+    return [{"id": other, "status": status} for other, status in links[job.pk][direction]]
 
 
 class JobSerializer(serializers.ModelSerializer):
@@ -34,9 +59,14 @@ class JobSerializer(serializers.ModelSerializer):
     args = JSONListField(read_only=True)
     kwargs = JSONObjectField(read_only=True)
     progress = ProgressField()
+    depends_on = serializers.SerializerMethodField(help_text="The jobs this one runs after, with their statuses.")
+    dependents = serializers.SerializerMethodField(
+        help_text="The jobs that run after this one (at most 100; GET /api/jobs/?depends_on=ID lists them all)."
+    )
 
     class Meta:
         model = Job
+        list_serializer_class = JobListSerializer
         fields = [
             "id",
             "url",
@@ -64,8 +94,21 @@ class JobSerializer(serializers.ModelSerializer):
             "finished_at",
             "schedule",
             "logs_count",
+            "snoozes",
+            "on_dependency_failure",
+            "dependencies_left",
+            "depends_on",
+            "dependents",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(JobLinkSerializer(many=True))
+    def get_depends_on(self, job):
+        return _links(self, job, "depends_on")
+
+    @extend_schema_field(JobLinkSerializer(many=True))
+    def get_dependents(self, job):
+        return _links(self, job, "dependents")
 
 
 class JobCreateSerializer(StrictKeysMixin, serializers.Serializer):
@@ -83,7 +126,17 @@ class JobCreateSerializer(StrictKeysMixin, serializers.Serializer):
     max_attempts = RuleField(rules.MAX_ATTEMPTS, help_text="Attempts before the job fails for good. Default: the setting's.")
     timeout = RuleField(rules.TIMEOUT, help_text="Seconds an attempt may run. Default: no limit.")
     unique_key = RuleField(
-        rules.UNIQUE_KEY, help_text="At most one pending or running job per key; a match returns that job."
+        rules.UNIQUE_KEY, help_text="At most one pending, waiting or running job per key; a match returns that job."
+    )
+    unique_for = RuleField(
+        rules.UNIQUE_FOR,
+        help_text="Seconds the unique key stays taken, whatever becomes of the job (the key defaults to the task "
+        "and its arguments); a match within them returns that job.",
+    )
+    depends_on = RuleField(rules.DEPENDS_ON, help_text="Ids of jobs that must succeed before this one runs.")
+    on_dependency_failure = RuleField(
+        rules.ON_DEPENDENCY_FAILURE,
+        help_text='When a dependency fails or is cancelled: "cancel" this job too (default), or "run" it anyway.',
     )
 
     @staticmethod
@@ -101,11 +154,19 @@ class BoundedListField(serializers.ListField):
         return super().to_internal_value(data)
 
 
+class BulkJobSerializer(JobCreateSerializer):
+    """One job of POST /api/jobs/bulk/: a job body, which may name other jobs of the request it depends on."""
+
+    depends_on_index = RuleField(
+        DEPENDS_ON_INDEX, help_text="Indexes (0-based) of jobs of this request that must succeed before this one runs."
+    )
+
+
 class BulkCreateSerializer(StrictKeysMixin, serializers.Serializer):
     """The body of POST /api/jobs/bulk/."""
 
     jobs = BoundedListField(
-        child=JobCreateSerializer(),
+        child=BulkJobSerializer(),
         allow_empty=False,
         min_length=1,  # as allow_empty says, for the schema
         max_length=limits.BULK_MAX,
@@ -142,6 +203,7 @@ class TaskOptionsSerializer(serializers.Serializer):
     unique = serializers.JSONField(
         required=False, help_text="true (task and arguments), or the path of the callable that makes the key."
     )
+    unique_for = serializers.FloatField(required=False, help_text="Seconds a unique key stays taken.")
 
 
 class TaskSerializer(serializers.Serializer):
@@ -189,21 +251,43 @@ class WorkerSerializer(serializers.ModelSerializer):
 
 
 class QueueSerializer(serializers.Serializer):
-    """One queue and its load."""
+    """One queue, its load, and its limits with their use."""
 
     name = serializers.CharField()
     paused = serializers.BooleanField()
     pending = serializers.IntegerField()
+    waiting = serializers.IntegerField(help_text="Jobs waiting on dependencies.")
     due = serializers.IntegerField()
-    running = serializers.IntegerField()
+    running = serializers.IntegerField(help_text="Jobs running now, across every dispatcher (what concurrency_limit counts).")
     oldest_due_lag_seconds = serializers.FloatField(
         help_text="Seconds the oldest due pending job has waited (0 when none)."
     )
     slots = serializers.IntegerField(help_text="Worker slots alive dispatchers give this queue.")
+    concurrency_limit = serializers.IntegerField(allow_null=True, help_text="Most jobs running at once; null: no limit.")
+    rate_limit = serializers.IntegerField(allow_null=True, help_text="Most jobs started per rate_period; null: no limit.")
+    rate_period = serializers.FloatField(help_text="Seconds of the rate limit's sliding window.")
+    rate_used = serializers.IntegerField(help_text="Jobs started in the last rate_period seconds (0 without a rate limit).")
+
+
+class QueueLimitsSerializer(StrictKeysMixin, serializers.Serializer):
+    """The body of PATCH /api/queues/{name}/: some of the queue's limits."""
+
+    unknown_key_message = "Cannot be changed: a PATCH may only set concurrency_limit, rate_limit and rate_period."
+    openapi_extra = {"minProperties": 1}
+
+    concurrency_limit = RuleField(rules.CONCURRENCY_LIMIT, help_text="Most jobs running at once, across every dispatcher; null: no limit.")
+    rate_limit = RuleField(rules.RATE_LIMIT, help_text="Most jobs started per rate_period, across every dispatcher; null: no limit.")
+    rate_period = RuleField(rules.RATE_PERIOD, allow_null=False, help_text="Seconds of the rate limit's sliding window.")
+
+    def validate(self, attrs):
+        if not attrs:
+            raise serializers.ValidationError("Give concurrency_limit, rate_limit or rate_period.")
+        return attrs
 
 
 class QueueCountsSerializer(serializers.Serializer):
     pending = serializers.IntegerField()
+    waiting = serializers.IntegerField()
     due = serializers.IntegerField()
     running = serializers.IntegerField()
 

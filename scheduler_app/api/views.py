@@ -33,6 +33,7 @@ from .serializers import (
     BulkCreateSerializer,
     JobCreateSerializer,
     JobSerializer,
+    QueueLimitsSerializer,
     QueueSerializer,
     RescheduleSerializer,
     StatsSerializer,
@@ -231,6 +232,8 @@ class WorkerViewSet(SchedulerAPI, mixins.ListModelMixin, viewsets.GenericViewSet
 class QueueViewSet(SchedulerAPI, viewsets.ViewSet):
     required_permissions = {
         "list": needs("view", Queue),
+        "retrieve": needs("view", Queue),
+        "partial_update": needs("change", Queue),
         "pause": needs("change", Queue),
         "resume": needs("change", Queue),
     }
@@ -240,6 +243,27 @@ class QueueViewSet(SchedulerAPI, viewsets.ViewSet):
     @extend_schema(summary="List queues and their load", responses=QueueSerializer(many=True))
     def list(self, request):
         return Response(QueueSerializer(stats.queues(), many=True).data)
+
+    @extend_schema(summary="Show one queue: its load, its limits and their use", responses={200: QueueSerializer, 404: DETAIL_ERROR})
+    def retrieve(self, request, name=None):
+        self._known(name)
+        return self._entry(name)
+
+    @extend_schema(
+        summary="Change a queue's limits (concurrency_limit, rate_limit, rate_period)",
+        request=QueueLimitsSerializer,
+        responses={200: QueueSerializer, 400: FIELD_ERRORS, 404: DETAIL_ERROR},
+    )
+    def partial_update(self, request, name=None):
+        self._known(name)
+        serializer = QueueLimitsSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        lifecycle.set_limits(name, **serializer.validated_data)
+        logger.info(
+            "queue %s limits set to %s through the API by %s", name, serializer.validated_data, request.user,
+            extra={"action": "queue_limits"},
+        )
+        return self._entry(name)
 
     @extend_schema(
         summary="Pause a queue: no dispatcher claims from it",
@@ -259,9 +283,18 @@ class QueueViewSet(SchedulerAPI, viewsets.ViewSet):
     def resume(self, request, name=None):
         return self._set_paused(request, name, lifecycle.resume_queue)
 
-    def _set_paused(self, request, name, change):
+    @staticmethod
+    def _known(name):
         if name not in conf.known_queues():
             raise NotFound(f"Unknown queue '{name}'. GET /api/queues/ lists them.")
+
+    @staticmethod
+    def _entry(name):
+        entry = next(q for q in stats.queues() if q["name"] == name)
+        return Response(QueueSerializer(entry).data)
+
+    def _set_paused(self, request, name, change):
+        self._known(name)
         paused = change(name)
         logger.info(
             "queue %s %s through the API by %s",
@@ -270,8 +303,7 @@ class QueueViewSet(SchedulerAPI, viewsets.ViewSet):
             request.user,
             extra={"action": "pause" if paused else "resume"},
         )
-        entry = next(q for q in stats.queues() if q["name"] == name)
-        return Response(QueueSerializer(entry).data)
+        return self._entry(name)
 
 
 class StatsView(SchedulerAPI, APIView):

@@ -15,6 +15,7 @@ import threading
 import time
 
 from .clock import SystemClock
+from .gate import Gate
 from .policy import RetryPolicy
 from .pool import WorkerPool
 from .rollup import Rollups, summary
@@ -95,11 +96,14 @@ class Dispatcher:
             clock=self.clock,
             max_abandoned=max_abandoned,
         )
+        # Limited queues: which are full, until when (the claim enforces the limits).
+        self.gate = Gate(retry_interval=poll_interval)  # loop thread only
         self._event = threading.Event()  # any thread sets it to wake the loop
         self._inbox = collections.deque()  # any thread appends payloads; loop pops
         self._stopping = False  # any thread sets it through stop()
         # Loop thread only, below.
         self._outcomes = []  # written by the next finish(), kept across DB errors
+        self._freed = set()  # limited queues of those outcomes: told to other dispatchers once written
         self._stop_deadline = None
         self._due_heartbeat = 0.0
         self._due_paused = 0.0
@@ -241,6 +245,8 @@ class Dispatcher:
         if self.change_check_interval and now >= self._due_change_check:
             if self.store.data_changed():
                 self.window.need_poll = True
+                # Another process committed: perhaps a finish in a full queue (no NOTIFY here).
+                self.gate.free(self.gate.limited, only_concurrency=True)
                 if self.pool.busy():
                     # Where no NOTIFY carries a cancel (SQLite), the same
                     # cheap check brings it to the running task at once.
@@ -251,6 +257,7 @@ class Dispatcher:
             self._heartbeat(now)
         if self._need_paused or now >= self._due_paused:
             self.paused = frozenset(self.store.paused_queues())
+            self.gate.update(self.store.limited_queues())
             self._need_paused = False
             self._due_paused = now + self.pause_interval
         if now >= self._due_housekeeping:
@@ -274,14 +281,35 @@ class Dispatcher:
     def _flush(self, now):
         if self._outcomes:
             self.store.finish(self._outcomes, now)
-            self._outcomes = []
+            self._written()
+
+    def _written(self):
+        """The outcomes are in the database: forget them, and tell whom it concerns that room freed."""
+        self._outcomes = []
+        if self._freed:
+            freed, self._freed = self.gate.to_tell(self._freed, self.clock.time()), set()
+            if freed:
+                self.store.notify_freed(freed)
 
     def _claim_from_store(self, queues, limit, now, ids=None):
         outcomes = self._outcomes
         jobs = self.store.claim(queues, limit, now, ids=ids, finished=outcomes)
         if outcomes:
-            self._outcomes = []
+            self._written()
         return jobs
+
+    def _claim_limited(self, group, queues, free, now):
+        """Claim for a group with limited queues: one claim by query that obeys their limits."""
+        outcomes = self._outcomes
+        jobs, full = self.store.claim_limited(queues, free, now, finished=outcomes)
+        if outcomes:
+            self._written()
+        self._start(group, jobs, now)
+        for queue, until in full.items():
+            self.gate.block(queue, until, now)
+        if len(jobs) < free:
+            # Queues with room had fewer due jobs than the window thought.
+            self.timeline.drop_due(group, skip=self.paused | self.gate.blocked(now))
 
     def _drain_inbox(self):
         inbox = self._inbox
@@ -292,6 +320,9 @@ class Dispatcher:
                 self.pool.request_cancel(message.cancel)
             if message.queues_changed:
                 self._need_paused = True
+                self.gate.free(message.queues)
+            if message.freed:
+                self.gate.free(message.freed, only_concurrency=True)
 
     def _collect(self, now):
         for job, outcome, error in self.pool.collect():
@@ -308,7 +339,12 @@ class Dispatcher:
     def _record(self, job, outcome, now):
         if self.rollups is not None:
             self.rollups.finished(job, outcome, now)
+        queue = job.queue
         self._outcomes.append(outcome)
+        if queue in self.gate.limited:
+            # Its slot of the queue's concurrency frees when the outcome is written.
+            self._freed.add(queue)
+            self.gate.free([queue], only_concurrency=True)
         self.processed += 1
         if outcome.status == Status.FAILED:
             self.failed += 1
@@ -363,12 +399,20 @@ class Dispatcher:
             if free <= 0:
                 continue
             queues = self.groups[group][0] - self.paused
+            blocked = self.gate.blocked(now) & queues
+            open_limited = (queues & self.gate.limited) - blocked
+            if open_limited and (by_query or self.timeline.has_due(only=open_limited)):
+                self._claim_limited(group, queues - blocked, free, now)
+                continue
+            # Limited queues are left to the claim above.
+            limited = self.gate.limited
+            queues -= limited
             if not queues:
                 continue
             if not by_query:
                 # The window's best due jobs, claimed by id: cheap and exact
                 # while this dispatcher is alone on them.
-                entries = self.timeline.take_due(group, free, skip=self.paused)
+                entries = self.timeline.take_due(group, free, skip=self.paused | limited)
                 if not entries:
                     continue
                 try:
@@ -387,7 +431,7 @@ class Dispatcher:
             jobs = self._start(group, self._claim_from_store(queues, free, now), now)
             if len(jobs) < free:
                 # The database has fewer due jobs than the window thought.
-                self.timeline.drop_due(group)
+                self.timeline.drop_due(group, skip=limited)
 
     def _start(self, group, jobs, now):
         for job in jobs:
@@ -458,6 +502,9 @@ class Dispatcher:
         deadline = self.pool.next_deadline()
         if deadline is not None:
             moments.append(now + (deadline - self.clock.monotonic()))
+        unblock = self.gate.next_moment(self.timeline.due_queues()) if not self._stopping else None
+        if unblock is not None:
+            moments.append(unblock)
         if self.burst:
             moments.append(now + 0.05)
         return max(0.0, min(moments) - now)

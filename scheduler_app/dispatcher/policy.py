@@ -16,6 +16,7 @@ from .types import Outcome, Status
 # the task's own. Stored data: they keep these names (the classes are
 # importable from scheduler_app.lifecycle).
 TIMEOUT_CLASS = "scheduler_app.lifecycle.JobTimeout"
+SNOOZED_TOO_OFTEN_CLASS = "scheduler_app.lifecycle.SnoozedTooOften"
 LEASE_EXPIRED_CLASS = "scheduler_app.lifecycle.LeaseExpired"
 LEASE_EXPIRED_MESSAGE = "Lost: the dispatcher running this attempt stopped renewing its lease."
 
@@ -67,6 +68,7 @@ class RetryPolicy:
     jitter: float = 0.25
     rng: random.Random = field(default_factory=random.Random, compare=False)
     task_options: object = field(default=None, compare=False)
+    max_snoozes: int = 100
 
     def _options(self, job):
         return self.task_options(job.task) if self.task_options is not None else None
@@ -126,6 +128,20 @@ class RetryPolicy:
             reason = f"The task's return value cannot be stored as JSON: {type(exc).__name__}: {exc}"
             return RetryPolicy.fatal(job, exc, now, message=reason)
         return Outcome(job.id, job.worker, job.attempt, Status.SUCCEEDED, result_json=result_json)
+
+    def snoozed(self, job, seconds, now=None):
+        """Return the Outcome of an attempt that snoozed: pending at now + ``seconds``, not counted.
+
+        Past ``max_snoozes`` the attempt fails instead (retried while
+        attempts remain, like any failure), so a job cannot snooze for ever.
+        """
+        now = now or datetime.now(UTC)
+        if job.snoozes >= self.max_snoozes:
+            message = f"The task snoozed too often: {job.snoozes} snoozes is the limit (SCHEDULER['MAX_SNOOZES'])."
+            error = error_entry(job, exception_class=SNOOZED_TOO_OFTEN_CLASS, message=message, traceback_text="", now=now)
+            return self.failed(job, error, now)
+        retry_at = now + timedelta(seconds=seconds)
+        return Outcome(job.id, job.worker, job.attempt, Status.PENDING, retry_at=retry_at, snoozed=True)
 
     @staticmethod
     def cancelled(job):

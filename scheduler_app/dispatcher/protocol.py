@@ -59,6 +59,9 @@ class Store(Protocol):
     def paused_queues(self) -> set[str]:
         """Return the names of paused queues."""
 
+    def limited_queues(self) -> set[str]:
+        """Return the names of queues with a concurrency or a rate limit (claimed by ``claim_limited`` only)."""
+
     def any_due(self, queues: Iterable[str], now: float) -> bool:
         """Return whether a pending job of ``queues`` is due at ``now``."""
 
@@ -71,8 +74,26 @@ class Store(Protocol):
         by query takes the first ``limit`` due jobs in that order. A claim
         by ``ids`` takes those of them still pending and due; the loop
         passes ``limit=len(ids)``, and which ids a smaller limit leaves out
-        is not specified (PostgreSQL's claim by ids does not sort).
+        is not specified (PostgreSQL's claim by ids does not sort). Paused
+        and limited queues are never claimed from here.
         """
+
+    def claim_limited(self, queues: Iterable[str], limit: int, now: float, finished: Sequence[Outcome] = ()) -> tuple[list[ClaimedJob], dict[str, float | None]]:
+        """Record ``finished``, then claim up to ``limit`` due jobs of ``queues`` by query, obeying limits.
+
+        Jobs come in claim order across ``queues``, but of each limited
+        queue at most as many as its limits leave room for at this moment,
+        across every dispatcher: ``concurrency_limit`` minus its running
+        jobs (the attempts ``finished`` ends no longer count), and
+        ``rate_limit`` minus the attempts started in the last
+        ``rate_period`` seconds. Return the jobs and ``{queue: when}`` for
+        the limited queues this claim left without room: when (epoch) its
+        rate window next has room, or None when it waits for a running job
+        to end.
+        """
+
+    def notify_freed(self, queues: Iterable[str]) -> None:
+        """Tell every dispatcher that running jobs of these limited queues ended (room to claim again)."""
 
     def finish(self, outcomes: Sequence[Outcome], now: float) -> set[int]:
         """Record outcomes; return the ids whose attempt was still current."""

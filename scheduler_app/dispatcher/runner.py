@@ -15,6 +15,7 @@ from django.tasks.signals import task_finished, task_started
 
 from scheduler_app import joblogs, lifecycle, registry, taskresults
 from scheduler_app.context import JobCancelled, JobContext
+from scheduler_app.snooze import Snooze
 
 from .policy import TIMEOUT_CLASS
 from .types import Status
@@ -82,6 +83,8 @@ class Executor:
                 value = task.call(*job.args, **job.kwargs)
         except JobCancelled:
             outcome = self._past_deadline(job, deadline) or self.policy.cancelled(job)
+        except Snooze as snooze:
+            outcome = self._past_deadline(job, deadline) or self.policy.snoozed(job, snooze.seconds)
         except Exception as exc:
             outcome = self._past_deadline(job, deadline) or self.policy.raised(job, exc)
             if finish or taskresults.wanted(task_finished, sender, level=logging.ERROR):
@@ -139,6 +142,13 @@ def log_outcome(job, outcome, seconds):
         logger.info(
             "job %s attempt %d/%d of %s returned after its deadline (%.3fs): timed out",
             job.id, job.attempt, job.max_attempts, job.task, seconds, extra=extra,
+        )
+    elif outcome.snoozed:
+        at = outcome.retry_at.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        extra["outcome"] = "snooze"
+        logger.info(
+            "job %s attempt %d of %s snoozed after %.3fs; runs again at %s (not counted as an attempt)",
+            job.id, job.attempt, job.task, seconds, at, extra=extra,
         )
     elif outcome.status == Status.PENDING:
         retry_at = outcome.retry_at.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

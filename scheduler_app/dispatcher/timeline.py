@@ -131,9 +131,13 @@ class Timeline:
     def due_count(self, group):
         return sum(len(self._due[q]) for q in self._group_queues(group))
 
-    def has_due(self, skip=()):
-        """Return whether any queue outside ``skip`` (paused ones) has due entries."""
-        return any(q not in skip for q in self._due)
+    def has_due(self, skip=(), only=None):
+        """Return whether any queue outside ``skip`` (paused ones), and in ``only`` if given, has due entries."""
+        return any(q not in skip and (only is None or q in only) for q in self._due)
+
+    def due_queues(self):
+        """Return the queues that have due entries."""
+        return set(self._due)
 
     def due_ids(self, group):
         return [job_id for q in self._group_queues(group) for job_id in self._due[q].ids()]
@@ -153,10 +157,11 @@ class Timeline:
                 queues.remove(best)
         return taken
 
-    def drop_due(self, group):
-        """Forget every due entry of ``group`` (a short claim proved them stale); return how many."""
+    def drop_due(self, group, skip=()):
+        """Forget the due entries of ``group`` (a short claim proved them stale), but those of
+        queues in ``skip`` (claimed otherwise, or not at all for now); return how many."""
         dropped = 0
-        for queue in self._group_queues(group):
+        for queue in self._group_queues(group, skip):
             for job_id in self._due.pop(queue).ids():
                 del self._due_queue[job_id]
                 dropped += 1

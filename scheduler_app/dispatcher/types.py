@@ -12,13 +12,14 @@ class Status:
     """A job's status, as stored (``models.JobStatus`` has the same values and labels)."""
 
     PENDING = "pending"
+    WAITING = "waiting"  # on dependencies: pending once the last one succeeds
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
 
-    ALL = (PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED)
-    ACTIVE = (PENDING, RUNNING)
+    ALL = (PENDING, WAITING, RUNNING, SUCCEEDED, FAILED, CANCELLED)
+    ACTIVE = (PENDING, WAITING, RUNNING)
     FINISHED = (SUCCEEDED, FAILED, CANCELLED)
     # What an attempt can end as: finished, or back to pending for a retry.
     OUTCOMES = (SUCCEEDED, FAILED, CANCELLED, PENDING)
@@ -46,6 +47,7 @@ class ClaimedJob:
     # The earlier attempts' ``errors`` entries as stored: JSON text from the
     # claim, parsed only when the attempt's TaskResult is built.
     errors: str | list = "[]"
+    snoozes: int = 0  # snoozes before this attempt
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,13 +57,15 @@ class Outcome:
     job_id: int
     worker: str  # the claiming dispatcher's id: finish is compare-and-set on it
     attempt: int
-    status: str  # one of Status.OUTCOMES; pending = retry at retry_at
+    status: str  # one of Status.OUTCOMES; pending = retry (or snooze) at retry_at
     result_json: str | None = None
     error: dict | None = None
     retry_at: datetime | None = None
     # Log records the attempt's own thread emitted (``joblogs``): tuples
     # ``(time in epoch seconds, level number, logger, message, exception text)``.
     logs: tuple = ()
+    # A snooze: pending again at retry_at, the attempt not counted, no error.
+    snoozed: bool = False
 
     def __post_init__(self):
         if self.status not in Status.OUTCOMES:

@@ -13,8 +13,9 @@ Wire format (JSON object, every key optional)::
      "removed": [id, ...],                 # no longer pending
      "cancel": [id, ...],                  # running jobs asked to stop
      "schedules": [[id, next run epoch or null], ...],
+     "freed": ["default"],                 # limited queues where a running job ended
      "sync": true,                         # too much to list: poll instead
-     "queues_changed": true}               # a queue was paused or resumed
+     "queues_changed": true}               # a queue was paused, resumed or its limits changed
 
 NOTIFY payloads must stay under 8000 bytes: past ``MAX_ITEMS`` jobs or
 schedules a message says ``sync`` instead of listing them.
@@ -38,11 +39,12 @@ class WakeUp:
     removed: tuple = ()
     cancel: tuple = ()
     schedules: tuple = ()  # (schedule id, next run epoch or None)
+    freed: tuple = ()  # limited queues where a running job ended: room to claim again
     sync: bool = False
     queues_changed: bool = False
 
     @classmethod
-    def of(cls, *, jobs=(), removed=(), cancel=(), schedules=(), queues=(), queues_changed=False):
+    def of(cls, *, jobs=(), removed=(), cancel=(), schedules=(), queues=(), freed=(), queues_changed=False):
         """Build a message; ``jobs`` are (id, execute_at epoch, priority, queue) tuples.
 
         Past MAX_ITEMS jobs, removals or schedules, the message asks for a
@@ -51,20 +53,22 @@ class WakeUp:
         jobs = tuple(tuple(j) for j in jobs)
         schedules = tuple((int(i), at) for i, at in schedules)
         queues = tuple(sorted(set(queues) | {j[3] for j in jobs}))
+        freed = tuple(sorted(set(freed)))
         if max(len(jobs), len(removed), len(cancel), len(schedules)) > MAX_ITEMS:
-            return cls(queues=queues, sync=True, queues_changed=queues_changed)
+            return cls(queues=queues, freed=freed, sync=True, queues_changed=queues_changed)
         return cls(
             queues=queues,
             jobs=jobs,
             removed=tuple(removed),
             cancel=tuple(cancel),
             schedules=schedules,
+            freed=freed,
             queues_changed=queues_changed,
         )
 
     def to_dict(self):
         data = {"queues": list(self.queues)}
-        for name in ("jobs", "removed", "cancel", "schedules"):
+        for name in ("jobs", "removed", "cancel", "schedules", "freed"):
             value = getattr(self, name)
             if value:
                 data[name] = [list(v) if isinstance(v, tuple) else v for v in value]
@@ -100,6 +104,7 @@ class WakeUp:
                 schedules=tuple(
                     (int(i), None if at is None else float(at)) for i, at in data.get("schedules", ())
                 ),
+                freed=tuple(str(q) for q in data.get("freed", ())),
                 sync=bool(data.get("sync", False)),
                 queues_changed=bool(data.get("queues_changed", False)),
             )

@@ -21,6 +21,7 @@ def retry_policy():
         cap=conf.get("RETRY_BACKOFF_MAX"),
         jitter=conf.get("RETRY_JITTER"),
         task_options=registry.options_for,
+        max_snoozes=conf.get("MAX_SNOOZES"),
     )
 
 
@@ -35,8 +36,9 @@ def executor_for(using="default"):
 def create(groups, *, lease=None, using="default", clock=None, process_queues=(), **options):
     """Return a Dispatcher over the database; unset options come from settings.SCHEDULER.
 
-    Jobs of ``process_queues`` run in worker processes (``processes.py``):
-    each of those queues must have a slot group of its own.
+    Jobs of ``process_queues`` run in worker processes (``processes.py``);
+    a slot group may mix them with thread queues (each slot thread starts a
+    worker process of its own the first time it gets such a job).
     """
     lease = lease or conf.get("LEASE")
     store = DjangoStore(new_worker_id(), lease=lease, using=using)

@@ -6,7 +6,10 @@ backend, the management commands and the dispatcher all call this package:
 
 - ``validation``: what a valid job is (one rule per field) and ``build_job``;
 - ``creation``: create jobs, one or many (``enqueue``, ``enqueue_many``);
-- ``actions``: cancel, retry, reschedule, run now, pause and resume queues;
+- ``actions``: cancel, retry, reschedule, run now;
+- ``queues``: queue rows (seeded from settings), pause and resume, limits;
+- ``dependencies``: where a job with dependencies starts, and what a finished
+  dependency does to its dependents;
 - ``transitions``: the dispatcher's claim, finish, lease renewal, rescue, release;
 - ``retention``: pruning of finished jobs;
 - ``announce``: the wake-up message sent to dispatchers on commit;
@@ -16,20 +19,27 @@ backend, the management commands and the dispatcher all call this package:
 from .actions import (
     cancel,
     cancel_many,
-    pause_queue,
-    paused_queues,
     reschedule,
-    resume_queue,
     retry,
     retry_many,
     run_now_many,
 )
-from .announce import announce, announce_schedules
+from .announce import announce, announce_schedules, tell_others
 from .creation import enqueue, enqueue_many
+from .queues import ensure as ensure_queues
+from .queues import limited_queues, pause_queue, paused_queues, resume_queue, set_limits
 from .retention import prune
-from .states import BulkValidationError, InvalidTransition, JobTimeout, LeaseExpired
+from .states import (
+    BulkValidationError,
+    DependencyFailed,
+    InvalidTransition,
+    JobTimeout,
+    LeaseExpired,
+    SnoozedTooOften,
+)
 from .transitions import (
     claim,
+    claim_limited,
     finish,
     release,
     renew_leases,
@@ -40,19 +50,24 @@ from .validation import build_job, error_text, validate_execute_at, validate_pri
 
 __all__ = [
     "BulkValidationError",
+    "DependencyFailed",
     "InvalidTransition",
     "JobTimeout",
     "LeaseExpired",
+    "SnoozedTooOften",
     "announce",
     "announce_schedules",
     "build_job",
     "cancel",
     "cancel_many",
     "claim",
+    "claim_limited",
     "enqueue",
     "enqueue_many",
+    "ensure_queues",
     "error_text",
     "finish",
+    "limited_queues",
     "pause_queue",
     "paused_queues",
     "prune",
@@ -64,7 +79,9 @@ __all__ = [
     "retry",
     "retry_many",
     "run_now_many",
+    "set_limits",
     "set_progress",
+    "tell_others",
     "validate_execute_at",
     "validate_priority",
 ]

@@ -1,7 +1,8 @@
-"""Changes people and code make to existing jobs and queues: cancel, retry, reschedule, run now, pause.
+"""Changes people and code make to existing jobs: cancel, retry, reschedule, run now.
 
 Each is a compare-and-set UPDATE on the statuses ``states.ALLOWED`` names
-for it, and announces what it changed to the dispatchers on commit.
+for it, and announces what it changed to the dispatchers on commit. A job
+that ends here (a cancel) settles its dependents in the same transaction.
 """
 
 from django.db import IntegrityError, transaction
@@ -9,10 +10,15 @@ from django.db.models import F
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from ..models import FINISHED_STATUSES, Job, JobStatus, Queue
+from .. import sql
+from ..models import FINISHED_STATUSES, DependencyFailure, Job, JobDependency, JobStatus
 from .announce import announce
+from .dependencies import FAILED_ENDS, settle
 from .states import InvalidTransition, allowed_from
-from .validation import EXECUTE_AT, PRIORITY, QUEUE
+from .validation import EXECUTE_AT, PRIORITY
+
+# A pending or waiting job is cancelled at once.
+NOT_STARTED = (JobStatus.PENDING, JobStatus.WAITING)
 
 
 def _current_status(job_id, using):
@@ -23,22 +29,26 @@ def _current_status(job_id, using):
 
 
 def cancel(job_id, *, now=None, using="default"):
-    """Cancel a job: pending ones at once, running ones cooperatively.
+    """Cancel a job: pending and waiting ones at once, running ones cooperatively.
 
     Return "cancelled" or "cancel_requested". Raise InvalidTransition for a
-    finished job, Job.DoesNotExist for an unknown one.
+    finished job, Job.DoesNotExist for an unknown one. The jobs that depend
+    on a job cancelled here are cancelled too (or run anyway, if made so).
     """
     status = None
     for _ in range(3):
         now = now or timezone.now()
         jobs = Job.objects.using(using).filter(pk=job_id)
         with transaction.atomic(using=using):
-            won = jobs.filter(status=JobStatus.PENDING).update(
+            won = jobs.filter(status__in=NOT_STARTED).update(
                 status=JobStatus.CANCELLED, finished_at=now, updated_at=now
             )
             if won:
-                queue = jobs.values_list("queue", flat=True).first()
+                # A statement after the UPDATE: it sees any dependent made before the row was ours.
+                queue, has_dependents = jobs.values_list("queue", "has_dependents").first()
                 announce(removed=[job_id], queues=[queue], using=using)
+                if has_dependents:
+                    settle({job_id: JobStatus.CANCELLED}, now=now, using=using)
                 return "cancelled"
         with transaction.atomic(using=using):
             if jobs.filter(status=JobStatus.RUNNING).update(cancel_requested=True, updated_at=now):
@@ -56,12 +66,16 @@ def cancel_many(job_ids, *, now=None, using="default"):
     job_ids = list(job_ids)
     jobs = Job.objects.using(using).filter(pk__in=job_ids)
     with transaction.atomic(using=using):
-        pending = list(jobs.filter(status=JobStatus.PENDING).values_list("pk", "queue"))
-        cancelled = jobs.filter(
-            pk__in=[p for p, _ in pending], status=JobStatus.PENDING
-        ).update(status=JobStatus.CANCELLED, finished_at=now, updated_at=now)
+        # Locked (PostgreSQL; SQLite's writers take turns): the UPDATE wins for each row read.
+        rows = list(
+            jobs.filter(status__in=NOT_STARTED).select_for_update().order_by("pk").values_list("pk", "queue", "has_dependents")
+        )
+        cancelled = jobs.filter(pk__in=[p for p, _, _ in rows]).update(
+            status=JobStatus.CANCELLED, finished_at=now, updated_at=now
+        )
         if cancelled:
-            announce(removed=[p for p, _ in pending], queues={q for _, q in pending}, using=using)
+            announce(removed=[p for p, _, _ in rows], queues={q for _, q, _ in rows}, using=using)
+            settle({p: JobStatus.CANCELLED for p, _, has in rows if has}, now=now, using=using)
     running = list(
         jobs.filter(status=JobStatus.RUNNING, cancel_requested=False).values_list("pk", flat=True)
     )
@@ -77,16 +91,23 @@ def cancel_many(job_ids, *, now=None, using="default"):
 def retry(job_id, *, now=None, using="default"):
     """Put a failed or cancelled job back to pending, due now; keep its errors.
 
-    A job that used all its attempts gets one more (as Oban does). Raise
-    InvalidTransition when the job is not failed or cancelled, or when
-    another active job now holds its unique_key.
+    A job that used all its attempts gets one more (as Oban does). A job
+    with dependencies waits again for those that have not succeeded. Raise
+    InvalidTransition when the job is not failed or cancelled, when another
+    active job now holds its unique_key, or when a dependency failed or was
+    cancelled (retry that one first).
     """
     now = now or timezone.now()
     jobs = Job.objects.using(using).filter(pk=job_id)
     try:
         with transaction.atomic(using=using):
+            found = jobs.values_list("has_dependencies", "on_dependency_failure").first()
+            if found is None:
+                raise Job.DoesNotExist(f"Job {job_id} does not exist.")
+            left = _dependencies_left(job_id, *found, using=using)
             won = jobs.filter(status__in=allowed_from("retry")).update(
-                status=JobStatus.PENDING,
+                status=JobStatus.WAITING if left else JobStatus.PENDING,
+                dependencies_left=left,
                 execute_at=now,
                 max_attempts=Greatest(F("max_attempts"), F("attempts") + 1),
                 cancel_requested=False,
@@ -97,13 +118,28 @@ def retry(job_id, *, now=None, using="default"):
             )
             if won:
                 job = jobs.get()
-                announce(jobs=[job], using=using)
+                if job.status == JobStatus.PENDING:
+                    announce(jobs=[job], using=using)
                 return job
     except IntegrityError:
         raise InvalidTransition(
-            job_id, "", "retry", "another pending or running job holds its unique_key."
+            job_id, "", "retry", "another pending, waiting or running job holds its unique_key."
         ) from None
     raise InvalidTransition(job_id, _current_status(job_id, using), "retry")
+
+
+def _dependencies_left(job_id, has_dependencies, on_failure, *, using):
+    """Return how many of a retried job's dependencies it must wait for (they are locked until commit)."""
+    if not has_dependencies:
+        return 0
+    ids = JobDependency.objects.using(using).filter(job_id=job_id).values_list("depends_on_id", flat=True)
+    statuses = sql.mark_dependencies(list(ids), using=using)
+    for dependency_id, status in sorted(statuses.items()):
+        if status in FAILED_ENDS and on_failure == DependencyFailure.CANCEL:
+            raise InvalidTransition(
+                job_id, "", "retry", f"job {dependency_id}, which it depends on, is {status}; retry that one first."
+            )
+    return sum(1 for status in statuses.values() if status not in (JobStatus.SUCCEEDED, *FAILED_ENDS))
 
 
 def retry_many(job_ids, *, using="default"):
@@ -135,7 +171,8 @@ def reschedule(job_id, *, execute_at=None, priority=None, now=None, using="defau
         changes["updated_at"] = now or timezone.now()
         if jobs.filter(status__in=allowed_from("reschedule")).update(**changes):
             job = jobs.get()
-            announce(jobs=[job], using=using)
+            if job.status == JobStatus.PENDING:  # a waiting job is not in any dispatcher's window
+                announce(jobs=[job], using=using)
             return job
     raise InvalidTransition(job_id, _current_status(job_id, using), "reschedule")
 
@@ -150,26 +187,3 @@ def run_now_many(job_ids, *, now=None, using="default"):
         if changed:
             announce(jobs=list(Job.objects.using(using).filter(pk__in=job_ids).pending()), using=using)
     return changed, len(job_ids) - changed
-
-
-def pause_queue(name, *, using="default"):
-    return _set_paused(name, True, using)
-
-
-def resume_queue(name, *, using="default"):
-    return _set_paused(name, False, using)
-
-
-def _set_paused(name, paused, using):
-    QUEUE.check(name)
-    now = timezone.now()
-    with transaction.atomic(using=using):
-        Queue.objects.using(using).update_or_create(
-            name=name, defaults={"paused": paused, "updated_at": now}
-        )
-        announce(queues=[name], queues_changed=True, using=using)
-    return paused
-
-
-def paused_queues(using="default"):
-    return set(Queue.objects.using(using).filter(paused=True).values_list("name", flat=True))

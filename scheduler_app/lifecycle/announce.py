@@ -19,18 +19,21 @@ def job_item(job):
     return (job.pk, job.execute_at.timestamp(), job.priority, job.queue)
 
 
-def announce(*, jobs=(), removed=(), cancel=(), queues=(), queues_changed=False, using="default"):
+def announce(*, jobs=(), items=(), removed=(), cancel=(), queues=(), freed=(), queues_changed=False, using="default"):
     """Tell dispatchers, after commit, that jobs were added, changed or removed.
 
-    ``jobs`` are Job instances now pending (new or rescheduled); ``removed``
+    ``jobs`` are Job instances now pending (new or rescheduled), ``items``
+    the same as ``(id, execute_at epoch, priority, queue)``; ``removed``
     are ids no longer pending; ``cancel`` are running jobs whose cancel was
-    requested; ``queues_changed`` says a queue was paused or resumed.
+    requested; ``freed`` are limited queues where running jobs ended;
+    ``queues_changed`` says a queue was paused or resumed, or its limits changed.
     """
     message = WakeUp.of(
-        jobs=[job_item(j) for j in jobs],
+        jobs=[job_item(j) for j in jobs] + [tuple(i) for i in items],
         removed=removed,
         cancel=cancel,
         queues=queues,
+        freed=freed,
         queues_changed=queues_changed,
     )
     send(message, using)
@@ -49,8 +52,13 @@ def announce_schedules(entries, *, using="default"):
 
 def send(message, using="default"):
     """Queue the NOTIFY (PostgreSQL) in the current transaction; signal in-process after commit."""
-    sql.notify(conf.get("NOTIFY_CHANNEL"), message.encode(), using=using)
+    tell_others(message, using)
     signal_after_commit(message, using)
+
+
+def tell_others(message, using="default"):
+    """Send ``message`` to the other processes only (a NOTIFY on PostgreSQL; nothing elsewhere)."""
+    sql.notify(conf.get("NOTIFY_CHANNEL"), message.encode(), using=using)
 
 
 def signal_after_commit(message, using="default"):

@@ -9,6 +9,8 @@ gets the whole sequence. A unique key that returns an existing job sends
 nothing.
 """
 
+from datetime import timedelta
+
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.tasks import Task
@@ -16,21 +18,39 @@ from django.utils import timezone
 
 from .. import conf, sql, taskresults
 from ..dispatcher.wakeup import WakeUp
-from ..models import Job
+from ..models import Job, JobDependency, JobStatus, UniqueWindow
+from ..rules import DEPENDS_ON_INDEX
 from .announce import announce, job_item, signal_after_commit
+from .dependencies import order, record_failure, start_state
 from .states import BulkValidationError
 from .validation import build_job
 
 
 def enqueue(task, args=(), kwargs=None, *, using="default", **options):
-    """Create a pending job and return ``(job, created)``.
+    """Create a job and return ``(job, created)``.
 
     ``options`` are :func:`~scheduler_app.lifecycle.validation.build_job`'s.
-    With a ``unique_key`` that an active job already holds, return that job
-    and ``created=False``; the database's partial unique index settles races.
+    With a ``unique_key`` that an active job already holds (or, with
+    ``unique_for``, that a job made within that period holds), return that
+    job and ``created=False``; the database settles races (a partial unique
+    index, a unique window's primary key). With ``depends_on`` the job is
+    ``waiting`` until its dependencies succeeded (``dependencies``).
     """
     job = build_job(task, args, kwargs, **options)
+    sender = task if isinstance(task, Task) else None
     for _ in range(5):
+        if job._depends_on or job._unique_for:
+            try:
+                with transaction.atomic(using=using):
+                    [(job, created)] = _create([job], {}, using=using)
+            except BulkValidationError as exc:
+                raise ValidationError(exc.by_index[0]) from None
+            except IntegrityError:
+                job.pk, job._state.adding = None, True
+                continue
+            if created:
+                taskresults.send_enqueued([job], sender)
+            return job, created
         if job.unique_key:
             existing = Job.objects.using(using).active().filter(unique_key=job.unique_key).first()
             if existing is not None:
@@ -42,7 +62,7 @@ def enqueue(task, args=(), kwargs=None, *, using="default", **options):
                 with transaction.atomic(using=using):
                     job.save(using=using, force_insert=True)
                     announce(jobs=[job], using=using)
-            taskresults.send_enqueued([job], task if isinstance(task, Task) else None)
+            taskresults.send_enqueued([job], sender)
             return job, True
         except IntegrityError:
             if not job.unique_key:
@@ -70,18 +90,22 @@ def enqueue_many(specs, *, created_by=None, max_size=None, using="default"):
     """Create many jobs in one transaction; all or nothing.
 
     ``specs`` are dicts of ``build_job`` keyword arguments (``task``
-    required). Raise BulkValidationError with ``{index: errors}`` if any is
-    invalid. A ``unique_key`` held by an active job yields that job in place
-    of a new one; two specs with one key is an error. ``max_size`` caps the
-    number of specs (the API passes its per-request limit); code has none.
+    required), plus ``depends_on_index``: indexes of other specs of this
+    call the job depends on (in any order; a cycle is an error). Raise
+    BulkValidationError with ``{index: errors}`` if any is invalid. A
+    ``unique_key`` held by an active job (or a unique window) yields that
+    job in place of a new one; two specs with one key is an error.
+    ``max_size`` caps the number of specs (the API passes its per-request
+    limit); code has none.
     """
     if max_size is not None and len(specs) > max_size:
         raise ValidationError({"jobs": f"At most {max_size} jobs per request."})
     now = timezone.now()
-    built, errors, keys = [], {}, {}
+    built, errors, keys, links = [], {}, {}, {}
     for index, spec in enumerate(specs):
         spec = dict(spec)
         try:
+            links[index] = DEPENDS_ON_INDEX.check(spec.pop("depends_on_index", None) or [])
             task = spec.pop("task")
             job = build_job(task, created_by=created_by, now=now, **spec)
         except KeyError:
@@ -103,6 +127,12 @@ def enqueue_many(specs, *, created_by=None, max_size=None, using="default"):
         built.append(job)
     if errors:
         raise BulkValidationError(errors)
+    order(links)
+    if any(links.values()) or any(j._depends_on or j._unique_for for j in built):
+        with transaction.atomic(using=using):
+            results = _create(built, {i: v for i, v in links.items() if v}, using=using)
+        taskresults.send_enqueued([job for job, created in results if created])
+        return [job for job, _ in results]
     with transaction.atomic(using=using):
         existing = {}
         if keys:
@@ -116,3 +146,75 @@ def enqueue_many(specs, *, created_by=None, max_size=None, using="default"):
             announce(jobs=new, using=using)
     taskresults.send_enqueued(new)
     return [existing.get(j.unique_key, j) if j.unique_key else j for j in built]
+
+
+def _create(built, links, *, using):
+    """Insert the jobs ``built`` with their unique keys and dependencies, in the caller's transaction.
+
+    ``links`` maps an index of ``built`` to the indexes it depends on.
+    Return ``[(job, created)]`` in order: a job whose key is held by an
+    active job or a unique window is that job. Raise BulkValidationError
+    for dependencies that do not exist.
+    """
+    resolved = {}  # index -> the existing job that holds its key
+    keys = [j.unique_key for j in built if j.unique_key]
+    active = {j.unique_key: j for j in Job.objects.using(using).active().filter(unique_key__in=keys)} if keys else {}
+    for index, job in enumerate(built):
+        if job.unique_key in active:
+            resolved[index] = active[job.unique_key]
+        elif job._unique_for:
+            until = job.created_at + timedelta(seconds=job._unique_for)
+            if not sql.take_unique_window(job.unique_key, until=until, now=job.created_at, using=using):
+                holder = UniqueWindow.objects.using(using).filter(key=job.unique_key).values_list("job", flat=True)
+                resolved[index] = Job.objects.using(using).get(pk=holder.first())
+    new = [i for i in range(len(built)) if i not in resolved]
+    wanted = {d for i in new for d in built[i]._depends_on}
+    wanted |= {resolved[t].pk for i in new for t in links.get(i, ()) if t in resolved}
+    statuses = sql.mark_dependencies(wanted, using=using)
+    missing = {
+        i: {"depends_on": [f"No job has the id {d}." for d in built[i]._depends_on if d not in statuses]}
+        for i in new
+        if any(d not in statuses for d in built[i]._depends_on)
+    }
+    if missing:
+        raise BulkValidationError(missing)
+    causes = {}  # index -> (index of a new job of this request, its status): named once it has an id
+    for index in order({i: links.get(i, []) for i in range(len(built))}):
+        if index in resolved:
+            continue
+        job = built[index]
+        job.has_dependencies = bool(job._depends_on or links.get(index))
+        states = {d: statuses[d] for d in job._depends_on}
+        for target in links.get(index, ()):
+            if target in resolved:
+                states[resolved[target].pk] = statuses[resolved[target].pk]
+            else:
+                built[target].has_dependents = True
+                states[("index", target)] = built[target].status
+        cause = start_state(job, states.items())
+        if cause is not None:
+            dependency, status = cause
+            if isinstance(dependency, tuple):
+                causes[index] = (dependency[1], status)
+            else:
+                record_failure(job, dependency, status)
+    jobs = [built[i] for i in new]
+    Job.objects.using(using).bulk_create(jobs, batch_size=1000)
+    JobDependency.objects.using(using).bulk_create(
+        [
+            JobDependency(job_id=built[i].pk, depends_on_id=d)
+            for i in new
+            for d in dict.fromkeys([*built[i]._depends_on, *((resolved.get(t) or built[t]).pk for t in links.get(i, ()))])
+        ],
+        batch_size=1000,
+    )
+    for index, (target, status) in causes.items():
+        record_failure(built[index], built[target].pk, status)
+        Job.objects.using(using).filter(pk=built[index].pk).update(errors=built[index].errors)
+    for job in jobs:
+        if job._unique_for:
+            UniqueWindow.objects.using(using).filter(key=job.unique_key).update(job=job)
+    pending = [j for j in jobs if j.status == JobStatus.PENDING]
+    if pending:
+        announce(jobs=pending, using=using)
+    return [(resolved[i], False) if i in resolved else (built[i], True) for i in range(len(built))]

@@ -13,10 +13,10 @@ from ..models import JobStatus
 
 # action -> (statuses it starts from, past participle for the message)
 ALLOWED = {
-    "cancel": ((JobStatus.PENDING, JobStatus.RUNNING), "cancelled"),
+    "cancel": ((JobStatus.PENDING, JobStatus.WAITING, JobStatus.RUNNING), "cancelled"),
     "retry": ((JobStatus.FAILED, JobStatus.CANCELLED), "retried"),
-    "reschedule": ((JobStatus.PENDING,), "rescheduled"),
-    "run now": ((JobStatus.PENDING,), "run now"),
+    "reschedule": ((JobStatus.PENDING, JobStatus.WAITING), "rescheduled"),
+    "run now": ((JobStatus.PENDING, JobStatus.WAITING), "run now"),
 }
 
 
@@ -28,7 +28,8 @@ def allowed_from(action):
 def refusal(action, job_id, status):
     """Return the one wording of "``action`` is not allowed for job ``job_id`` in ``status``"."""
     statuses, done = ALLOWED[action]
-    names = " or ".join(str(s) for s in statuses)
+    names = [str(s) for s in statuses]
+    names = " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 2 else names)
     state = status or "gone"
     return f"Only {names} jobs can be {done}; job {job_id} is {state}."
 
@@ -50,6 +51,14 @@ class BulkValidationError(ValidationError):
     def __init__(self, by_index):
         self.by_index = by_index
         super().__init__({str(i): [json.dumps(e)] for i, e in by_index.items()})
+
+
+class DependencyFailed(Exception):
+    """Recorded as the reason of a job cancelled because a job it depends on failed or was cancelled."""
+
+
+class SnoozedTooOften(Exception):
+    """Recorded as the error of an attempt that snoozed past SCHEDULER["MAX_SNOOZES"]."""
 
 
 class LeaseExpired(Exception):

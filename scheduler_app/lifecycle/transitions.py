@@ -19,6 +19,7 @@ from ..dispatcher.policy import LEASE_EXPIRED_MESSAGE
 from ..dispatcher.types import ClaimedJob
 from ..models import Job, JobStatus
 from .announce import announce
+from .dependencies import settle
 
 logger = logging.getLogger(__name__)
 
@@ -36,8 +37,9 @@ def claim(
     database (the dispatcher's own), runs it as a prepared statement;
     without one it runs on Django's connection. Claimed jobs come back in
     claim order (priority, time, FIFO). ``due_by`` (default ``now``) is how
-    late a job may be due; ``limits=False`` ignores paused queues (the test
-    helpers' ``drain``; a dispatcher always honours them).
+    late a job may be due. Paused and limited queues are left out (limited
+    ones have :func:`claim_limited`); ``limits=False`` claims from them too
+    (the test helpers' ``drain``; a dispatcher always honours them).
     """
     now = now or timezone.now()
     finished = list(finished)
@@ -58,6 +60,7 @@ def claim(
             connection=connection,
             using=using,
         )
+        won |= _finish_rest(finished, won, now, using)
         _report_lost(finished, won)
         return _claimed(rows, worker, now)
     if finished:
@@ -69,6 +72,52 @@ def claim(
         due_by=due_by, limits=limits, using=using,
     )
     return _claimed(rows, worker, now)
+
+
+def claim_limited(worker, *, queues, limit, lease, now=None, finished=(), connection=None, using="default"):
+    """Claim up to ``limit`` due jobs of ``queues``, at most as many of each limited queue as its limits allow.
+
+    As :func:`claim` by query, for a slot group with limited queues: the
+    limits are counted and obeyed in the claim, across every dispatcher
+    (``sql.limited``). Return ``(claimed jobs, blocked)``: ``blocked`` maps
+    each limited queue left without room to the epoch when its rate window
+    next has room, or None when it waits for a running job to end.
+    """
+    now = now or timezone.now()
+    finished = list(finished)
+    queues = sorted(queues)
+    lease_until = now + timedelta(seconds=lease)
+    if sql.is_postgres(using):
+        won, rows, rooms = sql.pg_limited_claim(
+            _finish_rows(finished), worker=worker, queues=queues, limit=max(limit, 0), now=now,
+            lease_until=lease_until, logs=_log_rows(finished), connection=connection, using=using,
+        )
+        won |= _finish_rest(finished, won, now, using)
+        _report_lost(finished, won)
+    else:
+        if finished:
+            finish(finished, now=now, using=using)
+        rows, rooms = sql.sqlite_limited_claim(
+            worker=worker, queues=queues, limit=max(limit, 0), now=now, lease_until=lease_until, using=using
+        )
+    jobs = _claimed(rows, worker, now)
+    return jobs, _blocked(rooms, jobs, now)
+
+
+def _blocked(rooms, jobs, now):
+    """Return ``{queue: when}`` for the limited queues this claim left without room."""
+    taken = {}
+    for job in jobs:
+        taken[job.queue] = taken.get(job.queue, 0) + 1
+    blocked = {}
+    for name, oldest, by_concurrency, by_rate, period in rooms:
+        n = taken.get(name, 0)
+        if by_concurrency is not None and by_concurrency - n <= 0:
+            blocked[name] = None  # until one of its running jobs ends
+        elif by_rate is not None and by_rate - n <= 0:
+            # The window holds rate_limit starts; the oldest leaves it first.
+            blocked[name] = (now.timestamp() if oldest is None else oldest) + period
+    return blocked
 
 
 def _load(value, kind):
@@ -117,6 +166,7 @@ def _claimed(rows, worker, now):
             enqueued_at=_moment(r[11]),
             started_at=_moment(r[12]),
             errors=r[13],
+            snoozes=r[14] or 0,
         )
         for r in rows
     ]
@@ -141,8 +191,34 @@ def finish(outcomes, *, now=None, using="default"):
         )
     else:
         won = sql.sqlite_finish(_finish_rows(outcomes), now=now, logs=_log_rows(outcomes), using=using)
+    won |= _finish_rest(outcomes, won, now, using)
     _report_lost(outcomes, won)
     return won
+
+
+def _finish_rest(outcomes, won, now, using):
+    """Finish the outcomes the plain statement left alone, settling dependents; return the ids that won.
+
+    The plain finish skips jobs that others depend on; they are finished
+    here, in a transaction with the statement that settles their dependents
+    (``dependencies.settle``): a dependent becomes pending in the same
+    transaction that finishes its last dependency. Outcomes that lose here
+    too were taken back by a rescue.
+    """
+    rest = [o for o in outcomes if o.job_id not in won]
+    if not rest:
+        return set()
+    rows = _finish_rows(rest)
+    with transaction.atomic(using=using):
+        if sql.is_postgres(using):
+            won_here, _ = sql.pg_finish_and_claim(
+                rows, worker="", queues=[], limit=0, now=now, lease_until=now, ids=None, dependents=True,
+                logs=_log_rows(rest), using=using,
+            )
+        else:
+            won_here = sql.sqlite_finish(rows, now=now, dependents=True, logs=_log_rows(rest), using=using)
+        settle({o.job_id: o.status for o in rest if o.job_id in won_here}, now=now, using=using)
+    return won_here
 
 
 def _report_lost(outcomes, won):
@@ -166,6 +242,7 @@ def _finish_rows(outcomes):
             json.dumps(o.error) if o.error is not None else None,
             o.retry_at,
             len(o.logs),
+            o.snoozed,
         )
         for o in outcomes
     ]
@@ -193,9 +270,10 @@ def rescue_expired(*, now=None, limit=500, using="default"):
     now = now or timezone.now()
     with transaction.atomic(using=using):
         rows = sql.rescue(now=now, limit=limit, message=LEASE_EXPIRED_MESSAGE, using=using)
-        pending = [job_id for job_id, status, _ in rows if status == JobStatus.PENDING]
+        pending = [job_id for job_id, status, _, _ in rows if status == JobStatus.PENDING]
         if pending:
             announce(jobs=list(Job.objects.using(using).filter(pk__in=pending)), using=using)
+        settle({job_id: status for job_id, status, _, has in rows if has}, now=now, using=using)
     if rows:
         logger.warning("rescued %d jobs with expired leases", len(rows), extra={"action": "rescue"})
     return len(rows)

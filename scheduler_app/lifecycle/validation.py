@@ -21,12 +21,18 @@ from ..limits import QUEUE_NAME_MAX, QUEUE_NAME_RE
 from ..models import Job
 from ..rules import (  # the plain fields' rules, used here and re-exported
     ARGS,
+    CONCURRENCY_LIMIT,
     DELAY,
+    DEPENDS_ON,
     EXECUTE_AT,
     KWARGS,
     MAX_ATTEMPTS,
+    ON_DEPENDENCY_FAILURE,
     PRIORITY,
+    RATE_LIMIT,
+    RATE_PERIOD,
     TIMEOUT,
+    UNIQUE_FOR,
     UNIQUE_KEY,
     Rule,
 )
@@ -75,7 +81,15 @@ class QueueName(Rule):
 TASK = TaskName()
 QUEUE = QueueName()
 
-RULES = {r.field: r for r in (TASK, ARGS, KWARGS, EXECUTE_AT, DELAY, PRIORITY, QUEUE, MAX_ATTEMPTS, TIMEOUT, UNIQUE_KEY)}
+RULES = {
+    r.field: r
+    for r in (
+        TASK, ARGS, KWARGS, EXECUTE_AT, DELAY, PRIORITY, QUEUE, MAX_ATTEMPTS, TIMEOUT, UNIQUE_KEY, UNIQUE_FOR,
+        DEPENDS_ON, ON_DEPENDENCY_FAILURE,
+    )
+}
+# The limits of a queue (``lifecycle.queues``).
+QUEUE_RULES = {r.field: r for r in (CONCURRENCY_LIMIT, RATE_LIMIT, RATE_PERIOD)}
 BOTH_WHEN = "Give either execute_at or delay, not both."
 
 
@@ -121,6 +135,9 @@ def build_job(
     max_attempts=None,
     timeout=None,
     unique_key=None,
+    unique_for=None,
+    depends_on=None,
+    on_dependency_failure=None,
     created_by=None,
     schedule=None,
     now=None,
@@ -129,12 +146,14 @@ def build_job(
     """Validate a job description and return an unsaved Job.
 
     ``None`` means "the default": now, the task's priority and queue; for
-    ``max_attempts``, ``timeout`` and ``unique_key``, the task's ``@options``,
-    then the backend's ``OPTIONS`` (``backend_options``, default: those of
-    the scheduler's first backend), then ``settings.SCHEDULER``. ``delay``
-    (seconds from now) is the other way to give ``execute_at``. The
-    arguments must bind to the task's signature. Raise ValidationError with
-    errors keyed by field name.
+    ``max_attempts``, ``timeout``, ``unique_key`` and ``unique_for``, the
+    task's ``@options``, then the backend's ``OPTIONS`` (``backend_options``,
+    default: those of the scheduler's first backend), then
+    ``settings.SCHEDULER``. ``delay`` (seconds from now) is the other way to
+    give ``execute_at``. The arguments must bind to the task's signature.
+    ``depends_on`` (job ids, or Jobs) and ``unique_for`` need the database
+    to be settled (``creation``): the job carries them as ``_depends_on``
+    and ``_unique_for``. Raise ValidationError with errors keyed by field name.
     """
     errors = _Errors()
     now = now or timezone.now()
@@ -175,17 +194,25 @@ def build_job(
         timeout = defaults.get("timeout")
     if timeout is not None:
         timeout = errors.run(TIMEOUT, timeout)
+    if unique_for is None and task_options is not None:
+        unique_for = task_options.unique_for
+    if unique_for is not None:
+        unique_for = errors.run(UNIQUE_FOR, unique_for)
+    depends_on = [] if depends_on is None else errors.run(DEPENDS_ON, depends_on) or []
+    if on_dependency_failure is None:
+        on_dependency_failure = "cancel"
+    errors.run(ON_DEPENDENCY_FAILURE, on_dependency_failure)
     if unique_key == "":
         unique_key = None
     if unique_key is None and task_options is not None and not {"args", "kwargs"} & set(errors.errors):
         try:
-            unique_key = task_options.unique_key(registry.name_of(task_obj), args, kwargs)
+            unique_key = task_options.unique_key(registry.name_of(task_obj), args, kwargs, unique_for=unique_for)
         except Exception as exc:  # the task's own callable raised
             errors.add("unique_key", f"The task's unique key could not be made: {type(exc).__name__}: {exc}")
     if unique_key is not None:
         errors.run(UNIQUE_KEY, unique_key)
     errors.raise_if_any()
-    return Job(
+    job = Job(
         task=registry.name_of(task_obj),
         args=args,
         kwargs=kwargs,
@@ -199,7 +226,12 @@ def build_job(
         schedule_id=getattr(schedule, "pk", schedule),
         created_at=now,
         updated_at=now,
+        on_dependency_failure=on_dependency_failure,
+        has_dependencies=bool(depends_on),
     )
+    job._depends_on = depends_on
+    job._unique_for = unique_for
+    return job
 
 
 @functools.lru_cache(maxsize=1024)

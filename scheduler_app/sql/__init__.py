@@ -13,6 +13,7 @@ as a prepared statement and by everything else on Django's connection.
 from .base import (
     CLAIM_COLUMNS,
     NOT_PAUSED,
+    NOT_PAUSED_NOR_LIMITED,
     QUEUE_TABLE,
     TABLE,
     Epoch,
@@ -25,7 +26,14 @@ from .base import (
     notify,
     vendor,
 )
+from .flow import (
+    DEPENDENCY_FAILED_CLASS,
+    mark_dependencies,
+    settle_dependents,
+    take_unique_window,
+)
 from .leases import release, renew, rescue
+from .limited import pg_limited_claim, pg_limited_claim_text, sqlite_limited_claim
 from .postgres import (
     _pg_array,
     pg_finish_and_claim,
@@ -38,7 +46,9 @@ from .sqlite import sqlite_claim, sqlite_finish, sqlite_optimize
 
 __all__ = [
     "CLAIM_COLUMNS",
+    "DEPENDENCY_FAILED_CLASS",
     "NOT_PAUSED",
+    "NOT_PAUSED_NOR_LIMITED",
     "QUEUE_TABLE",
     "TABLE",
     "Epoch",
@@ -49,17 +59,23 @@ __all__ = [
     "estimated_value_counts",
     "is_postgres",
     "is_sqlite",
+    "mark_dependencies",
     "notify",
     "pg_finish_and_claim",
     "pg_finish_and_claim_params",
     "pg_finish_and_claim_text",
     "pg_insert_and_notify",
     "pg_insert_statement",
+    "pg_limited_claim",
+    "pg_limited_claim_text",
     "release",
     "renew",
     "rescue",
+    "settle_dependents",
     "sqlite_claim",
     "sqlite_finish",
+    "sqlite_limited_claim",
     "sqlite_optimize",
+    "take_unique_window",
     "vendor",
 ]

@@ -8,16 +8,27 @@ from django.db.models import FloatField, Func
 TABLE = "scheduler_app_job"
 QUEUE_TABLE = "scheduler_app_queue"
 LOG_TABLE = "scheduler_app_joblog"
+DEPENDENCY_TABLE = "scheduler_app_jobdependency"
+START_TABLE = "scheduler_app_queuestart"
+UNIQUE_WINDOW_TABLE = "scheduler_app_uniquewindow"
 # Part of every claim's condition (invariant 11): a pause takes effect at its
 # commit, not when each dispatcher next reads the flags.
 NOT_PAUSED = f"queue NOT IN (SELECT name FROM {QUEUE_TABLE} WHERE paused)"
+# The plain claim's condition: no paused queue, and no limited one either.
+# Limited queues are claimed only by the claim that counts their use
+# (``pg_limited_claim_text``, ``sqlite_limited_claim``), so a limit set now
+# holds for every claim that starts after its commit.
+NOT_PAUSED_NOR_LIMITED = (
+    f"queue NOT IN (SELECT name FROM {QUEUE_TABLE} "
+    "WHERE paused OR concurrency_limit IS NOT NULL OR rate_limit IS NOT NULL)"
+)
 
 # What a claim returns, in this order (``lifecycle.transitions`` reads it).
 # Times as epoch seconds (see Epoch): any stored time converts. The last
 # three are for the attempt's TaskResult (errors: the earlier ones, as text).
 CLAIM_COLUMNS = (
     "id", "task", "args", "kwargs", "queue", "priority", "execute_at", "attempts", "max_attempts",
-    "timeout", "cancel_requested", "created_at", "started_at", "errors",
+    "timeout", "cancel_requested", "created_at", "started_at", "errors", "snoozes",
 )
 
 
@@ -127,11 +138,20 @@ def estimated_value_counts(model, column, values, *, min_rows, using="default"):
         return None
     table = model._meta.db_table
     with connections[using].cursor() as cursor:
-        cursor.execute("SELECT reltuples::bigint FROM pg_class WHERE relname = %s", [table])
+        # As the planner does: rows per page at the last ANALYZE times the
+        # pages the table has now, so a table truncated or bulk-deleted since
+        # (its statistics still say millions) is counted exactly.
+        cursor.execute(
+            "SELECT reltuples, relpages, pg_relation_size(oid) / current_setting('block_size')::int "
+            "FROM pg_class WHERE oid = %s::regclass",
+            [table],
+        )
         row = cursor.fetchone()
-        if not row or row[0] < min_rows:
+        if not row or row[0] <= 0 or row[1] <= 0:
             return None
-        total = row[0]
+        total = int(row[0] / row[1] * row[2])
+        if total < min_rows:
+            return None
         cursor.execute(
             "SELECT most_common_vals::text::text[], most_common_freqs FROM pg_stats "
             "WHERE tablename = %s AND attname = %s",

@@ -25,7 +25,7 @@ def rescue(*, now, limit, message, using="default"):
     Rows go back to pending while attempts remain, to failed (a "lost" error)
     when none do, to cancelled when a cancel was requested. The status and
     lease test is the compare-and-set: a job that finished meanwhile no
-    longer matches.
+    longer matches. Return ``[(id, status, queue, has_dependents)]``.
     """
     pg = is_postgres(using)
     t = adapt_dt(now, using)
@@ -44,7 +44,7 @@ def rescue(*, now, limit, message, using="default"):
             f"THEN NULL ELSE %s END, "
             f"lease_expires_at = NULL, updated_at = %s "
             f"FROM c WHERE j.id = c.id AND j.status = 'running' AND j.lease_expires_at < %s "
-            f"RETURNING j.id, j.status, j.queue"
+            f"RETURNING j.id, j.status, j.queue, j.has_dependents"
         )
         params = [t, int(limit), time_text, message, t, t, t, t]
     else:
@@ -60,10 +60,10 @@ def rescue(*, now, limit, message, using="default"):
             f"WHERE status = 'running' AND lease_expires_at < %s AND id IN "
             f"(SELECT id FROM {TABLE} WHERE status = 'running' AND lease_expires_at < %s "
             f"ORDER BY lease_expires_at LIMIT %s) "
-            f"RETURNING id, status, queue"
+            f"RETURNING id, status, queue, has_dependents"
         )
         params = [time_text, message, t, t, t, t, t, int(limit)]
-    return [tuple(r) for r in _rows(statement, params, using)]
+    return [(r[0], r[1], r[2], bool(r[3])) for r in _rows(statement, params, using)]
 
 
 def renew(*, worker, lease_until, using="default"):

@@ -6,7 +6,7 @@ import json
 from django.db import connections, transaction
 from django.db.models.sql import InsertQuery
 
-from .base import CLAIM_COLUMNS, LOG_TABLE, NOT_PAUSED, TABLE, _rows, claim_returning
+from .base import CLAIM_COLUMNS, LOG_TABLE, NOT_PAUSED_NOR_LIMITED, TABLE, _rows, claim_returning
 
 
 def pg_insert_and_notify(obj, *, channel, payload_parts, using="default"):
@@ -80,7 +80,52 @@ def pg_insert_statement(obj, *, channel, payload_parts, using="default"):
 _INSERT_STATEMENTS = {}
 
 
-def _pg_finish_and_claim_text(by_ids, limit, limits, logs=False):
+def finish_ctes(*, dependents=False, logs=False):
+    """Return the CTEs ``v`` (the outcomes) and ``f`` (their compare-and-set UPDATE), comma-terminated.
+
+    A snooze gives its attempt back (``attempts - 1``) and counts in
+    ``snoozes``. Without ``dependents``, a job that others depend on is
+    left alone (it is not in ``f``'s RETURNING): its finish must also
+    settle its dependents, which only a statement of its own in the same
+    transaction can see (``lifecycle.finish``). The flag is read on the row
+    version the UPDATE locks, so a dependent created meanwhile is never missed.
+    With ``logs``, a CTE ``l`` inserts the attempts' log records (one JSON
+    document) for the outcomes that won, and ``logs_count`` grows by theirs.
+    """
+    return (
+        "v AS (SELECT * FROM jsonb_to_recordset(%(finished)s::jsonb) "
+        "AS v(vid bigint, vworker text, vattempts integer, vstatus text, vresult text, "
+        "verror text, vexec timestamptz, vsnooze boolean, vlogs integer)), "
+        f"f AS (UPDATE {TABLE} AS j SET "
+        "status = v.vstatus, "
+        "result = CASE WHEN v.vstatus = 'succeeded' THEN v.vresult::jsonb ELSE j.result END, "
+        "errors = CASE WHEN v.verror IS NULL THEN j.errors "
+        "ELSE j.errors || jsonb_build_array(v.verror::jsonb) END, "
+        "execute_at = COALESCE(v.vexec, j.execute_at), "
+        "finished_at = CASE WHEN v.vstatus = 'pending' THEN NULL ELSE %(now)s END, "
+        "cancel_requested = CASE WHEN v.vstatus = 'pending' THEN FALSE ELSE j.cancel_requested END, "
+        "attempts = CASE WHEN v.vsnooze THEN j.attempts - 1 ELSE j.attempts END, "
+        "snoozes = CASE WHEN v.vsnooze THEN j.snoozes + 1 ELSE j.snoozes END, "
+        "lease_expires_at = NULL, updated_at = %(now)s, logs_count = j.logs_count + v.vlogs "
+        "FROM v WHERE j.id = v.vid AND j.id = ANY(ARRAY(SELECT vid FROM v)) "
+        "AND j.attempts = v.vattempts AND j.status = 'running' AND j.worker = v.vworker "
+        f"{'' if dependents else 'AND NOT j.has_dependents '}RETURNING j.id), "
+        f"{LOGS_CTE if logs else ''}"
+    )
+
+
+def claim_update(source):
+    """Return the CTE ``u``: the claim of the ids in CTE ``source`` (pending -> running), comma-less."""
+    return (
+        f"u AS (UPDATE {TABLE} AS j SET status = 'running', attempts = j.attempts + 1, "
+        "worker = %(worker)s, lease_expires_at = %(lease)s, "
+        "started_at = COALESCE(j.started_at, %(now)s), last_attempted_at = %(now)s, "
+        "updated_at = %(now)s, finished_at = NULL "
+        f"WHERE j.id = ANY(ARRAY(SELECT id FROM {source})) RETURNING {claim_returning('j', pg=True)})"
+    )
+
+
+def _pg_finish_and_claim_text(by_ids, limit, limits, dependents=False, logs=False):
     """Build the PostgreSQL statement that records outcomes and claims jobs at once.
 
     Its text depends only on the claim's kind and ``limit`` (arrays, not
@@ -92,39 +137,21 @@ def _pg_finish_and_claim_text(by_ids, limit, limits, logs=False):
     literal so the planner knows how many rows come out of ``c``.
     Data-modifying CTEs run on one snapshot: ``f`` touches this worker's
     running rows, ``u`` only pending ones, so they never meet. With limit 0
-    it only finishes. With ``logs``, a CTE inserts the attempts' log records
-    (one JSON document) for the outcomes that won.
+    it only finishes. With ``limits`` it claims from no paused or limited
+    queue (those have a claim of their own, ``sql.limited``). With ``logs``
+    the attempts' log records are inserted too (``finish_ctes``).
     """
     id_filter = "AND id = ANY(%(ids)s::bigint[]) " if by_ids else ""
     # By ids the caller asks for exactly the rows it names (and orders what
     # comes back), so no sort; by query the claim index gives claim order.
     order = "" if by_ids else "ORDER BY priority DESC, execute_at, id "
-    returning = claim_returning("j", pg=True)
     columns = len(CLAIM_COLUMNS)
     return (
-        "WITH v AS (SELECT * FROM jsonb_to_recordset(%(finished)s::jsonb) "
-        "AS v(vid bigint, vworker text, vattempts integer, vstatus text, vresult text, "
-        "verror text, vexec timestamptz, vlogs integer)), "
-        f"f AS (UPDATE {TABLE} AS j SET "
-        "status = v.vstatus, "
-        "result = CASE WHEN v.vstatus = 'succeeded' THEN v.vresult::jsonb ELSE j.result END, "
-        "errors = CASE WHEN v.verror IS NULL THEN j.errors "
-        "ELSE j.errors || jsonb_build_array(v.verror::jsonb) END, "
-        "execute_at = COALESCE(v.vexec, j.execute_at), "
-        "finished_at = CASE WHEN v.vstatus = 'pending' THEN NULL ELSE %(now)s END, "
-        "cancel_requested = CASE WHEN v.vstatus = 'pending' THEN FALSE ELSE j.cancel_requested END, "
-        "lease_expires_at = NULL, updated_at = %(now)s, logs_count = j.logs_count + v.vlogs "
-        "FROM v WHERE j.id = v.vid AND j.id = ANY(ARRAY(SELECT vid FROM v)) "
-        "AND j.attempts = v.vattempts AND j.status = 'running' AND j.worker = v.vworker RETURNING j.id), "
-        f"{LOGS_CTE if logs else ''}"
+        f"WITH {finish_ctes(dependents=dependents, logs=logs)}"
         f"c AS (SELECT id FROM {TABLE} WHERE status = 'pending' AND execute_at <= %(due)s "
-        f"AND queue = ANY(%(queues)s::text[]) {'AND ' + NOT_PAUSED if limits else ''} {id_filter}"
+        f"AND queue = ANY(%(queues)s::text[]) {'AND ' + NOT_PAUSED_NOR_LIMITED if limits else ''} {id_filter}"
         f"{order}LIMIT {int(limit)} FOR UPDATE SKIP LOCKED), "
-        f"u AS (UPDATE {TABLE} AS j SET status = 'running', attempts = j.attempts + 1, "
-        "worker = %(worker)s, lease_expires_at = %(lease)s, "
-        "started_at = COALESCE(j.started_at, %(now)s), last_attempted_at = %(now)s, "
-        "updated_at = %(now)s, finished_at = NULL "
-        f"WHERE j.id = ANY(ARRAY(SELECT id FROM c)) RETURNING {returning}) "
+        f"{claim_update('c')} "
         f"SELECT NULL::bigint AS finished, * FROM u "
         f"UNION ALL SELECT f.id, {', '.join(['NULL'] * columns)} FROM f"
     )
@@ -141,14 +168,16 @@ LOGS_CTE = (
 _PG_FINISH_AND_CLAIM = {}
 
 
-def pg_finish_and_claim_text(by_ids, limit, limits=True, logs=False):
+def pg_finish_and_claim_text(by_ids, limit, limits=True, dependents=False, logs=False):
     """The finish+claim statement for a claim by ids (or by query) of up to ``limit`` rows.
 
-    Without ``limits`` it claims from paused queues too (the test helpers' ``drain``).
+    Without ``limits`` it claims from paused and limited queues too (the
+    test helpers' ``drain``). With ``dependents`` it also finishes jobs that
+    others depend on (``lifecycle.finish`` then settles the dependents).
     With ``logs`` it also inserts log records: a text of its own, so that
     batches without any pay nothing for them.
     """
-    key = (bool(by_ids), int(limit), bool(limits), bool(logs))
+    key = (bool(by_ids), int(limit), bool(limits), bool(dependents), bool(logs))
     statement = _PG_FINISH_AND_CLAIM.get(key)
     if statement is None:
         statement = _PG_FINISH_AND_CLAIM[key] = _pg_finish_and_claim_text(*key)
@@ -178,8 +207,9 @@ def pg_finish_and_claim_params(rows, *, worker, queues, now, lease_until, ids, d
             "verror": error,
             "vexec": execute_at.isoformat() if execute_at is not None else None,
             "vlogs": count,
+            "vsnooze": snoozed,
         }
-        for job_id, worker_id, attempt, status, result, error, execute_at, count in rows
+        for job_id, worker_id, attempt, status, result, error, execute_at, count, snoozed in rows
     ]
     params = {
         "finished": json.dumps(finished),
@@ -201,7 +231,7 @@ def pg_finish_and_claim_params(rows, *, worker, queues, now, lease_until, ids, d
 
 
 def pg_finish_and_claim(
-    rows, *, worker, queues, limit, now, lease_until, ids=None, due_by=None, limits=True, logs=(),
+    rows, *, worker, queues, limit, now, lease_until, ids=None, due_by=None, limits=True, dependents=False, logs=(),
     connection=None, using="default",
 ):
     """PostgreSQL: record outcomes ``rows`` and claim up to ``limit`` jobs, in one statement.
@@ -211,7 +241,7 @@ def pg_finish_and_claim(
     own) it runs as a prepared statement; without one, on Django's
     connection ``using``. The same text either way.
     """
-    statement = pg_finish_and_claim_text(ids is not None, limit, limits, bool(logs))
+    statement = pg_finish_and_claim_text(ids is not None, limit, limits, dependents, bool(logs))
     params = pg_finish_and_claim_params(
         rows, worker=worker, queues=queues, now=now, lease_until=lease_until, ids=ids, due_by=due_by, logs=logs
     )

@@ -6,7 +6,7 @@ from django.db import connections, transaction
 
 from .base import (
     LOG_TABLE,
-    NOT_PAUSED,
+    NOT_PAUSED_NOR_LIMITED,
     TABLE,
     _in_list,
     _rows,
@@ -36,14 +36,16 @@ def sqlite_claim(*, worker, queues, limit, now, lease_until, ids=None, due_by=No
     """SQLite: claim up to ``limit`` jobs due by ``due_by`` (default ``now``) in claim order.
 
     Return the rows (CLAIM_COLUMNS). One statement is atomic on SQLite; the
-    status check in the outer WHERE repeats the compare-and-set. Without
-    ``limits`` paused queues are claimed too (the test helpers' ``drain``).
+    status check in the outer WHERE repeats the compare-and-set. With
+    ``limits`` no paused or limited queue is claimed from (limited queues
+    have a claim of their own, ``sql.limited``); without, both are (the test
+    helpers' ``drain``).
     """
     params = [adapt_dt(now if due_by is None else due_by, using)]
     where = ["status = 'pending'", "execute_at <= %s"]
     where.append(_in_list("queue", queues, params, using))
     if limits:
-        where.append(NOT_PAUSED)
+        where.append(NOT_PAUSED_NOR_LIMITED)
     if ids is not None:
         where.append(_in_list("id", ids, params, using))
     params.append(int(limit))
@@ -66,23 +68,25 @@ def sqlite_claim(*, worker, queues, limit, now, lease_until, ids=None, due_by=No
     return _rows(statement, set_params + params, using)
 
 
-def sqlite_finish(rows, *, now, logs=(), using="default"):
+def sqlite_finish(rows, *, now, dependents=False, logs=(), using="default"):
     """SQLite: record outcomes of claimed attempts; return the ids whose row matched.
 
     ``rows`` are tuples ``(id, worker, attempt, status, result_json,
-    error_json, execute_at, log count)``; each row is compare-and-set on
+    error_json, execute_at, log count, snoozed)``; each row is compare-and-set on
     ``status = running AND worker AND attempts``, so a finisher whose attempt
-    was rescued (and maybe claimed again elsewhere) changes nothing. The log
-    records ``logs`` of the outcomes that won are inserted in the same
-    transaction (a few multi-row INSERTs, never one per record).
+    was rescued (and maybe claimed again elsewhere) changes nothing. Without
+    ``dependents`` jobs that others depend on are left for
+    ``lifecycle.finish`` (see ``postgres.finish_ctes``). The log records
+    ``logs`` of the outcomes that won are inserted in the same transaction
+    (a few multi-row INSERTs, never one per record).
     """
     params = []
     values = []
-    for job_id, worker, attempt, status, result, error, execute_at, count in rows:
-        values.append("(%s, %s, %s, %s, %s, %s, %s, %s)")
-        params.extend([job_id, worker, attempt, status, result, error, adapt_dt(execute_at, using), count])
+    for job_id, worker, attempt, status, result, error, execute_at, count, snoozed in rows:
+        values.append("(%s, %s, %s, %s, %s, %s, %s, %s, %s)")
+        params.extend([job_id, worker, attempt, status, result, error, adapt_dt(execute_at, using), count, int(snoozed)])
     statement = (
-        f"WITH v(vid, vworker, vattempts, vstatus, vresult, verror, vexec, vlogs) AS "
+        f"WITH v(vid, vworker, vattempts, vstatus, vresult, verror, vexec, vlogs, vsnooze) AS "
         f"(VALUES {', '.join(values)}) "
         f"UPDATE {TABLE} AS j SET "
         "status = v.vstatus, "
@@ -92,9 +96,11 @@ def sqlite_finish(rows, *, now, logs=(), using="default"):
         "execute_at = CASE WHEN v.vexec IS NULL THEN j.execute_at ELSE v.vexec END, "
         "finished_at = CASE WHEN v.vstatus = 'pending' THEN NULL ELSE %s END, "
         "cancel_requested = CASE WHEN v.vstatus = 'pending' THEN 0 ELSE j.cancel_requested END, "
+        "attempts = j.attempts - v.vsnooze, snoozes = j.snoozes + v.vsnooze, "
         "lease_expires_at = NULL, updated_at = %s, logs_count = j.logs_count + v.vlogs "
         "FROM v WHERE j.id = v.vid AND j.attempts = v.vattempts "
-        "AND j.status = 'running' AND j.worker = v.vworker RETURNING id"
+        f"AND j.status = 'running' AND j.worker = v.vworker {'' if dependents else 'AND NOT j.has_dependents '}"
+        "RETURNING id"
     )
     if not logs:
         return {r[0] for r in _rows(statement, params + [adapt_dt(now, using)] * 2, using)}

@@ -44,12 +44,15 @@ def drain(queue=None, *, with_scheduled=False, with_retries=True, using="default
     times come (a dispatcher's order, with the clock jumped forward).
     ``with_retries``: a failed attempt with attempts left runs again at once
     (its backoff skipped); otherwise it stays pending at its retry time.
-    Paused queues are drained too. A task's ``timeout`` is not enforced (the
-    job runs in this thread). ``queue`` limits the drain to one queue.
+    Paused queues are drained too, and queue limits do not apply. A task's
+    ``timeout`` is not enforced (the job runs in this thread). ``queue``
+    limits the drain to one queue. A job waiting on dependencies runs once
+    they succeeded (in the same drain, when they run in it); a job that
+    snoozed runs again only ``with_scheduled`` (its new time is later).
 
     Return ``{"succeeded": n, "failed": n, "cancelled": n, "snoozed": n}``:
     jobs that reached each end (a job retried twice and then successful
-    counts once, as succeeded).
+    counts once, as succeeded), and how many times a job snoozed.
     """
     queues = [queue] if queue is not None else sorted(conf.known_queues())
     summary = {"succeeded": 0, "failed": 0, "cancelled": 0, "snoozed": 0}
@@ -69,7 +72,9 @@ def drain(queue=None, *, with_scheduled=False, with_retries=True, using="default
         if outcome.status == Status.PENDING and with_retries and outcome.error is not None:
             outcome = dataclasses.replace(outcome, retry_at=now)
         finish([outcome], now=now, using=using)
-        if outcome.status in summary:
+        if outcome.snoozed:
+            summary["snoozed"] += 1
+        elif outcome.status in summary:
             summary[outcome.status] += 1
     raise RuntimeError(
         f"drain() ran {MAX_RUNS} jobs and more keep coming: does a task enqueue itself?"

@@ -112,7 +112,7 @@ class TestData:
         make_job(JobStatus.SUCCEEDED)
         make_job(JobStatus.FAILED, errors=[{"attempt": 1, "exception_class": "x.Boom", "message": "boom", "traceback": ""}])
         data = admin_client_.get(DATA).json()
-        assert data["counts"] == {"pending": 2, "running": 0, "succeeded": 1, "failed": 1, "cancelled": 0}
+        assert data["counts"] == {"pending": 2, "waiting": 0, "running": 0, "succeeded": 1, "failed": 1, "cancelled": 0}
         default = next(q for q in data["queues"] if q["name"] == "default")
         assert (default["pending"], default["due"], default["running"]) == (2, 1, 0)
         assert 89 <= data["oldest_due_lag_seconds"] <= 120

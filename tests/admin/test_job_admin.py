@@ -284,7 +284,7 @@ class TestChangeView:
         response = admin_client_.post(change_url(job), {**split_dt(job.execute_at), "priority": "9", "_save": "Save"})
         assert response.status_code == 302 and response["Location"] == change_url(job)
         assert message_texts(response) == [
-            f"Not rescheduled: Only pending jobs can be rescheduled; job {job.pk} is running."
+            f"Not rescheduled: Only pending or waiting jobs can be rescheduled; job {job.pk} is running."
         ]
         job.refresh_from_db()
         assert job.priority == 0
@@ -296,7 +296,7 @@ class TestChangeView:
         Job.objects.filter(pk=job.pk).update(status=JobStatus.CANCELLED)
         form = JobRescheduleForm({**split_dt(job.execute_at), "priority": "9"}, instance=job)
         assert not form.is_valid()
-        assert form.non_field_errors() == [f"Only pending jobs can be rescheduled; job {job.pk} is cancelled."]
+        assert form.non_field_errors() == [f"Only pending or waiting jobs can be rescheduled; job {job.pk} is cancelled."]
 
     def test_finished_job_is_read_only_with_result_errors_and_timings(self, admin_client_, make_job):
         job = make_job(

@@ -133,10 +133,10 @@ def test_stats(api, workers, make_job, set_status):
     set_status(make_job(), "cancelled")
     body = api.get("/api/stats/").json()
     assert set(body) == {"jobs", "queues", "oldest_due_lag_seconds", "throughput", "workers"}
-    assert body["jobs"] == {"pending": 2, "running": 1, "succeeded": 2, "failed": 1, "cancelled": 1}
-    assert body["queues"]["default"] == {"pending": 1, "due": 1, "running": 1}
-    assert body["queues"]["slow"] == {"pending": 1, "due": 0, "running": 0}
-    assert body["queues"]["other"] == {"pending": 0, "due": 0, "running": 0}
+    assert body["jobs"] == {"pending": 2, "waiting": 0, "running": 1, "succeeded": 2, "failed": 1, "cancelled": 1}
+    assert body["queues"]["default"] == {"pending": 1, "waiting": 0, "due": 1, "running": 1}
+    assert body["queues"]["slow"] == {"pending": 1, "waiting": 0, "due": 0, "running": 0}
+    assert body["queues"]["other"] == {"pending": 0, "waiting": 0, "due": 0, "running": 0}
     assert 9 <= body["oldest_due_lag_seconds"] < 60
     assert body["throughput"] == {"last_minute": 1, "last_hour": 2}
     assert body["workers"] == {"alive": 1}
@@ -144,7 +144,7 @@ def test_stats(api, workers, make_job, set_status):
 
 def test_stats_when_empty(api):
     body = api.get("/api/stats/").json()
-    assert body["jobs"] == dict.fromkeys(["pending", "running", "succeeded", "failed", "cancelled"], 0)
+    assert body["jobs"] == dict.fromkeys(["pending", "waiting", "running", "succeeded", "failed", "cancelled"], 0)
     assert body["oldest_due_lag_seconds"] == 0.0
     assert body["workers"] == {"alive": 0}
     assert Job.objects.count() == 0

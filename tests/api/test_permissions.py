@@ -42,6 +42,8 @@ ENDPOINTS = [
     ("get", "/api/jobs/{failed}/logs/", None, "view_job"),
     ("get", "/api/workers/", None, "view_worker"),
     ("get", "/api/queues/", None, "view_queue"),
+    ("get", "/api/queues/slow/", None, "view_queue"),
+    ("patch", "/api/queues/slow/", {"concurrency_limit": 3}, "change_queue"),
     ("post", "/api/queues/slow/pause/", None, "change_queue"),
     ("post", "/api/queues/slow/resume/", None, "change_queue"),
     ("get", "/api/schedules/", None, "view_schedule"),

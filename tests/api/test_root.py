@@ -42,7 +42,7 @@ def test_root_needs_only_a_staff_user(staff_user, non_staff, anon):
         ("post", "/api/nope/"),
         ("delete", "/api/nope/deeper/still/"),
         ("get", "/api/jobs/1/nope/"),
-        ("get", "/api/queues/default/"),
+        ("get", "/api/queues/nope/"),
         ("get", "/api/nope"),
         ("post", "/api/jobs"),
         ("get", "/api/jobs/%00/"),

@@ -137,7 +137,7 @@ def million(django_db_setup, django_db_blocker):
             # slower) and see a million-row estimate. The table is empty:
             # give it new, empty files. (Schedule refers to Job, so with it.)
             with connection.cursor() as cursor:
-                cursor.execute("TRUNCATE scheduler_app_job, scheduler_app_schedule")
+                cursor.execute("TRUNCATE scheduler_app_job, scheduler_app_schedule CASCADE")
         assert not Job.objects.exists()
 
 

@@ -43,6 +43,8 @@ EXPECTED_OPERATIONS = {
     ("get", "/api/tasks/"),
     ("get", "/api/workers/"),
     ("get", "/api/queues/"),
+    ("get", "/api/queues/{name}/"),
+    ("patch", "/api/queues/{name}/"),
     ("post", "/api/queues/{name}/pause/"),
     ("post", "/api/queues/{name}/resume/"),
     ("get", "/api/stats/"),
@@ -80,7 +82,7 @@ def test_schema_is_served_to_staff(api):
     params = {p["name"] for p in schema["paths"]["/api/jobs/"]["get"]["parameters"]}
     assert params == {
         "status", "queue", "task", "priority_min", "priority_max", "execute_after",
-        "execute_before", "schedule", "search", "ordering", "page", "page_size",
+        "execute_before", "depends_on", "schedule", "search", "ordering", "page", "page_size",
     }
     task_enum = schema["components"]["schemas"]["JobCreate"]["properties"]["task"]
     assert "tests.testapp.tasks.add" in str(task_enum) or "TaskEnum" in str(task_enum)
@@ -197,6 +199,11 @@ STATEABLE_ONLY_IN_WORDS = [
     # The database's state.
     ("name", "A schedule named "),
     ("unique_key", "Same unique_key as job "),  # one item of a bulk request against another
+    ("depends_on", "No job has the id "),
+    # One item of a bulk request against the others: an index outside it, itself, a cycle.
+    ("depends_on_index", "No job "),
+    ("depends_on_index", "A job cannot depend on itself."),
+    ("depends_on_index", "Jobs "),
     # The task's own signature (the schema has one args and kwargs for every task).
     ("args", "The arguments do not match "),
     # A syntax of its own.

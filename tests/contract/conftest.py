@@ -62,10 +62,16 @@ class FakeHarness:
     def resume(self, queue):
         self.store.paused.discard(queue)
 
+    def set_limits(self, queue, *, concurrency=None, rate=None, period=1.0):
+        self.store.set_limits(queue, concurrency=concurrency, rate=rate, period=period)
+
     def row(self, job_id):
         r = self.store.jobs[job_id]
         result = json.loads(r.result_json) if r.result_json is not None else None
-        return {"status": r.status, "attempts": r.attempts, "worker": r.worker, "errors": r.errors, "result": result}
+        return {
+            "status": r.status, "attempts": r.attempts, "worker": r.worker, "errors": r.errors, "result": result,
+            "snoozes": r.snoozes,
+        }
 
     def job_count(self):
         return len(self.store.jobs)
@@ -139,10 +145,15 @@ class DjangoHarness:
 
         lifecycle.resume_queue(queue)
 
+    def set_limits(self, queue, *, concurrency=None, rate=None, period=1.0):
+        from scheduler_app import lifecycle
+
+        lifecycle.set_limits(queue, concurrency_limit=concurrency, rate_limit=rate, rate_period=period)
+
     def row(self, job_id):
         from scheduler_app.models import Job
 
-        return Job.objects.values("status", "attempts", "worker", "errors", "result").get(pk=job_id)
+        return Job.objects.values("status", "attempts", "worker", "errors", "result", "snoozes").get(pk=job_id)
 
     def job_count(self):
         from scheduler_app.models import Job

@@ -21,6 +21,20 @@ def test_enqueue_prints_the_new_job_id(capsys):
     assert job.execute_at > timezone.now() + timedelta(seconds=50)
 
 
+def test_enqueue_with_dependencies_and_a_unique_period(capsys):
+    call_command("enqueue", "tests.testapp.tasks.add", "--args", "[1, 2]")
+    first = int(capsys.readouterr().out.strip())
+    call_command(
+        "enqueue", "tests.testapp.tasks.add", "--args", "[3, 4]", "--depends-on", str(first),
+        "--on-dependency-failure", "run", "--unique-for", "60",
+    )
+    job = Job.objects.get(pk=int(capsys.readouterr().out.strip()))
+    assert (job.status, job.on_dependency_failure, job.has_dependencies) == ("waiting", "run", True)
+    call_command("enqueue", "tests.testapp.tasks.add", "--args", "[3, 4]", "--unique-for", "60")
+    out = capsys.readouterr()
+    assert int(out.out.strip()) == job.pk and "holds unique key" in out.err
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -39,6 +53,8 @@ def test_enqueue_prints_the_new_job_id(capsys):
         (["tests.testapp.tasks.add", "--in", "nan"], "Must be a number of seconds from 0 to 3153600000."),
         (["tests.testapp.tasks.add", "--at", "9999-12-31T23:59:59-01:00"], "Must be no later than 9999-12-31T23:59:59Z."),
         (["tests.testapp.tasks.add", "--queue", "a/b"], "Unknown queue: queue names are 1 to 64 letters"),
+        (["tests.testapp.tasks.add", "--args", "[1, 2]", "--depends-on", "1,x"], "Must be a list of at most 1000 job ids."),
+        (["tests.testapp.tasks.add", "--args", "[1, 2]", "--depends-on", "999999"], "depends_on: No job has the id 999999."),
     ],
 )
 def test_enqueue_bad_input(args, message):

@@ -150,3 +150,22 @@ def test_a_jobs_own_log_lines_are_kept_from_its_worker_process():
     assert list(JobLog.objects.filter(job=job).order_by("seq").values_list("message", flat=True)) == [
         "line 1 of 2", "line 2 of 2",
     ]
+
+
+def test_the_setting_makes_a_queue_run_in_processes_and_the_banner_says_so(settings, monkeypatch):
+    from django.db import connection
+
+    # The worker processes set Django up from the settings module: the test database by name.
+    monkeypatch.setenv("SCHEDULER_TEST_DB_NAME", str(connection.settings_dict["NAME"]))
+    settings.SCHEDULER = {**settings.SCHEDULER, "QUEUES": {"slow": {"mode": "process"}}}
+    job, _ = lifecycle.enqueue(T + "pid_then_sleep", ["/tmp", f"setting-{os.getpid()}", 0], queue="slow", max_attempts=1)
+    other, _ = lifecycle.enqueue(T + "add", [1, 2], queue="default", max_attempts=1)
+    from .helpers import manage_in_process
+
+    code, out, err = manage_in_process("rundispatcher", "--burst")
+    assert code in (0, None), err
+    assert "in worker processes: slow" in out, out
+    job.refresh_from_db()
+    other.refresh_from_db()
+    assert job.status == "succeeded" and job.result != os.getpid()  # ran in another process
+    assert other.status == "succeeded"

@@ -135,7 +135,12 @@ def million_finished(django_db_setup, django_db_blocker):
                 cursor.execute("ANALYZE")
         yield
         with connection.cursor() as cursor:
-            cursor.execute("DELETE FROM scheduler_app_job")
+            if connection.vendor == "postgresql":
+                # New, empty files: no million dead rows for later tests to
+                # wade through, and no million-row statistics for the counts.
+                cursor.execute("TRUNCATE scheduler_app_job CASCADE")
+            else:
+                cursor.execute("DELETE FROM scheduler_app_job")
 
 
 @pytest.mark.slow

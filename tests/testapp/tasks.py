@@ -247,3 +247,45 @@ isolated.setLevel(logging.INFO)
 def isolated_logger():
     isolated.info("kept although it never reaches the root logger")
     return 1
+
+
+# -- flow control (issue 14) --------------------------------------------------
+
+from scheduler_app import Snooze
+
+
+@task(takes_context=True)
+def span(context, marker_dir, seconds=0.1):
+    """Record this attempt's own start and end (epoch seconds) in a file: overlaps are counted from them."""
+    started = time.time()
+    time.sleep(seconds)
+    ended = time.time()
+    with open(os.path.join(marker_dir, f"{context.job_id}-{context.attempt}-{os.getpid()}"), "w") as fh:
+        fh.write(f"{started} {ended}")
+    return context.job_id
+
+
+@task(takes_context=True)
+def snoozer(context, key, times=1, seconds=0.0, use_context=False):
+    """Snooze the first ``times`` runs for ``key`` (counted in memory), then return how many it snoozed."""
+    snoozes = _SNOOZES.get(key, 0)
+    if snoozes < times:
+        _SNOOZES[key] = snoozes + 1
+        if use_context:
+            context.snooze(seconds)
+        raise Snooze(seconds)
+    return snoozes
+
+
+_SNOOZES = {}
+
+
+@task
+def always_snooze(seconds=0.0):
+    raise Snooze(seconds)
+
+
+@options(unique_for=60)
+@task
+def once_a_minute(x):
+    return x

@@ -10,20 +10,22 @@ What a test wants a job to do when it runs (sleep, raise) is not part of a
 claimed job: it is kept beside it, by job id, for ``FakeExecutor``.
 
 What the fake does not do: announce changes (loop tests deliver wake-ups by
-hand), know about other processes' commits (``data_changed`` is always
-True), or keep Worker rows of other dispatchers (``housekeeping`` has
-nothing to do).
+hand; ``notify_freed`` only records its calls), know about other processes'
+commits (``data_changed`` is always True), keep Worker rows of other
+dispatchers (``housekeeping`` has nothing to do), or know dependencies
+between jobs (they are the lifecycle's, above the store).
 """
 
 import itertools
 import threading
-import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from scheduler_app.dispatcher.policy import LEASE_EXPIRED_CLASS, LEASE_EXPIRED_MESSAGE
 from scheduler_app.dispatcher.timeline import Entry, schedule_entry
-from scheduler_app.dispatcher.types import ClaimedJob, Outcome, Status
+from scheduler_app.dispatcher.types import ClaimedJob, Status
+
+from .fake_executor import Behaviour, FakeExecutor, claimed_job  # noqa: F401  (tests import them from here)
 
 # Ids of the jobs the fake's schedules make.
 SCHEDULED_JOB_IDS = 1_000_000
@@ -59,7 +61,17 @@ class FakeRow:
     last_attempted_at: float | None = None
     result_json: str | None = None
     errors: list = field(default_factory=list)
+    snoozes: int = 0
     updated: float = 0.0
+
+
+@dataclass
+class FakeLimits:
+    """A queue's limits, as its row holds them."""
+
+    concurrency: int | None = None
+    rate: int | None = None
+    period: float = 1.0
 
 
 @dataclass
@@ -74,53 +86,6 @@ class FakeSchedule:
     queue: str = "default"
 
 
-@dataclass
-class Behaviour:
-    """What the fake executor does with a job: sleep (cooperatively), then maybe raise."""
-
-    sleep: float = 0.0
-    # Set by the test to let the job return: until then it runs on, deaf to
-    # its cancel flag (a task that does not cooperate).
-    hold: threading.Event | None = None
-    raises: bool = False
-    runs: list = field(default_factory=list)  # time.monotonic() of each start
-
-
-class FakeExecutor:
-    """The pool's ``execute(job, cancel_event, deadline)``, driven by a side dict of Behaviours."""
-
-    def __init__(self, behaviours=None):
-        self.behaviours = {} if behaviours is None else behaviours  # job id -> Behaviour
-
-    def behave(self, job_id, **kw):
-        self.behaviours[job_id] = Behaviour(**kw)
-        return self.behaviours[job_id]
-
-    def __call__(self, job, cancel_event, deadline):
-        behaviour = self.behaviours.get(job.id) or Behaviour()
-        behaviour.runs.append(time.monotonic())
-        if behaviour.hold is not None:
-            behaviour.hold.wait(30)  # a hang guard: tests set it long before
-        end = time.monotonic() + behaviour.sleep
-        while time.monotonic() < end:
-            if cancel_event.is_set():
-                return Outcome(job.id, job.worker, job.attempt, Status.CANCELLED)
-            time.sleep(0.005)
-        if behaviour.raises:
-            raise RuntimeError("executor bug")
-        return Outcome(job.id, job.worker, job.attempt, Status.SUCCEEDED)
-
-
-def claimed_job(job_id, *, timeout=None, cancel_requested=False, worker="fake", attempt=1, max_attempts=1):
-    """Return a ClaimedJob for tests that hand jobs to the pool directly."""
-    now = datetime.now(UTC)
-    return ClaimedJob(
-        id=job_id, task="fake", args=[], kwargs={}, queue="default", priority=0, execute_at=now.timestamp(),
-        attempt=attempt, max_attempts=max_attempts, timeout=timeout, cancel_requested=cancel_requested,
-        worker=worker, last_attempted_at=now, started_at=now,
-    )
-
-
 class _Tables:
     """What FakeStores share, as dispatchers share a database."""
 
@@ -129,6 +94,8 @@ class _Tables:
         self.schedules = {}  # id -> FakeSchedule
         self.paused = set()
         self.rollups = {}  # (minute, queue, task) -> rollup.Tally, merged from every store
+        self.limits = {}  # queue -> FakeLimits
+        self.starts = []  # (queue, epoch): attempts started in rate-limited queues
         self.scheduled_ids = itertools.count(SCHEDULED_JOB_IDS)
         # Every method holds it: loop tests add jobs from the test thread
         # while the dispatcher runs on another.
@@ -152,6 +119,8 @@ class FakeStore:
         self.worker_row = {"state": None, "queues": [], "slots": {}, "running": 0, "processed": 0, "failed": 0}
         self.fail_next = 0  # the next n calls raise TransientError
         self.claims = []  # (queues, limit, claimed ids) per claim
+        self.limited_claims = []  # (queues, limit, claimed ids, full) per limited claim
+        self.freed = []  # the queues of each notify_freed
         self.claim_ids = []  # the ids asked for, per claim (None: by query)
         self.change_limits = []  # the limit of each change poll
         self.finished = []  # every outcome given to finish, won or not
@@ -185,6 +154,14 @@ class FakeStore:
     @property
     def paused(self):
         return self._tables.paused
+
+    def set_limits(self, queue, *, concurrency=None, rate=None, period=1.0):
+        """Give ``queue`` limits (both None: none)."""
+        with self._tables.lock:
+            if concurrency is None and rate is None:
+                self._tables.limits.pop(queue, None)
+            else:
+                self._tables.limits[queue] = FakeLimits(concurrency, rate, period)
 
     def _maybe_fail(self):
         if self.fail_next:
@@ -268,6 +245,11 @@ class FakeStore:
             self._maybe_fail()
             return set(self._tables.paused)
 
+    def limited_queues(self):
+        with self._tables.lock:
+            self._maybe_fail()
+            return set(self._tables.limits)
+
     def any_due(self, queues, now):
         with self._tables.lock:
             self._maybe_fail()
@@ -282,24 +264,69 @@ class FakeStore:
             if finished:
                 self._finish(finished, now)
             wanted = None if ids is None else set(ids)
-            due = sorted(
-                (
-                    j for j in self.jobs.values()
-                    if j.status == Status.PENDING and j.queue in queues and j.at <= now
-                    and j.queue not in self._tables.paused and (wanted is None or j.id in wanted)
-                ),
-                key=lambda j: (-j.priority, j.at, j.id),
-            )[: max(limit, 0)]
-            for row in due:
-                row.status = Status.RUNNING
-                row.attempts += 1
-                row.worker = self.worker_id
-                row.lease_until = now + self.lease
-                row.last_attempted_at = row.updated = now
-                if row.started_at is None:
-                    row.started_at = now
+            free = set(queues) - self._tables.paused - set(self._tables.limits)
+            due = self._due(free, now, wanted)[: max(limit, 0)]
+            self._take(due, now)
             self.claims.append((set(queues), limit, [j.id for j in due]))
             return [self._claimed(row) for row in due]
+
+    def _due(self, queues, now, wanted=None):
+        return sorted(
+            (
+                j for j in self.jobs.values()
+                if j.status == Status.PENDING and j.queue in queues and j.at <= now
+                and (wanted is None or j.id in wanted)
+            ),
+            key=lambda j: (-j.priority, j.at, j.id),
+        )
+
+    def _take(self, rows, now):
+        for row in rows:
+            row.status = Status.RUNNING
+            row.attempts += 1
+            row.worker = self.worker_id
+            row.lease_until = now + self.lease
+            row.last_attempted_at = row.updated = now
+            if row.started_at is None:
+                row.started_at = now
+
+    def claim_limited(self, queues, limit, now, finished=()):
+        """As the SQL: finish, count each limited queue's room, claim the best due jobs within it."""
+        with self._tables.lock:
+            self._maybe_fail()
+            if finished:
+                self._finish(finished, now)
+            tables = self._tables
+            open_queues = set(queues) - tables.paused
+            tables.starts = [(q, t) for q, t in tables.starts if q not in tables.limits or t > now - tables.limits[q].period]
+            candidates = self._due(open_queues - set(tables.limits), now)[: max(limit, 0)]
+            rooms = {}
+            for queue in sorted(open_queues & set(tables.limits)):
+                lim = tables.limits[queue]
+                running = sum(1 for j in self.jobs.values() if j.status == Status.RUNNING and j.queue == queue)
+                starts = [t for q, t in tables.starts if q == queue]
+                by_c = None if lim.concurrency is None else lim.concurrency - running
+                by_r = None if lim.rate is None else lim.rate - len(starts)
+                rooms[queue] = (by_c, by_r, min(starts, default=None), lim)
+                room = min(v for v in (by_c, by_r, limit) if v is not None)
+                candidates += self._due({queue}, now)[: max(room, 0)]
+            chosen = sorted(candidates, key=lambda j: (-j.priority, j.at, j.id))[: max(limit, 0)]
+            self._take(chosen, now)
+            full = {}
+            for queue, (by_c, by_r, oldest, lim) in rooms.items():
+                n = sum(1 for j in chosen if j.queue == queue)
+                if lim.rate is not None:
+                    tables.starts += [(queue, now)] * n
+                if by_c is not None and by_c - n <= 0:
+                    full[queue] = None
+                elif by_r is not None and by_r - n <= 0:
+                    full[queue] = (now if oldest is None else oldest) + lim.period
+            self.limited_claims.append((set(queues), limit, [j.id for j in chosen], full))
+            return [self._claimed(row) for row in chosen], full
+
+    def notify_freed(self, queues):
+        self._maybe_fail()
+        self.freed.append(set(queues))
 
     def _claimed(self, row):
         return ClaimedJob(
@@ -307,7 +334,7 @@ class FakeStore:
             priority=row.priority, execute_at=row.at, attempt=row.attempts,
             max_attempts=row.max_attempts, timeout=row.timeout, cancel_requested=row.cancel_requested,
             worker=row.worker, last_attempted_at=to_datetime(row.last_attempted_at),
-            started_at=to_datetime(row.started_at),
+            started_at=to_datetime(row.started_at), snoozes=row.snoozes,
         )
 
     def finish(self, outcomes, now):
@@ -334,6 +361,9 @@ class FakeStore:
                 row.at = o.retry_at.timestamp()
             if o.status == Status.PENDING:
                 row.cancel_requested = False
+            if o.snoozed:
+                row.attempts -= 1
+                row.snoozes += 1
             row.lease_until = None
             row.updated = now
             won.add(o.job_id)

@@ -22,6 +22,12 @@ class Command(SchedulerCommand):
         parser.add_argument("--max-attempts", type=arguments.rule(rules.MAX_ATTEMPTS))
         parser.add_argument("--timeout", type=arguments.rule(rules.TIMEOUT))
         parser.add_argument("--unique-key")
+        parser.add_argument("--unique-for", type=arguments.rule(rules.UNIQUE_FOR),
+                            help="Seconds the unique key stays taken, whatever becomes of the job.")
+        parser.add_argument("--depends-on", type=arguments.rule(rules.DEPENDS_ON), metavar="ID[,ID...]",
+                            help="Ids of jobs that must succeed first.")
+        parser.add_argument("--on-dependency-failure", type=arguments.rule(rules.ON_DEPENDENCY_FAILURE),
+                            help='"cancel" (default) or "run".')
 
     def handle(self, *args, **options):
         try:
@@ -36,11 +42,14 @@ class Command(SchedulerCommand):
                 max_attempts=options["max_attempts"],
                 timeout=options["timeout"],
                 unique_key=options["unique_key"],
+                unique_for=options["unique_for"],
+                depends_on=options["depends_on"],
+                on_dependency_failure=options["on_dependency_failure"],
             )
         except ValidationError as exc:
             raise CommandError(lifecycle.error_text(exc), returncode=2) from None
         if not created:
             self.stderr.write(
-                f"An active job with unique key {job.unique_key!r} exists; not creating another."
+                f"Job {job.pk} holds unique key {job.unique_key!r}; not creating another."
             )
         self.stdout.write(str(job.pk))

@@ -120,17 +120,18 @@ class Command(SchedulerCommand):
     def _build(self, options):
         known = conf.known_queues()
         concurrency = options["concurrency"] or conf.get("CONCURRENCY")
-        process_queues = set()
+        modes = {}  # queue -> "thread" or "process": the command line's, else SCHEDULER["QUEUES"]'s
         if options["queues"]:
             groups = {}
             for name, slots, mode in options["queues"]:
                 if name in groups:
                     raise CommandError(f"queue {name!r} given twice", returncode=2)
                 groups[name] = ({name}, slots or concurrency)
-                if mode == "process":
-                    process_queues.add(name)
+                modes[name] = mode or conf.queue_mode(name)
         else:
             groups = {SHARED: (set(known), concurrency)}
+            modes = {name: conf.queue_mode(name) for name in known}
+        process_queues = {name for name, mode in modes.items() if mode == "process"}
         return wiring.create(
             groups,
             process_queues=process_queues,
@@ -145,8 +146,7 @@ class Command(SchedulerCommand):
     def _banner(self, dispatcher):
         vendor = connections["default"].vendor
         slots = ", ".join(
-            f"{'all' if g == SHARED else g}:{n}{':process' if g in dispatcher.process_queues else ''}"
-            for g, (_, n) in dispatcher.groups.items()
+            f"{'all' if g == SHARED else g}:{n}" for g, (_, n) in dispatcher.groups.items()
         )
         if wiring.uses_notify():
             wakeups = "notify"
@@ -158,6 +158,7 @@ class Command(SchedulerCommand):
             f"dispatcher {dispatcher.store.worker_id} | queues {', '.join(sorted(dispatcher.queues))} | "
             f"slots {slots} | database {vendor} | wake-ups {wakeups} "
             f"(poll every {dispatcher.poll_interval:g}s) | horizon {dispatcher.horizon:g}s"
+            + (f" | in worker processes: {', '.join(sorted(dispatcher.process_queues))}" if dispatcher.process_queues else "")
             + (" | burst" if dispatcher.burst else "")
         )
         self.stdout.flush()

@@ -1,0 +1,119 @@
+"""Jobs that wait for other jobs: where a new job starts, and what a finished dependency does to its dependents.
+
+A job made with ``depends_on`` is ``waiting`` while any of its dependencies
+has not succeeded (``dependencies_left`` counts them). The transaction that
+finishes a dependency settles its dependents (``settle``): the last
+success makes a dependent pending (and announces it), a failure or a
+cancel cancels it with a reason naming the dependency (and so on down the
+chain), unless it was made with ``on_dependency_failure="run"``. Nothing
+polls: a waiting job costs nothing until then.
+
+Cycles cannot arise: a job can only depend on jobs that exist when it is
+made, or on other jobs of the same ``enqueue_many`` call, where the order
+must be acyclic (``order``).
+"""
+
+from .. import sql
+from ..models import DependencyFailure, JobStatus
+from .announce import announce
+from .states import BulkValidationError
+
+FAILED_ENDS = (JobStatus.FAILED, JobStatus.CANCELLED)
+
+
+def settle(ended, *, now, using="default"):
+    """Settle the waiting dependents of jobs that ended (``{id: status}``), down the chain; return how many moved.
+
+    Run inside the transaction that ended them. Dependents that become
+    pending are announced to the dispatchers on commit.
+    """
+    ended = {job_id: status for job_id, status in ended.items() if status in (JobStatus.SUCCEEDED, *FAILED_ENDS)}
+    promoted, moved = [], 0
+    while ended:
+        rows = sql.settle_dependents(ended, now=now, using=using)
+        moved += len(rows)
+        promoted += [(i, at, p, q) for i, status, at, p, q, _ in rows if status == JobStatus.PENDING and at is not None]
+        ended = {i: status for i, status, _, _, _, has in rows if status == JobStatus.CANCELLED and has}
+    if promoted:
+        announce(items=promoted, using=using)
+    return moved
+
+
+def failure_reason(dependency_id, status):
+    """Return the ``errors`` message of a job cancelled because of ``dependency_id`` (as the SQL words it)."""
+    done = "failed" if status == JobStatus.FAILED else "was cancelled"
+    return f"Cancelled: job {dependency_id} {done} and this job depends on it."
+
+
+def order(depends_on_index):
+    """Return the indexes of a bulk request in an order where each job comes after those it depends on.
+
+    ``depends_on_index`` maps index -> indexes of the request it depends on
+    (every index of the request is a key). Raise BulkValidationError
+    ``{index: {"depends_on_index": [...]}}`` for an index outside the
+    request, a job that depends on itself, or a cycle.
+    """
+    count = len(depends_on_index)
+    errors = {}
+    for index, wanted in depends_on_index.items():
+        for other in wanted:
+            if other == index:
+                errors[index] = {"depends_on_index": ["A job cannot depend on itself."]}
+            elif not 0 <= other < count:
+                errors[index] = {"depends_on_index": [f"No job {other} in this request (indexes 0 to {count - 1})."]}
+    if errors:
+        raise BulkValidationError(errors)
+    done, placed, visiting = [], set(), []
+
+    def visit(index):
+        if index in placed:
+            return
+        if index in visiting:
+            cycle = visiting[visiting.index(index):] + [index]
+            path = " -> ".join(str(i) for i in cycle)
+            raise BulkValidationError({index: {"depends_on_index": [f"Jobs {path} of this request depend on each other in a cycle."]}})
+        visiting.append(index)
+        for other in depends_on_index[index]:
+            visit(other)
+        visiting.pop()
+        placed.add(index)
+        done.append(index)
+
+    for index in range(count):
+        visit(index)
+    return done
+
+
+def start_state(job, statuses):
+    """Set a new job's status from its dependencies' ``statuses`` (``(dependency, status)`` pairs).
+
+    Succeeded ones are done; a failed or cancelled one cancels the job at
+    once (as it would have, had the job existed before it ended), unless
+    the job runs anyway; any other status is one more to wait for. Return
+    the ``(dependency, status)`` that cancelled the job, or None.
+    """
+    left = 0
+    for dependency, status in statuses:
+        if status == JobStatus.SUCCEEDED:
+            continue
+        if status in FAILED_ENDS:
+            if job.on_dependency_failure == DependencyFailure.RUN:
+                continue
+            job.status = JobStatus.CANCELLED
+            job.finished_at = job.created_at
+            return dependency, status
+        left += 1
+    job.dependencies_left = left
+    job.status = JobStatus.WAITING if left else JobStatus.PENDING
+    return None
+
+
+def record_failure(job, dependency_id, status):
+    """Give a job cancelled at birth the ``errors`` entry that names its dependency."""
+    job.errors = [
+        {
+            "attempt": 0, "time": job.created_at.isoformat(), "worker": "",
+            "exception_class": sql.DEPENDENCY_FAILED_CLASS,
+            "message": failure_reason(dependency_id, status), "traceback": "",
+        }
+    ]

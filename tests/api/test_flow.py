@@ -1,0 +1,114 @@
+"""The API's side of flow control: dependencies, unique_for, snoozes, and queue limits (PATCH /api/queues/{name}/)."""
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from scheduler_app import lifecycle
+from scheduler_app.models import Queue
+
+from .conftest import ADD
+
+pytestmark = pytest.mark.django_db
+
+
+class TestDependencies:
+    def test_a_job_with_dependencies_shows_them_and_they_show_it(self, api, make_job):
+        first = make_job()
+        response = api.post("/api/jobs/", {"task": ADD, "args": [1, 2], "depends_on": [first.pk]}, format="json")
+        assert response.status_code == 201, response.data
+        body = response.json()
+        assert (body["status"], body["dependencies_left"], body["on_dependency_failure"]) == ("waiting", 1, "cancel")
+        assert body["depends_on"] == [{"id": first.pk, "status": "pending"}] and body["dependents"] == []
+        shown = api.get(f"/api/jobs/{first.pk}/").json()
+        assert shown["dependents"] == [{"id": body["id"], "status": "waiting"}]
+        assert [j["id"] for j in api.get("/api/jobs/?status=waiting").json()["results"]] == [body["id"]]
+        assert [j["id"] for j in api.get(f"/api/jobs/?depends_on={first.pk}").json()["results"]] == [body["id"]]
+
+    def test_an_unknown_id_is_a_400_and_nothing_is_made(self, api):
+        response = api.post("/api/jobs/", {"task": ADD, "args": [1, 2], "depends_on": [123456]}, format="json")
+        assert response.status_code == 400
+        assert response.json() == {"depends_on": ["No job has the id 123456."]}
+        response = api.post("/api/jobs/", {"task": ADD, "args": [1, 2], "on_dependency_failure": "ignore"}, format="json")
+        assert response.json() == {"on_dependency_failure": ['Must be "cancel" or "run".']}
+
+    def test_bulk_jobs_refer_to_each_other_by_index(self, api):
+        jobs = [
+            {"task": ADD, "args": [1, 1]},
+            {"task": ADD, "args": [2, 2]},
+            {"task": ADD, "args": [3, 3], "depends_on_index": [0, 1], "on_dependency_failure": "run"},
+        ]
+        response = api.post("/api/jobs/bulk/", {"jobs": jobs}, format="json")
+        assert response.status_code == 201, response.data
+        body = response.json()
+        assert [j["status"] for j in body] == ["pending", "pending", "waiting"]
+        assert body[2]["depends_on"] == [{"id": body[0]["id"], "status": "pending"}, {"id": body[1]["id"], "status": "pending"}]
+        assert body[0]["dependents"] == [{"id": body[2]["id"], "status": "waiting"}]
+
+    def test_bulk_cycles_and_strangers_are_400s_by_index(self, api):
+        jobs = [{"task": ADD, "args": [1, 1], "depends_on_index": [1]}, {"task": ADD, "args": [2, 2], "depends_on_index": [0]}]
+        response = api.post("/api/jobs/bulk/", {"jobs": jobs}, format="json")
+        assert response.status_code == 400
+        assert response.json() == {"jobs": {"0": {"depends_on_index": ["Jobs 0 -> 1 -> 0 of this request depend on each other in a cycle."]}}}
+        response = api.post("/api/jobs/bulk/", {"jobs": [{"task": ADD, "args": [1, 1], "depends_on_index": [3]}]}, format="json")
+        assert response.json() == {"jobs": {"0": {"depends_on_index": ["No job 3 in this request (indexes 0 to 0)."]}}}
+        response = api.post("/api/jobs/", {"task": ADD, "args": [1, 1], "depends_on_index": [0]}, format="json")
+        assert response.json() == {"depends_on_index": ["Unknown field."]}
+
+    def test_a_page_of_jobs_reads_their_links_in_two_queries_at_most(self, api, make_job):
+        roots = [make_job() for _ in range(5)]
+        for root in roots:
+            make_job(depends_on=[root.pk])
+        with CaptureQueriesContext(connection) as linked:
+            body = api.get("/api/jobs/?page_size=10").json()
+        # A page without links takes 6 (test_pagination); links both ways add one query each.
+        assert len(linked) <= 8
+        assert {len(j["depends_on"]) + len(j["dependents"]) for j in body["results"]} == {1}
+
+
+class TestUniqueFor:
+    def test_a_match_within_the_period_returns_the_job_whatever_its_status(self, api):
+        body = {"task": ADD, "args": [1, 2], "unique_for": 3600}
+        first = api.post("/api/jobs/", body, format="json")
+        assert first.status_code == 201
+        lifecycle.cancel(first.json()["id"])
+        again = api.post("/api/jobs/", body, format="json")
+        assert again.status_code == 200 and again.json()["id"] == first.json()["id"]
+        bad = api.post("/api/jobs/", {**body, "unique_for": 0}, format="json")
+        assert bad.json() == {"unique_for": ["Must be a number of seconds greater than 0 and at most 31622400."]}
+
+
+class TestQueueLimits:
+    def test_patch_sets_and_clears_limits_and_get_shows_their_use(self, api, make_job, set_status):
+        response = api.patch("/api/queues/slow/", {"concurrency_limit": 5, "rate_limit": 100, "rate_period": 60}, format="json")
+        assert response.status_code == 200, response.data
+        body = response.json()
+        assert (body["concurrency_limit"], body["rate_limit"], body["rate_period"], body["rate_used"]) == (5, 100, 60.0, 0)
+        set_status(make_job(queue="slow"), "running")
+        shown = api.get("/api/queues/slow/").json()
+        assert (shown["running"], shown["concurrency_limit"]) == (1, 5)
+        cleared = api.patch("/api/queues/slow/", {"concurrency_limit": None}, format="json").json()
+        assert (cleared["concurrency_limit"], cleared["rate_limit"]) == (None, 100)
+        listed = {q["name"]: q for q in api.get("/api/queues/").json()}
+        assert listed["slow"]["rate_limit"] == 100 and listed["default"]["rate_limit"] is None
+
+    @pytest.mark.parametrize(
+        ("body", "errors"),
+        [
+            ({"concurrency_limit": 0}, {"concurrency_limit": ["Must be a whole number from 1 to 100000."]}),
+            ({"rate_limit": 1.5}, {"rate_limit": ["Must be a whole number from 1 to 10000."]}),
+            ({"rate_period": None}, {"rate_period": ["This field may not be null."]}),
+            ({"rate_period": 0}, {"rate_period": ["Must be a number of seconds greater than 0 and at most 86400."]}),
+            ({"paused": True}, {"paused": ["Cannot be changed: a PATCH may only set concurrency_limit, rate_limit and rate_period."]}),
+            ({}, {"non_field_errors": ["Give concurrency_limit, rate_limit or rate_period."]}),
+        ],
+    )
+    def test_bad_limits_are_400s_and_change_nothing(self, api, body, errors):
+        response = api.patch("/api/queues/slow/", body, format="json")
+        assert response.status_code == 400
+        assert response.json() == errors
+        assert not Queue.objects.filter(name="slow", concurrency_limit__isnull=False).exists()
+
+    def test_an_unknown_queue_is_a_404(self, api):
+        assert api.patch("/api/queues/nope/", {"concurrency_limit": 1}, format="json").status_code == 404
+        assert api.get("/api/queues/nope/").json() == {"detail": "Unknown queue 'nope'. GET /api/queues/ lists them."}

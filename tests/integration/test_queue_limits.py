@@ -1,0 +1,152 @@
+"""Queue limits in the service: rows seeded from settings, changes checked by the rules, claims that obey them."""
+
+from datetime import timedelta
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.test import override_settings
+from django.utils import timezone
+
+from scheduler_app import lifecycle
+from scheduler_app.checks import check_settings
+from scheduler_app.dispatcher.types import Outcome
+from scheduler_app.models import Job, Queue, QueueStart
+
+pytestmark = pytest.mark.django_db
+
+ADD = "tests.testapp.tasks.add"
+
+
+def add_jobs(n, queue="slow", **spec):
+    return [lifecycle.enqueue(ADD, [i, i], queue=queue, **spec)[0] for i in range(n)]
+
+
+def claim_limited(queues=("slow", "default"), limit=4, worker="w", now=None, finished=()):
+    return lifecycle.claim_limited(worker, queues=list(queues), limit=limit, lease=30, now=now, finished=finished)
+
+
+@override_settings(SCHEDULER={"QUEUES": {"slow": {"concurrency_limit": 2, "rate_limit": 5, "rate_period": 60}}})
+def test_settings_seed_a_queue_row_once_and_the_row_wins_after():
+    lifecycle.ensure_queues(["slow", "default"])
+    slow = Queue.objects.get(name="slow")
+    assert (slow.concurrency_limit, slow.rate_limit, slow.rate_period) == (2, 5, 60.0)
+    assert not Queue.objects.get(name="default").limited
+    lifecycle.set_limits("slow", concurrency_limit=None)
+    lifecycle.ensure_queues(["slow"])
+    assert Queue.objects.get(name="slow").concurrency_limit is None
+    assert lifecycle.limited_queues() == {"slow"}
+
+
+def test_limits_are_checked_by_their_rules():
+    with pytest.raises(ValidationError) as caught:
+        lifecycle.set_limits("slow", concurrency_limit=0, rate_limit="x", rate_period=-1)
+    assert caught.value.message_dict == {
+        "concurrency_limit": ["Must be a whole number from 1 to 100000."],
+        "rate_limit": ["Must be a whole number from 1 to 10000."],
+        "rate_period": ["Must be a number of seconds greater than 0 and at most 86400."],
+    }
+    with pytest.raises(ValidationError):
+        lifecycle.set_limits("nope", concurrency_limit=1)
+    with pytest.raises(ValidationError) as caught:
+        lifecycle.set_limits("slow", rate_period=None)
+    assert "rate_period" in caught.value.message_dict
+    assert not Queue.objects.filter(name="slow").exists()
+
+
+@pytest.mark.parametrize(
+    ("queues", "message"),
+    [
+        ({"bad name": {}}, "'bad name' is not a queue name (1 to 64 letters, digits, '_', '.' or '-')."),
+        ({"slow": {"concurrency_limit": 0}}, "slow: concurrency_limit: Must be a whole number from 1 to 100000."),
+        ({"slow": {"mode": "fork"}}, 'slow: mode: Must be "thread" or "process".'),
+        ({"slow": {"burst": 3}}, "slow: unknown key 'burst'; the keys are concurrency_limit, rate_limit, rate_period and mode."),
+        ({"slow": 5}, "slow: Must be a dict of queue names to dicts of concurrency_limit, rate_limit, rate_period and mode."),
+        ([], "Must be a dict of queue names to dicts of concurrency_limit, rate_limit, rate_period and mode."),
+    ],
+)
+def test_bad_queue_settings_are_a_system_check_error(queues, message):
+    with override_settings(SCHEDULER={"QUEUES": queues}):
+        [error] = [e for e in check_settings() if e.id == "scheduler_app.E011"]
+    assert error.msg == f"SCHEDULER['QUEUES']: {message}"
+
+
+@override_settings(SCHEDULER={"QUEUES": {"slow": {"mode": "process"}, "default": {"mode": "thread"}}})
+def test_both_modes_are_valid_settings():
+    assert check_settings() == []
+
+
+def test_the_plain_claim_never_takes_jobs_of_a_limited_queue():
+    lifecycle.set_limits("slow", concurrency_limit=10)
+    add_jobs(2)
+    other = add_jobs(1, queue="default")
+    claimed = lifecycle.claim("w", queues=["slow", "default"], limit=4, lease=30)
+    assert [j.id for j in claimed] == [other[0].pk]
+    # drain (limits=False) ignores limits, as it ignores pauses.
+    assert len(lifecycle.claim("d", queues=["slow"], limit=4, lease=30, limits=False)) == 2
+
+
+def test_a_concurrency_limit_caps_the_claim_and_finishes_free_room():
+    lifecycle.set_limits("slow", concurrency_limit=2)
+    jobs = add_jobs(5)
+    other = add_jobs(3, queue="default", priority=-1)
+    first, full = claim_limited(limit=4)
+    # Priority order across queues, at most 2 of the limited one.
+    assert [j.id for j in first] == [jobs[0].pk, jobs[1].pk, other[0].pk, other[1].pk]
+    assert full == {"slow": None}
+    second, full = claim_limited(worker="x")
+    assert [j.id for j in second] == [other[2].pk] and full == {"slow": None}
+    # The outcome recorded with the claim frees its slot in the same statement.
+    done = Outcome(first[0].id, "w", 1, "succeeded", result_json="2")
+    third, full = claim_limited(limit=4, finished=[done])
+    assert [j.id for j in third] == [jobs[2].pk] and full == {"slow": None}
+    assert Job.objects.filter(queue="slow", status="running").count() == 2
+
+
+def test_a_rescue_frees_room_and_a_timed_out_attempt_no_longer_counts():
+    lifecycle.set_limits("slow", concurrency_limit=1)
+    jobs = add_jobs(3)
+    [claimed], _ = claim_limited(worker="dead")
+    assert claim_limited(worker="alive")[0] == []
+    lifecycle.rescue_expired(now=timezone.now() + timedelta(seconds=60))
+    [again], _ = claim_limited(worker="alive")
+    # A timeout is an outcome like any other: the attempt ends, its room frees.
+    lifecycle.finish([Outcome(again.id, "alive", again.attempt, "failed", error={"m": "timed out"})])
+    [third], full = claim_limited(worker="alive")
+    assert {claimed.id, again.id, third.id} <= {j.pk for j in jobs} and full == {"slow": None}
+
+
+def test_a_rate_limit_is_a_sliding_window_of_starts():
+    lifecycle.set_limits("slow", rate_limit=3, rate_period=10)
+    add_jobs(8)
+    now = timezone.now()
+    first, full = claim_limited(limit=2, now=now)
+    assert len(first) == 2 and full == {}
+    second, full = claim_limited(limit=4, now=now + timedelta(seconds=4))
+    assert len(second) == 1
+    # Full until the first two starts leave the window, 10 s after them.
+    assert full == {"slow": pytest.approx((now + timedelta(seconds=10)).timestamp(), abs=1e-3)}
+    assert claim_limited(now=now + timedelta(seconds=9.9))[0] == []
+    third, _ = claim_limited(now=now + timedelta(seconds=10.01))
+    assert len(third) == 2
+    # Starts that left the window are deleted by the claims themselves.
+    assert QueueStart.objects.filter(queue="slow").count() == 3
+
+
+def test_a_paused_limited_queue_is_not_claimed():
+    lifecycle.set_limits("slow", concurrency_limit=3)
+    add_jobs(2)
+    lifecycle.pause_queue("slow")
+    assert claim_limited() == ([], {})
+    lifecycle.resume_queue("slow")
+    assert len(claim_limited()[0]) == 2
+
+
+@pytest.mark.postgres_only
+def test_postgresql_has_the_per_queue_claim_index_and_sqlite_does_not_need_it():
+    """Made by migration 0008 on PostgreSQL only (SQLite would pay for it at every claim)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'job_pending_queue_claim_idx'")
+        [(definition,)] = cursor.fetchall()
+    assert "(queue, priority DESC, execute_at, id) WHERE ((status)::text = 'pending'::text)" in definition
