@@ -141,11 +141,23 @@ def enqueue_many(specs, *, created_by=None, max_size=None, using="default"):
                 for j in Job.objects.using(using).active().filter(unique_key__in=list(keys))
             }
         new = [j for j in built if j.unique_key not in existing]
-        Job.objects.using(using).bulk_create(new, batch_size=1000)
+        _bulk_insert(new, using)
         if new:
             announce(jobs=new, using=using)
     taskresults.send_enqueued(new)
     return [existing.get(j.unique_key, j) if j.unique_key else j for j in built]
+
+
+# Rows per INSERT: a few thousand per round trip, a document of ~1 MB.
+BULK_BATCH = 5000
+
+
+def _bulk_insert(jobs, using):
+    """Insert ``jobs`` and set their ids, in the caller's transaction (one JSON document per batch on PostgreSQL)."""
+    for start in range(0, len(jobs), BULK_BATCH):
+        batch = jobs[start : start + BULK_BATCH]
+        if not (sql.is_postgres(using) and sql.pg_bulk_insert(batch, using=using)):
+            Job.objects.using(using).bulk_create(batch, batch_size=1000)
 
 
 def _create(built, links, *, using):
@@ -199,7 +211,7 @@ def _create(built, links, *, using):
             else:
                 record_failure(job, dependency, status)
     jobs = [built[i] for i in new]
-    Job.objects.using(using).bulk_create(jobs, batch_size=1000)
+    _bulk_insert(jobs, using)
     JobDependency.objects.using(using).bulk_create(
         [
             JobDependency(job_id=built[i].pk, depends_on_id=d)

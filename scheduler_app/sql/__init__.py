@@ -32,6 +32,7 @@ from .flow import (
     settle_dependents,
     take_unique_window,
 )
+from .bulk import pg_bulk_insert
 from .leases import release, renew, rescue
 from .limited import pg_limited_claim, pg_limited_claim_text, sqlite_limited_claim
 from .postgres import (
@@ -61,6 +62,7 @@ __all__ = [
     "is_sqlite",
     "mark_dependencies",
     "notify",
+    "pg_bulk_insert",
     "pg_finish_and_claim",
     "pg_finish_and_claim_params",
     "pg_finish_and_claim_text",
