@@ -443,10 +443,8 @@ class Schedule(models.Model):
         return self.name
 
 
-
-# What the scheduler records about runs (job logs, rollups, counters) lives
-# in its own module; importing it here registers the models.
+# Models in modules of their own, imported here to register them with the
+# app: what is recorded about runs (job logs, rollups, counters), and flow
+# control (dependencies, unique windows, rate windows).
+from .models_flow import JobDependency, QueueStart, UniqueWindow  # noqa: E402,F401
 from .records import Counter, JobLog, Rollup, RollupCursor, Tallies  # noqa: E402,F401
-# The models of flow control (dependencies, unique windows, rate windows) live
-# in their own module; importing them here registers them with the app.
-from .models_flow import JobDependency, QueueStart, UniqueWindow  # noqa: F401

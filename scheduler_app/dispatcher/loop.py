@@ -1,9 +1,12 @@
 """The dispatcher loop: one ``tick(now)`` per wake-up, and ``run()`` around it.
 
-Only this thread talks to the store. It sleeps on one event, for as long as
+Only this thread talks to the store. It sleeps on one waiter (an Event, or
+``waiter.Waiter`` that also reads the LISTEN socket), for as long as
 ``tick`` says: until the earliest waiting job is due, the next timer (change
-poll, full reload, heartbeat, pause flags, housekeeping), the nearest job
-deadline, or a wake-up (a notification, a finished job, ``stop()``).
+poll, full reload, heartbeat, pause flags, housekeeping, rollups), the
+nearest job deadline, or a wake-up (a notification, a finished job,
+``stop()``). The claim step is ``claiming.ClaimStep``; the outcomes wait in
+``outcomes.OutcomeBuffer``; the rollups in ``rollup.Reporter``.
 
 Nothing here imports Django: the store, the executor and the clock are
 injected, so tests drive ``tick`` with a fake clock and an in-memory store.
@@ -14,22 +17,20 @@ import logging
 import threading
 import time
 
+from .claiming import ClaimStep
 from .clock import SystemClock
 from .gate import Gate
+from .outcomes import OutcomeBuffer
 from .policy import RetryPolicy
 from .pool import WorkerPool
-from .rollup import Rollups, summary
+from .rollup import Reporter
 from .timeline import SCHEDULES, Timeline
-from .types import Status
 from .window import Window
 
 logger = logging.getLogger(__name__)
 
 
-class Dispatcher:
-    # Seconds to claim by query after a claim by id came back short.
-    CONTENTION_BACKOFF = 1.0
-
+class Dispatcher(ClaimStep):
     def __init__(
         self,
         store,
@@ -75,10 +76,9 @@ class Dispatcher:
         # Where other processes cannot notify (SQLite), ask the store this
         # often whether anyone committed since; a yes brings the poll forward.
         self.change_check_interval = change_check_interval
-        # Per-minute tallies of claims and outcomes, written this often
-        # (None or 0: not kept). Loop thread only.
-        self.rollup_interval = rollup_interval
-        self.rollups = Rollups() if rollup_interval else None
+        # Per-minute tallies of claims and outcomes, written every
+        # rollup_interval seconds (None or 0: not kept). Loop thread only.
+        self.rollups = Reporter(rollup_interval, logger) if rollup_interval else None
 
         self.timeline = Timeline(self._group_of, cap)  # loop thread only
         self.window = Window(  # loop thread only
@@ -102,15 +102,12 @@ class Dispatcher:
         self._inbox = collections.deque()  # any thread appends payloads; loop pops
         self._stopping = False  # any thread sets it through stop()
         # Loop thread only, below.
-        self._outcomes = []  # written by the next finish(), kept across DB errors
-        self._freed = set()  # limited queues of those outcomes: told to other dispatchers once written
+        self.outcomes = OutcomeBuffer(self.gate, self.rollups)
         self._stop_deadline = None
         self._due_heartbeat = 0.0
         self._due_paused = 0.0
         self._due_housekeeping = 0.0
         self._due_change_check = 0.0
-        self._due_rollup = None  # the first write comes one interval after the first tick
-        self._last_rollup = None  # when the last write happened (the summary line's span)
         self._db_retry_at = 0.0
         self._db_backoff = 0.0
         self._need_paused = False
@@ -121,8 +118,6 @@ class Dispatcher:
         self.on_exit = []  # callables run when run() ends (e.g. stop worker processes)
         self.process_queues = frozenset()  # queues whose jobs run in worker processes (wiring sets it)
         self.claimed_total = 0
-        self.processed = 0
-        self.failed = 0
         self.finished = False
 
     def _group_of(self, queue):
@@ -130,6 +125,14 @@ class Dispatcher:
         if queue == SCHEDULES:
             return SCHEDULES
         return self.queue_group.get(queue)
+
+    @property
+    def processed(self):
+        return self.outcomes.processed
+
+    @property
+    def failed(self):
+        return self.outcomes.failed
 
     @property
     def horizon(self):
@@ -263,11 +266,8 @@ class Dispatcher:
         if now >= self._due_housekeeping:
             self.store.housekeeping(now)
             self._due_housekeeping = now + self.housekeeping_interval
-        if self.rollups is not None:
-            if self._due_rollup is None:
-                self._due_rollup = now + self.rollup_interval
-            elif now >= self._due_rollup:
-                self._write_rollups(now)
+        if self.rollups is not None and self.rollups.due(now):
+            self._write_rollups(now)
         if self._stopping:
             self._flush(now)
             self._stop_step(now)
@@ -279,37 +279,9 @@ class Dispatcher:
         self._check_done()
 
     def _flush(self, now):
-        if self._outcomes:
-            self.store.finish(self._outcomes, now)
-            self._written()
-
-    def _written(self):
-        """The outcomes are in the database: forget them, and tell whom it concerns that room freed."""
-        self._outcomes = []
-        if self._freed:
-            freed, self._freed = self.gate.to_tell(self._freed, self.clock.time()), set()
-            if freed:
-                self.store.notify_freed(freed)
-
-    def _claim_from_store(self, queues, limit, now, ids=None):
-        outcomes = self._outcomes
-        jobs = self.store.claim(queues, limit, now, ids=ids, finished=outcomes)
-        if outcomes:
-            self._written()
-        return jobs
-
-    def _claim_limited(self, group, queues, free, now):
-        """Claim for a group with limited queues: one claim by query that obeys their limits."""
-        outcomes = self._outcomes
-        jobs, full = self.store.claim_limited(queues, free, now, finished=outcomes)
-        if outcomes:
-            self._written()
-        self._start(group, jobs, now)
-        for queue, until in full.items():
-            self.gate.block(queue, until, now)
-        if len(jobs) < free:
-            # Queues with room had fewer due jobs than the window thought.
-            self.timeline.drop_due(group, skip=self.paused | self.gate.blocked(now))
+        if self.outcomes.pending:
+            self.store.finish(self.outcomes.pending, now)
+            self.outcomes.written(self.store, self.clock.time())
 
     def _drain_inbox(self):
         inbox = self._inbox
@@ -328,46 +300,17 @@ class Dispatcher:
         for job, outcome, error in self.pool.collect():
             if outcome is None:
                 outcome = self.policy.raised(job, error)
-            self._record(job, outcome, now)
+            self.outcomes.add(job, outcome, now)
         for job in self.pool.expire():
             logger.warning(
                 "job %s timed out after %ss", job.id, job.timeout,
                 extra={"job_id": job.id, "action": "timeout"},
             )
-            self._record(job, self.policy.timed_out(job), now)
-
-    def _record(self, job, outcome, now):
-        if self.rollups is not None:
-            self.rollups.finished(job, outcome, now)
-        queue = job.queue
-        self._outcomes.append(outcome)
-        if queue in self.gate.limited:
-            # Its slot of the queue's concurrency frees when the outcome is written.
-            self._freed.add(queue)
-            self.gate.free([queue], only_concurrency=True)
-        self.processed += 1
-        if outcome.status == Status.FAILED:
-            self.failed += 1
+            self.outcomes.add(job, self.policy.timed_out(job), now)
 
     def _write_rollups(self, now):
-        """Hand the tallies gathered since the last write to the store (kept for next time if it fails)."""
-        tallies = self.rollups.take()
-        try:
-            self.store.write_rollups(tallies, now)
-        except BaseException:
-            self.rollups.put_back(tallies)
-            raise
-        finally:
-            self._due_rollup = now + self.rollup_interval
-        # The INFO summary (per-job lines are DEBUG): one line per write, when anything happened.
-        since, self._last_rollup = self._last_rollup, now
-        if logger.isEnabledFor(logging.INFO):
-            line = summary(tallies, now - since if since is not None else self.rollup_interval)
-            if line is not None:
-                logger.info(
-                    "dispatcher %s %s; %d/%d slots busy", self.store.worker_id, line, self.pool.busy(),
-                    sum(slots for _, slots in self.groups.values()), extra={"action": "summary"},
-                )
+        slots = sum(slots for _, slots in self.groups.values())
+        self.rollups.write(self.store, now, busy=self.pool.busy(), slots=slots)
 
     def _heartbeat(self, now):
         cancel = self.store.renew(now)
@@ -379,78 +322,8 @@ class Dispatcher:
         )
         self._due_heartbeat = now + self.lease / 3
 
-    def _claim(self, now):
-        if self.max_jobs is not None and self.claimed_total >= self.max_jobs:
-            return
-        due_groups = self.timeline.promote(now)
-        # Let the database choose which due jobs run when the window may not
-        # hold the best of them: it hit its cap, or (burst mode) it is empty.
-        by_query = self.timeline.truncated or now < self._contended_until
-        if self.burst and not due_groups and self.pool.busy() == 0:
-            due_groups = set(self.groups) | {SCHEDULES}
-            by_query = True
-        if SCHEDULES in due_groups:
-            due_groups.discard(SCHEDULES)
-            self._materialize(now)
-        for group in due_groups:
-            free = self.pool.free(group)
-            if self.max_jobs is not None:
-                free = min(free, self.max_jobs - self.claimed_total)
-            if free <= 0:
-                continue
-            queues = self.groups[group][0] - self.paused
-            blocked = self.gate.blocked(now) & queues
-            open_limited = (queues & self.gate.limited) - blocked
-            if open_limited and (by_query or self.timeline.has_due(only=open_limited)):
-                self._claim_limited(group, queues - blocked, free, now)
-                continue
-            # Limited queues are left to the claim above.
-            limited = self.gate.limited
-            queues -= limited
-            if not queues:
-                continue
-            if not by_query:
-                # The window's best due jobs, claimed by id: cheap and exact
-                # while this dispatcher is alone on them.
-                entries = self.timeline.take_due(group, free, skip=self.paused | limited)
-                if not entries:
-                    continue
-                try:
-                    claimed = self._claim_from_store(queues, len(entries), now, ids=[e.id for e in entries])
-                except self.store.transient_errors:
-                    for entry in entries:
-                        self.timeline.upsert(entry)
-                    raise
-                free -= len(self._start(group, claimed, now))
-                if len(claimed) == len(entries) or free <= 0:
-                    continue
-                self._contended_until = now + self.CONTENTION_BACKOFF
-                # Some were gone (another dispatcher won them, or they were
-                # cancelled or moved): let the database pick the next ones,
-                # skipping rows other dispatchers hold.
-            jobs = self._start(group, self._claim_from_store(queues, free, now), now)
-            if len(jobs) < free:
-                # The database has fewer due jobs than the window thought.
-                self.timeline.drop_due(group, skip=limited)
-
-    def _start(self, group, jobs, now):
-        for job in jobs:
-            self.timeline.remove(job.id)
-            self.pool.submit(group, job)
-            if self.rollups is not None:
-                self.rollups.started(job, now)
-        self.claimed_total += len(jobs)
-        return jobs
-
-    def _materialize(self, now):
-        """Turn due schedules into jobs (the store's compare-and-set decides who does)."""
-        ids = [-i for i in self.timeline.due_ids(SCHEDULES)]
-        self.timeline.drop_due(SCHEDULES)
-        for entry in self.store.materialize(now, ids):
-            self.window.apply(entry)
-
     def _check_done(self):
-        if self.pool.busy() or self._outcomes or self.pool.abandoned_count:
+        if self.pool.busy() or self.outcomes.pending or self.pool.abandoned_count:
             return
         if self.max_jobs is not None and self.claimed_total >= self.max_jobs:
             self.finished = True
@@ -469,7 +342,7 @@ class Dispatcher:
                 "stopping: %d running jobs get %.1fs to finish", self.pool.busy(), self.grace,
                 extra={"action": "stop"},
             )
-        if not self.pool.busy() and not self._outcomes:
+        if not self.pool.busy() and not self.outcomes.pending:
             self.finished = True
         elif now >= self._stop_deadline:
             unfinished = self.pool.running_jobs()
@@ -491,8 +364,8 @@ class Dispatcher:
         ]
         if self.change_check_interval:
             moments.append(self._due_change_check)
-        if self.rollups is not None and self._due_rollup is not None:
-            moments.append(self._due_rollup)
+        if self.rollups is not None and self.rollups.next_write is not None:
+            moments.append(self.rollups.next_write)
         if self._stopping and self._stop_deadline is not None:
             moments.append(self._stop_deadline)
         elif self._stopping:

@@ -11,6 +11,7 @@ Pure: no Django. Loop thread only.
 """
 
 import bisect
+import logging
 import math
 from dataclasses import dataclass, field
 
@@ -170,3 +171,47 @@ def summary(tallies, seconds):
         + f"); wait p50 {ms(total.wait, 0.5)} p95 {ms(total.wait, 0.95)}"
         + f"; run p50 {ms(total.run, 0.5)} p95 {ms(total.run, 0.95)}"
     )
+
+
+class Reporter:
+    """The loop's rollups: gathered per claim and outcome, written every ``interval`` seconds.
+
+    Loop thread only. The first write comes one interval after the first
+    ``due()``; a write that fails keeps its tallies for the next one. Each
+    write that covers any work logs one INFO line (per-job lines are DEBUG).
+    """
+
+    def __init__(self, interval, log):
+        self.interval = interval
+        self.log = log
+        self.rollups = Rollups()
+        self.started = self.rollups.started
+        self.finished = self.rollups.finished
+        self.next_write = None  # set by the first due()
+        self._last_write = None  # when the last write happened (the summary line's span)
+
+    def due(self, now):
+        """Return True when a write is due (the first call only starts the clock)."""
+        if self.next_write is None:
+            self.next_write = now + self.interval
+            return False
+        return now >= self.next_write
+
+    def write(self, store, now, *, busy, slots):
+        """Hand the tallies gathered since the last write to ``store``; log the summary line."""
+        tallies = self.rollups.take()
+        try:
+            store.write_rollups(tallies, now)
+        except BaseException:
+            self.rollups.put_back(tallies)
+            raise
+        finally:
+            self.next_write = now + self.interval
+        since, self._last_write = self._last_write, now
+        if self.log.isEnabledFor(logging.INFO):
+            line = summary(tallies, now - since if since is not None else self.interval)
+            if line is not None:
+                self.log.info(
+                    "dispatcher %s %s; %d/%d slots busy", store.worker_id, line, busy, slots,
+                    extra={"action": "summary"},
+                )
