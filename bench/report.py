@@ -319,17 +319,23 @@ def render(results):
     jl = r.get("joblog", {})
     if jl:
         rows = []
+        labels = {"default": "unset (default)", "warning": "WARNING",
+                  "no-capture": "unset; log capture off (`JOB_LOG_MAX_RECORDS=0`)",
+                  "no-rollups": "unset; rollups off (`ROLLUP_INTERVAL=0`)"}
         for k, v in jl.items():
             task, level = k.split("/")
-            base = med(jl.get(f"noop/{level}", {}).get("jobs_per_s"))
-            rows.append([f"`{task}`", "unset (default)" if level == "default" else "WARNING", ms(v["jobs_per_s"], 0),
+            # The capture and rollup variants compare with the same task at the default level.
+            base = med(jl.get(f"{task if level in ('no-capture', 'no-rollups') else 'noop'}/"
+                              f"{'default' if level in ('no-capture', 'no-rollups') else level}", {}).get("jobs_per_s"))
+            rows.append([f"`{task}`", labels.get(level, level), ms(v["jobs_per_s"], 0),
                          f"{100 * med(v['jobs_per_s']) / base:.0f} %" if base and med(v["jobs_per_s"]) else "-",
                          len(v["reps"]), "" if v["complete"] else "**incomplete (timeout)**"])
         parts.append(f"### Per-job log line: one dispatcher, 4 slots, N = {fmt(cfg.get('log_n'))} jobs\n\n" + table(
             ["task (bench.benchapp.tasks)", "SCHEDULER_LOG_LEVEL", "jobs/s (first start → last finish)",
-             "of noop, same level", "reps", ""], rows) +
+             "of noop, same level (capture/rollups off: of the same task with them on)", "reps", ""], rows) +
             "\n\n`log_one` is a no-op that calls `logging.getLogger(__name__).info(...)` once; `noop` is the "
-            "no-op from the same module. The variants alternate within each repetition.\n")
+            "no-op from the same module. The variants alternate within each repetition. Capture off shows "
+            "what keeping a job's log lines costs; rollups off what the per-minute rollups cost.\n")
 
     # -- precision
     prec_busy = r.get("precision_busy", {})

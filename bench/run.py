@@ -319,10 +319,10 @@ class Ours(Subject):
     def driver(self, *args, env=None, timeout=1800):
         return run_driver([OURS_PY, os.path.join(BENCH, "drivers", "ours.py"), *args], env or self.env(), timeout)
 
-    def workers(self, variant, tag, slots=4, count=1, stats_prefix=None, log_level="WARNING"):
+    def workers(self, variant, tag, slots=4, count=1, stats_prefix=None, log_level="WARNING", env=None):
         procs = []
         for i in range(count):
-            extra = {}
+            extra = dict(env or {})
             if stats_prefix:
                 extra["BENCH_CLAIM_STATS"] = f"{stats_prefix}-{i}.json"
             argv = [OURS_PY, os.path.join(BENCH, "drivers", "ours_dispatch.py"), "--concurrency", str(slots)]
@@ -425,7 +425,7 @@ def stop_all(procs):
 
 
 def throughput_once(subj, n, variant, tag, slots=4, count=1, timeout=None, stats_prefix=None, task=None,
-                    log_level="WARNING"):
+                    log_level="WARNING", env=None):
     """Enqueue n due no-op jobs (ours: or of ``task``), start the worker(s), wait for the last to finish."""
     subj.reset()
     subj.driver("enqueue_noop", "--n", str(n), *(["--task", task] if task else []))
@@ -433,7 +433,8 @@ def throughput_once(subj, n, variant, tag, slots=4, count=1, timeout=None, stats
         subj.db.q("VACUUM ANALYZE")
     spawn = time.time()
     if isinstance(subj, Ours):
-        procs = subj.workers(variant, tag, slots=slots, count=count, stats_prefix=stats_prefix, log_level=log_level)
+        procs = subj.workers(variant, tag, slots=slots, count=count, stats_prefix=stats_prefix, log_level=log_level,
+                             env=env)
     else:
         procs = subj.workers(variant, tag)
     res = drain(subj, n, procs, spawn, timeout or (60 + n / 10), tag)
@@ -694,15 +695,18 @@ def m_logging(ctx):
 
 def m_joblog(ctx):
     """4 slots: a task that logs one INFO line (log_one) against a no-op from the same module, at the
-    default log level and at WARNING."""
+    default log level and at WARNING; and, at the default level, log capture off (log_one) and the
+    rollups off (noop): what each costs."""
     subj = ctx.subject("ours", "pg")
     variants = {
         f"{task}/{level}": {"task": path, "log_level": None if level == "default" else "WARNING"}
         for level in ("default", "warning") for task, path in (("noop", BENCH_NOOP), ("log_one", LOG_ONE))
     }
+    variants["log_one/no-capture"] = {"task": LOG_ONE, "log_level": None, "env": {"BENCH_JOB_LOG_MAX_RECORDS": "0"}}
+    variants["noop/no-rollups"] = {"task": BENCH_NOOP, "log_level": None, "env": {"BENCH_ROLLUP_INTERVAL": "0"}}
     out = interleaved(ctx, variants, lambda v, r: throughput_once(
         subj, ctx.log_n, "default", f"joblog-{v.replace('/', '-')}-{r}", slots=4, task=variants[v]["task"],
-        log_level=variants[v]["log_level"]))
+        log_level=variants[v]["log_level"], env=variants[v].get("env")))
     for v, o in out.items():
         log(f"  joblog {v}: {fmt_s(o['jobs_per_s'])} jobs/s")
     return out
