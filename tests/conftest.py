@@ -60,6 +60,13 @@ def pytest_collection_modifyitems(config, items):
     from django.db import connection
 
     if connection.vendor == "postgresql":
+        # What does not depend on the database runs once, in the SQLite pass
+        # (make test always runs it): the pure unit tests, the browser tests
+        # and the schema fuzzing. Two minutes of a PostgreSQL pass otherwise.
+        once = pytest.mark.skip(reason="independent of the database: runs once, in the SQLite pass of make test")
+        for item in items:
+            if "once" in item.keywords or "browser" in item.keywords or "/tests/unit/" in str(item.path):
+                item.add_marker(once)
         return
     skip = pytest.mark.skip(reason="needs PostgreSQL (runs in the PostgreSQL pass of make test)")
     for item in items:

@@ -266,6 +266,7 @@ def valid_data_is_accepted_unless_a_rule_is_stated_only_in_words(ctx, response, 
         raise
 
 
+@pytest.mark.once
 @schema.parametrize()
 @settings(
     max_examples=20,
