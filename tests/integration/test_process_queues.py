@@ -47,6 +47,7 @@ def enqueue_burns(queue, jobs, iterations):
     )
 
 
+@pytest.mark.once  # parallelism, restarts, logging: not the database's
 def test_cpu_bound_jobs_on_two_process_slots_take_about_half_the_time_of_two_threads():
     # Sized so one job is ~0.4 s of pure Python; measured from the work's own
     # start to its own end, so the processes' one-time start does not count.

@@ -53,6 +53,7 @@ def test_burst_with_two_processes_runs_every_job_once(marker_dir):
     assert Worker.objects.filter(pid__in=children).count() == 2
 
 
+@pytest.mark.once  # parallelism, restarts, logging: not the database's
 def test_a_child_that_dies_is_restarted_and_sigterm_stops_them_all(marker_dir):
     process = start("--processes", "2", "--concurrency", "1", "--poll-interval", "0.2")
     try:

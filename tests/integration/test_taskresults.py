@@ -121,6 +121,7 @@ def test_a_task_returning_what_cannot_be_stored_fails_with_the_reason(signals):
     assert finished[-1].status == TaskResultStatus.FAILED and finished[-1].errors[0].traceback
 
 
+@pytest.mark.once  # parallelism, restarts, logging: not the database's
 def test_django_tasks_logger_follows_scheduler_log_level_from_warning_up_and_at_debug():
     code = (
         "import django, logging; django.setup(); "

@@ -4,7 +4,7 @@ import time
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test import Client, override_settings
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -108,39 +108,43 @@ MILLION = 1_000_000
 
 @pytest.fixture(scope="module")
 def million_finished(django_db_setup, django_db_blocker):
-    """A million finished jobs, inserted by one SQL statement, deleted after this module."""
+    """A million finished jobs, inserted by one SQL statement in a transaction rolled back after this module.
+
+    Rolling back is cheaper than deleting a million rows (11 s on SQLite).
+    On PostgreSQL the rolled-back rows stay as dead tuples and ANALYZE's row
+    count stays in pg_class: the table is truncated afterwards (new, empty
+    files), as the scale test does.
+    """
     with django_db_blocker.unblock():
-        with connection.cursor() as cursor:
-            columns = (
-                "task, args, kwargs, queue, priority, execute_at, status, attempts, max_attempts, result, "
-                "errors, cancel_requested, worker, created_at, updated_at, started_at, finished_at, logs_count"
-            )
-            if connection.vendor == "postgresql":
-                cursor.execute(
-                    f"INSERT INTO scheduler_app_job ({columns}) SELECT %s, '[]', '{{}}', 'default', 0, now(), "
-                    "CASE WHEN g %% 10 = 0 THEN 'failed' ELSE 'succeeded' END, 1, 1, 'null', '[]', false, 'w', "
-                    "now(), now(), now(), now() - g * interval '1 second', 0 FROM generate_series(1, %s) AS g",
-                    [ADD, MILLION],
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                columns = (
+                    "task, args, kwargs, queue, priority, execute_at, status, attempts, max_attempts, result, "
+                    "errors, cancel_requested, worker, created_at, updated_at, started_at, finished_at, logs_count"
                 )
-                cursor.execute("ANALYZE scheduler_app_job")
-            else:
-                stamp = "strftime('%Y-%m-%d %H:%M:%f', 'now')"
-                cursor.execute(
-                    f"WITH RECURSIVE g(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM g WHERE x < %s) "
-                    f"INSERT INTO scheduler_app_job ({columns}) SELECT %s, '[]', '{{}}', 'default', 0, {stamp}, "
-                    "CASE WHEN x % 10 = 0 THEN 'failed' ELSE 'succeeded' END, 1, 1, 'null', '[]', 0, 'w', "
-                    f"{stamp}, {stamp}, {stamp}, {stamp}, 0 FROM g",
-                    [MILLION, ADD],
-                )
-                cursor.execute("ANALYZE")
-        yield
-        with connection.cursor() as cursor:
-            if connection.vendor == "postgresql":
-                # New, empty files: no million dead rows for later tests to
-                # wade through, and no million-row statistics for the counts.
+                if connection.vendor == "postgresql":
+                    cursor.execute(
+                        f"INSERT INTO scheduler_app_job ({columns}) SELECT %s, '[]', '{{}}', 'default', 0, now(), "
+                        "CASE WHEN g %% 10 = 0 THEN 'failed' ELSE 'succeeded' END, 1, 1, 'null', '[]', false, 'w', "
+                        "now(), now(), now(), now() - g * interval '1 second', 0 FROM generate_series(1, %s) AS g",
+                        [ADD, MILLION],
+                    )
+                    cursor.execute("ANALYZE scheduler_app_job")
+                else:
+                    stamp = "strftime('%Y-%m-%d %H:%M:%f', 'now')"
+                    cursor.execute(
+                        f"WITH RECURSIVE g(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM g WHERE x < %s) "
+                        f"INSERT INTO scheduler_app_job ({columns}) SELECT %s, '[]', '{{}}', 'default', 0, {stamp}, "
+                        "CASE WHEN x % 10 = 0 THEN 'failed' ELSE 'succeeded' END, 1, 1, 'null', '[]', 0, 'w', "
+                        f"{stamp}, {stamp}, {stamp}, {stamp}, 0 FROM g",
+                        [MILLION, ADD],
+                    )
+                    cursor.execute("ANALYZE")
+            yield
+            transaction.set_rollback(True)
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
                 cursor.execute("TRUNCATE scheduler_app_job CASCADE")
-            else:
-                cursor.execute("DELETE FROM scheduler_app_job")
 
 
 @pytest.mark.slow
