@@ -12,7 +12,7 @@ sections in place every few seconds (no reload, scroll kept).
 """
 
 import time
-from functools import update_wrapper
+from functools import partial
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -26,6 +26,7 @@ from django.views.decorators.http import require_POST
 
 from .. import history, lifecycle, schedules, stats
 from ..models import Dashboard, JobStatus, Schedule
+from .changelist import site_view
 from .formatting import humanize_seconds, relative_time, task_html, when_html, worker_state
 
 UPCOMING_LIMIT = 20
@@ -210,12 +211,7 @@ def render_sections(request, data):
 @admin.register(Dashboard)
 class DashboardAdmin(admin.ModelAdmin):
     def get_urls(self):
-        def wrap(view):
-            def wrapper(*args, **kwargs):
-                return self.admin_site.admin_view(view)(*args, **kwargs)
-
-            wrapper.model_admin = self
-            return update_wrapper(wrapper, view)
+        wrap = partial(site_view, self)
 
         app, model = self.opts.app_label, self.opts.model_name
         return [

@@ -13,7 +13,7 @@ here: queues come from settings.
 """
 
 import time
-from functools import update_wrapper
+from functools import partial
 
 from django import forms
 from django.contrib import admin
@@ -29,6 +29,7 @@ from ..forms import RuleFormField
 from ..lifecycle import validation as rules
 from ..lifecycle.queues import LIMIT_FIELDS
 from ..models import Queue
+from .changelist import site_view
 from .dashboard import QUEUE_PERMISSION, RANGES, minutes_of
 from .formatting import humanize_seconds
 
@@ -79,12 +80,7 @@ class QueueAdmin(admin.ModelAdmin):
     readonly_fields = ["name", "paused", "use_display"]
 
     def get_urls(self):
-        def wrap(view):
-            def wrapper(*args, **kwargs):
-                return self.admin_site.admin_view(view)(*args, **kwargs)
-
-            wrapper.model_admin = self
-            return update_wrapper(wrapper, view)
+        wrap = partial(site_view, self)
 
         app, model = self.opts.app_label, self.opts.model_name
         # The page and its data; of the model admin's own views, a queue's change form (its limits).
