@@ -23,6 +23,7 @@ schedules a message says ``sync`` instead of listing them.
 Pure: no Django.
 """
 
+import functools
 import json
 from dataclasses import dataclass
 
@@ -116,8 +117,20 @@ class WakeUp:
         """Return ``(prefix, suffix)``: the encoded message of one new job, split where its id goes.
 
         An INSERT that does not know the job's id yet sends
-        ``prefix || id || suffix`` (see ``sql.pg_insert_and_notify``).
+        ``prefix || id || suffix`` (see ``sql.pg_insert_and_notify``). The
+        text around the time is made once per priority and queue; the time
+        is written as ``encode`` writes a float.
         """
-        text = cls.of(jobs=[(_ID_MARK, execute_at, priority, queue)]).encode()
-        prefix, suffix = text.split(str(_ID_MARK))
-        return prefix, suffix
+        prefix, middle, end = _template_parts(priority, queue)
+        return prefix, f"{middle}{float(execute_at)!r}{end}"
+
+
+@functools.lru_cache(maxsize=256)
+def _template_parts(priority, queue):
+    text = WakeUp.of(jobs=[(_ID_MARK, _AT_MARK, priority, queue)]).encode()
+    prefix, rest = text.split(str(_ID_MARK))
+    middle, end = rest.split(repr(_AT_MARK))
+    return prefix, middle, end
+
+
+_AT_MARK = -918_273_645.546_372_8  # a time no job has: split out of the text like the id

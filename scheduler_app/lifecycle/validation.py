@@ -212,7 +212,7 @@ def build_job(
     if unique_key is not None:
         errors.run(UNIQUE_KEY, unique_key)
     errors.raise_if_any()
-    job = Job(
+    job = new_job(
         task=registry.name_of(task_obj),
         args=args,
         kwargs=kwargs,
@@ -222,16 +222,36 @@ def build_job(
         max_attempts=max_attempts,
         timeout=timeout,
         unique_key=unique_key,
-        created_by=created_by,
+        created_by_id=getattr(created_by, "pk", created_by),
         schedule_id=getattr(schedule, "pk", schedule),
         created_at=now,
         updated_at=now,
         on_dependency_failure=on_dependency_failure,
         has_dependencies=bool(depends_on),
     )
+    if created_by is not None and not isinstance(created_by, int):
+        job.created_by = created_by  # the instance, cached as Job(created_by=...) would
     job._depends_on = depends_on
     job._unique_for = unique_for
     return job
+
+
+def new_job(**values):
+    """Return an unsaved Job of ``values`` (by attname), every other field at its default.
+
+    Same instance as ``Job(**values)``, built the way Django builds rows it
+    reads (positional values): a third of the time, on every enqueue's path.
+    """
+    fields, attnames = _job_fields()
+    if not attnames.issuperset(values):
+        raise TypeError(f"Job has no field {sorted(values.keys() - attnames)[0]!r}")
+    return Job(*[values[f.attname] if f.attname in values else f.get_default() for f in fields])
+
+
+@functools.cache
+def _job_fields():
+    fields = Job._meta.concrete_fields
+    return fields, frozenset(f.attname for f in fields)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -6,6 +6,9 @@ column, which it quotes element by element: 0.6 of a 1,000-job
 ``enqueue_many``'s 0.8 ms-per-job Python time. Here each row becomes a list
 of plain JSON values, the batch one ``json.dumps`` (C), and the server
 unpacks it with ``json_to_recordset``: the same INSERT, one parameter.
+The single enqueue (``postgres.pg_insert_and_notify``) sends the same
+statement with a document of one row: psycopg quotes one string instead
+of thirty values.
 
 Only for models whose fields have a JSON form that PostgreSQL's input
 functions read back unchanged (text, numbers, booleans, timestamps as ISO
@@ -55,19 +58,16 @@ def _datetime(value):
     return None if value is None else value.isoformat()
 
 
-def pg_bulk_insert(objs, *, using="default"):
-    """Insert ``objs`` (unsaved instances of one model) and set their primary keys.
+def json_insert(model, using="default"):
+    """Return ``(statement, readers)``: the model's INSERT of a JSON document of rows, or None.
 
-    Return True, or None when the model or a value has no faithful JSON
-    form (nothing was sent: use ``bulk_create``). Runs in the caller's
-    transaction; the ids come back in the order of ``objs``.
+    The statement takes one parameter, the document (``rows_document``),
+    and returns the new primary keys in the order of its rows. None when a
+    field has no faithful JSON form (use the ORM).
     """
-    if not objs:
-        return True
-    model = type(objs[0])
-    connection = connections[using]
     key = (model, using)
     if key not in _STATEMENTS:
+        connection = connections[using]
         columns = _columns(model, connection)
         if columns is None:
             _STATEMENTS[key] = None
@@ -80,31 +80,53 @@ def pg_bulk_insert(objs, *, using="default"):
                 f"SELECT {picks} FROM json_to_recordset(%s::json) AS r({spec}) "
                 f"RETURNING {connection.ops.quote_name(model._meta.pk.column)}"
             )
-            _STATEMENTS[key] = (statement, [(f.attname, reader) for f, _, reader in columns])
-    prepared = _STATEMENTS[key]
-    if prepared is None:
-        return None
-    statement, readers = prepared
+            readers = [(f"c{i}", f.attname, reader) for i, (f, _, reader) in enumerate(columns)]
+            _STATEMENTS[key] = (statement, readers)
+    return _STATEMENTS[key]
+
+
+def rows_document(objs, readers):
+    """Return the JSON document of ``objs`` for ``json_insert``'s statement, or None if a value has no JSON form."""
     rows = [
-        {
-            f"c{i}": (getattr(obj, attname) if reader is None else reader(getattr(obj, attname)))
-            for i, (attname, reader) in enumerate(readers)
-        }
+        {name: (getattr(obj, attname) if reader is None else reader(getattr(obj, attname))) for name, attname, reader in readers}
         for obj in objs
     ]
     try:
-        document = json.dumps(rows, allow_nan=False, separators=(",", ":"))
+        return json.dumps(rows, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError):
         return None
-    with connection.cursor() as cursor:
-        cursor.execute(statement, [document])
-        ids = [row[0] for row in cursor.fetchall()]
+
+
+def saved(objs, ids, using):
+    """Mark ``objs`` as saved with their new ``ids``, as ``save()`` does."""
     for obj, pk in zip(objs, ids, strict=True):
         obj.pk = pk
         obj._state.adding = False
         obj._state.db = using
+
+
+def pg_bulk_insert(objs, *, using="default"):
+    """Insert ``objs`` (unsaved instances of one model) and set their primary keys.
+
+    Return True, or None when the model or a value has no faithful JSON
+    form (nothing was sent: use ``bulk_create``). Runs in the caller's
+    transaction; the ids come back in the order of ``objs``.
+    """
+    if not objs:
+        return True
+    prepared = json_insert(type(objs[0]), using)
+    if prepared is None:
+        return None
+    statement, readers = prepared
+    document = rows_document(objs, readers)
+    if document is None:
+        return None
+    with connections[using].cursor() as cursor:
+        cursor.execute(statement, [document])
+        ids = [row[0] for row in cursor.fetchall()]
+    saved(objs, ids, using)
     return True
 
 
-# (model, alias) -> (statement, [(attname, reader)]) or None (not for this model)
+# (model, alias) -> (statement, [(column alias, attname, reader)]) or None (not for this model)
 _STATEMENTS = {}

@@ -284,13 +284,13 @@ class TestQueryCounts:
     """
 
     def test_enqueue_of_one_job(self, django_assert_num_queries):
-        lifecycle.enqueue(ADD, [0, 0])  # the INSERT text is compiled once, then reused
+        lifecycle.enqueue(ADD, [0, 0])  # the session prepares the INSERT once (test_enqueue_statement)
         if connection.vendor == "postgresql":
-            # INSERT and NOTIFY in one statement, its own transaction.
+            # INSERT and NOTIFY in one prepared statement, its own transaction.
             with django_assert_num_queries(1) as ctx:
                 lifecycle.enqueue(ADD, [1, 2])
             (statement,) = [q["sql"] for q in ctx.captured_queries]
-            assert "INSERT INTO" in statement and "pg_notify" in statement
+            assert statement.startswith("EXECUTE scheduler_enqueue_")
         else:
             # No NOTIFY on SQLite: BEGIN IMMEDIATE, INSERT, COMMIT.
             with django_assert_num_queries(3) as ctx:
@@ -499,34 +499,3 @@ def test_sqlite_claims_by_query_walk_the_claim_index_and_housekeeping_gathers_st
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM sqlite_stat1 WHERE tbl = 'scheduler_app_job'")
         assert cursor.fetchone()[0] > 0
-
-
-@pytest.mark.postgres_only
-@pytest.mark.django_db
-def test_the_reused_insert_text_gets_the_same_parameters_as_a_fresh_compile():
-    from django.contrib.auth.models import User
-    from django.db.models.sql import InsertQuery
-
-    from scheduler_app import schedules, sql
-
-    user = User.objects.create(username="u")
-    schedule = schedules.create(name="s", task=ADD, args=[1, 2], interval_seconds=60)
-    jobs = [
-        lifecycle.build_job(ADD, [1, 2]),
-        lifecycle.build_job(
-            "tests.testapp.tasks.noop", [], {"x": [1, {"y": None}]}, priority=-7, queue="slow", max_attempts=9, timeout=2.5,
-            execute_at=timezone.now() + timedelta(days=3), created_by=user, schedule=schedule,
-        ),
-    ]
-    sql.pg_insert_and_notify(jobs[0], channel="c", payload_parts=["a", "b"])  # fills the cache
-    for job in jobs:
-        statement, params = sql.pg_insert_statement(job, channel="c", payload_parts=["a", "b"])
-        meta = Job._meta
-        fields = [f for f in meta.local_concrete_fields if not f.generated and f is not meta.auto_field]
-        query = InsertQuery(Job)
-        query.insert_values(fields, [job])
-        compiler = query.get_compiler(using="default")
-        compiler.returning_fields = [meta.pk]
-        [(insert, fresh)] = compiler.as_sql()
-        assert insert in statement
-        assert [str(p) for p in params] == [str(p) for p in [*fresh, "c", "a", "b"]]
