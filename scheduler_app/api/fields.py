@@ -14,6 +14,7 @@ from django.utils.dateparse import parse_datetime
 from drf_spectacular.drainage import set_override
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.relations import PKOnlyObject
 
 
 def rule_messages(exc):
@@ -55,6 +56,78 @@ class RuleField(serializers.Field):
 
     def to_representation(self, value):
         return value
+
+
+class DirectAttributesMixin:
+    """A ModelSerializer that reads its plain model fields straight off the instance.
+
+    DRF's ``to_representation`` walks each field's ``source`` through
+    ``get_attribute`` (callables, dotted paths, dict keys, related objects):
+    three quarters of the time of a 1,000-job response. A field whose source
+    is a concrete, non-relational column of the model and which is not a
+    related or method field gets ``getattr(instance, name)`` instead; every
+    other field (links, related objects, method fields) takes DRF's way.
+    The output is the same dict (``tests/api/test_representation.py``).
+    """
+
+    def to_representation(self, instance):
+        out = {}
+        for name, field, direct in self._representation_plan():
+            if direct:
+                value = getattr(instance, name)
+            else:
+                try:
+                    value = field.get_attribute(instance)
+                except serializers.SkipField:
+                    continue
+            check = value.pk if isinstance(value, PKOnlyObject) else value
+            out[name] = None if check is None else field.to_representation(value)
+        return out
+
+    def _representation_plan(self):
+        plan = self.__dict__.get("_plan")
+        if plan is None:
+            columns = {
+                f.name for f in self.Meta.model._meta.concrete_fields if not f.is_relation
+            }
+            plan = self.__dict__["_plan"] = [
+                (
+                    field.field_name,
+                    field,
+                    field.source_attrs == [field.field_name]
+                    and field.field_name in columns
+                    and not isinstance(field, (serializers.RelatedField, serializers.SerializerMethodField)),
+                )
+                for field in self._readable_fields
+            ]
+        return plan
+
+
+class IdentityUrlField(serializers.HyperlinkedIdentityField):
+    """A HyperlinkedIdentityField that resolves the URL once per request, not once per object.
+
+    The URL of an object with an integer key is the URL of a marker key with
+    the marker replaced by the object's key: one ``reverse()`` and one
+    ``build_absolute_uri()`` per response instead of one per row (a fifth
+    of a 1,000-job response). Other keys take DRF's way.
+    """
+
+    MARK = 918_273_645_546_372_819
+
+    def get_url(self, obj, view_name, request, format):
+        key = getattr(obj, self.lookup_field, None)
+        if type(key) is not int or key < 0 or self.lookup_url_kwarg != self.lookup_field:
+            return super().get_url(obj, view_name, request, format)
+        cache = self.__dict__.setdefault("_templates", {})
+        template = cache.get((id(request), view_name, format))
+        if template is None:
+            marked = self.reverse(view_name, kwargs={self.lookup_url_kwarg: self.MARK}, request=request, format=format)
+            template = marked.split(str(self.MARK))
+            if len(template) != 2:
+                return super().get_url(obj, view_name, request, format)
+            cache.clear()  # one request at a time per serializer instance
+            cache[(id(request), view_name, format)] = template
+        return f"{template[0]}{key}{template[1]}"
 
 
 class StrictKeysMixin:

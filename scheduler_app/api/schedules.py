@@ -21,7 +21,7 @@ from scheduler_app.models import Schedule
 from scheduler_app.schedules import rules
 
 from .base import SchedulerAPI
-from .fields import JSONListField, JSONObjectField, RuleField, StrictKeysMixin
+from .fields import IdentityUrlField, JSONListField, JSONObjectField, RuleField, StrictKeysMixin
 from .filters import MAX_ID
 from .pagination import EstimatedCountPagination
 from .permissions import needs
@@ -34,7 +34,7 @@ logger = logging.getLogger(__name__)
 class ScheduleSerializer(serializers.ModelSerializer):
     """A schedule as the API shows it; exactly one of cron and interval_seconds is set."""
 
-    url = serializers.HyperlinkedIdentityField(view_name="scheduler_api:schedule-detail")
+    url = IdentityUrlField(view_name="scheduler_api:schedule-detail")
     args = JSONListField(read_only=True)
     kwargs = JSONObjectField(read_only=True)
     cron = serializers.SerializerMethodField(help_text="Five-field cron expression, or null.")

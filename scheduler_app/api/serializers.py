@@ -15,6 +15,8 @@ from scheduler_app.models import Job, JobStatus, Worker
 from scheduler_app.rules import DEPENDS_ON_INDEX
 
 from .fields import (
+    DirectAttributesMixin,
+    IdentityUrlField,
     JSONListField,
     JSONObjectField,
     ProgressField,
@@ -46,10 +48,10 @@ def _links(field, job, direction):
     return [{"id": other, "status": status} for other, status in links[job.pk][direction]]
 
 
-class JobSerializer(serializers.ModelSerializer):
+class JobSerializer(DirectAttributesMixin, serializers.ModelSerializer):
     """A job as the API shows it."""
 
-    url = serializers.HyperlinkedIdentityField(view_name="scheduler_api:job-detail")
+    url = IdentityUrlField(view_name="scheduler_api:job-detail")
     created_by = serializers.SlugRelatedField(
         slug_field="username",
         read_only=True,
