@@ -21,7 +21,7 @@ from scheduler_app.models import Schedule
 from scheduler_app.schedules import rules
 
 from .base import SchedulerAPI
-from .fields import IdentityUrlField, JSONListField, JSONObjectField, RuleField, StrictKeysMixin
+from .fields import DirectAttributesMixin, IdentityUrlField, JSONListField, JSONObjectField, RuleField, StrictKeysMixin
 from .filters import MAX_ID
 from .pagination import EstimatedCountPagination
 from .permissions import needs
@@ -31,7 +31,7 @@ from .serializers import JobSerializer
 logger = logging.getLogger(__name__)
 
 
-class ScheduleSerializer(serializers.ModelSerializer):
+class ScheduleSerializer(DirectAttributesMixin, serializers.ModelSerializer):
     """A schedule as the API shows it; exactly one of cron and interval_seconds is set."""
 
     url = IdentityUrlField(view_name="scheduler_api:schedule-detail")

@@ -19,6 +19,7 @@ from .fields import (
     IdentityUrlField,
     JSONListField,
     JSONObjectField,
+    PresentKeysMixin,
     ProgressField,
     RuleField,
     StrictKeysMixin,
@@ -113,7 +114,7 @@ class JobSerializer(DirectAttributesMixin, serializers.ModelSerializer):
         return _links(self, job, "dependents")
 
 
-class JobCreateSerializer(StrictKeysMixin, serializers.Serializer):
+class JobCreateSerializer(StrictKeysMixin, PresentKeysMixin, serializers.Serializer):
     """The body of POST /api/jobs/ (and of each item of a bulk request)."""
 
     task = RuleField(rules.TASK, required=True, help_text="A registered task (GET /api/tasks/ lists them).")

@@ -111,9 +111,9 @@ class JobViewSet(
             request.user,
             extra={"job_id": job.pk, "action": "enqueue"},
         )
-        url = self.get_serializer(job).data["url"]
+        data = self.get_serializer(job).data
         # str(): the URL is a DRF Hyperlink (a str subclass) that wsgiref refuses.
-        return self._respond(job, status.HTTP_201_CREATED, headers={"Location": str(url)})
+        return Response(data, status=status.HTTP_201_CREATED, headers={"Location": str(data["url"])})
 
     @extend_schema(
         summary="Create up to 1,000 jobs in one transaction",
