@@ -101,12 +101,14 @@ def enqueue_many(specs, *, created_by=None, max_size=None, using="default"):
     if max_size is not None and len(specs) > max_size:
         raise ValidationError({"jobs": f"At most {max_size} jobs per request."})
     now = timezone.now()
+    defaults = conf.backend_options()
     built, errors, keys, links = [], {}, {}, {}
     for index, spec in enumerate(specs):
         spec = dict(spec)
         try:
             links[index] = DEPENDS_ON_INDEX.check(spec.pop("depends_on_index", None) or [])
             task = spec.pop("task")
+            spec.setdefault("backend_options", defaults)
             job = build_job(task, created_by=created_by, now=now, **spec)
         except KeyError:
             errors[index] = {"task": ["This field is required."]}
