@@ -23,6 +23,8 @@ Each claim also reports the room it found per limited queue, so the loop
 knows which queues are full and when a rate window next has room.
 """
 
+from datetime import timedelta
+
 from django.db import transaction
 
 from .base import (
@@ -159,7 +161,14 @@ def sqlite_limited_claim(*, worker, queues, limit, now, lease_until, using="defa
         params = []
         names = _in_list("name", queues, params, using)
         epoch = SQLITE_EPOCH.replace("%(expressions)s", "min(s.started_at)").replace("%%%%", "%%")
-        starts = f"FROM {START_TABLE} s WHERE s.queue = q.name AND s.started_at > strftime('%%Y-%%m-%%d %%H:%%M:%%f', %s, '-' || q.rate_period || ' seconds')"
+        # strftime's %f rounds to the millisecond: a bound rounded up would miss a
+        # start just inside the window and let one start too many through. The
+        # count takes a millisecond more than the window (it may count a start
+        # that just left it, never miss one); the DELETE below uses the exact bound.
+        starts = (
+            f"FROM {START_TABLE} s WHERE s.queue = q.name AND s.started_at > "
+            "strftime('%%Y-%%m-%%d %%H:%%M:%%f', %s, '-' || (q.rate_period + 0.001) || ' seconds')"
+        )
         rooms = _rows(
             f"SELECT q.name, "
             f"CASE WHEN q.rate_limit IS NULL THEN NULL ELSE (SELECT {epoch} {starts}) END, "
@@ -217,9 +226,8 @@ def sqlite_limited_claim(*, worker, queues, limit, now, lease_until, using="defa
         for name, _, _, _, period in rooms:
             if name in rated:
                 _rows(
-                    f"DELETE FROM {START_TABLE} WHERE queue = %s "
-                    "AND started_at <= strftime('%%Y-%%m-%%d %%H:%%M:%%f', %s, %s) RETURNING id",
-                    [name, t, f"-{period} seconds"],
+                    f"DELETE FROM {START_TABLE} WHERE queue = %s AND started_at <= %s RETURNING id",
+                    [name, adapt_dt(now - timedelta(seconds=period), using)],
                     using,
                 )
     return claimed, [(name, oldest, c, r, p) for name, oldest, c, r, p in rooms]

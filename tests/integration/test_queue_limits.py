@@ -132,6 +132,20 @@ def test_a_rate_limit_is_a_sliding_window_of_starts():
     assert QueueStart.objects.filter(queue="slow").count() == 3
 
 
+@pytest.mark.parametrize("age", [0.9996, 0.99951, 0.999999])
+def test_a_start_in_the_last_millisecond_of_its_window_still_counts(age):
+    """SQLite's strftime rounds to the millisecond: a start 0.9996 s old once left a 1 s window early."""
+    lifecycle.set_limits("slow", rate_limit=1, rate_period=1)
+    add_jobs(3)
+    now = timezone.now().replace(microsecond=542691)
+    [first], _ = claim_limited(limit=1, now=now)
+    later = now + timedelta(seconds=age)
+    assert claim_limited(now=later) == ([], {"slow": pytest.approx((now + timedelta(seconds=1)).timestamp(), abs=2e-3)})
+    assert QueueStart.objects.filter(queue="slow").count() == 1  # not deleted before it left its window
+    [second], _ = claim_limited(limit=1, now=now + timedelta(seconds=1.002))
+    assert second.id != first.id
+
+
 def test_a_paused_limited_queue_is_not_claimed():
     lifecycle.set_limits("slow", concurrency_limit=3)
     add_jobs(2)
