@@ -137,7 +137,7 @@ def test_a_start_in_the_last_millisecond_of_its_window_still_counts(age):
     """SQLite's strftime rounds to the millisecond: a start 0.9996 s old once left a 1 s window early."""
     lifecycle.set_limits("slow", rate_limit=1, rate_period=1)
     add_jobs(3)
-    now = timezone.now().replace(microsecond=542691)
+    now = timezone.now().replace(microsecond=542691) + timedelta(seconds=1)  # after the jobs' execute_at
     [first], _ = claim_limited(limit=1, now=now)
     later = now + timedelta(seconds=age)
     assert claim_limited(now=later) == ([], {"slow": pytest.approx((now + timedelta(seconds=1)).timestamp(), abs=2e-3)})
