@@ -14,8 +14,8 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.utils.dateparse import parse_datetime
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
-from rest_framework.utils import html
 from rest_framework.relations import PKOnlyObject
+from rest_framework.utils import html
 
 
 def rule_messages(exc):
@@ -186,7 +186,7 @@ class PresentKeysMixin:
                 errors[name] = exc.detail
             except DjangoValidationError as exc:
                 errors[name] = serializers.get_error_detail(exc)
-            except serializers.SkipField:
+            except serializers.SkipField:  # as in DRF's loop: a field may leave itself out
                 pass
         if errors:
             raise serializers.ValidationError(errors)

@@ -88,21 +88,13 @@ def json_insert(model, using="default"):
 def rows_document(objs, readers):
     """Return the JSON document of ``objs`` for ``json_insert``'s statement, or None if a value has no JSON form."""
     rows = [
-        {name: (getattr(obj, attname) if reader is None else reader(getattr(obj, attname))) for name, attname, reader in readers}
+        {name: getattr(obj, attname) if reader is None else reader(getattr(obj, attname)) for name, attname, reader in readers}
         for obj in objs
     ]
     try:
         return json.dumps(rows, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError):
         return None
-
-
-def saved(objs, ids, using):
-    """Mark ``objs`` as saved with their new ``ids``, as ``save()`` does."""
-    for obj, pk in zip(objs, ids, strict=True):
-        obj.pk = pk
-        obj._state.adding = False
-        obj._state.db = using
 
 
 def pg_bulk_insert(objs, *, using="default"):
@@ -124,7 +116,10 @@ def pg_bulk_insert(objs, *, using="default"):
     with connections[using].cursor() as cursor:
         cursor.execute(statement, [document])
         ids = [row[0] for row in cursor.fetchall()]
-    saved(objs, ids, using)
+    for obj, pk in zip(objs, ids, strict=True):
+        obj.pk = pk
+        obj._state.adding = False
+        obj._state.db = using
     return True
 
 

@@ -37,8 +37,10 @@ def pg_insert_and_notify(obj, *, channel, payload_parts, using="default"):
     pooler in transaction mode, ``DISCARD ALL``) or already has it (an
     earlier client of a pooled session) that enqueue sends the plain
     statement instead (inside the savepoint, so the caller's transaction is
-    untouched); a session that lacked it twice gets only plain statements. ``OPTIONS: {"prepare_threshold": None}`` set
-    explicitly in the database's settings also means plain statements.
+    untouched); a session that lacked it twice gets only plain statements.
+    ``OPTIONS: {"prepare_threshold": None}`` set explicitly in the
+    database's settings also means plain statements (Django's default,
+    the key absent, does not).
     """
     statement, params, types = pg_insert_statement(obj, channel=channel, payload_parts=payload_parts, using=using)
     connection = connections[using]
@@ -52,7 +54,7 @@ def pg_insert_and_notify(obj, *, channel, payload_parts, using="default"):
             return cursor.fetchone()[0]
     with connection.cursor() as cursor:
         prepared = None
-        if types is not None and not ("prepare_threshold" in options and options["prepare_threshold"] is None):
+        if types is not None and options.get("prepare_threshold", 0) is not None:
             prepared = _PREPARED.get(connection.connection, statement, types)
         if prepared is None:
             return _execute(connection, cursor, statement, params)
@@ -76,15 +78,16 @@ def pg_insert_and_notify(obj, *, channel, payload_parts, using="default"):
 
 
 def _execute(connection, cursor, statement, params, *, prepare=""):
-    """Run the enqueue statement (after ``prepare``, in a savepoint inside the caller's transaction); return the new id."""
+    """Run the enqueue statement, after ``prepare``; return the new id.
+
+    Inside the caller's transaction all of it runs in a savepoint.
+    """
     if not connection.in_atomic_block:
         cursor.execute(f"{prepare}; {statement}" if prepare else statement, params)
     else:
         try:
-            cursor.execute(
-                f"SAVEPOINT {_SAVEPOINT}; {prepare + '; ' if prepare else ''}{statement}; RELEASE SAVEPOINT {_SAVEPOINT}",
-                params,
-            )
+            before = f"{prepare}; " if prepare else ""
+            cursor.execute(f"SAVEPOINT {_SAVEPOINT}; {before}{statement}; RELEASE SAVEPOINT {_SAVEPOINT}", params)
         except Exception:
             with contextlib.suppress(Exception):
                 cursor.execute(f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}; RELEASE SAVEPOINT {_SAVEPOINT}")

@@ -83,7 +83,8 @@ def test_the_first_enqueue_of_a_session_prepares_the_statement_and_later_ones_ex
     assert "INSERT INTO" in statement and "pg_notify" in statement and second.startswith(f"EXECUTE {name}(")
     with transaction.atomic():
         _, [inside] = captured(django_assert_num_queries, 1)
-    assert inside.startswith("SAVEPOINT") and f"EXECUTE {name}(" in inside and inside.endswith("RELEASE SAVEPOINT scheduler_enqueue")
+    assert inside.startswith("SAVEPOINT") and f"EXECUTE {name}(" in inside
+    assert inside.endswith("RELEASE SAVEPOINT scheduler_enqueue")
 
 
 @pytest.mark.parametrize("in_transaction", [False, True], ids=["autocommit", "in a transaction"])
