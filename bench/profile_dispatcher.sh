@@ -15,8 +15,8 @@ out=bench/results/profile-$(date +%H%M%S)
 .venv/bin/python bench/drivers/ours_dispatch.py --concurrency "$SLOTS" >"$out.log" 2>&1 &
 pid=$!
 sleep 2
-bench/.venv-peers/bin/py-spy record --pid "$pid" --duration "$SECS" --rate ${PYSPY_RATE:-200} --threads --gil ${PYSPY_EXTRA:-} --format raw -o "$out.txt" >/dev/null 2>&1 || true
-bench/.venv-peers/bin/py-spy dump --pid "$pid" > "$out.dump" 2>&1 || true
+${PYSPY:-bench/.venv-peers/bin/py-spy} record --pid "$pid" --duration "$SECS" --rate ${PYSPY_RATE:-200} --threads --gil ${PYSPY_EXTRA:-} --format raw -o "$out.txt" >/dev/null 2>&1 || true
+${PYSPY:-bench/.venv-peers/bin/py-spy} dump --pid "$pid" > "$out.dump" 2>&1 || true
 kill -TERM "$pid"; wait "$pid" || true
 psql -q -h 127.0.0.1 -U postgres -c "SELECT count(*) AS done FROM scheduler_app_job WHERE status='succeeded'" bench_profile
 psql -q -h 127.0.0.1 -U postgres -c 'DROP DATABASE IF EXISTS bench_profile WITH (FORCE)'

@@ -93,9 +93,9 @@ class ClaimStep:
     def _start(self, group, jobs, now):
         for job in jobs:
             self.timeline.remove(job.id)
-            self.pool.submit(group, job)
             if self.rollups is not None:
                 self.rollups.started(job, now)
+        self.pool.submit_many(group, jobs)
         self.claimed_total += len(jobs)
         return jobs
 

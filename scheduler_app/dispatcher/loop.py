@@ -345,6 +345,7 @@ class Dispatcher(ClaimStep):
         if not self.pool.busy() and not self.outcomes.pending:
             self.finished = True
         elif now >= self._stop_deadline:
+            self.pool.close()  # an attempt no thread has taken yet must not start once released
             unfinished = self.pool.running_jobs()
             released = self.store.release(unfinished, now)
             logger.warning(

@@ -1,16 +1,29 @@
 """A bounded pool of worker threads, in slot groups, with per-job deadlines.
 
-A slot is the right to run one attempt at a time; each busy slot has a
-worker thread (``WorkerThread``) of this process. (A "worker" row in the
+A slot is the right to run one attempt at a time; a group has as many
+worker threads (``WorkerThread``) as slots in use. (A "worker" row in the
 database is something else: one dispatcher process, see ``store.py``.)
 
-The loop thread owns every attribute except ``_done``; worker threads only
-read their inbox and put results on ``_done``, then call ``wake`` so the loop
-refills the slot at once. Timeouts are enforced here, not with signals
-(seed 004): an overdue job's thread is abandoned (its late result dropped)
-and a fresh thread takes its slot, up to ``max_abandoned`` lingering threads.
+Hand-off: the loop puts the attempts it claimed for a group on the group's
+ready queue and wakes one sleeping thread. A thread that takes an attempt
+wakes the next sleeper if more are waiting, then runs it; when it is done it
+takes the next ready attempt before it sleeps. A batch of short jobs thus
+runs on the threads that are already awake, with one thread wake-up (and
+one GIL hand-off) per batch instead of one per job, while a batch of slow
+jobs still gets one thread each, a wake-up apart. Only the loop puts
+attempts on the queue, and never more than its free slots (invariant 3), so
+an attempt waits there only until a thread of its group looks.
+
+The loop thread owns the records (``_running`` and the counts); worker
+threads take from the ready queues and mark what they start under
+``_lock``, put results on ``_done``, then call ``wake`` so the loop refills
+the slot at once. Timeouts are enforced here, not with signals (seed 004):
+an overdue job's thread is abandoned (its late result dropped) and a fresh
+thread takes its slot, up to ``max_abandoned`` lingering threads; an
+overdue attempt no thread has taken yet is failed and never starts.
 """
 
+import collections
 import itertools
 import logging
 import queue
@@ -19,14 +32,17 @@ from dataclasses import dataclass, field
 
 logger = logging.getLogger(__name__)
 
+_WAKE = object()  # a sleeping thread's wake-up: look at the ready queue
+_EXIT = object()  # ... or exit
+
 
 class WorkerThread:
-    """One thread of the pool; runs the jobs put in its inbox until it gets None."""
+    """One thread of the pool; runs its group's ready attempts until told to exit."""
 
     def __init__(self, pool, group, number):
         self.group = group
-        self.inbox = queue.SimpleQueue()
-        self.abandoned = False  # loop thread only
+        self.inbox = queue.SimpleQueue()  # _WAKE or _EXIT, while it sleeps
+        self.abandoned = False  # set by the loop thread: exit once the overdue job returns
         self.os_thread = threading.Thread(
             target=pool._work, args=(self,), name=f"{pool.name}-{group}-{number}", daemon=True
         )
@@ -35,13 +51,18 @@ class WorkerThread:
 
 @dataclass(slots=True)
 class _Running:
+    token: int
     job: object
     group: str
-    thread: WorkerThread
-    started: float  # monotonic
+    started: float  # monotonic, when it was handed over
     deadline: float | None  # monotonic
+    deadline_epoch: float | None  # what the executor is told
     cancel_event: threading.Event = field(default_factory=threading.Event)
     timed_out: bool = False  # failed already, thread kept: its slot frees when it returns
+    # Under the pool's lock: the thread that took it (None while it is ready),
+    # and whether it was dropped before any thread took it.
+    thread: WorkerThread | None = None
+    dropped: bool = False
 
 
 class WorkerPool:
@@ -53,13 +74,17 @@ class WorkerPool:
         self._clock = clock
         self.max_abandoned = max_abandoned
         self._done = queue.SimpleQueue()  # shared: (token, outcome, error)
-        self._idle = {g: [] for g in self.groups}  # group -> idle WorkerThreads; loop thread only
+        self._lock = threading.Lock()  # guards _ready, _sleeping, _Running.thread/dropped
+        self._ready = {g: collections.deque() for g in self.groups}  # group -> _Running not yet taken
+        self._sleeping = {g: [] for g in self.groups}  # group -> WorkerThreads waiting on their inbox
+        self._threads = {g: set() for g in self.groups}  # live, not abandoned; loop thread only
         self._running = {}  # token -> _Running; loop thread only
         self._busy = dict.fromkeys(self.groups, 0)  # group -> len of its _running; loop thread only
         self._by_job = {}  # job id -> token; loop thread only
         self._abandoned = {}  # token -> WorkerThread still running a timed-out job; loop thread only
         self._tokens = itertools.count(1)
         self._numbers = itertools.count(1)
+        self._closed = False  # under _lock: close() was called
 
     # -- capacity ---------------------------------------------------------
 
@@ -77,37 +102,86 @@ class WorkerPool:
 
     def submit(self, group, job):
         """Start ``job`` on a free slot of ``group``."""
-        if self.free(group) <= 0:
+        self.submit_many(group, (job,))
+
+    def submit_many(self, group, jobs):
+        """Start ``jobs``, in this order, on free slots of ``group`` (one thread wake-up)."""
+        jobs = list(jobs)
+        if len(jobs) > self.free(group):
             raise RuntimeError(f"no free slot in group {group!r}")
-        idle = self._idle[group]
-        thread = idle.pop() if idle else WorkerThread(self, group, next(self._numbers))
-        token = next(self._tokens)
+        if not jobs:
+            return
         now = self._clock.monotonic()
-        timeout = getattr(job, "timeout", None)
-        deadline = now + timeout if timeout else None
-        deadline_epoch = self._clock.time() + timeout if timeout else None
-        record = _Running(job, group, thread, now, deadline)
-        if getattr(job, "cancel_requested", False):
-            record.cancel_event.set()
-        self._running[token] = record
-        self._busy[group] += 1
-        self._by_job[job.id] = token
-        thread.inbox.put((token, job, record.cancel_event, deadline_epoch))
+        epoch = self._clock.time()
+        records = []
+        for job in jobs:
+            token = next(self._tokens)
+            timeout = getattr(job, "timeout", None)
+            record = _Running(
+                token, job, group, now, now + timeout if timeout else None, epoch + timeout if timeout else None
+            )
+            if getattr(job, "cancel_requested", False):
+                record.cancel_event.set()
+            self._running[token] = record
+            self._by_job[job.id] = token
+            records.append(record)
+        self._busy[group] += len(records)
+        threads = self._threads[group]
+        # A slot per busy attempt; threads are started when first needed
+        # (and again when a timed-out one was abandoned).
+        for _ in range(self._busy[group] - len(threads)):
+            threads.add(WorkerThread(self, group, next(self._numbers)))
+        with self._lock:
+            self._ready[group].extend(records)
+            sleeping = self._sleeping[group]
+            if sleeping:
+                sleeping.pop().inbox.put(_WAKE)
+
+    def _take(self, thread):
+        """Return the next ready attempt of ``thread``'s group, None after putting it to sleep, or _EXIT.
+
+        Worker threads only. Taking one wakes a sleeping thread if more wait.
+        """
+        group = thread.group
+        with self._lock:
+            ready = self._ready[group]
+            if thread.abandoned or self._closed:
+                if ready and self._sleeping[group]:  # it may have been woken for these
+                    self._sleeping[group].pop().inbox.put(_WAKE)
+                return _EXIT
+            while ready:
+                record = ready.popleft()
+                if record.dropped:
+                    continue
+                record.thread = thread
+                if ready:
+                    sleeping = self._sleeping[group]
+                    if sleeping:
+                        sleeping.pop().inbox.put(_WAKE)
+                return record
+            self._sleeping[group].append(thread)
+            return None
 
     def _work(self, thread):
         """The body of a worker thread."""
         while True:
-            item = thread.inbox.get()
-            if item is None:
+            record = self._take(thread)
+            if record is None:
+                if thread.inbox.get() is _EXIT:
+                    return
+                continue
+            if record is _EXIT:
                 return
-            token, job, cancel_event, deadline = item
+            job = record.job
             try:
-                outcome, error = self._execute(job, cancel_event, deadline), None
+                outcome, error = self._execute(job, record.cancel_event, record.deadline_epoch), None
             except BaseException as exc:  # the executor should not raise; never lose a slot
                 logger.exception("executor raised for job %s", getattr(job, "id", "?"))
                 outcome, error = None, exc
-            self._done.put((token, outcome, error))
+            self._done.put((record.token, outcome, error))
             self._wake()
+            if thread.abandoned:
+                return
 
     def collect(self):
         """Return ``[(job, outcome, error)]`` for attempts that ended; free their slots.
@@ -128,18 +202,16 @@ class WorkerPool:
                 continue
             self._busy[record.group] -= 1
             self._by_job.pop(record.job.id, None)
-            if record.timed_out:
-                # Failed at its deadline already; the thread is back, the slot frees now.
-                self._idle[record.group].append(record.thread)
-                continue
-            self._idle[record.group].append(record.thread)
-            finished.append((record.job, outcome, error))
+            if not record.timed_out:
+                # (A timed-out one failed at its deadline already; its slot frees now.)
+                finished.append((record.job, outcome, error))
 
     def expire(self):
         """Return jobs whose deadline passed; give their slots to fresh threads.
 
         When ``max_abandoned`` threads already linger, the slot stays taken
         until the overdue thread returns (the job is failed now all the same).
+        An overdue attempt no thread has taken yet is dropped: it never starts.
         """
         now = self._clock.monotonic()
         expired = []
@@ -148,14 +220,17 @@ class WorkerPool:
                 continue
             record.cancel_event.set()  # a cooperative task can still stop early
             expired.append(record.job)
-            if len(self._abandoned) < self.max_abandoned:
-                del self._running[token]
-                self._busy[record.group] -= 1
-                self._by_job.pop(record.job.id, None)
-                record.thread.abandoned = True
-                record.thread.inbox.put(None)  # exit after the overdue job returns
-                self._abandoned[token] = record.thread
-            else:
+            with self._lock:
+                thread = record.thread
+                if thread is None:
+                    record.dropped = True
+                elif len(self._abandoned) < self.max_abandoned:
+                    thread.abandoned = True  # it exits once the overdue job returns
+                    sleeping = self._sleeping[record.group]
+                    if thread in sleeping:  # it returned already; its result waits in _done
+                        sleeping.remove(thread)
+                        thread.inbox.put(_EXIT)
+            if thread is not None and not thread.abandoned:
                 record.timed_out = True
                 logger.warning(
                     "job %s timed out but %d abandoned threads already linger; "
@@ -163,6 +238,13 @@ class WorkerPool:
                     record.job.id,
                     len(self._abandoned),
                 )
+                continue
+            del self._running[token]
+            self._busy[record.group] -= 1
+            self._by_job.pop(record.job.id, None)
+            if thread is not None:
+                self._threads[record.group].discard(thread)
+                self._abandoned[token] = thread
         return expired
 
     def next_deadline(self):
@@ -185,11 +267,20 @@ class WorkerPool:
         """Return the jobs whose attempts are in flight (timed-out ones excluded)."""
         return [r.job for r in self._running.values() if not r.timed_out]
 
+    def close(self):
+        """Start nothing more: attempts no thread has taken yet never start (they stay in running_jobs)."""
+        with self._lock:
+            self._closed = True
+            for ready in self._ready.values():
+                for record in ready:
+                    record.dropped = True
+                ready.clear()
+
     def shutdown(self):
-        """Tell every thread to exit once its current job returns (threads are daemons)."""
-        threads = [t for idle in self._idle.values() for t in idle]
-        threads += [r.thread for r in self._running.values()]
-        for thread in threads:
-            thread.inbox.put(None)
-        for idle in self._idle.values():
-            idle.clear()
+        """Close, and tell every thread to exit once its current job returns (threads are daemons)."""
+        self.close()
+        with self._lock:
+            for sleeping in self._sleeping.values():
+                for thread in sleeping:
+                    thread.inbox.put(_EXIT)
+                sleeping.clear()

@@ -129,6 +129,7 @@ def test_timeout_is_written_and_the_slot_reused_while_the_job_still_runs():
         # The loop sleeps until the running job's deadline, not longer.
         assert dispatcher.tick(clock.time()) == pytest.approx(0.05)
         assert store.jobs[1].status == "running"
+        assert wait_for(lambda: store.behaviours[1].runs)  # its thread took it
         clock.advance(0.05)  # the pool's deadlines read the fake clock
         assert settle(dispatcher, clock, lambda: store.jobs[2].status == "succeeded")
         # Job 2 ran on job 1's slot while job 1's thread was still inside it.

@@ -83,6 +83,7 @@ def test_timeout_frees_the_slot_at_once_and_drops_the_late_result():
     slow = job(1, timeout=0.05, hold=hold)  # runs until the test lets it return
     try:
         pool.submit("a", slow)
+        assert wait_for(lambda: job.behaviours[1].runs)  # a thread took it
         assert pool.next_deadline() == clock.monotonic() + 0.05
         clock.advance(0.04)
         assert pool.expire() == []
@@ -107,8 +108,8 @@ def test_abandoned_threads_are_bounded():
     hold = threading.Event()
     jobs = [job(i, timeout=0.02, hold=hold) for i in (1, 2)]
     try:
-        for claimed in jobs:
-            pool.submit("a", claimed)
+        pool.submit_many("a", jobs)
+        assert wait_for(lambda: job.behaviours[1].runs and job.behaviours[2].runs)
         clock.advance(0.02)
         assert sorted(j.id for j in pool.expire()) == [1, 2]
         # One thread abandoned (slot given back), the other keeps its slot until it returns.
@@ -128,4 +129,96 @@ def test_cancel_request_reaches_the_running_job():
     assert pool.request_cancel([1, 99]) == 1
     ((job, outcome, _),) = collect_until(pool, 1, timeout=2)
     assert outcome.status == "cancelled"
+    pool.shutdown()
+
+
+def test_a_batch_of_slow_jobs_gets_a_thread_each():
+    pool, _, job = make_pool({"a": 4})
+    start = time.monotonic()
+    pool.submit_many("a", [job(i, sleep=0.3) for i in range(4)])
+    results = collect_until(pool, 4)
+    # One wake-up for the batch; each thread that takes a job wakes the next.
+    assert sorted(j.id for j, _, _ in results) == [0, 1, 2, 3]
+    assert time.monotonic() - start < 0.55, "the four ran one after another"
+    starts = [job.behaviours[i].runs[0] for i in range(4)]
+    assert max(starts) - min(starts) < 0.1
+    assert sum(1 for t in threading.enumerate() if t.name.startswith("scheduler-a-")) == 4
+    pool.shutdown()
+
+
+def test_a_batch_runs_in_the_order_given():
+    pool, _, job = make_pool({"a": 1})
+    hold = threading.Event()
+    pool.submit("a", job(0, hold=hold))
+    assert wait_for(lambda: job.behaviours[0].runs)
+    hold.set()
+    collect_until(pool, 1)
+    pool.submit_many("a", [job(7)])
+    collect_until(pool, 1)
+    pool2, _, job2 = make_pool({"a": 3})
+    jobs = [job2(i, sleep=0.05) for i in (5, 3, 9)]
+    pool2.submit_many("a", jobs)
+    collect_until(pool2, 3)
+    order = sorted((job2.behaviours[i].runs[0], i) for i in (5, 3, 9))
+    assert [i for _, i in order] == [5, 3, 9]
+    pool.shutdown()
+    pool2.shutdown()
+
+
+def test_more_than_the_free_slots_is_refused_whole():
+    pool, _, job = make_pool({"a": 2})
+    with pytest.raises(RuntimeError):
+        pool.submit_many("a", [job(1), job(2), job(3)])
+    assert pool.free("a") == 2 and pool.running_jobs() == []
+    pool.shutdown()
+
+
+def _one_busy_thread_and_a_second_slot(pool, job, hold):
+    """Run job 1 on the only thread, then open a second slot without a thread for it.
+
+    The loop never does this (each busy slot gets a thread): it lets a test
+    hold an attempt on the ready queue, where no thread takes it.
+    """
+    pool.submit("a", job(1, hold=hold))
+    assert wait_for(lambda: job.behaviours[1].runs)
+    pool.groups["a"] = 2
+    pool._threads["a"].add(object())  # counts as the second slot's thread: none is started
+
+
+def test_an_attempt_overdue_before_any_thread_took_it_never_starts():
+    pool, _, job = make_pool({"a": 1})
+    clock = job.clock
+    hold = threading.Event()
+    try:
+        _one_busy_thread_and_a_second_slot(pool, job, hold)
+        late = job(2, timeout=0.01)
+        pool.submit("a", late)
+        clock.advance(0.02)
+        assert pool.expire() == [late]
+        # Failed and its slot given back, with no thread to abandon.
+        assert pool.abandoned_count == 0 and pool.free("a") == 1
+        assert [j.id for j in pool.running_jobs()] == [1]
+    finally:
+        hold.set()
+    ((done, _, _),) = collect_until(pool, 1)
+    assert done.id == 1
+    time.sleep(0.1)  # the thread is free now and looks at the ready queue
+    assert job.behaviours[2].runs == []
+    pool.shutdown()
+
+
+def test_close_starts_no_ready_attempt_and_keeps_it_in_running_jobs():
+    pool, _, job = make_pool({"a": 1})
+    hold = threading.Event()
+    try:
+        _one_busy_thread_and_a_second_slot(pool, job, hold)
+        pool.submit("a", job(2))
+        pool.close()
+        # Both stay claimed: the grace step releases them; the second never starts.
+        assert sorted(j.id for j in pool.running_jobs()) == [1, 2]
+    finally:
+        hold.set()
+    collect_until(pool, 1)
+    time.sleep(0.1)
+    assert job.behaviours[2].runs == []
     pool.shutdown()
