@@ -54,8 +54,7 @@ class _Running:
     token: int
     job: object
     group: str
-    started: float  # monotonic, when it was handed over
-    deadline: float | None  # monotonic
+    deadline: float | None  # monotonic, counted from the hand-over
     deadline_epoch: float | None  # what the executor is told
     cancel_event: threading.Event = field(default_factory=threading.Event)
     timed_out: bool = False  # failed already, thread kept: its slot frees when it returns
@@ -118,7 +117,7 @@ class WorkerPool:
             token = next(self._tokens)
             timeout = getattr(job, "timeout", None)
             record = _Running(
-                token, job, group, now, now + timeout if timeout else None, epoch + timeout if timeout else None
+                token, job, group, now + timeout if timeout else None, epoch + timeout if timeout else None
             )
             if getattr(job, "cancel_requested", False):
                 record.cancel_event.set()
