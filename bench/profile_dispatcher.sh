@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Profile the dispatcher's hot path with py-spy (installed in bench/.venv-peers only).
+# Profile the dispatcher's hot path with py-spy (installed in bench/.venv-peers by make bench;
+# PYSPY=/path/to/py-spy uses another).
 # Usage: bench/profile_dispatcher.sh [N] [SECONDS] [SLOTS]  (PostgreSQL database bench_profile)
 # Writes bench/results/profile-*.txt (collapsed stacks) and prints the top frames.
 set -euo pipefail
