@@ -43,10 +43,10 @@ class Store(Protocol):
     def load_window(self, queues: Iterable[str], until: float, limit: int) -> list[Entry]:
         """Return up to ``limit`` entries: due schedules' next runs first, then pending jobs by time."""
 
-    def changes(self, queues: Iterable[str], since: float, limit: int | None = None) -> tuple[list[Entry] | None, float | None]:
-        """Return pending jobs and schedules changed since ``since``, and the newest change time.
+    def changes(self, queues: Iterable[str], since: float, limit: int | None = None) -> list[Entry] | None:
+        """Return the pending jobs and schedules changed since ``since``.
 
-        ``(None, None)`` when more than ``limit`` jobs changed: reload instead.
+        None when more than ``limit`` jobs changed: reload instead.
         A schedule with nothing to run comes as an entry whose ``at`` is None.
         """
 

@@ -169,32 +169,28 @@ class DjangoStore:
         return planned + [Entry(i, at, p, q) for i, at, p, q in rows if at is not None]
 
     def changes(self, queues, since, limit=None):
-        """Return pending jobs and schedules changed since ``since``, and the newest change time.
+        """Return the pending jobs and schedules changed since ``since``.
 
         A schedule with nothing to run has an entry with ``at=None``. When
-        more than ``limit`` jobs changed, return ``(None, None)``: the caller
-        reloads its window instead (reading a bulk enqueue of 100,000 jobs
-        in full at every poll cost 50 MB and most of a second).
+        more than ``limit`` jobs changed, return None: the caller reloads
+        its window instead (reading a bulk enqueue of 100,000 jobs in full
+        at every poll cost 50 MB and most of a second).
         """
-        planned, newest = schedules.changes(since, using=self.using)
-        entries = [schedule_entry(i, at) for i, at in planned]
+        entries = [schedule_entry(i, at) for i, at in schedules.changes(since, using=self.using)]
         rows = (
             Job.objects.using(self.using)
             .pending()
             .filter(queue__in=sorted(queues), updated_at__gte=to_datetime(since))
-            .annotate(at=sql.Epoch("execute_at"), changed=sql.Epoch("updated_at"))
-            .values_list("id", "at", "priority", "queue", "changed")
+            .annotate(at=sql.Epoch("execute_at"))
+            .values_list("id", "at", "priority", "queue")
         )
         if limit is not None:
             rows = list(rows[: limit + 1])
             if len(rows) > limit:
-                return None, None
-        for i, at, p, q, changed in rows:
-            if at is not None:  # SQLite text that is not a time: never due, never claimed
-                entries.append(Entry(i, at, p, q))
-            if changed is not None:
-                newest = changed if newest is None or changed > newest else newest
-        return entries, newest
+                return None
+        # SQLite text that is not a time is never due, never claimed: no entry.
+        entries.extend(Entry(i, at, p, q) for i, at, p, q in rows if at is not None)
+        return entries
 
     def cancel_requests(self):
         return set(

@@ -23,7 +23,7 @@ class Window:
         # The window slides by reloading; reload at least twice per horizon.
         self.full_sync_interval = min(full_sync_interval, max(horizon / 2, 0.1))
         self.sync_overlap = sync_overlap
-        self.watermark = None  # newest change time seen (never past now)
+        self.watermark = None  # the time of the last poll or reload
         self.due_poll = 0.0
         self.due_full = 0.0
         self.need_poll = False
@@ -84,7 +84,7 @@ class Window:
 
     def poll(self, store, now):
         since = (self.watermark if self.watermark is not None else now) - self.sync_overlap
-        entries, newest = store.changes(self.queues, since, self.timeline.cap)
+        entries = store.changes(self.queues, since, self.timeline.cap)
         if entries is None:
             # More jobs changed than the window can hold: read the window
             # afresh (at most cap rows) instead of every change.
@@ -92,12 +92,16 @@ class Window:
             return
         for entry in entries:
             self.apply(entry)
-        if newest is not None:
-            # A change time from the future (a clock ahead, a row written
-            # around the service) must not move the watermark past now:
-            # polls would then miss every change until it.
-            newest = min(newest, now)
-            self.watermark = max(self.watermark or newest, newest)
+        # The window is in step with the database as of now, as after a
+        # reload: the next poll reaches back sync_overlap behind this one.
+        # Moved only to the newest change seen, the watermark stood still
+        # once changes stopped, and every poll re-read every job changed
+        # within the overlap of the last change until it was claimed: after
+        # a bulk enqueue all of them, at every poll, or a whole reload when
+        # they outnumbered the cap. (Nor can a change time from the future,
+        # a clock ahead or a row written around the service, move it past
+        # now: polls would then miss every change until then.)
+        self.watermark = now
         self.need_poll = False
         self.due_poll = now + self.poll_interval
 

@@ -42,19 +42,14 @@ def window(until, *, using="default"):
 
 
 def changes(since, *, using="default"):
-    """Return ``([(schedule_id, next_run epoch or None)], newest updated_at epoch or None)``."""
+    """Return ``[(schedule_id, next_run epoch or None)]`` of the schedules changed since ``since``."""
     rows = (
         Schedule.objects.using(using)
         .filter(updated_at__gte=_to_dt(since))
-        .annotate(at=sql.Epoch("next_run_at"), changed=sql.Epoch("updated_at"))
-        .values_list("id", "enabled", "at", "changed")
+        .annotate(at=sql.Epoch("next_run_at"))
+        .values_list("id", "enabled", "at")
     )
-    entries, newest = [], None
-    for i, enabled, at, changed in rows:
-        entries.append((i, at if enabled else None))
-        if changed is not None:
-            newest = changed if newest is None or changed > newest else newest
-    return entries, newest
+    return [(i, at if enabled else None) for i, enabled, at in rows]
 
 
 def materialize_due(now, *, ids=(), using="default"):

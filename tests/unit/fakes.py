@@ -123,6 +123,8 @@ class FakeStore:
         self.freed = []  # the queues of each notify_freed
         self.claim_ids = []  # the ids asked for, per claim (None: by query)
         self.change_limits = []  # the limit of each change poll
+        self.changes_read = []  # the since of each change poll
+        self.changed_rows_read = 0  # pending jobs the change polls returned
         self.finished = []  # every outcome given to finish, won or not
         self.released = []  # ids released
         self.materialized = []  # (schedule id, run time) per job made
@@ -211,22 +213,16 @@ class FakeStore:
         with self._tables.lock:
             self._maybe_fail()
             self.change_limits.append(limit)
-            newest = None
-            entries = []
-            for i, s in sorted(self.schedules.items()):
-                if s.updated >= since:
-                    entries.append(schedule_entry(i, s.at))
-                    newest = s.updated if newest is None else max(newest, s.updated)
+            self.changes_read.append(since)
+            entries = [schedule_entry(i, s.at) for i, s in sorted(self.schedules.items()) if s.updated >= since]
             rows = [
                 j for j in sorted(self.jobs.values(), key=lambda j: j.id)
                 if j.status == Status.PENDING and j.queue in queues and j.updated >= since
             ]
             if limit is not None and len(rows) > limit:
-                return None, None
-            for j in rows:
-                entries.append(Entry(j.id, j.at, j.priority, j.queue))
-                newest = j.updated if newest is None else max(newest, j.updated)
-            return entries, newest
+                return None
+            self.changed_rows_read += len(rows)
+            return entries + [Entry(j.id, j.at, j.priority, j.queue) for j in rows]
 
     def data_changed(self):
         self._maybe_fail()

@@ -411,3 +411,23 @@ def test_a_change_time_from_the_future_does_not_move_the_watermark_past_now():
     clock.advance(1.0)
     dispatcher.tick(clock.time())
     assert 2 in dispatcher.timeline
+
+
+def test_change_polls_stop_rereading_a_bulk_enqueue_once_past_the_overlap():
+    """Jobs enqueued together and left pending (due later) are read by the polls within
+    sync_overlap of it, then no more: the watermark follows the polls, not the last change."""
+    dispatcher, store, clock = make(full_sync_interval=1000, housekeeping_interval=1000, poll_interval=1.0)
+    dispatcher.tick(clock.time())  # the first window load, before the jobs exist
+    for i in range(50):
+        store.add(i, clock.time() + 50)  # changed now; due in 50 s
+    for _ in range(10):  # ten polls, one a second, with no other change
+        clock.advance(1.0)
+        dispatcher.tick(clock.time())
+    assert len(store.changes_read) == 10 and all(i in dispatcher.timeline for i in range(50))
+    # Within the 2 s overlap of a poll: the first three polls; not the seven after.
+    assert store.changed_rows_read <= 3 * 50
+    # A change made now is still found by the next poll.
+    store.add(99, clock.time() + 5)
+    clock.advance(1.0)
+    dispatcher.tick(clock.time())
+    assert 99 in dispatcher.timeline
