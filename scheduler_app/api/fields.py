@@ -87,7 +87,15 @@ class DirectAttributesMixin:
         if template is None:
             template = super().get_fields()
             type(self)._fields_template = template
-        return copy.deepcopy(template)
+        fields = copy.deepcopy(template)
+        for field in fields.values():
+            if isinstance(field, serializers.DateTimeField) and not hasattr(field, "timezone"):
+                # What DRF asks per value (the active time zone, from a
+                # context-local), asked once: a serializer lives for one
+                # request, and three datetimes per job asked it 3,000
+                # times in a 1,000-job response.
+                field.timezone = field.default_timezone()
+        return fields
 
     def to_representation(self, instance):
         out = {}

@@ -103,3 +103,19 @@ def test_a_job_body_validates_as_drf_would_validate_it(body):
             return valid, serializer.errors if not valid else serializer.validated_data
 
         assert outcome(True) == outcome(False)
+
+
+@pytest.mark.parametrize("zone", ["UTC", "Asia/Kolkata", "America/New_York"])
+def test_datetimes_follow_the_time_zone_active_when_the_serializer_is_made(zone):
+    """The job representation asks for the active time zone once per serializer (once per request),
+    and writes every datetime as DRF's own DateTimeField would under that zone."""
+    job, _ = lifecycle.enqueue(ADD, [1, 2], execute_at=timezone.now() + timedelta(hours=3))
+    job = Job.objects.get(pk=job.pk)
+    request = APIRequestFactory().get("/api/jobs/")
+    with timezone.override(zone):
+        data = JobSerializer([job], many=True, context={"request": request}).data[0]
+        plain = serializers.DateTimeField()
+        for name in ("execute_at", "created_at", "updated_at"):
+            assert data[name] == plain.to_representation(getattr(job, name))
+    if zone == "Asia/Kolkata":
+        assert data["execute_at"].endswith("+05:30")
