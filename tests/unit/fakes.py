@@ -123,7 +123,6 @@ class FakeStore:
         self.freed = []  # the queues of each notify_freed
         self.claim_ids = []  # the ids asked for, per claim (None: by query)
         self.change_limits = []  # the limit of each change poll
-        self.changes_read = []  # the since of each change poll
         self.changed_rows_read = 0  # pending jobs the change polls returned
         self.finished = []  # every outcome given to finish, won or not
         self.released = []  # ids released
@@ -213,7 +212,6 @@ class FakeStore:
         with self._tables.lock:
             self._maybe_fail()
             self.change_limits.append(limit)
-            self.changes_read.append(since)
             entries = [schedule_entry(i, s.at) for i, s in sorted(self.schedules.items()) if s.updated >= since]
             rows = [
                 j for j in sorted(self.jobs.values(), key=lambda j: j.id)

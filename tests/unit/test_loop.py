@@ -423,7 +423,7 @@ def test_change_polls_stop_rereading_a_bulk_enqueue_once_past_the_overlap():
     for _ in range(10):  # ten polls, one a second, with no other change
         clock.advance(1.0)
         dispatcher.tick(clock.time())
-    assert len(store.changes_read) == 10 and all(i in dispatcher.timeline for i in range(50))
+    assert len(store.change_limits) == 10 and all(i in dispatcher.timeline for i in range(50))
     # Within the 2 s overlap of a poll: the first three polls; not the seven after.
     assert store.changed_rows_read <= 3 * 50
     # A change made now is still found by the next poll.
