@@ -9,12 +9,14 @@ show. The OpenAPI schema of the field is the rule's ``schema()``.
 
 import copy
 from collections.abc import Mapping
+from datetime import datetime
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.utils.dateparse import parse_datetime
 from drf_spectacular.utils import extend_schema_field
-from rest_framework import serializers
+from rest_framework import ISO_8601, serializers
 from rest_framework.relations import PKOnlyObject
+from rest_framework.settings import api_settings
 from rest_framework.utils import html
 
 
@@ -99,35 +101,92 @@ class DirectAttributesMixin:
 
     def to_representation(self, instance):
         out = {}
-        for name, field, direct in self._representation_plan():
-            if direct:
-                value = getattr(instance, name)
-            else:
+        for name, field, kind, extra in self._representation_plan():
+            if kind is _DRF:
                 try:
                     value = field.get_attribute(instance)
                 except serializers.SkipField:
                     continue
-            check = value.pk if isinstance(value, PKOnlyObject) else value
-            out[name] = None if check is None else field.to_representation(value)
+                check = value.pk if isinstance(value, PKOnlyObject) else value
+                out[name] = None if check is None else field.to_representation(value)
+                continue
+            value = getattr(instance, extra if kind is _KEY or kind is _RELATED else name)
+            if value is None or kind is _KEY:
+                out[name] = value
+            elif kind is _RELATED:
+                out[name] = field.to_representation(field.get_attribute(instance))
+            elif kind is _SAME and type(value) in extra:
+                out[name] = value
+            elif kind is _DATETIME and type(value) is datetime and value.tzinfo is not None:
+                text = value.astimezone(extra).isoformat()
+                out[name] = text[:-6] + "Z" if text.endswith("+00:00") else text
+            else:
+                out[name] = field.to_representation(value)
         return out
 
     def _representation_plan(self):
+        """``[(name, field, kind, extra)]``: how each readable field is read and written.
+
+        ``_SAME``: a column whose DRF field returns a value of the types
+        ``extra`` unchanged (``int(7)``, ``str("x")``, a JSON value), so it
+        is not called for them. ``_DATETIME``: DRF's ISO 8601 text in the
+        time zone ``extra`` (the serializer's). ``_KEY``: a primary-key
+        related field, the foreign key's column ``extra`` itself (DRF wraps
+        and unwraps it). ``_RELATED``: a related field that is null when the
+        column ``extra`` is (no object to fetch), DRF's way otherwise.
+        ``_DIRECT``: the column read, DRF's ``to_representation``. ``_DRF``:
+        DRF's way throughout (links, method fields, dotted sources).
+        """
         plan = self.__dict__.get("_plan")
         if plan is None:
-            columns = {
-                f.name for f in self.Meta.model._meta.concrete_fields if not f.is_relation
-            }
+            model = self.Meta.model
+            columns = {f.name: f for f in model._meta.concrete_fields}
             plan = self.__dict__["_plan"] = [
-                (
-                    field.field_name,
-                    field,
-                    field.source_attrs == [field.field_name]
-                    and field.field_name in columns
-                    and not isinstance(field, (serializers.RelatedField, serializers.SerializerMethodField)),
-                )
-                for field in self._readable_fields
+                (field.field_name, field, *_reading(field, columns)) for field in self._readable_fields
             ]
         return plan
+
+
+_DRF, _DIRECT, _SAME, _DATETIME, _KEY, _RELATED = "drf", "direct", "same", "datetime", "key", "related"
+
+# DRF fields whose to_representation returns a value of these exact types as it is.
+_UNCHANGED = {
+    serializers.IntegerField: (int,),
+    serializers.CharField: (str,),
+    serializers.BooleanField: (bool,),
+    serializers.FloatField: (float,),
+}
+
+
+def _reading(field, columns):
+    """Return ``(kind, extra)`` of ``DirectAttributesMixin._representation_plan`` for one field."""
+    column = columns.get(field.source) if field.source_attrs == [field.field_name] else None
+    if column is None or isinstance(field, serializers.SerializerMethodField):
+        return _DRF, None
+    if column.is_relation:
+        if not column.many_to_one:
+            return _DRF, None
+        if type(field) is serializers.PrimaryKeyRelatedField and field.pk_field is None:
+            return _KEY, column.attname
+        if isinstance(field, serializers.RelatedField) and not field.use_pk_only_optimization():
+            return _RELATED, column.attname
+        return _DRF, None
+    if isinstance(field, serializers.RelatedField):
+        return _DRF, None
+    kind = type(field)
+    if kind in _UNCHANGED:
+        return _SAME, _UNCHANGED[kind]
+    if kind is serializers.JSONField and not field.binary:
+        return _SAME, (dict, list, str, int, float, bool)
+    if kind is serializers.ChoiceField and all(type(key) is str for key in field.choices):
+        return _SAME, (str,)  # a choice's text maps to itself; other text is returned as it is
+    if (
+        kind is serializers.DateTimeField
+        and getattr(field, "timezone", None) is not None
+        and str(getattr(field, "format", api_settings.DATETIME_FORMAT)).lower() == ISO_8601
+    ):
+        return _DATETIME, field.timezone
+    return _DIRECT, None
 
 
 class IdentityUrlField(serializers.HyperlinkedIdentityField):

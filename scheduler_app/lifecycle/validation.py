@@ -242,16 +242,31 @@ def new_job(**values):
     Same instance as ``Job(**values)``, built the way Django builds rows it
     reads (positional values): a third of the time, on every enqueue's path.
     """
-    fields, attnames = _job_fields()
-    if not attnames.issuperset(values):
-        raise TypeError(f"Job has no field {sorted(values.keys() - attnames)[0]!r}")
-    return Job(*[values[f.attname] if f.attname in values else f.get_default() for f in fields])
+    template, made, positions = _job_defaults()
+    row = template.copy()
+    for position, make in made:
+        row[position] = make()
+    try:
+        for name, value in values.items():
+            row[positions[name]] = value
+    except KeyError:
+        raise TypeError(f"Job has no field {sorted(values.keys() - positions.keys())[0]!r}") from None
+    return Job(*row)
 
 
 @functools.cache
-def _job_fields():
+def _job_defaults():
+    """Return the Job's default row: ``(values, [(position, callable)], {attname: position})``.
+
+    A default that is not a callable is the same object at every
+    ``get_default()`` (Django hands out ``self.default`` itself), so it is
+    asked once; callable defaults are called per job, as Django calls them.
+    Asking 31 fields per job was two fifths of building one.
+    """
     fields = Job._meta.concrete_fields
-    return fields, frozenset(f.attname for f in fields)
+    made = [(i, f.default) for i, f in enumerate(fields) if f.has_default() and callable(f.default)]
+    template = [None if f.has_default() and callable(f.default) else f.get_default() for f in fields]
+    return template, made, {f.attname: i for i, f in enumerate(fields)}
 
 
 @functools.lru_cache(maxsize=1024)
@@ -263,15 +278,26 @@ def _signature(func):
 
 
 def signature_problem(task, args, kwargs):
-    """Return why ``args``/``kwargs`` cannot be passed to ``task``, or None."""
+    """Return why ``args``/``kwargs`` cannot be passed to ``task``, or None.
+
+    Binding looks only at how many positional arguments there are and which
+    keywords, in which order: the answer is kept per shape, so a batch of
+    jobs of one task binds once (a seventh of a bulk enqueue's Python).
+    """
+    try:
+        return _shape_problem(task, len(args), tuple(kwargs))
+    except TypeError:  # an unhashable Task (a list in a field): bind every time
+        return _shape_problem.__wrapped__(task, len(args), tuple(kwargs))
+
+
+@functools.lru_cache(maxsize=4096)
+def _shape_problem(task, nargs, keywords):
     signature = _signature(task.func)
     if signature is None:
         return None
+    args, kwargs = [None] * (nargs + task.takes_context), dict.fromkeys(keywords)
     try:
-        if task.takes_context:
-            signature.bind(None, *args, **kwargs)
-        else:
-            signature.bind(*args, **kwargs)
+        signature.bind(*args, **kwargs)
     except TypeError as exc:
         shown = registry.describe(task)["signature"]
         return f"The arguments do not match {registry.name_of(task).rpartition('.')[2]}{shown}: {exc}."

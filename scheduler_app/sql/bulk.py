@@ -88,7 +88,11 @@ def json_insert(model, using="default"):
 def rows_document(objs, readers):
     """Return the JSON document of ``objs`` for ``json_insert``'s statement, or None if a value has no JSON form."""
     rows = [
-        {name: getattr(obj, attname) if reader is None else reader(getattr(obj, attname)) for name, attname, reader in readers}
+        {
+            name: value if reader is None else reader(value)
+            for name, attname, reader in readers
+            if (value := getattr(obj, attname)) is not None  # an absent key is NULL: a shorter document
+        }
         for obj in objs
     ]
     try:

@@ -119,3 +119,28 @@ def test_datetimes_follow_the_time_zone_active_when_the_serializer_is_made(zone)
             assert data[name] == plain.to_representation(getattr(job, name))
     if zone == "Asia/Kolkata":
         assert data["execute_at"].endswith("+05:30")
+
+
+@pytest.mark.parametrize("zone", ["UTC", "Asia/Kolkata"])
+def test_jobs_fresh_from_a_bulk_enqueue_come_out_as_drf_would_write_them(staff_user, zone):
+    """What POST /api/jobs/bulk/ writes: the Jobs enqueue_many built (enum statuses, the creator
+    cached, datetimes as Python made them), each field's fast path against DRF's own."""
+    schedule = schedules.create(name="s", task=ADD, args=[1, 2], interval_seconds=60)
+    specs = [
+        {"task": ADD, "args": [1, 2]},
+        {"task": ADD, "args": [3, 4], "priority": -5, "queue": "slow", "timeout": 2.5, "unique_key": "u",
+         "delay": 30, "schedule": schedule},
+        {"task": ADD, "args": [5, 6], "depends_on_index": [0], "on_dependency_failure": "run"},
+    ]
+    request = APIRequestFactory().get("/api/jobs/bulk/")
+    with timezone.override(zone):
+        made = lifecycle.enqueue_many(specs, created_by=staff_user)
+        for created_by in (staff_user, None):
+            for job in made:
+                job.created_by = created_by
+                serializer = JobSerializer(job, context={"request": request})
+                fast, drf = serializer.data, generic(serializer, job)
+                assert fast == drf
+                # the same types too (a JobStatus member is written as its text); the URL is a Hyperlink either way
+                assert {k: type(v) for k, v in fast.items() if k != "url"} == {k: type(v) for k, v in drf.items() if k != "url"}
+        assert JobSerializer(made[1], context={"request": request}).data["schedule"] == schedule.pk

@@ -82,6 +82,38 @@ class TestEnqueue:
         assert [j.args for j in jobs] == [[i, i] for i in range(5)]
         assert all(j.pk for j in jobs)
 
+    def test_enqueue_many_takes_request_user_as_it_comes(self, staff_user):
+        """request.user is a SimpleLazyObject: each job gets the user behind it, read once, and its row the id."""
+        from django.utils.functional import SimpleLazyObject
+
+        reads = []
+        lazy = SimpleLazyObject(lambda: reads.append(1) or staff_user)
+        jobs = lifecycle.enqueue_many([{"task": ADD, "args": [i, i]} for i in range(3)], created_by=lazy)
+        assert reads == [1]
+        assert all(type(j.created_by) is type(staff_user) and j.created_by.pk == staff_user.pk for j in jobs)
+        assert set(Job.objects.values_list("created_by", flat=True)) == {staff_user.pk}
+
+    def test_new_jobs_share_no_mutable_default(self):
+        """Defaults are asked once per process; callable ones (lists, dicts, now) are still made per job."""
+        from scheduler_app.lifecycle.validation import new_job
+
+        a, b = new_job(task=ADD), new_job(task=ADD)
+        assert a.errors == [] and a.errors is not b.errors and a.kwargs is not b.kwargs
+        assert a.status == JobStatus.PENDING and a.max_attempts == b.max_attempts and a.pk is None
+        with pytest.raises(TypeError, match="no field 'nope'"):
+            new_job(task=ADD, nope=1)
+
+    def test_argument_shapes_are_checked_per_shape(self):
+        """The signature check is kept per (task, number of args, keywords): each shape gets its own answer."""
+        for args, kwargs, ok in [([1, 2], {}, True), ([1], {}, False), ([1], {"b": 2}, True), ([1], {"c": 2}, False),
+                                 ([1, 2], {}, True), ([], {"b": 1, "a": 2}, True), ([1, 2, 3], {}, False)]:
+            if ok:
+                lifecycle.enqueue(ADD, args, kwargs)
+            else:
+                with pytest.raises(ValidationError, match="do not match"):
+                    lifecycle.enqueue(ADD, args, kwargs)
+        assert Job.objects.count() == 4
+
 
 @pytest.mark.django_db
 class TestTransitions:
