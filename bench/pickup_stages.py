@@ -72,11 +72,13 @@ def dispatcher_main(out_path, argv):
             mark(job.id, "claimed", now)
         return jobs
 
-    submit = pool.WorkerPool.submit
+    submit_many = pool.WorkerPool.submit_many  # submit() calls it too
 
-    def timed_submit(self, group, job):
-        result = submit(self, group, job)
-        mark(job.id, "handed")
+    def timed_submit_many(self, group, jobs):
+        jobs = list(jobs)
+        result = submit_many(self, group, jobs)
+        for job in jobs:
+            mark(job.id, "handed")
         return result
 
     from scheduler_app import sql
@@ -96,7 +98,7 @@ def dispatcher_main(out_path, argv):
     wakeup.WakeUp.decode = staticmethod(timed_decode)
     loop.Dispatcher.tick = timed_tick
     store.DjangoStore.claim = timed_claim
-    pool.WorkerPool.submit = timed_submit
+    pool.WorkerPool.submit_many = timed_submit_many
 
     from django.core.management import execute_from_command_line
 

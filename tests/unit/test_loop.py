@@ -256,6 +256,39 @@ def test_stop_and_notify_wake_a_sleeping_run():
     assert not thread.is_alive()
 
 
+def test_a_woken_loop_yields_the_gil_only_while_jobs_run(monkeypatch):
+    """After a wait the loop yields once (time.sleep(0)) so workers that finished together report
+    in one batch; with nothing running there is nothing to batch, and the yield (a sleep of the
+    kernel's timer slack) would only delay the pickup of the job that woke it."""
+    from scheduler_app.dispatcher import loop as loop_module
+
+    dispatcher, store, clock = make(poll_interval=100, full_sync_interval=100, housekeeping_interval=100, pause_interval=100)
+    dispatcher.lease = 3000
+    yields, real_sleep = [], time.sleep
+    monkeypatch.setattr(
+        loop_module.time, "sleep", lambda s: yields.append(dispatcher.pool.busy()) if s == 0 else real_sleep(s)
+    )
+    thread = threading.Thread(target=dispatcher.run)
+    thread.start()
+    try:
+        for _ in range(5):  # idle: woken five times, never yields
+            dispatcher.wake()
+            real_sleep(0.01)
+        assert yields == []
+        release = threading.Event()
+        store.add(1, 999.0, hold=release)
+        dispatcher.notify(WakeUp.of(jobs=[[1, 999.0, 0, "default"]]))
+        assert wait_for(lambda: store.jobs[1].status == "running")
+        dispatcher.wake()  # woken while job 1 runs: yields
+        assert wait_for(lambda: yields)
+        release.set()
+        assert wait_for(lambda: store.jobs[1].status == "succeeded")
+    finally:
+        dispatcher.stop()
+        thread.join(5)
+    assert not thread.is_alive() and yields and all(busy > 0 for busy in yields)
+
+
 def test_burst_does_not_wait_for_paused_queues():
     dispatcher, store, clock = make(burst=True)
     store.paused.add("slow")
