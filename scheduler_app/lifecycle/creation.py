@@ -103,7 +103,13 @@ def enqueue_many(specs, *, created_by=None, max_size=None, using="default"):
         raise ValidationError({"jobs": f"At most {max_size} jobs per request."})
     now = timezone.now()
     defaults = conf.backend_options()
-    created_by = _unwrapped(created_by)
+    creator = _unwrapped(created_by)
+    if creator is not None and not isinstance(creator, int):
+        Job().created_by = creator  # the descriptor's checks (a user), once: each job gets its id and the cached user
+        created_by = creator.pk
+    else:
+        creator, created_by = None, creator
+    cache_creator = Job.created_by.field.set_cached_value
     built, errors, keys, links = [], {}, {}, {}
     for index, spec in enumerate(specs):
         spec = dict(spec)
@@ -112,6 +118,8 @@ def enqueue_many(specs, *, created_by=None, max_size=None, using="default"):
             task = spec.pop("task")
             spec.setdefault("backend_options", defaults)
             job = build_job(task, created_by=created_by, now=now, **spec)
+            if creator is not None:
+                cache_creator(job, creator)
         except KeyError:
             errors[index] = {"task": ["This field is required."]}
             continue
