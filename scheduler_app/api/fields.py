@@ -102,7 +102,10 @@ class DirectAttributesMixin:
     def to_representation(self, instance):
         out = {}
         for name, field, kind, extra in self._representation_plan():
-            if kind is _DRF:
+            if kind is _RELATED and getattr(instance, extra) is None:
+                out[name] = None
+                continue
+            if kind is _DRF or kind is _RELATED:
                 try:
                     value = field.get_attribute(instance)
                 except serializers.SkipField:
@@ -110,11 +113,9 @@ class DirectAttributesMixin:
                 check = value.pk if isinstance(value, PKOnlyObject) else value
                 out[name] = None if check is None else field.to_representation(value)
                 continue
-            value = getattr(instance, extra if kind is _KEY or kind is _RELATED else name)
+            value = getattr(instance, extra if kind is _KEY else name)
             if value is None or kind is _KEY:
                 out[name] = value
-            elif kind is _RELATED:
-                out[name] = field.to_representation(field.get_attribute(instance))
             elif kind is _SAME and type(value) in extra:
                 out[name] = value
             elif kind is _DATETIME and type(value) is datetime and value.tzinfo is not None:
