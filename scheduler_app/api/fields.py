@@ -119,8 +119,10 @@ class DirectAttributesMixin:
             elif kind is _SAME and type(value) in extra:
                 out[name] = value
             elif kind is _DATETIME and type(value) is datetime and value.tzinfo is not None:
-                text = value.astimezone(extra).isoformat()
-                out[name] = text[:-6] + "Z" if text.endswith("+00:00") else text
+                if value is not extra[1]:  # the jobs of one bulk request share their datetimes
+                    text = value.astimezone(extra[0]).isoformat()
+                    extra[1], extra[2] = value, text[:-6] + "Z" if text.endswith("+00:00") else text
+                out[name] = extra[2]
             else:
                 out[name] = field.to_representation(value)
         return out
@@ -131,7 +133,8 @@ class DirectAttributesMixin:
         ``_SAME``: a column whose DRF field returns a value of the types
         ``extra`` unchanged (``int(7)``, ``str("x")``, a JSON value), so it
         is not called for them. ``_DATETIME``: DRF's ISO 8601 text in the
-        time zone ``extra`` (the serializer's). ``_KEY``: a primary-key
+        serializer's time zone (``extra``: it, and the last value written and
+        its text, which the next job of a bulk request often shares). ``_KEY``: a primary-key
         related field, the foreign key's column ``extra`` itself (DRF wraps
         and unwraps it). ``_RELATED``: a related field that is null when the
         column ``extra`` is (no object to fetch), DRF's way otherwise.
@@ -186,7 +189,7 @@ def _reading(field, columns):
         and getattr(field, "timezone", None) is not None
         and str(getattr(field, "format", api_settings.DATETIME_FORMAT)).lower() == ISO_8601
     ):
-        return _DATETIME, field.timezone
+        return _DATETIME, [field.timezone, None, None]  # the time zone, the last value written and its text
     return _DIRECT, None
 
 
