@@ -9,6 +9,7 @@ the model keeps its public name). It runs on the loop thread only.
 import logging
 import os
 import socket
+import time
 import uuid
 from datetime import UTC, datetime
 
@@ -23,6 +24,11 @@ from .timeline import Entry, schedule_entry
 from .wakeup import WakeUp
 
 logger = logging.getLogger(__name__)
+
+# A read of at least this many pending rows asks whether the table outgrew its
+# statistics (``DjangoStore._check_statistics``), at most once per interval (s).
+STATISTICS_CHECK_ROWS = 1000
+STATISTICS_CHECK_INTERVAL = 10.0
 
 
 def to_datetime(epoch):
@@ -46,6 +52,7 @@ class DjangoStore:
         # where they run as one prepared statement. Loop thread only.
         self._raw = None
         self._data_version = None  # SQLite: PRAGMA data_version last seen
+        self._statistics_checked = -STATISTICS_CHECK_INTERVAL  # monotonic time of the last check
 
     def _hot_connection(self):
         if not sql.is_postgres(self.using):
@@ -158,7 +165,7 @@ class DjangoStore:
         """
         planned = [schedule_entry(i, at) for i, at in schedules.window(until, using=self.using)]
         planned = planned[: max(limit // 2, 1)]
-        rows = (
+        rows = list(
             Job.objects.using(self.using)
             .pending()
             .filter(queue__in=sorted(queues), execute_at__lte=to_datetime(until))
@@ -166,7 +173,26 @@ class DjangoStore:
             .annotate(at=sql.Epoch("execute_at"))
             .values_list("id", "at", "priority", "queue")[: limit - len(planned)]
         )
+        self._check_statistics(len(rows))
         return planned + [Entry(i, at, p, q) for i, at, p, q in rows if at is not None]
+
+    def _check_statistics(self, seen):
+        """PostgreSQL: after reading ``seen`` pending rows, have the table analysed if its statistics say fewer.
+
+        The loop's statements were planned from the statistics of their
+        first run (``_hot_connection``); a bulk enqueue into a table that was
+        small then leaves them planned for a small table until autovacuum
+        analyses it (``sql.pg_analyze_if_outgrown``). Asked only after a
+        large read, at most every ``STATISTICS_CHECK_INTERVAL`` seconds.
+        """
+        if seen < STATISTICS_CHECK_ROWS or not sql.is_postgres(self.using):
+            return
+        now = time.monotonic()
+        if now - self._statistics_checked < STATISTICS_CHECK_INTERVAL:
+            return
+        self._statistics_checked = now
+        if sql.pg_analyze_if_outgrown(seen, using=self.using):
+            logger.info("analysed the jobs table: %d pending rows read, more than its statistics held", seen)
 
     def changes(self, queues, since, limit=None):
         """Return the pending jobs and schedules changed since ``since``.
@@ -187,7 +213,8 @@ class DjangoStore:
         if limit is not None:
             rows = list(rows[: limit + 1])
             if len(rows) > limit:
-                return None
+                return None  # the reload that follows checks the statistics
+            self._check_statistics(len(rows))
         # SQLite text that is not a time is never due, never claimed: no entry.
         entries.extend(Entry(i, at, p, q) for i, at, p, q in rows if at is not None)
         return entries

@@ -37,6 +37,7 @@ from .leases import release, renew, rescue
 from .limited import pg_limited_claim, pg_limited_claim_text, sqlite_limited_claim
 from .postgres import (
     _pg_array,
+    pg_analyze_if_outgrown,
     pg_finish_and_claim,
     pg_finish_and_claim_params,
     pg_finish_and_claim_text,
@@ -62,6 +63,7 @@ __all__ = [
     "is_sqlite",
     "mark_dependencies",
     "notify",
+    "pg_analyze_if_outgrown",
     "pg_bulk_insert",
     "pg_finish_and_claim",
     "pg_finish_and_claim_params",

@@ -6,7 +6,7 @@ import threading
 import weakref
 import zlib
 
-from django.db import DatabaseError, connections, transaction
+from django.db import DatabaseError, OperationalError, connections, transaction
 from django.db.models.sql import InsertQuery
 
 from .base import CLAIM_COLUMNS, LOG_TABLE, NOT_PAUSED_NOR_LIMITED, TABLE, _rows, claim_returning
@@ -167,6 +167,38 @@ def pg_insert_statement(obj, *, channel, payload_parts, using="default"):
 
 def _with_notify(insert):
     return f"WITH ins AS ({insert}) SELECT ins.id, pg_notify(%s, %s || ins.id::text || %s) FROM ins"
+
+
+def pg_analyze_if_outgrown(seen, *, using="default"):
+    """PostgreSQL: ``ANALYZE`` the jobs table when its statistics hold fewer rows than ``seen``; return whether it ran.
+
+    ``seen`` is a number of rows just read from the table (a window load):
+    the statistics can hold no fewer. The loop's statements are planned
+    once, from the statistics of that moment (``dispatcher.store``): a
+    dispatcher that started on an empty table planned its claim by id as a
+    sequential scan, and after a bulk enqueue every claim scanned the whole
+    backlog until autovacuum analysed the table (up to its naptime, a
+    minute: 4 ms claims instead of 1 ms with 50,000 jobs). An ``ANALYZE``
+    invalidates those plans; the next execution plans with the new
+    statistics. A table the user does not own is skipped by PostgreSQL with
+    a warning, not an error; one that a vacuum holds is left to it (the
+    loop does not wait more than ``ANALYZE_LOCK_TIMEOUT`` for it).
+    """
+    with connections[using].cursor() as cursor:
+        cursor.execute("SELECT reltuples FROM pg_class WHERE oid = %s::regclass", [TABLE])
+        row = cursor.fetchone()
+        if row is None or row[0] >= seen:
+            return False
+        try:
+            with transaction.atomic(using=using):
+                cursor.execute(f"SET LOCAL lock_timeout = '{ANALYZE_LOCK_TIMEOUT}'")
+                cursor.execute(f"ANALYZE {TABLE}")
+        except OperationalError:  # lock_timeout: a vacuum or another analysis holds the table
+            return False
+    return True
+
+
+ANALYZE_LOCK_TIMEOUT = "200ms"
 
 
 def finish_ctes(*, dependents=False, logs=False):
