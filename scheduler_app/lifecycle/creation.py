@@ -103,12 +103,12 @@ def enqueue_many(specs, *, created_by=None, max_size=None, using="default"):
         raise ValidationError({"jobs": f"At most {max_size} jobs per request."})
     now = timezone.now()
     defaults = conf.backend_options()
-    creator = _unwrapped(created_by)
-    if creator is not None and not isinstance(creator, int):
-        Job().created_by = creator  # the descriptor's checks (a user), once: each job gets its id and the cached user
-        created_by = creator.pk
+    creator = _unwrapped(created_by)  # a user (cached on each job, its id in the row), a user id, or None
+    if creator is None or isinstance(creator, int):
+        created_by, creator = creator, None
     else:
-        creator, created_by = None, creator
+        Job().created_by = creator  # the descriptor's checks (a user instance), once per call
+        created_by = creator.pk
     cache_creator = Job.created_by.field.set_cached_value
     built, errors, keys, links = [], {}, {}, {}
     for index, spec in enumerate(specs):

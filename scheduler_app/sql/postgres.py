@@ -169,6 +169,10 @@ def _with_notify(insert):
     return f"WITH ins AS ({insert}) SELECT ins.id, pg_notify(%s, %s || ins.id::text || %s) FROM ins"
 
 
+# How long the loop waits for the jobs table's lock to analyse it (a vacuum holds it).
+ANALYZE_LOCK_TIMEOUT = "200ms"
+
+
 def pg_analyze_if_outgrown(seen, *, using="default"):
     """PostgreSQL: ``ANALYZE`` the jobs table when its statistics hold fewer rows than ``seen``; return whether it ran.
 
@@ -180,14 +184,16 @@ def pg_analyze_if_outgrown(seen, *, using="default"):
     backlog until autovacuum analysed the table (up to its naptime, a
     minute: 4 ms claims instead of 1 ms with 50,000 jobs). An ``ANALYZE``
     invalidates those plans; the next execution plans with the new
-    statistics. A table the user does not own is skipped by PostgreSQL with
-    a warning, not an error; one that a vacuum holds is left to it (the
-    loop does not wait more than ``ANALYZE_LOCK_TIMEOUT`` for it).
+    statistics. A table this database user does not own is left to
+    autovacuum (PostgreSQL would only warn and skip it), and so is one that
+    a vacuum holds (the loop waits no more than ``ANALYZE_LOCK_TIMEOUT``).
     """
     with connections[using].cursor() as cursor:
-        cursor.execute("SELECT reltuples FROM pg_class WHERE oid = %s::regclass", [TABLE])
+        cursor.execute(
+            "SELECT reltuples, pg_has_role(relowner, 'USAGE') FROM pg_class WHERE oid = %s::regclass", [TABLE]
+        )
         row = cursor.fetchone()
-        if row is None or row[0] >= seen:
+        if row is None or row[0] >= seen or not row[1]:
             return False
         try:
             with transaction.atomic(using=using):
@@ -196,9 +202,6 @@ def pg_analyze_if_outgrown(seen, *, using="default"):
         except OperationalError:  # lock_timeout: a vacuum or another analysis holds the table
             return False
     return True
-
-
-ANALYZE_LOCK_TIMEOUT = "200ms"
 
 
 def finish_ctes(*, dependents=False, logs=False):

@@ -84,17 +84,12 @@ def test_a_change_poll_of_many_rows_checks_too():
 @pytest.mark.django_db(transaction=True)  # ANALYZE holds its lock to the end of its transaction
 def test_a_table_held_by_a_vacuum_is_left_to_it_without_waiting():
     """ANALYZE waits for a vacuum of the same table; the loop does not: it gives up after a moment."""
-    import psycopg
-
     from scheduler_app import sql
+    from scheduler_app.dispatcher import pg
 
     analysed_empty()
     lifecycle.enqueue_many([{"task": ADD, "args": [i, i]} for i in range(1200)])
-    settings = connection.settings_dict
-    other = psycopg.connect(
-        host=settings["HOST"] or None, port=settings["PORT"] or None, user=settings["USER"],
-        password=settings["PASSWORD"] or None, dbname=settings["NAME"],
-    )
+    other = pg.connect()
     try:
         other.execute("BEGIN")
         other.execute("LOCK TABLE scheduler_app_job IN SHARE UPDATE EXCLUSIVE MODE")  # what a vacuum holds
@@ -107,3 +102,22 @@ def test_a_table_held_by_a_vacuum_is_left_to_it_without_waiting():
     finally:
         other.close()
     assert sql.pg_analyze_if_outgrown(1200) is True
+
+
+def test_a_table_this_user_does_not_own_is_left_to_autovacuum():
+    """PostgreSQL would only warn and skip it: the store does not try (nor say it analysed)."""
+    from scheduler_app import sql
+
+    analysed_empty()
+    lifecycle.enqueue_many([{"task": ADD, "args": [i, i]} for i in range(1200)])
+    with connection.cursor() as cursor:  # a role of this test's transaction: rolled back with it
+        cursor.execute("CREATE ROLE scheduler_test_not_owner")
+        cursor.execute("GRANT SELECT ON scheduler_app_job TO scheduler_test_not_owner")
+        cursor.execute("SET LOCAL ROLE scheduler_test_not_owner")
+        try:
+            ran, seen = statements(None, lambda _: sql.pg_analyze_if_outgrown(1200))
+            assert ran is False and not any(s.startswith("ANALYZE") for s in seen)
+        finally:
+            cursor.execute("RESET ROLE")
+    assert reltuples() <= 0
+    assert sql.pg_analyze_if_outgrown(1200) is True  # the owner does
