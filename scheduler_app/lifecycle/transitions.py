@@ -120,8 +120,16 @@ def _blocked(rooms, jobs, now):
     return blocked
 
 
+# The stored text of no arguments: a new list or dict without a parse.
+_EMPTY = {"[]": list, "{}": dict}
+
+
 def _load(value, kind):
-    """Return stored args/kwargs as ``kind``, or None when the row holds something else."""
+    """Return stored args/kwargs (JSON text) as ``kind``, or None when the row holds something else."""
+    if isinstance(value, str):
+        empty = _EMPTY.get(value)
+        if empty is not None:
+            return empty() if empty is kind else None
     if isinstance(value, (str, bytes)):
         try:
             value = json.loads(value)

@@ -47,8 +47,11 @@ def test_rows_written_around_the_service_cannot_stop_the_dispatcher(caplog):
             plant(execute_at="'2000-01-01 00:00:00'", args="'{\"a\": 1}'"),
             plant(execute_at="'2000-01-01 00:00:00'", kwargs="'[1]'"),
             plant(execute_at="'2000-01-01 00:00:00'", task="'no.such.task'"),
+            # The empty ones swapped: the claim reads "[]" and "{}" without a parse.
+            plant(execute_at="'2000-01-01 00:00:00'", args="'{}'"),
+            plant(execute_at="'2000-01-01 00:00:00'", kwargs="'[]'"),
         ]
-        bad_args, bad_kwargs, unknown = planted[1:]
+        bad_args, bad_kwargs, unknown, empty_object_args, empty_list_kwargs = planted[1:]
         if pg:
             # Due, but before year 1: Python has no datetime for it.
             ancient = plant(execute_at="'0001-01-01 00:00:00+00 BC'")
@@ -60,7 +63,8 @@ def test_rows_written_around_the_service_cannot_stop_the_dispatcher(caplog):
         time.sleep(0.3)  # several polls read the planted rows
         good = [lifecycle.enqueue(ADD, [i, i])[0].pk for i in range(5)]
         assert wait_for(lambda: all(status(j) == "succeeded" for j in good), timeout=30)
-        assert wait_for(lambda: all(status(j) == "failed" for j in (bad_args, bad_kwargs, unknown)), timeout=30)
+        unreadable = (bad_args, bad_kwargs, unknown, empty_object_args, empty_list_kwargs)
+        assert wait_for(lambda: all(status(j) == "failed" for j in unreadable), timeout=30)
         # PostgreSQL: never due. SQLite compares its text: '10000-...' sorts
         # before '2026-...', so a claim by query may take it and simply run
         # it (its time reads as none); either way nothing breaks.
@@ -70,9 +74,11 @@ def test_rows_written_around_the_service_cannot_stop_the_dispatcher(caplog):
         later, _ = lifecycle.enqueue(ADD, [7, 8])
         assert wait_for(lambda: status(later.pk) == "succeeded", timeout=30)
         assert not dispatcher.finished
-    errors = {j: Job.objects.get(pk=j).errors[-1]["message"] for j in (bad_args, bad_kwargs, unknown)}
-    assert errors[bad_args] == "The job's stored args (a JSON list) cannot be read."
-    assert errors[bad_kwargs] == "The job's stored kwargs (a JSON object) cannot be read."
+    errors = {j: Job.objects.get(pk=j).errors[-1]["message"] for j in unreadable}
+    for job in (bad_args, empty_object_args):
+        assert errors[job] == "The job's stored args (a JSON list) cannot be read."
+    for job in (bad_kwargs, empty_list_kwargs):
+        assert errors[job] == "The job's stored kwargs (a JSON object) cannot be read."
     assert "is not a registered task" in errors[unknown]
     assert "unexpected error" not in caplog.text
 

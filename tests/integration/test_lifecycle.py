@@ -180,6 +180,21 @@ class TestDispatcherTransitions:
         assert [ids[c.id] for c in claimed] == ["high", "old", "new", "tie", "low"]
         assert all(c.attempt == 1 and c.worker == "w1" for c in claimed)
 
+    def test_claimed_arguments_round_trip_and_empty_ones_are_never_shared(self):
+        # The claim reads args and kwargs as JSON text; "[]" and "{}" skip the
+        # parse, and each job still gets a list and a dict of its own.
+        nested = ([1, 2.5, "é", None, [True, {"k": [1]}]], {"a": {"b": [1, 2]}, "ü": "ß", "n": None})
+        full, _ = lifecycle.enqueue("tests.testapp.tasks.noop", *nested)
+        empties = [lifecycle.enqueue("tests.testapp.tasks.noop")[0].pk for _ in range(2)]
+        claimed = {c.id: c for c in claim_one(limit=10)}
+        assert (claimed[full.pk].args, claimed[full.pk].kwargs) == nested
+        a, b = (claimed[pk] for pk in empties)
+        assert (a.args, a.kwargs, b.args, b.kwargs) == ([], {}, [], {})
+        assert type(a.args) is list and type(a.kwargs) is dict
+        a.args.append(1)
+        a.kwargs["x"] = 1
+        assert (b.args, b.kwargs) == ([], {})
+
     def test_claim_respects_limit_and_queues(self):
         for _ in range(3):
             lifecycle.enqueue(ADD, [1, 1])
