@@ -75,6 +75,16 @@ class IndexedHeap:
                 return entry[0], entry[1], entry[3]
         raise IndexError("pop from an empty heap")
 
+    def pop_values(self, n):
+        """Remove the ``n`` smallest items (fewer if it holds fewer); return their values, smallest first."""
+        heap, live, values = self._heap, self._live, []
+        while heap and len(values) < n:
+            entry = heapq.heappop(heap)
+            if live.get(entry[1]) is entry:
+                del live[entry[1]]
+                values.append(entry[3])
+        return values
+
     def remove(self, item_id):
         """Remove an id; return its ``(key, id, value)`` or None if absent."""
         entry = self._live.pop(item_id, None)

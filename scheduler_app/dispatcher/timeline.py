@@ -146,6 +146,17 @@ class Timeline:
         """Remove and return up to ``n`` due entries of ``group`` in claim order
         (priority, time, id), leaving queues in ``skip`` (paused) alone."""
         queues = self._group_queues(group, skip)
+        if len(queues) == 1:
+            # One queue with due entries (the common case): its heap's order is the claim order.
+            [queue] = queues
+            heap = self._due[queue]
+            taken = heap.pop_values(n)
+            due_queue = self._due_queue
+            for entry in taken:
+                del due_queue[entry.id]
+            if not heap:
+                del self._due[queue]
+            return taken
         taken = []
         while queues and len(taken) < n:
             best = min(queues, key=lambda q: (self._due[q].peek()[0], self._due[q].peek()[1]))

@@ -77,6 +77,14 @@ class HeapModel(RuleBasedStateMachine):
         assert value == ("value", item_id)
         del self.model[item_id]
 
+    @rule(n=st.integers(0, 5))
+    def pop_values(self, n):
+        values = self.heap.pop_values(n)
+        expected = sorted(self.model.items(), key=lambda kv: (kv[1], kv[0]))[:n]
+        assert values == [("value", item_id) for item_id, _ in expected]
+        for item_id, _ in expected:
+            del self.model[item_id]
+
     @invariant()
     def agrees_with_model(self):
         assert len(self.heap) == len(self.model)

@@ -134,3 +134,41 @@ def test_take_due_merges_queues_in_claim_order_and_skips_paused():
     assert [e.id for e in tl.take_due("*", 5, skip={"default"})] == []
     assert [e.id for e in tl.take_due("*", 5)] == [1, 4]
     assert tl.due_count("*") == 0 and tl.due_count("fast") == 1
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 30),
+            st.sampled_from([1.0, 2.0, 3.0]),
+            st.integers(-2, 2),
+            st.sampled_from(["default", "slow", "fast"]),
+        ),
+        max_size=60,
+    ),
+    st.sets(st.integers(0, 30)),
+    st.integers(1, 7),
+    st.booleans(),
+)
+def test_take_due_hands_out_claim_order_from_one_queue_or_several(entries, removed, batch, one_queue):
+    tl = make()
+    live = {}
+    for job_id, at, priority, queue in entries:
+        queue = "default" if one_queue and queue != "fast" else queue
+        tl.upsert(Entry(job_id, at, priority, queue))
+        live[job_id] = (at, priority, queue)
+    tl.promote(10.0)
+    for job_id in removed:  # claimed or cancelled meanwhile: their heap entries die
+        tl.remove(job_id)
+        live.pop(job_id, None)
+    expected = sorted(
+        (job_id for job_id, (_, _, queue) in live.items() if queue != "fast"),
+        key=lambda i: (-live[i][1], live[i][0], i),
+    )
+    taken = []
+    while chunk := tl.take_due("*", batch):
+        assert len(chunk) <= batch
+        taken.extend(e.id for e in chunk)
+    assert taken == expected
+    assert tl.due_count("*") == 0 and len(tl) == len(live) - len(expected)
