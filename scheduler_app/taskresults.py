@@ -261,7 +261,12 @@ def send(signal, sender, result):
 
 
 def send_enqueued(jobs, task=None):
-    """Send ``task_enqueued`` for new Job rows (``task``: their Task, if one for all)."""
+    """Send ``task_enqueued`` for new Job rows (``task``: their Task, if one for all).
+
+    Whether anyone listens is asked once per sender: a bulk call's jobs
+    mostly share one.
+    """
+    listened = {}  # sender -> wanted(task_enqueued, sender)
     for job in jobs:
         if job.pk is None:
             continue
@@ -270,5 +275,8 @@ def send_enqueued(jobs, task=None):
         except registry.UnknownTask:
             continue
         sender, _ = sender_of(job_task)
-        if wanted(task_enqueued, sender):
+        heard = listened.get(sender)
+        if heard is None:
+            heard = listened[sender] = wanted(task_enqueued, sender)
+        if heard:
             send(task_enqueued, sender, job_result(job, job_task))

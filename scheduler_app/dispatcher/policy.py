@@ -123,7 +123,7 @@ class RetryPolicy:
         the same way again); the error keeps the reason.
         """
         try:
-            result_json = json.dumps(value, allow_nan=False)
+            result_json = "null" if value is None else json.dumps(value, allow_nan=False)
         except (TypeError, ValueError, RecursionError) as exc:
             reason = f"The task's return value cannot be stored as JSON: {type(exc).__name__}: {exc}"
             return RetryPolicy.fatal(job, exc, now, message=reason)

@@ -12,7 +12,7 @@ from django.tasks import TaskResultStatus, task_backends
 from django.tasks.signals import task_enqueued, task_finished, task_started
 from django.utils import timezone
 
-from scheduler_app import lifecycle
+from scheduler_app import lifecycle, registry, taskresults
 from scheduler_app.backends import SchedulerBackend
 from scheduler_app.dispatcher.policy import RetryPolicy
 from scheduler_app.dispatcher.types import Outcome
@@ -62,6 +62,31 @@ def test_every_entry_point_sends_task_enqueued_but_a_unique_key_hit_does_not(sig
     many = lifecycle.enqueue_many([{"task": ADD, "args": [i, i]} for i in range(3)])  # bulk API
     assert [s.id for _, _, _, _, s in signals] == [str(j.pk) for j in [job, *many]]
     assert {name for name, *_ in signals} == {"enqueued"}
+
+
+def test_a_bulk_enqueue_asks_once_per_sender_whether_anyone_listens(monkeypatch):
+    class Quiet:
+        pass
+
+    class Heard:
+        pass
+
+    senders = {ADD: Quiet, "tests.testapp.tasks.important": Heard}
+    monkeypatch.setattr(taskresults, "sender_of", lambda task, alias=None: (senders[registry.name_of(task)], "default"))
+    asked, real = [], taskresults.wanted
+    monkeypatch.setattr(taskresults, "wanted", lambda signal, sender, level=None: asked.append(sender) or real(signal, sender, level))
+    heard = []
+    task_enqueued.connect(lambda sender, task_result, **kw: heard.append((sender, task_result.id)), sender=Heard,
+                          dispatch_uid="test-heard", weak=False)
+    try:
+        jobs = lifecycle.enqueue_many([
+            {"task": ADD, "args": [1, 1]}, {"task": "tests.testapp.tasks.important"},
+            {"task": ADD, "args": [2, 2]}, {"task": "tests.testapp.tasks.important"},
+        ])
+    finally:
+        task_enqueued.disconnect(sender=Heard, dispatch_uid="test-heard")
+    assert heard == [(Heard, str(jobs[1].pk)), (Heard, str(jobs[3].pk))]
+    assert sorted(s.__name__ for s in asked) == ["Heard", "Quiet"]  # once each, not once per job
 
 
 def test_an_enqueued_receiver_that_raises_does_not_break_the_enqueue(caplog):
