@@ -82,3 +82,26 @@ def test_sigterm_while_starting_exits_0(delay):
     time.sleep(delay)
     process.send_signal(signal.SIGTERM)
     assert process.wait(60) == 0, process.stdout.read()
+
+
+@pytest.mark.once  # signals and processes: not the database's
+def test_sigint_is_passed_on_like_sigterm_and_a_second_one_stops_the_children_at_once():
+    # A child busy with a long job: the first SIGINT asks it to finish (--grace 30),
+    # the second makes it stop at once; the supervisor still exits 0.
+    job, _ = lifecycle.enqueue("tests.testapp.tasks.blocker", kwargs={"seconds": 60})
+    process = start("--processes", "2", "--concurrency", "1", "--grace", "30", "--poll-interval", "0.2")
+    try:
+        _, children = banner(process)
+        assert wait_for(lambda: Job.objects.get(pk=job.pk).status == "running", timeout=60)
+        process.send_signal(signal.SIGINT)
+        # The idle child stops; the busy one waits for its job (its grace is 30 s).
+        assert wait_for(lambda: sum(alive(pid) for pid in children) == 1, timeout=30)
+        assert process.poll() is None
+        started = time.monotonic()
+        process.send_signal(signal.SIGINT)
+        assert process.wait(30) == 0
+        assert time.monotonic() - started < 20
+        assert not any(alive(pid) for pid in children)
+    finally:
+        if process.poll() is None:
+            process.kill()
