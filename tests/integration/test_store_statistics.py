@@ -5,6 +5,7 @@ run: after a bulk enqueue into a table that was empty then, every claim by id
 scanned the whole backlog until autovacuum analysed the table.
 """
 
+import contextlib
 import re
 import time
 from datetime import timedelta
@@ -128,16 +129,53 @@ def test_a_table_this_user_does_not_own_is_left_to_autovacuum():
 # -- the loop's statements whatever their plan's statistics said ------------------
 
 
-def numbered(text):
-    """``text`` with each ``%(name)s`` as ``$n`` (in order of first use), and the names in that order."""
-    names = []
+class LoopStatement:
+    """The finish+claim statement by ids, prepared by name on the loop's own connection
+    (its planner settings), so that ``explain`` shows the plan it cached when prepared."""
 
-    def number(match):
-        if match.group(1) not in names:
-            names.append(match.group(1))
-        return f"${names.index(match.group(1)) + 1}"
+    def __init__(self, hot, name, limit=4):
+        from scheduler_app.sql import postgres
 
-    return re.sub(r"%\((\w+)\)s", number, text), names
+        self.hot, self.name, self.postgres = hot, name, postgres
+        names = []
+
+        def number(match):  # %(name)s -> $n, in order of first use
+            if match.group(1) not in names:
+                names.append(match.group(1))
+            return f"${names.index(match.group(1)) + 1}"
+
+        text = re.sub(r"%\((\w+)\)s", number, postgres.pg_finish_and_claim_text(True, limit, True, False, False))
+        types = ", ".join("timestamptz" if n in ("now", "due", "lease") else "text" for n in names)
+        hot.execute(f"PREPARE {name}({types}) AS {text}")
+        self.names = names
+
+    def explain(self, finished, ids):
+        """Run it (EXPLAIN ANALYZE, BUFFERS): finish ``finished`` ClaimedJobs, claim ``ids``; return the plan's text."""
+        from psycopg import ClientCursor
+
+        now = timezone.now()
+        rows = [(j.id, j.worker, j.attempt, "succeeded", "null", None, None, 0, False) for j in finished]
+        params = self.postgres.pg_finish_and_claim_params(
+            rows, worker="w", queues=sorted(QUEUES), now=now, lease_until=now + timedelta(seconds=30), ids=ids
+        )
+        literals = ", ".join(ClientCursor(self.hot).mogrify("%s", [params[n]]) for n in self.names)
+        return "\n".join(r[0] for r in self.hot.execute(f"EXPLAIN (ANALYZE, BUFFERS) EXECUTE {self.name}({literals})"))
+
+
+@contextlib.contextmanager
+def loop_store():
+    """A DjangoStore whose own connection is closed after, on a table autovacuum leaves alone meanwhile
+    (an analysis would replan the statements under test)."""
+    store = DjangoStore("w", lease=30)
+    with connection.cursor() as cursor:
+        cursor.execute("ALTER TABLE scheduler_app_job SET (autovacuum_enabled = false)")
+    try:
+        yield store
+    finally:
+        if store._raw is not None:
+            store._raw.close()  # the test database is dropped after
+        with connection.cursor() as cursor:
+            cursor.execute("ALTER TABLE scheduler_app_job RESET (autovacuum_enabled)")
 
 
 @pytest.mark.django_db(transaction=True)  # the loop's own connection must see the rows
@@ -146,45 +184,23 @@ def test_planned_while_few_jobs_ran_the_finish_and_claim_by_id_still_go_by_prima
     statistics of that moment. Planned while no job ran (the statistics say so), then run
     with 2,000 jobs running, a finish walked every running job's entry of job_status_id_idx
     to find its four: 2.3 ms a finish at 20,000 running, instead of four primary-key lookups."""
-    from psycopg import ClientCursor
-
-    from scheduler_app.sql import postgres
-
-    store = DjangoStore("w", lease=30)
-    with connection.cursor() as cursor:
-        # Autovacuum must not analyse the table meanwhile: that would replan the statement.
-        cursor.execute("ALTER TABLE scheduler_app_job SET (autovacuum_enabled = false)")
-    try:
+    with loop_store() as store:
         jobs = [j.pk for j in lifecycle.enqueue_many([{"task": ADD, "args": [i, i]} for i in range(3000)])]
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE scheduler_app_job")  # 3,000 pending, none running
-        hot = store._hot_connection()  # the loop's session: its planner settings
-        text, names = numbered(postgres.pg_finish_and_claim_text(True, 4, True, False, False))
-        types = ", ".join("timestamptz" if name in ("now", "due", "lease") else "text" for name in names)
-        hot.execute(f"PREPARE planned_idle({types}) AS {text}")
+        statement = LoopStatement(store._hot_connection(), "planned_idle")
         claimed = store.claim(QUEUES, 4, time.time(), ids=jobs[2000:2004])
         with connection.cursor() as cursor:  # 2,000 jobs another dispatcher runs
             cursor.execute(
                 "UPDATE scheduler_app_job SET status = 'running', worker = 'other', attempts = 1 WHERE id = ANY(%s)",
                 [jobs[:2000]],
             )
-        now = timezone.now()
-        rows = [(j.id, j.worker, j.attempt, "succeeded", "null", None, None, 0, False) for j in claimed]
-        params = postgres.pg_finish_and_claim_params(
-            rows, worker="w", queues=sorted(QUEUES), now=now, lease_until=now + timedelta(seconds=30), ids=jobs[2004:2008]
-        )
-        literals = ", ".join(ClientCursor(hot).mogrify("%s", [params[name]]) for name in names)
-        plan = "\n".join(r[0] for r in hot.execute(f"EXPLAIN (ANALYZE, BUFFERS) EXECUTE planned_idle({literals})"))
+        plan = statement.explain(claimed, jobs[2004:2008])
         assert "job_status_id_idx" not in plan and "Seq Scan on scheduler_app_job " not in plan, plan
         hits = int(re.search(r"Buffers: shared hit=(\d+)", plan).group(1))
         assert hits < 300, plan  # four finishes and four claims by primary key: ~100
         assert Job.objects.filter(pk__in=jobs[2000:2004], status="succeeded").count() == 4
         assert Job.objects.filter(pk__in=jobs[2004:2008], status="running", worker="w").count() == 4
-    finally:
-        if store._raw is not None:
-            store._raw.close()  # the loop's own connection: the test database is dropped after
-        with connection.cursor() as cursor:
-            cursor.execute("ALTER TABLE scheduler_app_job RESET (autovacuum_enabled)")
 
 
 @pytest.mark.django_db(transaction=True)  # the loop's own connection must see the rows
@@ -192,32 +208,13 @@ def test_planned_on_an_empty_table_a_claim_by_id_never_scans_the_table():
     """Planned when the table was empty (a new install), a claim by id was a sequential
     scan, and after a bulk enqueue of 50,000 jobs each claim read them all: 7.6 ms
     instead of 0.6 until an ANALYZE. The loop's connection turns sequential scans off."""
-    from psycopg import ClientCursor
-
-    from scheduler_app.sql import postgres
-
-    store = DjangoStore("w", lease=30)
-    with connection.cursor() as cursor:
-        cursor.execute("ALTER TABLE scheduler_app_job SET (autovacuum_enabled = false)")
-    try:
+    with loop_store() as store:
         with connection.cursor() as cursor:
             cursor.execute("VACUUM ANALYZE scheduler_app_job")  # empty, as a new install's
         hot = store._hot_connection()
         assert hot.execute("SHOW enable_seqscan").fetchone()[0] == "off"
-        text, names = numbered(postgres.pg_finish_and_claim_text(True, 4, True, False, False))
-        types = ", ".join("timestamptz" if name in ("now", "due", "lease") else "text" for name in names)
-        hot.execute(f"PREPARE planned_empty({types}) AS {text}")
+        statement = LoopStatement(hot, "planned_empty")
         jobs = [j.pk for j in lifecycle.enqueue_many([{"task": ADD, "args": [i, i]} for i in range(3000)])]
-        now = timezone.now()
-        params = postgres.pg_finish_and_claim_params(
-            [], worker="w", queues=sorted(QUEUES), now=now, lease_until=now + timedelta(seconds=30), ids=jobs[:4]
-        )
-        literals = ", ".join(ClientCursor(hot).mogrify("%s", [params[name]]) for name in names)
-        plan = "\n".join(r[0] for r in hot.execute(f"EXPLAIN (ANALYZE) EXECUTE planned_empty({literals})"))
+        plan = statement.explain([], jobs[:4])
         assert "Seq Scan on scheduler_app_job " not in plan, plan
         assert Job.objects.filter(pk__in=jobs[:4], status="running", worker="w").count() == 4
-    finally:
-        if store._raw is not None:
-            store._raw.close()
-        with connection.cursor() as cursor:
-            cursor.execute("ALTER TABLE scheduler_app_job RESET (autovacuum_enabled)")
