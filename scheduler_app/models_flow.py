@@ -41,9 +41,10 @@ class UniqueWindow(models.Model):
 class QueueStart(models.Model):
     """One attempt started in a rate-limited queue: the rate limit's sliding window counts these.
 
-    Written by the claims of rate-limited queues only, and deleted by them
-    once older than the queue's period, so the table holds at most about
-    ``rate_limit`` rows per queue.
+    Written by the claims of rate-limited queues only, and deleted by them a
+    minute after they left the queue's window (``sql.limited.RATE_START_KEEP``),
+    so the table holds at most about ``rate_limit`` rows per queue for every
+    ``rate_period`` in the window and that minute.
     """
 
     queue = models.CharField(max_length=QUEUE_NAME_MAX)

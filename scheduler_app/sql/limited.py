@@ -10,7 +10,11 @@ limited queue as its limits leave room for, across every dispatcher
   attempt timed out, or that a rescue took back, no longer runs);
 - ``QueueStart`` rows count against ``rate_limit``: one per attempt started
   in the last ``rate_period`` seconds (a sliding window). The claim writes
-  them, and deletes those that left the window.
+  them, and deletes those that left the window ``RATE_START_KEEP`` seconds
+  ago: a claim's time is read before it waits for its turn, so a claim may
+  commit after one of a later time, and it must still find the starts of its
+  own window (deleted at once, they were gone, and four dispatchers let 11
+  jobs start in a second of a 10-per-second queue).
 
 The count must see every claim that committed before: on PostgreSQL the
 claim is a transaction that first locks the limited queues' rows (so claims
@@ -40,6 +44,10 @@ from .base import (
     claim_returning,
 )
 from .postgres import _pg_array, claim_update, finish_ctes, pg_finish_and_claim_params
+
+# Seconds a start is kept after it left its rate window: longer than a claim
+# waits between reading its time and counting (for its turn at the queue's lock).
+RATE_START_KEEP = 60.0
 
 LIMITED = "(concurrency_limit IS NOT NULL OR rate_limit IS NOT NULL)"
 
@@ -100,7 +108,7 @@ def _pg_limited_claim_text(limit, logs=False):
         f"st AS (INSERT INTO {START_TABLE} (queue, started_at) SELECT u.queue, %(now)s FROM u "
         "WHERE u.queue IN (SELECT name FROM room WHERE rated)), "
         f"gc AS (DELETE FROM {START_TABLE} s USING room WHERE s.queue = room.name AND room.rated "
-        "AND s.started_at <= %(now)s - make_interval(secs => room.rate_period)) "
+        f"AND s.started_at <= %(now)s - make_interval(secs => room.rate_period + {RATE_START_KEEP})) "
         "SELECT NULL::bigint AS finished, * FROM u "
         f"UNION ALL SELECT f.id, {', '.join(['NULL'] * len(CLAIM_COLUMNS))} FROM f "
         f"UNION ALL SELECT -1, {', '.join(room)} FROM room"
@@ -164,7 +172,8 @@ def sqlite_limited_claim(*, worker, queues, limit, now, lease_until, using="defa
         # strftime's %f rounds to the millisecond: a bound rounded up would miss a
         # start just inside the window and let one start too many through. The
         # count takes a millisecond more than the window (it may count a start
-        # that just left it, never miss one); the DELETE below uses the exact bound.
+        # that just left it, never miss one); the DELETE below keeps a start
+        # RATE_START_KEEP seconds past the window.
         starts = (
             f"FROM {START_TABLE} s WHERE s.queue = q.name AND s.started_at > "
             "strftime('%%Y-%%m-%%d %%H:%%M:%%f', %s, '-' || (q.rate_period + 0.001) || ' seconds')"
@@ -227,7 +236,7 @@ def sqlite_limited_claim(*, worker, queues, limit, now, lease_until, using="defa
             if name in rated:
                 _rows(
                     f"DELETE FROM {START_TABLE} WHERE queue = %s AND started_at <= %s RETURNING id",
-                    [name, adapt_dt(now - timedelta(seconds=period), using)],
+                    [name, adapt_dt(now - timedelta(seconds=period + RATE_START_KEEP), using)],
                     using,
                 )
     return claimed, [(name, oldest, c, r, p) for name, oldest, c, r, p in rooms]

@@ -11,6 +11,7 @@ from scheduler_app import lifecycle
 from scheduler_app.checks import check_settings
 from scheduler_app.dispatcher.types import Outcome
 from scheduler_app.models import Job, Queue, QueueStart
+from scheduler_app.sql.limited import RATE_START_KEEP
 
 pytestmark = pytest.mark.django_db
 
@@ -128,8 +129,30 @@ def test_a_rate_limit_is_a_sliding_window_of_starts():
     assert claim_limited(now=now + timedelta(seconds=9.9))[0] == []
     third, _ = claim_limited(now=now + timedelta(seconds=10.01))
     assert len(third) == 2
-    # Starts that left the window are deleted by the claims themselves.
-    assert QueueStart.objects.filter(queue="slow").count() == 3
+    # Starts that left the window are deleted by the claims themselves, a minute after.
+    assert QueueStart.objects.filter(queue="slow").count() == 5
+    later = now + timedelta(seconds=10 + RATE_START_KEEP + 0.01)
+    assert len(claim_limited(limit=1, now=later)[0]) == 1
+    assert QueueStart.objects.filter(queue="slow").count() == 4  # the first two gone, one more
+
+
+def test_a_claim_that_commits_after_a_later_one_still_counts_its_own_window():
+    """A claim's time is read before it waits for its turn: one may commit after a claim
+    of a later time. Its window's starts must still be there. Four dispatchers of 4 slots
+    once started 11 jobs within a second of a 10-per-second queue: a later claim had
+    deleted the starts of the window it had left (and took only 4), the stale one then
+    counted 6 and took 4 more."""
+    lifecycle.set_limits("slow", rate_limit=10, rate_period=1)
+    add_jobs(30)
+    t = timezone.now() + timedelta(seconds=1)  # after the jobs' execute_at
+    assert len(claim_limited(limit=8, now=t)[0]) == 8
+    assert len(claim_limited(limit=2, now=t + timedelta(seconds=0.9))[0]) == 2  # 10 in (t - 1, t + 0.9]
+    assert len(claim_limited(limit=4, now=t + timedelta(seconds=1.06))[0]) == 4  # the first 8 left its window
+    # Read its time at t + 0.97, committed now: its window (t - 0.03, t + 0.97] holds 10 starts.
+    stale, full = claim_limited(limit=4, now=t + timedelta(seconds=0.97))
+    assert stale == [] and "slow" in full
+    starts = sorted(Job.objects.filter(started_at__isnull=False).values_list("started_at", flat=True))
+    assert max(sum(1 for b in starts if a <= b < a + timedelta(seconds=1)) for a in starts) == 10
 
 
 @pytest.mark.parametrize("age", [0.9996, 0.99951, 0.999999])
