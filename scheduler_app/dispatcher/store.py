@@ -74,8 +74,8 @@ class DjangoStore:
             # Nor sequential scans: planned on an empty table, the claim by id
             # scanned the whole backlog that arrived after (7.6 ms per claim
             # with 50,000 jobs, until an ANALYZE). Its statements reach rows
-            # by primary key or walk the claim index; their status tests are
-            # written so that no other index serves them (sql.postgres.BY_KEY_ONLY).
+            # by their ids or walk the claim index; their status tests are
+            # written so that no index serves them (sql.postgres.STATUS_AS_FILTER).
             self._raw.execute("SET enable_seqscan = off")
             # The claim of limited queues must sort (the best of two sets); a
             # disabled sort's cost pushed its estimate past jit_above_cost

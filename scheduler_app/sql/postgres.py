@@ -204,14 +204,16 @@ def pg_analyze_if_outgrown(seen, *, using="default"):
     return True
 
 
-# A status test no index can serve, for statements that reach their rows by
-# primary key. The loop's statements are planned once (generic plans), from the
+# A status test no index can serve, for statements that reach their rows by an
+# id list. The loop's statements are planned once (generic plans), from the
 # statistics of that moment: planned while few jobs ran, a plain
 # ``status = 'running'`` was estimated at one row and the finish walked
 # ``job_status_id_idx`` (every running job) to find its few ids: 2.3 ms per
 # finish with 20,000 running instead of four primary-key lookups. ``IS TRUE``
-# leaves the test as a filter, so the primary key is the only way in.
-BY_KEY_ONLY = "({alias}status = '{status}') IS TRUE"
+# leaves the test as a filter, so the id list is what finds the rows: by the
+# primary key (statistics stale enough to call the table empty can still make
+# another ``(column, id)`` index look as cheap, until the next ANALYZE).
+STATUS_AS_FILTER = "({alias}status = '{status}') IS TRUE"
 
 
 def finish_ctes(*, dependents=False, logs=False):
@@ -242,7 +244,7 @@ def finish_ctes(*, dependents=False, logs=False):
         "snoozes = CASE WHEN v.vsnooze THEN j.snoozes + 1 ELSE j.snoozes END, "
         "lease_expires_at = NULL, updated_at = %(now)s, logs_count = j.logs_count + v.vlogs "
         "FROM v WHERE j.id = v.vid AND j.id = ANY(ARRAY(SELECT vid FROM v)) "
-        f"AND j.attempts = v.vattempts AND {BY_KEY_ONLY.format(status='running', alias='j.')} AND j.worker = v.vworker "
+        f"AND j.attempts = v.vattempts AND {STATUS_AS_FILTER.format(status='running', alias='j.')} AND j.worker = v.vworker "
         f"{'' if dependents else 'AND NOT j.has_dependents '}RETURNING j.id), "
         f"{LOGS_CTE if logs else ''}"
     )
@@ -278,7 +280,7 @@ def _pg_finish_and_claim_text(by_ids, limit, limits, dependents=False, logs=Fals
     id_filter = "AND id = ANY(%(ids)s::bigint[]) " if by_ids else ""
     # By query the claim index (pending rows, in claim order) is the way in; by
     # ids the primary key is, whatever the statistics said at planning time.
-    pending = BY_KEY_ONLY.format(status="pending", alias="") if by_ids else "status = 'pending'"
+    pending = STATUS_AS_FILTER.format(status="pending", alias="") if by_ids else "status = 'pending'"
     # By ids the caller asks for exactly the rows it names (and orders what
     # comes back), so no sort; by query the claim index gives claim order.
     order = "" if by_ids else "ORDER BY priority DESC, execute_at, id "

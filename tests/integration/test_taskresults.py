@@ -66,10 +66,10 @@ def test_every_entry_point_sends_task_enqueued_but_a_unique_key_hit_does_not(sig
 
 def test_a_bulk_enqueue_asks_once_per_sender_whether_anyone_listens(monkeypatch):
     class Quiet:
-        pass
+        """A sender nobody listens to."""
 
     class Heard:
-        pass
+        """A sender with a receiver of its own."""
 
     senders = {ADD: Quiet, "tests.testapp.tasks.important": Heard}
     monkeypatch.setattr(taskresults, "sender_of", lambda task, alias=None: (senders[registry.name_of(task)], "default"))
