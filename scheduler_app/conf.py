@@ -81,6 +81,9 @@ DEFAULTS = {
     "JOB_LOG_LEVEL": "INFO",
     "JOB_LOG_MAX_RECORDS": 200,
     "JOB_LOG_MAX_BYTES": 64 * 1024,
+    # A task's return value is stored as JSON of at most this many bytes; a
+    # larger one fails its attempt ("store large results elsewhere").
+    "RESULT_MAX_BYTES": 1024 * 1024,
     # History: dispatchers add their per-minute rollups to the database this
     # often (seconds; 0 turns rollups off), and they are kept this long.
     "ROLLUP_INTERVAL": 60.0,

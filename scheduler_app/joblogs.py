@@ -22,6 +22,7 @@ import time
 
 from . import conf
 from .settings_rules import SETTINGS
+from .storable import utf8_size
 
 # The scheduler's own loggers and Django's task log describe the attempt;
 # its built-in and demo tasks log as tasks do.
@@ -30,17 +31,6 @@ TASK_MODULES = ("scheduler_app.tasks", "scheduler_app.demo")
 DROPPED_LOGGER = "scheduler_app.joblogs"
 _current = contextvars.ContextVar("scheduler_job_capture", default=None)
 _formatter = logging.Formatter()
-
-
-def clean_text(text):
-    """Return ``text`` as both databases store it: no NUL, no lone surrogate."""
-    if "\x00" in text:
-        text = text.replace("\x00", "\\x00")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text
 
 
 def is_own(name):
@@ -76,13 +66,17 @@ class Capture:
             message = record.getMessage()
         except Exception as exc:  # a bad %-format in the task's own call
             message = f"{record.msg!r} (could not format: {type(exc).__name__})"
+        if not isinstance(message, str):
+            message = str(message)
         exc_text = _formatter.formatException(record.exc_info) if record.exc_info else ""
-        size = len(message) + len(exc_text) + len(name)
+        # Bytes as stored (UTF-8): a line of 65,000 emoji is 260,000 of them.
+        size = utf8_size(message) + utf8_size(exc_text) + utf8_size(name)
         if self.size + size > self.max_bytes:
             self.dropped += 1
             return
         self.size += size
-        self.records.append((record.created, record.levelno, clean_text(name[:255]), clean_text(message), clean_text(exc_text)))
+        # As emitted: the writer makes them storable (``storable.log_record``).
+        self.records.append((record.created, record.levelno, name, message, exc_text))
 
     def rows(self):
         """Return the records as Outcome.logs rows, with the "dropped" line last when any were."""

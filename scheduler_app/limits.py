@@ -64,5 +64,7 @@ PROCESSES_MAX = 64
 # Per-job logs: records and bytes one attempt may keep (JOB_LOG_MAX_*).
 JOB_LOG_RECORDS_MAX = 100_000
 JOB_LOG_BYTES_MAX = 16 * 1024 * 1024
+# RESULT_MAX_BYTES may be at most this (a jsonb value is limited to 255 MB).
+RESULT_BYTES_MAX = 64 * 1024 * 1024
 # GET /api/stats/history/?minutes=: up to the rollups' default retention.
 HISTORY_MINUTES_MAX = 7 * 24 * 60

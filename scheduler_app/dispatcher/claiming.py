@@ -18,7 +18,7 @@ class ClaimStep:
 
     def _claim_from_store(self, queues, limit, now, ids=None):
         outcomes = self.outcomes.pending
-        jobs = self.store.claim(queues, limit, now, ids=ids, finished=outcomes)
+        jobs = self.store.claim(queues, limit, now, ids=ids, finished=outcomes, in_flight=self.pool.in_flight())
         if outcomes:
             self.outcomes.written(self.store, self.clock.time())
         return jobs
@@ -26,7 +26,7 @@ class ClaimStep:
     def _claim_limited(self, group, queues, free, now):
         """Claim for a group with limited queues: one claim by query that obeys their limits."""
         outcomes = self.outcomes.pending
-        jobs, full = self.store.claim_limited(queues, free, now, finished=outcomes)
+        jobs, full = self.store.claim_limited(queues, free, now, finished=outcomes, in_flight=self.pool.in_flight())
         if outcomes:
             self.outcomes.written(self.store, self.clock.time())
         self._start(group, jobs, now)
@@ -70,6 +70,15 @@ class ClaimStep:
                 # The window's best due jobs, claimed by id: cheap and exact
                 # while this dispatcher is alone on them.
                 entries = self.timeline.take_due(group, free, skip=self.paused | limited)
+                if entries:
+                    # A job still running here may be pending again (a rescue
+                    # after an outage, a retry of an attempt that timed out
+                    # while its thread runs on): never claimed twice at once by
+                    # its own dispatcher. It waits until its thread is done.
+                    running = self.pool.in_flight()
+                    if any(e.id in running for e in entries):
+                        self._held.update((e.id, e) for e in entries if e.id in running)
+                        entries = [e for e in entries if e.id not in running]
                 if not entries:
                     continue
                 try:
@@ -90,7 +99,15 @@ class ClaimStep:
                 # The database has fewer due jobs than the window thought.
                 self.timeline.drop_due(group, skip=limited)
 
+    def _release_held(self):
+        """Give the window back the entries held while their jobs still ran here."""
+        running = self.pool.in_flight()
+        for job_id in [i for i in self._held if i not in running]:
+            self.timeline.upsert(self._held.pop(job_id))
+
     def _start(self, group, jobs, now):
+        if jobs:
+            self.leases.claimed(now)
         for job in jobs:
             self.timeline.remove(job.id)
             if self.rollups is not None:

@@ -16,11 +16,13 @@ import collections
 import logging
 import threading
 import time
+from datetime import UTC, datetime
 
 from .claiming import ClaimStep
 from .clock import SystemClock
 from .gate import Gate
 from .outcomes import OutcomeBuffer
+from .lease_watch import LeaseWatch
 from .policy import RetryPolicy
 from .pool import WorkerPool
 from .rollup import Reporter
@@ -28,6 +30,10 @@ from .timeline import SCHEDULES, Timeline
 from .window import Window
 
 logger = logging.getLogger(__name__)
+
+def _moment(now):
+    """Return loop time ``now`` (epoch seconds) as the aware datetime outcomes record."""
+    return datetime.fromtimestamp(now, UTC)
 
 
 class Dispatcher(ClaimStep):
@@ -114,6 +120,9 @@ class Dispatcher(ClaimStep):
         # Until then, claim by query: another dispatcher was seen taking the
         # same due jobs, so claiming the window's ids would mostly miss.
         self._contended_until = 0.0
+        self.leases = LeaseWatch(lease, self.pool, self.policy)  # loop thread only
+        # Due entries of jobs still running here (claiming._release_held). Loop thread only.
+        self._held = {}
         self.paused = frozenset()
         self.on_exit = []  # callables run when run() ends (e.g. stop worker processes)
         self.process_queues = frozenset()  # queues whose jobs run in worker processes (wiring sets it)
@@ -216,18 +225,26 @@ class Dispatcher(ClaimStep):
 
     def tick(self, now):
         """Do one pass at time ``now``; return how many seconds to wait."""
-        if now < self._db_retry_at:
-            return self._db_retry_at - now
+        self.leases.check(now)
+        if self._stopping and self._stop_deadline is None:
+            self._begin_stop(now)
+        past_grace = self._stop_deadline is not None and now >= self._stop_deadline
+        if now < self._db_retry_at and not past_grace:
+            return self._retry_wait(now)
         try:
             self._tick(now)
         except self.store.transient_errors as exc:
+            if self._give_up(now, exc):
+                return 0.0
             self._back_off(now)
             logger.warning(
                 "database unavailable (%s); retrying in %.2fs", exc, self._db_backoff,
                 extra={"action": "db_error"},
             )
-            return self._db_backoff
-        except Exception:
+            return self._retry_wait(now)
+        except Exception as exc:
+            if self._give_up(now, exc):
+                return 0.0
             # A bug, or a row nobody foresaw: never a silent exit. The
             # outcomes collected so far are kept and written next time.
             self._back_off(now)
@@ -235,7 +252,7 @@ class Dispatcher(ClaimStep):
                 "unexpected error in the dispatcher loop; retrying in %.2fs", self._db_backoff,
                 extra={"action": "loop_error"},
             )
-            return self._db_backoff
+            return self._retry_wait(now)
         self._db_backoff = 0.0
         # Measure the wait from the end of the tick, not its start: a tick
         # that took 3 ms must not make the next wake-up 3 ms late.
@@ -245,6 +262,37 @@ class Dispatcher(ClaimStep):
         self._db_backoff = min(max(self._db_backoff * 2, 0.25), 10.0)
         self._db_retry_at = now + self._db_backoff
         self.store.reset()
+
+    def _retry_wait(self, now):
+        """Seconds until the next try after a database error: no later than a lease to stop or the end of the grace."""
+        moments = [self._db_retry_at]
+        if self._stop_deadline is not None:
+            moments.append(self._stop_deadline)
+        lease_moment = self.leases.moment()
+        if lease_moment is not None:
+            moments.append(lease_moment)
+        return max(0.0, min(moments) - now)
+
+    def _give_up(self, now, exc):
+        """Past the grace period, a stop no longer waits for the database: return True when it ended the loop.
+
+        What could not be written or released stays running in the database;
+        its leases expire and another dispatcher takes the jobs back
+        (invariant 10: a SIGTERM ends the dispatcher within the grace period
+        plus a few seconds, whatever the database does).
+        """
+        if not self._stopping or self._stop_deadline is None or now < self._stop_deadline:
+            return False
+        self.pool.close()
+        unfinished = self.pool.running_jobs()
+        self.leases.stop(unfinished)  # nothing of this dispatcher's may run on once it is gone
+        logger.error(
+            "stopping without the database (%s): %d running jobs were not released and %d outcomes not "
+            "written; their leases expire and another dispatcher takes the jobs back",
+            exc, len(unfinished), len(self.outcomes.pending), extra={"action": "stop_unreleased"},
+        )
+        self.finished = True
+        return True
 
     def _tick(self, now):
         self._drain_inbox()
@@ -301,23 +349,31 @@ class Dispatcher(ClaimStep):
                 self.gate.free(message.freed, only_concurrency=True)
 
     def _collect(self, now):
+        moment = _moment(now)
         for job, outcome, error in self.pool.collect():
             if outcome is None:
-                outcome = self.policy.raised(job, error)
-            self.outcomes.add(job, outcome, now)
+                outcome = self.policy.raised(job, error, moment)
+            self.outcomes.add(job, self.leases.outcome(job, outcome, moment), now)
         for job in self.pool.expire():
             logger.warning(
                 "job %s timed out after %ss", job.id, job.timeout,
                 extra={"job_id": job.id, "action": "timeout"},
             )
-            self.outcomes.add(job, self.policy.timed_out(job), now)
+            self.leases.lost.discard(job.id)
+            self.outcomes.add(job, self.policy.timed_out(job, moment), now)
+        if self._held:
+            self._release_held()
 
     def _write_rollups(self, now):
         slots = sum(slots for _, slots in self.groups.values())
         self.rollups.write(self.store, now, busy=self.pool.busy(), slots=slots)
 
     def _heartbeat(self, now):
-        cancel = self.store.renew(now)
+        # Only the attempts still running: an outcome this dispatcher could
+        # not write keeps its old lease, which expires (invariant 13).
+        running = [job.id for job in self.pool.running_jobs()]
+        cancel = self.store.renew(now, running)
+        self.leases.renewed(now, running)
         if cancel:
             self.pool.request_cancel(cancel)
         self.store.rescue(now)
@@ -339,13 +395,16 @@ class Dispatcher(ClaimStep):
             ):
                 self.finished = True
 
+    def _begin_stop(self, now):
+        self._stop_deadline = now + self.grace
+        logger.info(
+            "stopping: %d running jobs get %.1fs to finish", self.pool.busy(), self.grace,
+            extra={"action": "stop"},
+        )
+
     def _stop_step(self, now):
         if self._stop_deadline is None:
-            self._stop_deadline = now + self.grace
-            logger.info(
-                "stopping: %d running jobs get %.1fs to finish", self.pool.busy(), self.grace,
-                extra={"action": "stop"},
-            )
+            self._begin_stop(now)
         if not self.pool.busy() and not self.outcomes.pending:
             self.finished = True
         elif now >= self._stop_deadline:
@@ -380,6 +439,9 @@ class Dispatcher(ClaimStep):
         deadline = self.pool.next_deadline()
         if deadline is not None:
             moments.append(now + (deadline - self.clock.monotonic()))
+        lease_moment = self.leases.moment()
+        if lease_moment is not None:
+            moments.append(lease_moment)
         unblock = self.gate.next_moment(self.timeline.due_queues()) if not self._stopping else None
         if unblock is not None:
             moments.append(unblock)

@@ -80,7 +80,7 @@ class WorkerPool:
         self._running = {}  # token -> _Running; loop thread only
         self._busy = dict.fromkeys(self.groups, 0)  # group -> len of its _running; loop thread only
         self._by_job = {}  # job id -> token; loop thread only
-        self._abandoned = {}  # token -> WorkerThread still running a timed-out job; loop thread only
+        self._abandoned = {}  # token -> (WorkerThread, job id) still running a timed-out job; loop thread only
         self._tokens = itertools.count(1)
         self._numbers = itertools.count(1)
         self._closed = False  # under _lock: close() was called
@@ -243,7 +243,7 @@ class WorkerPool:
             self._by_job.pop(record.job.id, None)
             if thread is not None:
                 self._threads[record.group].discard(thread)
-                self._abandoned[token] = thread
+                self._abandoned[token] = (thread, record.job.id)
         return expired
 
     def next_deadline(self):
@@ -261,6 +261,16 @@ class WorkerPool:
                 self._running[token].cancel_event.set()
                 count += 1
         return count
+
+    def in_flight(self):
+        """Return the ids of the jobs a thread of this pool may still be running.
+
+        The attempts in flight and those that timed out while their thread
+        runs on: a claim must not take any of them (invariant 14).
+        """
+        if not self._abandoned:
+            return self._by_job.keys()
+        return self._by_job.keys() | {job_id for _, job_id in self._abandoned.values()}
 
     def running_jobs(self):
         """Return the jobs whose attempts are in flight (timed-out ones excluded)."""

@@ -28,6 +28,7 @@ import multiprocessing
 import os
 import threading
 import time
+from datetime import UTC, datetime
 
 logger = logging.getLogger(__name__)
 
@@ -146,7 +147,7 @@ class ProcessExecutor:
                     "job %s: killed its worker process (pid %s) at its timeout", job.id, worker.process.pid,
                     extra={"job_id": job.id, "action": "process_timeout"},
                 )
-                return self.policy.timed_out(job)
+                return self.policy.timed_out(job, datetime.now(UTC))
             if not worker.process.is_alive():
                 self._forget(worker)
                 return self._died(job, worker)
@@ -155,7 +156,7 @@ class ProcessExecutor:
         code = worker.process.exitcode
         reason = f"The worker process running this attempt ended (exit code {code}) before it returned."
         logger.warning("job %s: %s", job.id, reason, extra={"job_id": job.id, "action": "process_died"})
-        return self.policy.raised(job, WorkerProcessDied(reason), traceback_text="")
+        return self.policy.raised(job, WorkerProcessDied(reason), datetime.now(UTC), traceback_text="")
 
     def close(self):
         """Stop every worker process (the dispatcher is stopping)."""

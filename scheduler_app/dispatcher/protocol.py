@@ -67,8 +67,13 @@ class Store(Protocol):
 
     # -- transitions -----------------------------------------------------
 
-    def claim(self, queues: Iterable[str], limit: int, now: float, ids: Sequence[int] | None = None, finished: Sequence[Outcome] = ()) -> list[ClaimedJob]:
+    def claim(self, queues: Iterable[str], limit: int, now: float, ids: Sequence[int] | None = None, finished: Sequence[Outcome] = (), in_flight: Iterable[int] = ()) -> list[ClaimedJob]:
         """Record ``finished`` outcomes, then claim up to ``limit`` due jobs (only ``ids`` if given).
+
+        Never a job of ``in_flight`` (the ids this dispatcher still runs):
+        a rescue may have made one pending while its attempt still runs
+        here. An outcome the database refuses to store fails its own job
+        (with the reason) and never stops the claim or the other outcomes.
 
         Claimed jobs come back in claim order: priority, time, id. A claim
         by query takes the first ``limit`` due jobs in that order. A claim
@@ -78,8 +83,10 @@ class Store(Protocol):
         and limited queues are never claimed from here.
         """
 
-    def claim_limited(self, queues: Iterable[str], limit: int, now: float, finished: Sequence[Outcome] = ()) -> tuple[list[ClaimedJob], dict[str, float | None]]:
+    def claim_limited(self, queues: Iterable[str], limit: int, now: float, finished: Sequence[Outcome] = (), in_flight: Iterable[int] = ()) -> tuple[list[ClaimedJob], dict[str, float | None]]:
         """Record ``finished``, then claim up to ``limit`` due jobs of ``queues`` by query, obeying limits.
+
+        As ``claim``: never a job of ``in_flight``; a refused outcome fails its own job.
 
         Jobs come in claim order across ``queues``, but of each limited
         queue at most as many as its limits leave room for at this moment,
@@ -96,19 +103,33 @@ class Store(Protocol):
         """Tell every dispatcher that running jobs of these limited queues ended (room to claim again)."""
 
     def finish(self, outcomes: Sequence[Outcome], now: float) -> set[int]:
-        """Record outcomes; return the ids whose attempt was still current."""
+        """Record outcomes; return the ids whose attempt was still current.
 
-    def renew(self, now: float) -> set[int]:
-        """Extend this dispatcher's leases; return ids of its running jobs whose cancel was requested."""
+        Each job is left as ``types.attempt_end`` says: a job whose cancel
+        was requested ends cancelled unless its attempt succeeded. An
+        outcome the database refuses to store fails its own job instead.
+        """
+
+    def renew(self, now: float, ids: Iterable[int] | None = None) -> set[int]:
+        """Extend this dispatcher's leases (only those of ``ids``, the attempts it still runs, if given).
+
+        Return ids of its running jobs whose cancel was requested.
+        """
 
     def rescue(self, now: float) -> int:
         """Take back any dispatcher's attempts whose lease expired; return how many.
 
-        Jobs that go back to pending are announced like any other change.
+        A job with attempts left runs again after its task's backoff; one
+        whose cancel was requested ends cancelled. Jobs that go back to
+        pending are announced like any other change.
         """
 
     def release(self, jobs: Sequence[ClaimedJob], now: float) -> set[int]:
-        """Give this dispatcher's unfinished attempts back to pending (shutdown); return their ids."""
+        """Give this dispatcher's unfinished attempts back to pending (shutdown); return their ids.
+
+        The interrupted attempt is not counted; a job whose cancel was
+        requested ends cancelled instead.
+        """
 
     def materialize(self, now: float, ids: Iterable[int] = ()) -> list[Entry]:
         """Enqueue the jobs of due schedules; return their entries (``at`` None: nothing left to run)."""

@@ -23,6 +23,10 @@ from .types import Status
 logger = logging.getLogger(__name__)
 
 
+def _now():
+    return datetime.now(UTC)
+
+
 class UnreadableJob(Exception):
     """Recorded as the error of a job whose stored row cannot be run as it is."""
 
@@ -59,16 +63,20 @@ class Executor:
         return outcome
 
     def _run(self, job, cancel_event, deadline):
+        if cancel_event.is_set():
+            # Cancelled between its claim and its start: a job whose cancel
+            # was requested never starts again (invariant 14).
+            return self.policy.cancelled(job)
         try:
             task = registry.get(job.task)
         except registry.UnknownTask as exc:
             # Not retried: the next attempt would not find it either. No
             # signals: there is no Task to describe.
-            return self.policy.fatal(job, exc, traceback_text="")
+            return self.policy.fatal(job, exc, _now(), traceback_text="")
         if job.args is None or job.kwargs is None:
             # A row written around the service; every attempt would read the same.
             which = "args (a JSON list)" if job.args is None else "kwargs (a JSON object)"
-            return self.policy.fatal(job, UnreadableJob(f"The job's stored {which} cannot be read."), traceback_text="")
+            return self.policy.fatal(job, UnreadableJob(f"The job's stored {which} cannot be read."), _now(), traceback_text="")
         sender, _ = taskresults.sender_of(task)
         start = taskresults.wanted(task_started, sender)
         finish = taskresults.wanted(task_finished, sender)
@@ -84,16 +92,16 @@ class Executor:
         except JobCancelled:
             outcome = self._past_deadline(job, deadline) or self.policy.cancelled(job)
         except Snooze as snooze:
-            outcome = self._past_deadline(job, deadline) or self.policy.snoozed(job, snooze.seconds)
+            outcome = self._past_deadline(job, deadline) or self.policy.snoozed(job, snooze.seconds, _now())
         except Exception as exc:
-            outcome = self._past_deadline(job, deadline) or self.policy.raised(job, exc)
+            outcome = self._past_deadline(job, deadline) or self.policy.raised(job, exc, _now())
             if finish or taskresults.wanted(task_finished, sender, level=logging.ERROR):
                 # Inside the handler, as Django's backends do: its log
                 # receiver adds the traceback (sys.exc_info()).
                 self._finished(sender, result or taskresults.attempt_result(job, task), outcome)
             return outcome
         else:
-            outcome = self._past_deadline(job, deadline) or self.policy.succeeded(job, value)
+            outcome = self._past_deadline(job, deadline) or self.policy.succeeded(job, value, _now())
         if finish or (outcome.status != Status.SUCCEEDED and taskresults.wanted(task_finished, sender, level=logging.ERROR)):
             self._finished(sender, result or taskresults.attempt_result(job, task), outcome)
         return outcome
@@ -106,7 +114,7 @@ class Executor:
         agreement when the attempt ends before the loop noticed.
         """
         if deadline is not None and time.time() >= deadline:
-            return self.policy.timed_out(job)
+            return self.policy.timed_out(job, _now())
         return None
 
     @staticmethod

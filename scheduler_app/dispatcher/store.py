@@ -16,10 +16,11 @@ from datetime import UTC, datetime
 from django.db import InterfaceError, OperationalError, connections
 from django.utils import timezone
 
-from scheduler_app import conf, lifecycle, rollups, schedules, sql
+from scheduler_app import conf, lifecycle, registry, rollups, schedules, sql
 from scheduler_app.models import Job, Worker, WorkerState
 
 from . import pg
+from .policy import RetryPolicy
 from .timeline import Entry, schedule_entry
 from .wakeup import WakeUp
 
@@ -35,6 +36,18 @@ def to_datetime(epoch):
     return datetime.fromtimestamp(epoch, tz=UTC)
 
 
+def default_policy():
+    """Return the retry policy the settings describe (RETRY_BACKOFF_*, RETRY_JITTER, task options)."""
+    return RetryPolicy(
+        base=conf.get("RETRY_BACKOFF_BASE"),
+        cap=conf.get("RETRY_BACKOFF_MAX"),
+        jitter=conf.get("RETRY_JITTER"),
+        task_options=registry.options_for,
+        max_snoozes=conf.get("MAX_SNOOZES"),
+        result_max_bytes=conf.get("RESULT_MAX_BYTES"),
+    )
+
+
 def new_worker_id():
     """Return a new dispatcher id (the key of its Worker row): host, pid, a random suffix."""
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
@@ -43,11 +56,13 @@ def new_worker_id():
 class DjangoStore:
     transient_errors = (OperationalError, InterfaceError, *pg.TRANSIENT_ERRORS)
 
-    def __init__(self, worker_id, *, lease, using="default", prune=True):
+    def __init__(self, worker_id, *, lease, using="default", prune=True, policy=None):
         self.worker_id = worker_id
         self.lease = lease
         self.using = using
         self.prune = prune
+        # When a rescued attempt runs again: the task's backoff.
+        self.policy = policy or default_policy()
         # PostgreSQL: a connection of the loop's own for claims and finishes,
         # where they run as one prepared statement. Loop thread only.
         self._raw = None
@@ -249,7 +264,7 @@ class DjangoStore:
 
     # -- transitions (through the lifecycle) -------------------------------
 
-    def claim(self, queues, limit, now, ids=None, finished=()):
+    def claim(self, queues, limit, now, ids=None, finished=(), in_flight=()):
         return lifecycle.claim(
             self.worker_id,
             queues=sorted(queues),
@@ -258,11 +273,12 @@ class DjangoStore:
             now=to_datetime(now),
             ids=ids,
             finished=finished,
+            in_flight=in_flight,
             connection=self._hot_connection(),
             using=self.using,
         )
 
-    def claim_limited(self, queues, limit, now, finished=()):
+    def claim_limited(self, queues, limit, now, finished=(), in_flight=()):
         return lifecycle.claim_limited(
             self.worker_id,
             queues=sorted(queues),
@@ -270,6 +286,7 @@ class DjangoStore:
             lease=self.lease,
             now=to_datetime(now),
             finished=finished,
+            in_flight=in_flight,
             connection=self._hot_connection(),
             using=self.using,
         )
@@ -284,16 +301,16 @@ class DjangoStore:
         return [schedule_entry(i, at) for i, at in planned]
 
     def finish(self, outcomes, now):
-        return lifecycle.finish(outcomes, now=to_datetime(now), using=self.using)
+        return set(lifecycle.finish(outcomes, now=to_datetime(now), using=self.using))
 
-    def renew(self, now):
+    def renew(self, now, ids=None):
         return lifecycle.renew_leases(
-            self.worker_id, lease=self.lease, now=to_datetime(now), using=self.using
+            self.worker_id, lease=self.lease, now=to_datetime(now), ids=ids, using=self.using
         )
 
     def rescue(self, now):
         # Rescued jobs are announced by the lifecycle; this process hears it too.
-        return lifecycle.rescue_expired(now=to_datetime(now), using=self.using)
+        return lifecycle.rescue_expired(now=to_datetime(now), retry_at=self.policy.retry_at, using=self.using)
 
     def release(self, jobs, now):
         return lifecycle.release(

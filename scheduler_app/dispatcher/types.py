@@ -23,6 +23,24 @@ class Status:
     FINISHED = (SUCCEEDED, FAILED, CANCELLED)
     # What an attempt can end as: finished, or back to pending for a retry.
     OUTCOMES = (SUCCEEDED, FAILED, CANCELLED, PENDING)
+    # The endings a requested cancel overrides (``attempt_end``): anything
+    # but a success, which stands (the work was done).
+    YIELD_TO_CANCEL = (PENDING, FAILED)
+
+
+def attempt_end(status, cancel_requested):
+    """Return the status a job is left in when an attempt ends as ``status`` (one of ``Status.OUTCOMES``).
+
+    The one rule for how an attempt ends (DESIGN invariant 14): a job whose
+    cancel was requested never starts again. A retry, a snooze, a release at
+    shutdown, a rescue or a failure of such a job ends it ``cancelled``
+    (the failed attempt's error is still recorded); a success stands.
+    ``sql.ending`` is the same rule in SQL, for the statements that decide
+    on the row's own flag.
+    """
+    if cancel_requested and status in Status.YIELD_TO_CANCEL:
+        return Status.CANCELLED
+    return status
 
 
 @dataclass(slots=True)

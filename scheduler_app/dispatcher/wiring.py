@@ -6,23 +6,16 @@ thread.
 
 import contextlib
 
-from scheduler_app import conf, joblogs, registry, signals, sql
+from scheduler_app import conf, joblogs, signals, sql
 
 from .loop import Dispatcher
-from .policy import RetryPolicy
 from .runner import Executor
-from .store import DjangoStore, new_worker_id
+from .store import DjangoStore, default_policy, new_worker_id
 
 
 def retry_policy():
-    """Return the retry policy the settings describe (RETRY_BACKOFF_*, RETRY_JITTER)."""
-    return RetryPolicy(
-        base=conf.get("RETRY_BACKOFF_BASE"),
-        cap=conf.get("RETRY_BACKOFF_MAX"),
-        jitter=conf.get("RETRY_JITTER"),
-        task_options=registry.options_for,
-        max_snoozes=conf.get("MAX_SNOOZES"),
-    )
+    """Return the retry policy the settings describe (RETRY_BACKOFF_*, RETRY_JITTER, RESULT_MAX_BYTES)."""
+    return default_policy()
 
 
 def executor_for(using="default"):
@@ -41,7 +34,8 @@ def create(groups, *, lease=None, using="default", clock=None, process_queues=()
     worker process of its own the first time it gets such a job).
     """
     lease = lease or conf.get("LEASE")
-    store = DjangoStore(new_worker_id(), lease=lease, using=using)
+    policy, executor = executor_for(using)
+    store = DjangoStore(new_worker_id(), lease=lease, using=using, policy=policy)
     defaults = {
         "horizon": conf.get("HORIZON"),
         "cap": conf.get("HEAP_CAP"),
@@ -57,7 +51,6 @@ def create(groups, *, lease=None, using="default", clock=None, process_queues=()
         ),
     }
     defaults.update({k: v for k, v in options.items() if v is not None})
-    policy, executor = executor_for(using)
     if process_queues:
         from django.conf import settings
 

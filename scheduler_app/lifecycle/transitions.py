@@ -14,18 +14,19 @@ from datetime import UTC, datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from .. import sql
+from .. import sql, storable
 from ..dispatcher.policy import LEASE_EXPIRED_MESSAGE
 from ..dispatcher.types import ClaimedJob
 from ..models import Job, JobStatus
 from .announce import announce
 from .dependencies import settle
+from .finishing import finish_rows, log_rows, report_lost, finish, with_outcomes
 
 logger = logging.getLogger(__name__)
 
 
 def claim(
-    worker, *, queues, limit, lease, now=None, ids=None, finished=(), due_by=None, limits=True,
+    worker, *, queues, limit, lease, now=None, ids=None, finished=(), due_by=None, limits=True, in_flight=(),
     connection=None, using="default",
 ):
     """Claim up to ``limit`` due pending jobs of ``queues`` for ``worker``; return ClaimedJobs.
@@ -39,29 +40,39 @@ def claim(
     claim order (priority, time, FIFO). ``due_by`` (default ``now``) is how
     late a job may be due. Paused and limited queues are left out (limited
     ones have :func:`claim_limited`); ``limits=False`` claims from them too
-    (the test helpers' ``drain``; a dispatcher always honours them).
+    (the test helpers' ``drain``; a dispatcher always honours them). The
+    jobs of ``in_flight`` (ids the caller still runs) are never claimed.
+
+    Outcomes the database refuses to store do not stop the claim: they are
+    written one by one, and one that still fails fails its own job
+    (:func:`finish`).
     """
     now = now or timezone.now()
     finished = list(finished)
     queues = sorted(queues) if limit > 0 else []
     lease_until = now + timedelta(seconds=lease)
+    in_flight = sorted(in_flight)
     if sql.is_postgres(using):
-        won, rows = sql.pg_finish_and_claim(
-            _finish_rows(finished),
-            worker=worker,
-            queues=queues,
-            limit=max(limit, 0) if queues else 0,
-            now=now,
-            lease_until=lease_until,
-            ids=ids,
-            due_by=due_by,
-            limits=limits,
-            logs=_log_rows(finished),
-            connection=connection,
-            using=using,
-        )
-        won |= _finish_rest(finished, won, now, using)
-        _report_lost(finished, won)
+
+        def statement(outcomes):
+            return sql.pg_finish_and_claim(
+                finish_rows(outcomes),
+                worker=worker,
+                queues=queues,
+                limit=max(limit, 0) if queues else 0,
+                now=now,
+                lease_until=lease_until,
+                ids=ids,
+                due_by=due_by,
+                limits=limits,
+                logs=log_rows(outcomes),
+                in_flight=in_flight,
+                connection=connection,
+                using=using,
+            )
+
+        won, rows = with_outcomes(statement, finished, now, using)
+        report_lost(finished, won)
         return _claimed(rows, worker, now)
     if finished:
         finish(finished, now=now, using=using)
@@ -69,12 +80,14 @@ def claim(
         return []
     rows = sql.sqlite_claim(
         worker=worker, queues=queues, limit=limit, now=now, lease_until=lease_until, ids=ids,
-        due_by=due_by, limits=limits, using=using,
+        due_by=due_by, limits=limits, in_flight=in_flight, using=using,
     )
     return _claimed(rows, worker, now)
 
 
-def claim_limited(worker, *, queues, limit, lease, now=None, finished=(), connection=None, using="default"):
+def claim_limited(
+    worker, *, queues, limit, lease, now=None, finished=(), in_flight=(), connection=None, using="default"
+):
     """Claim up to ``limit`` due jobs of ``queues``, at most as many of each limited queue as its limits allow.
 
     As :func:`claim` by query, for a slot group with limited queues: the
@@ -87,18 +100,24 @@ def claim_limited(worker, *, queues, limit, lease, now=None, finished=(), connec
     finished = list(finished)
     queues = sorted(queues)
     lease_until = now + timedelta(seconds=lease)
+    in_flight = sorted(in_flight)
     if sql.is_postgres(using):
-        won, rows, rooms = sql.pg_limited_claim(
-            _finish_rows(finished), worker=worker, queues=queues, limit=max(limit, 0), now=now,
-            lease_until=lease_until, logs=_log_rows(finished), connection=connection, using=using,
-        )
-        won |= _finish_rest(finished, won, now, using)
-        _report_lost(finished, won)
+
+        def statement(outcomes):
+            return sql.pg_limited_claim(
+                finish_rows(outcomes), worker=worker, queues=queues, limit=max(limit, 0), now=now,
+                lease_until=lease_until, logs=log_rows(outcomes), in_flight=in_flight, connection=connection,
+                using=using,
+            )
+
+        won, rows, rooms = with_outcomes(statement, finished, now, using)
+        report_lost(finished, won)
     else:
         if finished:
             finish(finished, now=now, using=using)
         rows, rooms = sql.sqlite_limited_claim(
-            worker=worker, queues=queues, limit=max(limit, 0), now=now, lease_until=lease_until, using=using
+            worker=worker, queues=queues, limit=max(limit, 0), now=now, lease_until=lease_until,
+            in_flight=in_flight, using=using,
         )
     jobs = _claimed(rows, worker, now)
     return jobs, _blocked(rooms, jobs, now)
@@ -182,102 +201,30 @@ def _claimed(rows, worker, now):
     return claimed
 
 
-def finish(outcomes, *, now=None, using="default"):
-    """Record how claimed attempts ended, in one statement; return the ids that won.
-
-    An outcome whose attempt is no longer the job's running attempt (it was
-    rescued, and perhaps claimed again) changes nothing and is not returned.
-    """
-    outcomes = list(outcomes)
-    if not outcomes:
-        return set()
+def renew_leases(worker, *, lease, now=None, ids=None, using="default"):
+    """Extend the leases ``worker`` holds (of ``ids`` only, if given); return ids whose cancel was requested."""
     now = now or timezone.now()
-    if sql.is_postgres(using):
-        won, _ = sql.pg_finish_and_claim(
-            _finish_rows(outcomes), worker="", queues=[], limit=0, now=now, lease_until=now, ids=None,
-            logs=_log_rows(outcomes), using=using,
-        )
-    else:
-        won = sql.sqlite_finish(_finish_rows(outcomes), now=now, logs=_log_rows(outcomes), using=using)
-    won |= _finish_rest(outcomes, won, now, using)
-    _report_lost(outcomes, won)
-    return won
-
-
-def _finish_rest(outcomes, won, now, using):
-    """Finish the outcomes the plain statement left alone, settling dependents; return the ids that won.
-
-    The plain finish skips jobs that others depend on; they are finished
-    here, in a transaction with the statement that settles their dependents
-    (``dependencies.settle``): a dependent becomes pending in the same
-    transaction that finishes its last dependency. Outcomes that lose here
-    too were taken back by a rescue.
-    """
-    rest = [o for o in outcomes if o.job_id not in won]
-    if not rest:
-        return set()
-    rows = _finish_rows(rest)
-    with transaction.atomic(using=using):
-        if sql.is_postgres(using):
-            won_here, _ = sql.pg_finish_and_claim(
-                rows, worker="", queues=[], limit=0, now=now, lease_until=now, ids=None, dependents=True,
-                logs=_log_rows(rest), using=using,
-            )
-        else:
-            won_here = sql.sqlite_finish(rows, now=now, dependents=True, logs=_log_rows(rest), using=using)
-        settle({o.job_id: o.status for o in rest if o.job_id in won_here}, now=now, using=using)
-    return won_here
-
-
-def _report_lost(outcomes, won):
-    lost = [o.job_id for o in outcomes if o.job_id not in won]
-    if lost:
-        logger.warning(
-            "results of %d attempts arrived after the attempt was taken back "
-            "(lease expired) and were discarded: jobs %s",
-            len(lost), lost[:20], extra={"action": "finish_lost"},
-        )
-
-
-def _finish_rows(outcomes):
-    return [
-        (
-            o.job_id,
-            o.worker,
-            o.attempt,
-            str(o.status),
-            o.result_json,
-            json.dumps(o.error) if o.error is not None else None,
-            o.retry_at,
-            len(o.logs),
-            o.snoozed,
-        )
-        for o in outcomes
-    ]
-
-
-def _log_rows(outcomes):
-    """Return ``(job id, attempt, seq, time, level, logger, message, exc_text)`` for every kept log record."""
-    return [(o.job_id, o.attempt, seq, *record) for o in outcomes for seq, record in enumerate(o.logs, 1)]
-
-
-def renew_leases(worker, *, lease, now=None, using="default"):
-    """Extend every lease ``worker`` holds; return ids whose cancel was requested."""
-    now = now or timezone.now()
-    rows = sql.renew(worker=worker, lease_until=now + timedelta(seconds=lease), using=using)
+    rows = sql.renew(worker=worker, lease_until=now + timedelta(seconds=lease), ids=ids, using=using)
     return {job_id for job_id, cancel_requested in rows if cancel_requested}
 
 
-def rescue_expired(*, now=None, limit=500, using="default"):
+def rescue_expired(*, now=None, limit=500, retry_at=None, using="default"):
     """Take back running jobs whose lease expired; return how many.
 
     Each rescued attempt counts (a poison pill that kills its dispatcher
-    runs out of attempts) and leaves a "lost" error entry. Jobs back to
-    pending are announced, so every dispatcher (this one too) hears of them.
+    runs out of attempts) and leaves a "lost" error entry; a job with
+    attempts left runs again at ``retry_at(task, attempt, now)`` (the retry
+    policy's: the task's own backoff), and one whose cancel was requested
+    ends cancelled. Jobs back to pending are announced, so every dispatcher
+    (this one too) hears of them.
     """
     now = now or timezone.now()
+    retry_at = retry_at or (lambda task, attempt, now: now)
     with transaction.atomic(using=using):
-        rows = sql.rescue(now=now, limit=limit, message=LEASE_EXPIRED_MESSAGE, using=using)
+        rows = sql.rescue(
+            now=now, limit=limit, message=LEASE_EXPIRED_MESSAGE,
+            retry_at=lambda task, attempt: retry_at(task, attempt, now), using=using,
+        )
         pending = [job_id for job_id, status, _, _ in rows if status == JobStatus.PENDING]
         if pending:
             announce(jobs=list(Job.objects.using(using).filter(pk__in=pending)), using=using)
@@ -288,16 +235,23 @@ def rescue_expired(*, now=None, limit=500, using="default"):
 
 
 def release(worker, attempts, *, now=None, using="default"):
-    """Give unfinished attempts of ``worker`` back to pending (shutdown); return their ids."""
+    """Give unfinished attempts of ``worker`` back to pending (shutdown); return their ids.
+
+    The interrupted attempt is not counted; a job whose cancel was requested
+    ends cancelled instead (``types.attempt_end``).
+    """
     attempts = list(attempts)
     if not attempts:
         return set()
     now = now or timezone.now()
     with transaction.atomic(using=using):
-        ids = sql.release(attempts, worker=worker, now=now, using=using)
-        if ids:
-            announce(jobs=list(Job.objects.using(using).filter(pk__in=ids)), using=using)
-    return ids
+        rows = sql.release(attempts, worker=worker, now=now, using=using)
+        pending = [job_id for job_id, status, _ in rows if status == JobStatus.PENDING]
+        if pending:
+            announce(jobs=list(Job.objects.using(using).filter(pk__in=pending)), using=using)
+        # A job whose cancel was requested ends here (the one rule): its dependents follow.
+        settle({job_id: status for job_id, status, has in rows if has}, now=now, using=using)
+    return {job_id for job_id, _, _ in rows}
 
 
 def set_progress(job_id, worker, attempt, progress, *, now=None, using="default"):
@@ -307,7 +261,7 @@ def set_progress(job_id, worker, attempt, progress, *, now=None, using="default"
     8601) is added.
     """
     now = now or timezone.now()
-    progress = json.loads(json.dumps({**progress, "updated_at": now.isoformat()}, allow_nan=False))
+    progress = json.loads(storable.json_text({**progress, "updated_at": now.isoformat()}))
     return bool(
         Job.objects.using(using)
         .filter(pk=job_id, status=JobStatus.RUNNING, worker=worker, attempts=attempt)

@@ -5,6 +5,8 @@ import json
 from django.db import connections
 from django.db.models import FloatField, Func
 
+from ..dispatcher.types import Status
+
 TABLE = "scheduler_app_job"
 QUEUE_TABLE = "scheduler_app_queue"
 LOG_TABLE = "scheduler_app_joblog"
@@ -22,6 +24,17 @@ NOT_PAUSED_NOR_LIMITED = (
     f"queue NOT IN (SELECT name FROM {QUEUE_TABLE} "
     "WHERE paused OR concurrency_limit IS NOT NULL OR rate_limit IS NOT NULL)"
 )
+
+def ending(status, cancel="cancel_requested"):
+    """Return SQL for the status an attempt ending as ``status`` leaves its job in (``types.attempt_end``).
+
+    ``status`` and ``cancel`` are SQL expressions (the ending, the row's
+    cancel flag as it is when the statement locks it). Built from
+    ``Status.YIELD_TO_CANCEL``, so the SQL and Python forms are one rule.
+    """
+    yielding = ", ".join(f"'{s}'" for s in Status.YIELD_TO_CANCEL)
+    return f"(CASE WHEN {cancel} AND {status} IN ({yielding}) THEN '{Status.CANCELLED}' ELSE {status} END)"
+
 
 # What a claim returns, in this order (``lifecycle.transitions`` reads it).
 # Times as epoch seconds (see Epoch): any stored time converts. The last

@@ -1,7 +1,9 @@
 """Leases, on both databases: rescue expired ones, renew this dispatcher's, release on shutdown."""
 
+import json
+
 from ..dispatcher.policy import LEASE_EXPIRED_CLASS
-from .base import TABLE, _rows, adapt_dt, is_postgres
+from .base import TABLE, _in_list, _rows, adapt_dt, ending, is_postgres
 
 
 def _lost_error(alias, pg):
@@ -19,77 +21,87 @@ def _lost_error(alias, pg):
     )
 
 
-def rescue(*, now, limit, message, using="default"):
-    """Take back running jobs whose lease expired; return ``[(id, status, queue)]``.
+def rescue(*, now, limit, message, retry_at, using="default"):
+    """Take back running jobs whose lease expired; return ``[(id, status, queue, has_dependents)]``.
 
-    Rows go back to pending while attempts remain, to failed (a "lost" error)
-    when none do, to cancelled when a cancel was requested. The status and
-    lease test is the compare-and-set: a job that finished meanwhile no
-    longer matches. Return ``[(id, status, queue, has_dependents)]``.
+    Rows go back to pending at ``retry_at(task, attempt)`` (the task's
+    backoff) while attempts remain, and to failed (a "lost" error) when none
+    do; a job whose cancel was requested ends cancelled (``base.ending``).
+    Two statements, in the caller's transaction: the expired rows are picked
+    (and locked, on PostgreSQL), their retry times computed here, then the
+    UPDATE; its status and lease test is the compare-and-set: a job that
+    finished meanwhile no longer matches.
     """
     pg = is_postgres(using)
     t = adapt_dt(now, using)
-    time_text = now.isoformat()
+    lock = " FOR UPDATE SKIP LOCKED" if pg else ""
+    expired = _rows(
+        f"SELECT id, task, attempts FROM {TABLE} WHERE status = 'running' AND lease_expires_at < %s "
+        f"ORDER BY lease_expires_at LIMIT %s{lock}",
+        [t, int(limit)],
+        using,
+    )
+    if not expired:
+        return []
+    times = [(job_id, retry_at(task, attempts)) for job_id, task, attempts in expired]
+    a = "j." if pg else ""
+    status = ending(f"CASE WHEN {a}attempts < {a}max_attempts THEN 'pending' ELSE 'failed' END", f"{a}cancel_requested")
     if pg:
-        statement = (
-            f"WITH c AS (SELECT id FROM {TABLE} WHERE status = 'running' "
-            f"AND lease_expires_at < %s ORDER BY lease_expires_at LIMIT %s "
-            f"FOR UPDATE SKIP LOCKED) "
-            f"UPDATE {TABLE} AS j SET "
-            f"status = CASE WHEN j.cancel_requested THEN 'cancelled' "
-            f"WHEN j.attempts < j.max_attempts THEN 'pending' ELSE 'failed' END, "
-            f"errors = j.errors || jsonb_build_array({_lost_error('j', True)}), "
-            f"execute_at = CASE WHEN j.attempts < j.max_attempts THEN %s ELSE j.execute_at END, "
-            f"finished_at = CASE WHEN j.attempts < j.max_attempts AND NOT j.cancel_requested "
-            f"THEN NULL ELSE %s END, "
-            f"lease_expires_at = NULL, updated_at = %s "
-            f"FROM c WHERE j.id = c.id AND j.status = 'running' AND j.lease_expires_at < %s "
-            f"RETURNING j.id, j.status, j.queue, j.has_dependents"
-        )
-        params = [t, int(limit), time_text, message, t, t, t, t]
+        source = "t AS (SELECT * FROM jsonb_to_recordset(%s::jsonb) AS t(tid bigint, tat timestamptz))"
+        source_params = [json.dumps([{"tid": i, "tat": at.isoformat()} for i, at in times])]
+        append = f"errors = j.errors || jsonb_build_array({_lost_error('j', True)})"
     else:
-        statement = (
-            f"UPDATE {TABLE} SET "
-            f"status = CASE WHEN cancel_requested THEN 'cancelled' "
-            f"WHEN attempts < max_attempts THEN 'pending' ELSE 'failed' END, "
-            f"errors = json_insert(errors, '$[#]', {_lost_error('', False)}), "
-            f"execute_at = CASE WHEN attempts < max_attempts THEN %s ELSE execute_at END, "
-            f"finished_at = CASE WHEN attempts < max_attempts AND NOT cancel_requested "
-            f"THEN NULL ELSE %s END, "
-            f"lease_expires_at = NULL, updated_at = %s "
-            f"WHERE status = 'running' AND lease_expires_at < %s AND id IN "
-            f"(SELECT id FROM {TABLE} WHERE status = 'running' AND lease_expires_at < %s "
-            f"ORDER BY lease_expires_at LIMIT %s) "
-            f"RETURNING id, status, queue, has_dependents"
-        )
-        params = [time_text, message, t, t, t, t, t, int(limit)]
+        source = f"t(tid, tat) AS (VALUES {', '.join(['(%s, %s)'] * len(times))})"
+        source_params = [v for i, at in times for v in (i, adapt_dt(at, using))]
+        append = f"errors = json_insert(errors, '$[#]', {_lost_error('', False)})"
+    statement = (
+        f"WITH {source} UPDATE {TABLE} AS j SET status = {status}, {append}, "
+        f"execute_at = CASE WHEN {status} = 'pending' THEN t.tat ELSE j.execute_at END, "
+        f"finished_at = CASE WHEN {status} = 'pending' THEN NULL ELSE %s END, "
+        f"lease_expires_at = NULL, updated_at = %s "
+        f"FROM t WHERE j.id = t.tid AND j.status = 'running' AND j.lease_expires_at < %s "
+        f"RETURNING {a}id, {a}status, {a}queue, {a}has_dependents"
+    )
+    params = [*source_params, now.isoformat(), message, t, t, t]
     return [(r[0], r[1], r[2], bool(r[3])) for r in _rows(statement, params, using)]
 
 
-def renew(*, worker, lease_until, using="default"):
-    """Extend every lease ``worker`` holds; return ``[(id, cancel_requested)]``."""
+def renew(*, worker, lease_until, ids=None, using="default"):
+    """Extend the leases ``worker`` holds (only those of ``ids`` if given); return ``[(id, cancel_requested)]``.
+
+    The dispatcher names the attempts it still runs: one whose outcome it
+    could not write keeps its old lease, which expires, and another
+    dispatcher's rescue takes the job back (invariant 13).
+    """
+    params = [adapt_dt(lease_until, using), worker]
+    only = ""
+    if ids is not None:
+        only = f" AND {_in_list('id', sorted(ids), params, using)}"
     statement = (
         f"UPDATE {TABLE} SET lease_expires_at = %s "
-        f"WHERE status = 'running' AND worker = %s RETURNING id, cancel_requested"
+        f"WHERE status = 'running' AND worker = %s{only} RETURNING id, cancel_requested"
     )
-    return [(r[0], bool(r[1])) for r in _rows(statement, [adapt_dt(lease_until, using), worker], using)]
+    return [(r[0], bool(r[1])) for r in _rows(statement, params, using)]
 
 
 def release(rows, *, worker, now, using="default"):
-    """Give unfinished attempts back to pending; return the ids that matched.
+    """Give unfinished attempts back to pending; return ``[(id, status, has_dependents)]`` of the rows that matched.
 
     ``rows`` are ``(id, attempt)`` pairs of ``worker``; the attempt that was
-    interrupted by a shutdown is not counted against the job.
+    interrupted by a shutdown is not counted against the job. A job whose
+    cancel was requested ends cancelled instead (``base.ending``).
     """
     params = [adapt_dt(now, using), worker]
     conds = []
     for job_id, attempt in rows:
         conds.append("(id = %s AND attempts = %s)")
         params.extend([job_id, attempt])
+    status = ending("'pending'")
     statement = (
-        f"UPDATE {TABLE} SET status = 'pending', attempts = attempts - 1, "
+        f"UPDATE {TABLE} SET status = {status}, attempts = attempts - 1, "
+        f"finished_at = CASE WHEN {status} = 'pending' THEN NULL ELSE %s END, "
         f"lease_expires_at = NULL, updated_at = %s "
         f"WHERE status = 'running' AND worker = %s AND ({' OR '.join(conds)}) "
-        f"RETURNING id"
+        f"RETURNING id, status, has_dependents"
     )
-    return {r[0] for r in _rows(statement, params, using)}
+    return [(r[0], r[1], bool(r[2])) for r in _rows(statement, [adapt_dt(now, using), *params], using)]

@@ -43,7 +43,7 @@ from .base import (
     adapt_dt,
     claim_returning,
 )
-from .postgres import _pg_array, claim_update, finish_ctes, pg_finish_and_claim_params
+from .postgres import NOT_IN_FLIGHT, _pg_array, claim_update, finish_ctes, finished_row, finished_statuses, pg_finish_and_claim_params
 
 # Seconds a start is kept after it left its rate window: longer than a claim
 # waits between reading its time and counting (for its turn at the queue's lock).
@@ -94,12 +94,12 @@ def _pg_limited_claim_text(limit, logs=False):
         # of every due row of it per claim.
         f"a AS (SELECT p.id, p.priority, p.execute_at FROM unnest(%(queues)s::text[]) AS fq(name) "
         f"CROSS JOIN LATERAL (SELECT id, priority, execute_at FROM {TABLE} WHERE status = 'pending' "
-        "AND queue = fq.name AND execute_at <= %(due)s "
+        f"AND queue = fq.name AND execute_at <= %(due)s AND {NOT_IN_FLIGHT} "
         f"ORDER BY priority DESC, execute_at, id LIMIT {limit} FOR UPDATE SKIP LOCKED) p "
         f"WHERE fq.name NOT IN (SELECT name FROM {QUEUE_TABLE} WHERE paused OR {LIMITED})), "
         "b AS (SELECT p.id, p.priority, p.execute_at FROM room CROSS JOIN LATERAL "
         f"(SELECT id, priority, execute_at FROM {TABLE} WHERE status = 'pending' AND queue = room.name "
-        "AND execute_at <= %(due)s ORDER BY priority DESC, execute_at, id "
+        f"AND execute_at <= %(due)s AND {NOT_IN_FLIGHT} ORDER BY priority DESC, execute_at, id "
         f"LIMIT GREATEST(LEAST(COALESCE(room.by_concurrency, {limit}), COALESCE(room.by_rate, {limit}), {limit}), 0) "
         "FOR UPDATE SKIP LOCKED) p), "
         "c AS (SELECT id FROM (SELECT * FROM a UNION ALL SELECT * FROM b) x "
@@ -110,7 +110,7 @@ def _pg_limited_claim_text(limit, logs=False):
         f"gc AS (DELETE FROM {START_TABLE} s USING room WHERE s.queue = room.name AND room.rated "
         f"AND s.started_at <= %(now)s - make_interval(secs => room.rate_period + {RATE_START_KEEP})) "
         "SELECT NULL::bigint AS finished, * FROM u "
-        f"UNION ALL SELECT f.id, {', '.join(['NULL'] * len(CLAIM_COLUMNS))} FROM f "
+        f"UNION ALL SELECT {finished_row()} FROM f "
         f"UNION ALL SELECT -1, {', '.join(room)} FROM room"
     )
 
@@ -132,15 +132,17 @@ def _room_rows(rows):
     return [(row[q], row[at], row[c], row[r], row[p]) for row in rows]
 
 
-def pg_limited_claim(rows, *, worker, queues, limit, now, lease_until, logs=(), connection=None, using="default"):
+def pg_limited_claim(
+    rows, *, worker, queues, limit, now, lease_until, logs=(), in_flight=(), connection=None, using="default"
+):
     """PostgreSQL: record outcomes ``rows`` and claim up to ``limit`` jobs of ``queues`` within their limits.
 
-    Return ``(ids of the outcomes that matched, claimed rows, room rows)``.
+    Return ``({id: status} of the outcomes that matched, claimed rows, room rows)``.
     One transaction: lock the limited queues' rows, then the statement.
     (Sending both in one psycopg pipeline measured no faster.)
     """
     params = pg_finish_and_claim_params(
-        rows, worker=worker, queues=queues, now=now, lease_until=lease_until, ids=None, logs=logs
+        rows, worker=worker, queues=queues, now=now, lease_until=lease_until, ids=None, logs=logs, in_flight=in_flight
     )
     statement = pg_limited_claim_text(limit, bool(logs))
     if connection is not None:
@@ -152,12 +154,12 @@ def pg_limited_claim(rows, *, worker, queues, limit, now, lease_until, logs=(), 
         with transaction.atomic(using=using):
             _rows(PG_LOCK, {"queues": _pg_array(queues)}, using)
             result = _rows(statement, params, using)
-    won = {r[0] for r in result if r[0] is not None and r[0] > 0}
+    won = finished_statuses(result)
     claimed = [r[1:] for r in result if r[0] is None]
     return won, claimed, _room_rows([r[1:] for r in result if r[0] == -1])
 
 
-def sqlite_limited_claim(*, worker, queues, limit, now, lease_until, using="default"):
+def sqlite_limited_claim(*, worker, queues, limit, now, lease_until, in_flight=(), using="default"):
     """SQLite: claim up to ``limit`` due jobs of ``queues`` within their limits; return ``(claimed rows, room rows)``.
 
     One transaction (SQLite's writers take turns, so what it counts is what
@@ -190,16 +192,19 @@ def sqlite_limited_claim(*, worker, queues, limit, now, lease_until, using="defa
         select_params = []
         parts = []
         due = adapt_dt(now, using)
+        # Never a job this dispatcher still runs (invariant 14).
+        skip = f"AND id NOT IN ({', '.join(['%s'] * len(in_flight))}) " if in_flight else ""
+        skipped = list(in_flight)
         others = sorted(set(queues) - {name for name, *_ in rooms})
         if others:
             free = []
             free_in = _in_list("queue", others, free, using)
             parts.append(
                 f"SELECT * FROM (SELECT id, priority, execute_at FROM {TABLE} INDEXED BY job_pending_claim_idx "
-                f"WHERE status = 'pending' AND execute_at <= %s AND {free_in} AND {NOT_PAUSED_NOR_LIMITED} "
+                f"WHERE status = 'pending' AND execute_at <= %s AND {free_in} AND {NOT_PAUSED_NOR_LIMITED} {skip}"
                 "ORDER BY priority DESC, execute_at, id LIMIT %s)"
             )
-            select_params += [due, *free, int(limit)]
+            select_params += [due, *free, *skipped, int(limit)]
         for name, _, by_concurrency, by_rate, _ in rooms:
             room = min(v for v in (by_concurrency, by_rate, limit) if v is not None)
             if room <= 0:
@@ -207,10 +212,10 @@ def sqlite_limited_claim(*, worker, queues, limit, now, lease_until, using="defa
             parts.append(
                 # No per-queue index on SQLite (see migration 0008): the claim index, in claim order.
                 f"SELECT * FROM (SELECT id, priority, execute_at FROM {TABLE} INDEXED BY job_pending_claim_idx "
-                "WHERE status = 'pending' AND queue = %s AND execute_at <= %s "
+                f"WHERE status = 'pending' AND queue = %s AND execute_at <= %s {skip}"
                 "ORDER BY priority DESC, execute_at, id LIMIT %s)"
             )
-            select_params += [name, due, int(room)]
+            select_params += [name, due, *skipped, int(room)]
         if not parts:
             return [], [(name, oldest, c, r, p) for name, oldest, c, r, p in rooms]
         chosen = f"SELECT id FROM ({' UNION ALL '.join(parts)}) ORDER BY priority DESC, execute_at, id LIMIT %s"

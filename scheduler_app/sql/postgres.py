@@ -9,7 +9,7 @@ import zlib
 from django.db import DatabaseError, OperationalError, connections, transaction
 from django.db.models.sql import InsertQuery
 
-from .base import CLAIM_COLUMNS, LOG_TABLE, NOT_PAUSED_NOR_LIMITED, TABLE, _rows, claim_returning
+from .base import CLAIM_COLUMNS, LOG_TABLE, NOT_PAUSED_NOR_LIMITED, TABLE, _rows, claim_returning, ending
 from .bulk import json_insert, rows_document
 
 
@@ -216,6 +216,15 @@ def pg_analyze_if_outgrown(seen, *, using="default"):
 STATUS_AS_FILTER = "({alias}status = '{status}') IS TRUE"
 
 
+# A claim never takes a job its dispatcher still runs (invariant 14): after an
+# outage longer than the lease, a rescue may have made one pending again.
+NOT_IN_FLIGHT = "id <> ALL(%(in_flight)s::bigint[])"
+
+# The status an outcome leaves its job in: its own, unless a cancel was
+# requested (``ending``: the one rule, ``types.attempt_end``).
+END = ending("v.vstatus", "j.cancel_requested")
+
+
 def finish_ctes(*, dependents=False, logs=False):
     """Return the CTEs ``v`` (the outcomes) and ``f`` (their compare-and-set UPDATE), comma-terminated.
 
@@ -233,19 +242,18 @@ def finish_ctes(*, dependents=False, logs=False):
         "AS v(vid bigint, vworker text, vattempts integer, vstatus text, vresult text, "
         "verror text, vexec timestamptz, vsnooze boolean, vlogs integer)), "
         f"f AS (UPDATE {TABLE} AS j SET "
-        "status = v.vstatus, "
+        f"status = {END}, "
         "result = CASE WHEN v.vstatus = 'succeeded' THEN v.vresult::jsonb ELSE j.result END, "
         "errors = CASE WHEN v.verror IS NULL THEN j.errors "
         "ELSE j.errors || jsonb_build_array(v.verror::jsonb) END, "
-        "execute_at = COALESCE(v.vexec, j.execute_at), "
-        "finished_at = CASE WHEN v.vstatus = 'pending' THEN NULL ELSE %(now)s END, "
-        "cancel_requested = CASE WHEN v.vstatus = 'pending' THEN FALSE ELSE j.cancel_requested END, "
+        f"execute_at = CASE WHEN {END} = 'pending' THEN COALESCE(v.vexec, j.execute_at) ELSE j.execute_at END, "
+        f"finished_at = CASE WHEN {END} = 'pending' THEN NULL ELSE %(now)s END, "
         "attempts = CASE WHEN v.vsnooze THEN j.attempts - 1 ELSE j.attempts END, "
         "snoozes = CASE WHEN v.vsnooze THEN j.snoozes + 1 ELSE j.snoozes END, "
         "lease_expires_at = NULL, updated_at = %(now)s, logs_count = j.logs_count + v.vlogs "
         "FROM v WHERE j.id = v.vid AND j.id = ANY(ARRAY(SELECT vid FROM v)) "
         f"AND j.attempts = v.vattempts AND {STATUS_AS_FILTER.format(status='running', alias='j.')} AND j.worker = v.vworker "
-        f"{'' if dependents else 'AND NOT j.has_dependents '}RETURNING j.id), "
+        f"{'' if dependents else 'AND NOT j.has_dependents '}RETURNING j.id, j.status), "
         f"{LOGS_CTE if logs else ''}"
     )
 
@@ -284,16 +292,29 @@ def _pg_finish_and_claim_text(by_ids, limit, limits, dependents=False, logs=Fals
     # By ids the caller asks for exactly the rows it names (and orders what
     # comes back), so no sort; by query the claim index gives claim order.
     order = "" if by_ids else "ORDER BY priority DESC, execute_at, id "
-    columns = len(CLAIM_COLUMNS)
     return (
         f"WITH {finish_ctes(dependents=dependents, logs=logs)}"
         f"c AS (SELECT id FROM {TABLE} WHERE {pending} AND execute_at <= %(due)s "
         f"AND queue = ANY(%(queues)s::text[]) {'AND ' + NOT_PAUSED_NOR_LIMITED if limits else ''} {id_filter}"
+        f"AND {NOT_IN_FLIGHT} "
         f"{order}LIMIT {int(limit)} FOR UPDATE SKIP LOCKED), "
         f"{claim_update('c')} "
         f"SELECT NULL::bigint AS finished, * FROM u "
-        f"UNION ALL SELECT f.id, {', '.join(['NULL'] * columns)} FROM f"
+        f"UNION ALL SELECT {finished_row()} FROM f"
     )
+
+
+def finished_row():
+    """The select list of a finished outcome's row in a claim's result: its id, then its status where ``task`` is."""
+    columns = ["NULL"] * len(CLAIM_COLUMNS)
+    columns[CLAIM_COLUMNS.index("task")] = "f.status"
+    return f"f.id, {', '.join(columns)}"
+
+
+def finished_statuses(result):
+    """Return ``{job id: status it was left in}`` of a claim's result rows whose first column is a finished id."""
+    at = 1 + CLAIM_COLUMNS.index("task")
+    return {r[0]: r[at] for r in result if r[0] is not None and r[0] > 0}
 
 
 # The attempts' log records, for the outcomes that won (f returns their ids).
@@ -329,7 +350,7 @@ def _pg_array(values):
     return "{" + ",".join(quoted) + "}"
 
 
-def pg_finish_and_claim_params(rows, *, worker, queues, now, lease_until, ids, due_by=None, logs=()):
+def pg_finish_and_claim_params(rows, *, worker, queues, now, lease_until, ids, due_by=None, logs=(), in_flight=()):
     """Return the parameters of the finish+claim statement for finish ``rows``.
 
     The outcomes travel as one JSON document and the id and queue lists as
@@ -356,6 +377,7 @@ def pg_finish_and_claim_params(rows, *, worker, queues, now, lease_until, ids, d
         "due": now if due_by is None else due_by,
         "queues": _pg_array(queues),
         "ids": _pg_array(ids) if ids is not None else None,
+        "in_flight": _pg_array(in_flight),
         "worker": worker,
         "lease": lease_until,
     }
@@ -371,18 +393,19 @@ def pg_finish_and_claim_params(rows, *, worker, queues, now, lease_until, ids, d
 
 def pg_finish_and_claim(
     rows, *, worker, queues, limit, now, lease_until, ids=None, due_by=None, limits=True, dependents=False, logs=(),
-    connection=None, using="default",
+    in_flight=(), connection=None, using="default",
 ):
     """PostgreSQL: record outcomes ``rows`` and claim up to ``limit`` jobs, in one statement.
 
-    Return ``(ids of the outcomes that matched, claimed rows)``. On
+    Return ``({id: status} of the outcomes that matched, claimed rows)``. On
     ``connection`` (a psycopg connection of the caller's, the dispatcher's
     own) it runs as a prepared statement; without one, on Django's
     connection ``using``. The same text either way.
     """
     statement = pg_finish_and_claim_text(ids is not None, limit, limits, dependents, bool(logs))
     params = pg_finish_and_claim_params(
-        rows, worker=worker, queues=queues, now=now, lease_until=lease_until, ids=ids, due_by=due_by, logs=logs
+        rows, worker=worker, queues=queues, now=now, lease_until=lease_until, ids=ids, due_by=due_by, logs=logs,
+        in_flight=in_flight,
     )
     if connection is not None:
         with connection.cursor() as cursor:
@@ -390,5 +413,4 @@ def pg_finish_and_claim(
             result = cursor.fetchall()
     else:
         result = _rows(statement, params, using)
-    won = {r[0] for r in result if r[0] is not None}
-    return won, [r[1:] for r in result if r[0] is None]
+    return finished_statuses(result), [r[1:] for r in result if r[0] is None]

@@ -12,6 +12,7 @@ from .base import (
     _rows,
     adapt_dt,
     claim_returning,
+    ending,
     is_sqlite,
 )
 
@@ -32,7 +33,9 @@ def sqlite_optimize(using="default"):
         cursor.execute("PRAGMA optimize")
 
 
-def sqlite_claim(*, worker, queues, limit, now, lease_until, ids=None, due_by=None, limits=True, using="default"):
+def sqlite_claim(
+    *, worker, queues, limit, now, lease_until, ids=None, due_by=None, limits=True, in_flight=(), using="default"
+):
     """SQLite: claim up to ``limit`` jobs due by ``due_by`` (default ``now``) in claim order.
 
     Return the rows (CLAIM_COLUMNS). One statement is atomic on SQLite; the
@@ -48,6 +51,9 @@ def sqlite_claim(*, worker, queues, limit, now, lease_until, ids=None, due_by=No
         where.append(NOT_PAUSED_NOR_LIMITED)
     if ids is not None:
         where.append(_in_list("id", ids, params, using))
+    if in_flight:
+        # Never a job this dispatcher still runs (invariant 14).
+        where.append(f"NOT {_in_list('id', in_flight, params, using)}")
     params.append(int(limit))
     # SQLite without statistics (nobody runs ANALYZE) chose (status, id) and
     # sorted every pending row per claim: 31 ms with 100,000 due jobs, against
@@ -68,8 +74,12 @@ def sqlite_claim(*, worker, queues, limit, now, lease_until, ids=None, due_by=No
     return _rows(statement, set_params + params, using)
 
 
+# The status an outcome leaves its job in (``base.ending``: the one rule).
+END = ending("v.vstatus", "j.cancel_requested")
+
+
 def sqlite_finish(rows, *, now, dependents=False, logs=(), using="default"):
-    """SQLite: record outcomes of claimed attempts; return the ids whose row matched.
+    """SQLite: record outcomes of claimed attempts; return ``{id: status it was left in}`` of the rows that matched.
 
     ``rows`` are tuples ``(id, worker, attempt, status, result_json,
     error_json, execute_at, log count, snoozed)``; each row is compare-and-set on
@@ -89,23 +99,22 @@ def sqlite_finish(rows, *, now, dependents=False, logs=(), using="default"):
         f"WITH v(vid, vworker, vattempts, vstatus, vresult, verror, vexec, vlogs, vsnooze) AS "
         f"(VALUES {', '.join(values)}) "
         f"UPDATE {TABLE} AS j SET "
-        "status = v.vstatus, "
+        f"status = {END}, "
         "result = CASE WHEN v.vstatus = 'succeeded' THEN v.vresult ELSE j.result END, "
         "errors = CASE WHEN v.verror IS NULL THEN j.errors "
         "ELSE json_insert(j.errors, '$[#]', json(v.verror)) END, "
-        "execute_at = CASE WHEN v.vexec IS NULL THEN j.execute_at ELSE v.vexec END, "
-        "finished_at = CASE WHEN v.vstatus = 'pending' THEN NULL ELSE %s END, "
-        "cancel_requested = CASE WHEN v.vstatus = 'pending' THEN 0 ELSE j.cancel_requested END, "
+        f"execute_at = CASE WHEN v.vexec IS NOT NULL AND {END} = 'pending' THEN v.vexec ELSE j.execute_at END, "
+        f"finished_at = CASE WHEN {END} = 'pending' THEN NULL ELSE %s END, "
         "attempts = j.attempts - v.vsnooze, snoozes = j.snoozes + v.vsnooze, "
         "lease_expires_at = NULL, updated_at = %s, logs_count = j.logs_count + v.vlogs "
         "FROM v WHERE j.id = v.vid AND j.attempts = v.vattempts "
         f"AND j.status = 'running' AND j.worker = v.vworker {'' if dependents else 'AND NOT j.has_dependents '}"
-        "RETURNING id"
+        "RETURNING id, status"
     )
     if not logs:
-        return {r[0] for r in _rows(statement, params + [adapt_dt(now, using)] * 2, using)}
+        return dict(_rows(statement, params + [adapt_dt(now, using)] * 2, using))
     with transaction.atomic(using=using):
-        won = {r[0] for r in _rows(statement, params + [adapt_dt(now, using)] * 2, using)}
+        won = dict(_rows(statement, params + [adapt_dt(now, using)] * 2, using))
         _insert_logs([row for row in logs if row[0] in won], using)
     return won
 

@@ -29,7 +29,8 @@ from .. import conf, registry
 from ..dispatcher.runner import Executor
 from ..dispatcher.types import Status
 from ..dispatcher.wiring import retry_policy
-from ..lifecycle import claim, finish
+from ..lifecycle import claim
+from ..lifecycle.finishing import finish_outcomes
 from ..models import Job
 
 # A guard against a task that enqueues itself for ever.
@@ -71,11 +72,13 @@ def drain(queue=None, *, with_scheduled=False, with_retries=True, using="default
         outcome = executor(job, threading.Event(), None)
         if outcome.status == Status.PENDING and with_retries and outcome.error is not None:
             outcome = dataclasses.replace(outcome, retry_at=now)
-        finish([outcome], now=now, using=using)
-        if outcome.snoozed:
+        # What the job was left in: a requested cancel turns a retry into a
+        # cancel (the one rule of how an attempt ends).
+        status = finish_outcomes([outcome], now=now, using=using).get(job.id, outcome.status)
+        if outcome.snoozed and status == Status.PENDING:
             summary["snoozed"] += 1
-        elif outcome.status in summary:
-            summary[outcome.status] += 1
+        elif status in summary:
+            summary[status] += 1
     raise RuntimeError(
         f"drain() ran {MAX_RUNS} jobs and more keep coming: does a task enqueue itself?"
     )

@@ -14,9 +14,13 @@ from datetime import UTC, datetime
 import pytest
 
 from scheduler_app.dispatcher.clock import SystemClock
+from scheduler_app.dispatcher.policy import RetryPolicy
 from tests.unit.fakes import FakeStore
 
 LEASE = 30.0
+# Both stores' retry policy: a rescued attempt's job runs again BACKOFF * 2 ** (attempt - 1) s later.
+BACKOFF = 5.0
+POLICY = RetryPolicy(base=BACKOFF, jitter=0.0)
 TASK = "tests.testapp.tasks.add"
 ARGS = [1, 2]
 
@@ -30,7 +34,7 @@ class FakeHarness:
 
     def __init__(self):
         # Real time, as the database's updated_at columns use it.
-        self.store = FakeStore(SystemClock(), worker_id="contract-a", lease=LEASE)
+        self.store = FakeStore(SystemClock(), worker_id="contract-a", lease=LEASE, policy=POLICY)
         self._ids = iter(range(1, 1_000_000))
         self._schedule_ids = iter(range(1, 1_000_000))
 
@@ -96,13 +100,13 @@ class DjangoHarness:
     def __init__(self):
         from scheduler_app.dispatcher.store import DjangoStore
 
-        self.store = DjangoStore("contract-a", lease=LEASE, prune=False)
+        self.store = DjangoStore("contract-a", lease=LEASE, prune=False, policy=POLICY)
         self._peers = []
 
     def peer(self, worker_id):
         from scheduler_app.dispatcher.store import DjangoStore
 
-        store = DjangoStore(worker_id, lease=LEASE, prune=False)
+        store = DjangoStore(worker_id, lease=LEASE, prune=False, policy=POLICY)
         self._peers.append(store)
         return store
 

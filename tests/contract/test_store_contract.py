@@ -23,7 +23,7 @@ from scheduler_app.dispatcher.policy import LEASE_EXPIRED_CLASS, error_entry
 from scheduler_app.dispatcher.timeline import Entry, schedule_entry
 from scheduler_app.dispatcher.types import ClaimedJob, Outcome, Status
 
-from .conftest import ARGS, LEASE, TASK, at
+from .conftest import BACKOFF, ARGS, LEASE, TASK, at
 
 QUEUES = frozenset({"default", "slow"})
 
@@ -242,6 +242,8 @@ def test_a_slow_finisher_never_overwrites_the_attempt_that_replaced_it(harness, 
     other = harness.peer("contract-b")
     later = now + LEASE + 1
     assert other.rescue(later) == 1  # this dispatcher stopped renewing
+    assert other.claim(QUEUES, 1, later) == []  # the rescued attempt's job waits for its backoff
+    later += BACKOFF
     (second,) = other.claim(QUEUES, 1, later)
     assert (second.id, second.attempt, second.worker) == (first.id, 2, "contract-b")
     assert store.finish([done(first)], later) == set()
@@ -313,9 +315,10 @@ def test_rescue_takes_back_expired_attempts_and_counts_them(harness, store, now)
     statuses = [harness.row(i)["status"] for i in (retried, lost, cancelled)]
     assert statuses == [Status.PENDING, Status.FAILED, Status.CANCELLED]
     assert harness.row(lost)["errors"][-1]["exception_class"] == LEASE_EXPIRED_CLASS
-    (again,) = store.claim(QUEUES, 5, now + LEASE + 1)
+    assert store.claim(QUEUES, 5, now + LEASE + 1) == []  # the task's backoff first
+    (again,) = store.claim(QUEUES, 5, now + LEASE + 1 + BACKOFF)
     assert (again.id, again.attempt) == (retried, 2)  # the lost attempt counted
-    assert store.rescue(now + LEASE + 2) == 0
+    assert store.rescue(now + LEASE + 2 + BACKOFF) == 0
 
 
 def test_release_puts_running_jobs_back_to_pending_uncounted(harness, store, now):

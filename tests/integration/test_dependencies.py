@@ -8,6 +8,7 @@ import threading
 from datetime import timedelta
 
 import pytest
+from django.db import OperationalError
 from django.core.exceptions import ValidationError
 from django.db import connections
 from django.utils import timezone
@@ -253,10 +254,10 @@ def test_the_finish_and_the_settling_of_dependents_are_one_transaction(monkeypat
     [claimed] = lifecycle.claim("w", queues=["default"], limit=1, lease=30, ids=[a.pk])
 
     def broken(*args, **kwargs):
-        raise RuntimeError("the database went away between the two statements")
+        raise OperationalError("the database went away between the two statements")
 
     monkeypatch.setattr(sql, "settle_dependents", broken)
-    with pytest.raises(RuntimeError):
+    with pytest.raises(OperationalError):
         lifecycle.finish([Outcome(claimed.id, "w", claimed.attempt, "succeeded", result_json="3")])
     # Neither happened: the dependency still runs, the dependent still waits.
     assert (status(a), status(b)) == ("running", "waiting")

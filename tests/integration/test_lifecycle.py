@@ -23,11 +23,11 @@ POLICY = RetryPolicy(base=0.05, jitter=0.0)
 
 
 def failed(job, exc, now=None):
-    return POLICY.raised(job, exc, now)
+    return POLICY.raised(job, exc, now or timezone.now())
 
 
 def succeeded(job, value):
-    return POLICY.succeeded(job, value)
+    return POLICY.succeeded(job, value, timezone.now())
 
 
 def claim_one(worker="w1", **kw):

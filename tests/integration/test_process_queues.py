@@ -48,28 +48,15 @@ def enqueue_burns(queue, jobs, iterations):
 
 
 @pytest.mark.once  # parallelism, restarts, logging: not the database's
-def test_cpu_bound_jobs_on_two_process_slots_take_about_half_the_time_of_two_threads():
-    # Sized so one job is ~0.4 s of pure Python; measured from the work's own
-    # start to its own end, so the processes' one-time start does not count.
-    # A ratio of two timings on a shared 2-core machine: the best of three
-    # rounds counts (another process busy on a core slows one round only).
-    iterations, jobs = 3_000_000, 6
-    ratios = []
-    for _ in range(3):
-        Job.objects.all().delete()
-        enqueue_burns("slow", jobs, iterations)
-        enqueue_burns("other", jobs, iterations)
-        run_burst("--queue", "slow:2:thread")
-        run_burst("--queue", "other:2:process")
-        spans = {}
-        for queue in ("slow", "other"):
-            results = list(Job.objects.filter(queue=queue).values_list("status", "result"))
-            assert {status for status, _ in results} == {"succeeded"}, results
-            spans[queue] = max(end for _, (_, end) in results) - min(start for _, (start, _) in results)
-        ratios.append(spans["other"] / spans["slow"])
-        if ratios[-1] <= 0.65:
-            break
-    assert min(ratios) <= 0.65, ratios
+def test_cpu_bound_jobs_on_process_slots_run_in_a_worker_process_per_slot():
+    # Behaviour only: how much faster two process slots are than two thread
+    # slots is measured by make bench ("process_queue"), never asserted in a test.
+    enqueue_burns("other", 4, 300_000)
+    done = run_burst("--queue", "other:2:process")
+    results = list(Job.objects.filter(queue="other").values_list("status", "result"))
+    assert {status for status, _ in results} == {"succeeded"}, results
+    pids = {pid for _, (_, _, pid) in results}
+    assert len(pids) == 2 and os.getpid() not in pids, done.stdout  # one reused worker per slot
 
 
 def test_a_job_stuck_in_a_loop_is_killed_at_its_timeout_and_its_slot_runs_the_next_job():

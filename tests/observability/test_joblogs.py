@@ -78,9 +78,13 @@ def test_retention_removes_logs_with_their_job():
     assert not JobLog.objects.exists()
 
 
-def test_text_neither_database_stores_is_made_storable():
-    assert joblogs.clean_text("a\x00b") == "a\\x00b"
-    assert joblogs.clean_text("x\ud800y") == "x\\ud800y"
+def test_a_record_is_counted_in_the_bytes_it_takes_not_its_characters():
+    capture = joblogs.Capture(0, 100, 1000)
+    record = logging.LogRecord("t", logging.INFO, "", 0, "\U0001F600" * 300, None, None)  # 300 characters, 1,200 bytes
+    capture.add(record)
+    assert capture.records == [] and capture.dropped == 1
+    capture.add(logging.LogRecord("t", logging.INFO, "", 0, "\U0001F600" * 200, None, None))  # 800 bytes
+    assert len(capture.records) == 1 and capture.size == 801
 
 
 def test_own_loggers_are_not_kept():

@@ -162,12 +162,12 @@ _CALLS = {}
 
 @task
 def burn(iterations=3_000_000):
-    """CPU-bound: return [start, end] wall times of the work itself (process-queue tests)."""
+    """CPU-bound: return [start, end, pid]: the work's own wall times, and the process that did it."""
     started = time.time()
     total = 0
     for i in range(iterations):
         total += i * i
-    return [started, time.time()]
+    return [started, time.time(), os.getpid()]
 
 
 @task
@@ -289,3 +289,29 @@ def always_snooze(seconds=0.0):
 @task
 def once_a_minute(x):
     return x
+
+
+# -- values no database stores as they are (invariant 13) -----------------------
+
+
+@task
+def returns_nul():
+    return {"text": "a\x00b", "name\x00": ["bad file-\udcff.txt"]}
+
+
+@task
+def raises_surrogate():
+    raise ValueError("bad file-\udcff.txt\x00")
+
+
+@task
+def logs_badly():
+    logging.getLogger("tests.testapp.bad").log(40000, "level 40000 \x00 and \udcff")
+    logging.getLogger("x" * 250 + "\x00" + "y" * 20).warning("a long name with a NUL")
+    return "logged"
+
+
+@task(takes_context=True)
+def progress_nul(context):
+    context.set_progress(1, 2, "half \x00 \udcff")
+    return "ok"

@@ -21,9 +21,9 @@ import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from scheduler_app.dispatcher.policy import LEASE_EXPIRED_CLASS, LEASE_EXPIRED_MESSAGE
+from scheduler_app.dispatcher.policy import LEASE_EXPIRED_CLASS, LEASE_EXPIRED_MESSAGE, RetryPolicy
 from scheduler_app.dispatcher.timeline import Entry, schedule_entry
-from scheduler_app.dispatcher.types import ClaimedJob, Status
+from scheduler_app.dispatcher.types import ClaimedJob, Status, attempt_end
 
 from .fake_executor import Behaviour, FakeExecutor, claimed_job  # noqa: F401  (tests import them from here)
 
@@ -107,10 +107,12 @@ class FakeStore:
 
     transient_errors = (TransientError,)
 
-    def __init__(self, clock, *, worker_id="fake", lease=30.0, tables=None):
+    def __init__(self, clock, *, worker_id="fake", lease=30.0, tables=None, policy=None):
         self.clock = clock
         self.worker_id = worker_id
         self.lease = lease
+        # When a rescued attempt runs again (the Django store's: the settings' policy).
+        self.policy = policy or RetryPolicy(base=0.0, jitter=0.0)
         self._tables = tables or _Tables()
         self.jobs = self._tables.jobs
         self.execute = FakeExecutor()
@@ -118,6 +120,7 @@ class FakeStore:
         # This dispatcher's Worker row, as DjangoStore keeps it.
         self.worker_row = {"state": None, "queues": [], "slots": {}, "running": 0, "processed": 0, "failed": 0}
         self.fail_next = 0  # the next n calls raise TransientError
+        self.fail_finish = 0  # the next n writes of outcomes raise TransientError (other calls work)
         self.claims = []  # (queues, limit, claimed ids) per claim
         self.limited_claims = []  # (queues, limit, claimed ids, full) per limited claim
         self.freed = []  # the queues of each notify_freed
@@ -131,7 +134,7 @@ class FakeStore:
 
     def peer(self, worker_id):
         """Return another dispatcher's store over the same tables."""
-        return FakeStore(self.clock, worker_id=worker_id, lease=self.lease, tables=self._tables)
+        return FakeStore(self.clock, worker_id=worker_id, lease=self.lease, tables=self._tables, policy=self.policy)
 
     # -- test setup --------------------------------------------------------
 
@@ -251,7 +254,7 @@ class FakeStore:
 
     # -- transitions -------------------------------------------------------
 
-    def claim(self, queues, limit, now, ids=None, finished=()):
+    def claim(self, queues, limit, now, ids=None, finished=(), in_flight=()):
         with self._tables.lock:
             self._maybe_fail()
             self.claim_ids.append(None if ids is None else list(ids))
@@ -259,17 +262,17 @@ class FakeStore:
                 self._finish(finished, now)
             wanted = None if ids is None else set(ids)
             free = set(queues) - self._tables.paused - set(self._tables.limits)
-            due = self._due(free, now, wanted)[: max(limit, 0)]
+            due = self._due(free, now, wanted, set(in_flight))[: max(limit, 0)]
             self._take(due, now)
             self.claims.append((set(queues), limit, [j.id for j in due]))
             return [self._claimed(row) for row in due]
 
-    def _due(self, queues, now, wanted=None):
+    def _due(self, queues, now, wanted=None, in_flight=frozenset()):
         return sorted(
             (
                 j for j in self.jobs.values()
                 if j.status == Status.PENDING and j.queue in queues and j.at <= now
-                and (wanted is None or j.id in wanted)
+                and (wanted is None or j.id in wanted) and j.id not in in_flight
             ),
             key=lambda j: (-j.priority, j.at, j.id),
         )
@@ -284,16 +287,17 @@ class FakeStore:
             if row.started_at is None:
                 row.started_at = now
 
-    def claim_limited(self, queues, limit, now, finished=()):
+    def claim_limited(self, queues, limit, now, finished=(), in_flight=()):
         """As the SQL: finish, count each limited queue's room, claim the best due jobs within it."""
         with self._tables.lock:
             self._maybe_fail()
             if finished:
                 self._finish(finished, now)
+            in_flight = set(in_flight)
             tables = self._tables
             open_queues = set(queues) - tables.paused
             tables.starts = [(q, t) for q, t in tables.starts if q not in tables.limits or t > now - tables.limits[q].period]
-            candidates = self._due(open_queues - set(tables.limits), now)[: max(limit, 0)]
+            candidates = self._due(open_queues - set(tables.limits), now, in_flight=in_flight)[: max(limit, 0)]
             rooms = {}
             for queue in sorted(open_queues & set(tables.limits)):
                 lim = tables.limits[queue]
@@ -303,7 +307,7 @@ class FakeStore:
                 by_r = None if lim.rate is None else lim.rate - len(starts)
                 rooms[queue] = (by_c, by_r, min(starts, default=None), lim)
                 room = min(v for v in (by_c, by_r, limit) if v is not None)
-                candidates += self._due({queue}, now)[: max(room, 0)]
+                candidates += self._due({queue}, now, in_flight=in_flight)[: max(room, 0)]
             chosen = sorted(candidates, key=lambda j: (-j.priority, j.at, j.id))[: max(limit, 0)]
             self._take(chosen, now)
             full = {}
@@ -338,6 +342,9 @@ class FakeStore:
 
     def _finish(self, outcomes, now):
         """Compare-and-set each outcome on its attempt (status running, worker, attempts)."""
+        if self.fail_finish:
+            self.fail_finish -= 1
+            raise TransientError("outcomes not written")
         won = set()
         for o in outcomes:
             if o.status not in Status.OUTCOMES:
@@ -346,15 +353,13 @@ class FakeStore:
             row = self.jobs.get(o.job_id)
             if row is None or row.status != Status.RUNNING or row.worker != o.worker or row.attempts != o.attempt:
                 continue
-            row.status = o.status
+            row.status = attempt_end(o.status, row.cancel_requested)
             if o.status == Status.SUCCEEDED:
                 row.result_json = o.result_json
             if o.error is not None:
                 row.errors.append(o.error)
-            if o.retry_at is not None:
+            if o.retry_at is not None and row.status == Status.PENDING:
                 row.at = o.retry_at.timestamp()
-            if o.status == Status.PENDING:
-                row.cancel_requested = False
             if o.snoozed:
                 row.attempts -= 1
                 row.snoozes += 1
@@ -363,10 +368,13 @@ class FakeStore:
             won.add(o.job_id)
         return won
 
-    def renew(self, now):
+    def renew(self, now, ids=None):
         with self._tables.lock:
             self._maybe_fail()
-            mine = [j for j in self.jobs.values() if j.status == Status.RUNNING and j.worker == self.worker_id]
+            mine = [
+                j for j in self.jobs.values()
+                if j.status == Status.RUNNING and j.worker == self.worker_id and (ids is None or j.id in ids)
+            ]
             for row in mine:
                 row.lease_until = now + self.lease
             return {j.id for j in mine if j.cancel_requested}
@@ -384,12 +392,10 @@ class FakeStore:
                     "attempt": row.attempts, "time": to_datetime(now).isoformat(), "worker": row.worker,
                     "exception_class": LEASE_EXPIRED_CLASS, "message": LEASE_EXPIRED_MESSAGE, "traceback": "",
                 })
-                if row.cancel_requested:
-                    row.status = Status.CANCELLED
-                elif row.attempts < row.max_attempts:
-                    row.status, row.at = Status.PENDING, now
-                else:
-                    row.status = Status.FAILED
+                ending = Status.PENDING if row.attempts < row.max_attempts else Status.FAILED
+                row.status = attempt_end(ending, row.cancel_requested)
+                if row.status == Status.PENDING:
+                    row.at = self.policy.retry_at(row.task, row.attempts, to_datetime(now)).timestamp()
                 row.lease_until = None
                 row.updated = now
             return len(expired)
@@ -401,7 +407,7 @@ class FakeStore:
             for job in jobs:
                 row = self.jobs.get(job.id)
                 if row and row.status == Status.RUNNING and row.worker == self.worker_id and row.attempts == job.attempt:
-                    row.status = Status.PENDING
+                    row.status = attempt_end(Status.PENDING, row.cancel_requested)
                     row.attempts -= 1  # the interrupted attempt does not count
                     row.lease_until = None
                     row.updated = now

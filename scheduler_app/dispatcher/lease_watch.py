@@ -1,0 +1,87 @@
+"""The leases of the attempts a dispatcher runs: when they run out, and stopping those it could not renew.
+
+Loop thread only. A lease lets another dispatcher take a job back once it
+expires (invariant 6); an attempt still running here after that could be a
+second run of the job at once (invariant 14). So the loop renews the leases
+of the attempts it still runs (not of the outcomes it could not write,
+invariant 13), and when a renewal could not happen in time (the database is
+unreachable) it stops those attempts before their leases expire: their
+threads get the cancel flag, and ``on_lost`` callables stop worker processes
+hard. Their outcomes become "lost" failures, retried like a rescue's,
+unless they succeeded.
+"""
+
+import logging
+
+from .policy import LEASE_EXPIRED_CLASS, error_entry
+from .types import Status
+
+logger = logging.getLogger(__name__)
+
+# Running attempts are stopped when this fraction of the lease is left
+# unrenewed: another dispatcher's rescue may come once it expires.
+LEASE_MARGIN = 0.1
+LEASE_STOPPED_MESSAGE = (
+    "Stopped: this dispatcher could not renew the attempt's lease (database unavailable), "
+    "so another dispatcher may take the job back."
+)
+
+
+class LeaseWatch:
+    def __init__(self, lease, pool, policy):
+        self.lease = lease
+        self.pool = pool
+        self.policy = policy
+        # When the earliest lease of an attempt in flight runs out, as far as
+        # this dispatcher knows (its last renewal, or its first claim since).
+        self.until = None
+        self.lost = set()  # ids of attempts stopped because their leases ran out
+        self.on_lost = []  # callables given those attempts (ClaimedJobs)
+
+    def claimed(self, now):
+        """Attempts were claimed at ``now``: their leases run until ``now + lease`` at least."""
+        if self.until is None:
+            self.until = now + self.lease
+
+    def renewed(self, now, running):
+        """The leases of ``running`` (ids) were renewed at ``now``."""
+        self.until = now + self.lease if running else None
+
+    def moment(self):
+        """Return when the attempts in flight must stop unless renewed by then (None: nothing runs)."""
+        if self.until is None or not self.pool.busy():
+            return None
+        return self.until - self.lease * LEASE_MARGIN
+
+    def check(self, now):
+        """Stop the attempts whose leases could not be renewed in time."""
+        moment = self.moment()
+        if moment is None or now < moment:
+            return
+        jobs = [job for job in self.pool.running_jobs() if job.id not in self.lost]
+        if not jobs:
+            return
+        logger.warning(
+            "could not renew the leases of %d running jobs before they expire: stopping them",
+            len(jobs), extra={"action": "lease_lost"},
+        )
+        self.lost.update(job.id for job in jobs)
+        self.pool.request_cancel([job.id for job in jobs])
+        self.stop(jobs)
+
+    def stop(self, jobs):
+        """Stop ``jobs`` hard where their executor can (worker processes)."""
+        for stop in self.on_lost:
+            stop(jobs)
+
+    def outcome(self, job, outcome, moment):
+        """Return the outcome to record for ``job``: a "lost" failure if it was stopped here and did not succeed."""
+        if not self.lost or job.id not in self.lost:
+            return outcome
+        self.lost.discard(job.id)
+        if outcome.status == Status.SUCCEEDED:
+            return outcome
+        error = error_entry(
+            job, exception_class=LEASE_EXPIRED_CLASS, message=LEASE_STOPPED_MESSAGE, traceback_text="", now=moment
+        )
+        return self.policy.failed(job, error, moment)
