@@ -66,10 +66,15 @@ DEFAULTS = {
     # Management commands the built-in `run_command` task may run.
     "ALLOWED_COMMANDS": ["clearsessions", "purgejobs"],
     # The built-in `call_webhook` task refuses loopback, private, link-local,
-    # multicast, reserved and unspecified addresses unless the URL's host
-    # name is listed here (names as written in URLs, e.g. "hooks.internal").
+    # multicast, reserved and unspecified addresses unless the URL's host and
+    # port are listed here: "host" allows ports 80 and 443 only, "host:port"
+    # that port only (hosts as written in URLs: "hooks.internal",
+    # "hooks.internal:8080", "[fd00::5]:8443"). Public addresses need no entry.
     "WEBHOOK_ALLOWED_HOSTS": [],
-    "WEBHOOK_TIMEOUT": 10.0,  # seconds for the whole request; a job may ask for less
+    # Seconds for the whole exchange (lookup, connect, TLS, status line,
+    # headers, 1xx answers, body, trailers), however slowly the peer sends;
+    # a job may ask for less.
+    "WEBHOOK_TIMEOUT": 10.0,
     "WEBHOOK_MAX_BODY": 64 * 1024,  # bytes of the answer's body kept in the result
     # The built-in `send_email` task sends from DEFAULT_FROM_EMAIL; a job may
     # name another From address only if it is listed here.

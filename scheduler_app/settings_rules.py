@@ -24,6 +24,7 @@ from .rules import (
     WholeNumber,
     json_problem,
 )
+from .webhooks import allowed_entry
 
 DAY = 24 * 3600
 
@@ -68,8 +69,10 @@ class TextList(Rule):
 
 
 def _host_shape(item):
-    if "/" in item or "@" in item or item != item.strip():
-        return "Must be a list of host names (e.g. 'hooks.example.com' or '10.0.0.5'), not URLs."
+    try:
+        allowed_entry(item)
+    except ValueError as exc:
+        return str(exc)
     return None
 
 
@@ -188,7 +191,7 @@ SETTINGS = {
     "SCHEDULE_MISFIRE_GRACE": Seconds("SCHEDULE_MISFIRE_GRACE", limits.HORIZON_MAX, zero_ok=True),
     "SCHEDULE_CATCH_UP_MAX": WholeNumber("SCHEDULE_CATCH_UP_MAX", 1, 1000),
     "ALLOWED_COMMANDS": TextList("ALLOWED_COMMANDS", "management command names"),
-    "WEBHOOK_ALLOWED_HOSTS": TextList("WEBHOOK_ALLOWED_HOSTS", "host names", _host_shape),
+    "WEBHOOK_ALLOWED_HOSTS": TextList("WEBHOOK_ALLOWED_HOSTS", "hosts with optional ports", _host_shape),
     "WEBHOOK_TIMEOUT": Seconds("WEBHOOK_TIMEOUT", limits.WEBHOOK_TIMEOUT_MAX),
     "WEBHOOK_MAX_BODY": WholeNumber("WEBHOOK_MAX_BODY", 0, limits.WEBHOOK_MAX_BODY_MAX),
     "EMAIL_FROM_ALLOWED": TextList("EMAIL_FROM_ALLOWED", "email addresses"),

@@ -58,9 +58,10 @@ def call_webhook(url, method="POST", payload=None, headers=None, timeout=None):
     """Send an HTTP request with a JSON body; return its status and body.
 
     Public addresses only, unless SCHEDULER["WEBHOOK_ALLOWED_HOSTS"] names
-    the host; GET, POST, PUT, PATCH or DELETE; no Host or hop-by-hop headers;
-    redirects are not followed (a 3xx is the result); fails on 4xx and 5xx.
-    ``timeout`` may shorten SCHEDULER["WEBHOOK_TIMEOUT"], not lengthen it.
-    See ``scheduler_app/webhooks.py``.
+    the host for the port ("host": 80 and 443; "host:port"); GET, POST, PUT,
+    PATCH or DELETE; no Host or hop-by-hop headers; redirects are not
+    followed (a 3xx is the result); fails on 4xx and 5xx and on a malformed
+    answer. One deadline for the whole exchange: ``timeout`` may shorten
+    SCHEDULER["WEBHOOK_TIMEOUT"], not lengthen it. See ``scheduler_app/webhooks.py``.
     """
     return webhooks.call(url, method=method, payload=payload, headers=headers, timeout=timeout)

@@ -7,8 +7,8 @@ localhost, the database). So:
 - the URL's host is resolved once, and every address it resolves to must be
   a public one: loopback, private, link-local, multicast, reserved,
   unspecified and other non-global addresses (IPv4 and IPv6, IPv4 inside
-  IPv6 too) are refused unless the host name is listed in
-  ``SCHEDULER["WEBHOOK_ALLOWED_HOSTS"]``;
+  IPv6 too) are refused unless ``SCHEDULER["WEBHOOK_ALLOWED_HOSTS"]`` lists
+  the host for the URL's port (``host:port``; a bare host: ports 80 and 443);
 - the connection goes to the address that was checked: no second lookup
   that a DNS rebinding could answer differently (TLS still verifies the
   certificate against the host name);
@@ -16,23 +16,24 @@ localhost, the database). So:
 - only GET, POST, PUT, PATCH and DELETE; the job's headers may not set
   ``Host``, ``Content-Length`` or hop-by-hop headers;
 - one deadline for the whole exchange (``WEBHOOK_TIMEOUT``; a job may ask
-  for less), and at most ``WEBHOOK_MAX_BODY`` bytes of the answer are kept.
+  for less): lookup, connect, TLS, request, status line, headers, 1xx
+  answers, body and trailers (``webhook_wire.py``); at most
+  ``WEBHOOK_MAX_BODY`` bytes of the answer are kept.
 
-A refusal raises ``WebhookRefused`` before anything is sent; the job fails
-with that message.
+A refusal raises ``WebhookRefused`` before anything is sent; a malformed
+answer, a broken connection or an answer of 4xx or 5xx raises
+``WebhookFailed``, the deadline ``WebhookTimeout``; the job fails with that
+message (printable text: bytes the peer sent are shown escaped).
 """
 
-import http.client
 import ipaddress
 import json
 import math
 import re
-import socket
-import ssl
-import time
 import urllib.parse
 
 from . import conf
+from . import webhook_wire as wire
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 # Set by the client from the URL and the body, or meaningful only between
@@ -41,7 +42,10 @@ FORBIDDEN_HEADERS = frozenset(
     {"host", "content-length", "connection", "keep-alive", "te", "trailer", "transfer-encoding", "upgrade"}
 )
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
-_CHUNK = 64 * 1024
+_HOST = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*\.?")
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+# A host listed without a port may be called on these ports only.
+DEFAULT_PORTS = (80, 443)
 # IPv6 prefixes that carry an IPv4 address in their last 32 bits (NAT64).
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 
@@ -51,52 +55,103 @@ class WebhookRefused(PermissionError):
 
 
 class WebhookFailed(RuntimeError):
-    """The server answered with a status that is neither 2xx nor 3xx."""
+    """The exchange failed: a 4xx or 5xx answer (``status``), a malformed answer, a broken connection."""
 
     def __init__(self, message, status=None):
         super().__init__(message)
         self.status = status
 
 
+class WebhookTimeout(WebhookFailed, TimeoutError):
+    """The exchange did not end within its deadline."""
+
+
 def call(url, *, method="POST", payload=None, headers=None, timeout=None):
     """Send one request; return ``{"status", "body", "truncated"}`` (and ``"location"`` for a 3xx)."""
     method = _method(method)
     target = _Target(url)
-    all_headers = {"User-Agent": "scheduler-app-webhook/1.0", **_headers(headers)}
-    body = None
-    if payload is not None:
-        body = json.dumps(payload).encode()
-        if not any(k.lower() == "content-type" for k in all_headers):
-            all_headers["Content-Type"] = "application/json"
+    body = None if payload is None else json.dumps(payload).encode()
+    fields = _request_fields(headers, json_body=body is not None)
     seconds = _timeout(timeout)
-    deadline = time.monotonic() + seconds
-    address = target.checked_address(allowed_hosts())
-    connection = target.connection(address, seconds)
+    deadline = wire.Deadline(seconds)
+    request = wire.request_bytes(method, target.request_target, target.host_header, fields, body)
     try:
-        connection.request(method, target.request_target, body=body, headers=all_headers)
-        sock = connection.sock
-        _left(sock, deadline)
-        response = connection.getresponse()
-        content, truncated = _read(response, sock, deadline, conf.get("WEBHOOK_MAX_BODY"))
-    finally:
-        connection.close()
+        address = target.checked_address(allowed_hosts(), deadline)
+        status, answer, content, truncated = wire.exchange(
+            address, target.host, target.https, request, deadline, conf.get("WEBHOOK_MAX_BODY")
+        )
+    except wire.DeadlinePassed as exc:
+        raise WebhookTimeout(f"{method} {target.shown_url} did not answer within {seconds:g} s (gave up {exc}).") from None
+    except wire.WireError as exc:
+        raise WebhookFailed(f"{method} {target.shown_url} {exc}.") from exc
     text = content.decode("utf-8", "replace").replace("\x00", "\ufffd")  # storable as JSON everywhere
-    status = response.status
     if 200 <= status < 300:
         return {"status": status, "body": text, "truncated": truncated}
     if 300 <= status < 400:
-        location = (response.getheader("Location") or "").replace("\x00", "\ufffd")
+        location = answer.get("location", [b""])[0].decode("utf-8", "replace")  # no NUL: the wire refuses it
         return {"status": status, "body": text, "truncated": truncated, "location": location}
     raise WebhookFailed(f"{method} {target.shown_url} answered HTTP {status}: {text[:200]}", status=status)
 
 
+def allowed_entry(entry):
+    """Return ``(host, port or None)`` for a WEBHOOK_ALLOWED_HOSTS entry; ValueError if it is not one.
+
+    An entry is ``host``, ``host:port``, ``[v6 address]``, ``[v6 address]:port``
+    or a bare IPv6 address; the host as URLs write it, any case, a final dot ignored.
+    """
+    text = entry if isinstance(entry, str) else ""
+    port = None
+    if text.startswith("["):  # brackets for an IPv6 address only, as in URLs
+        host, bracket, rest = text[1:].partition("]")
+        if not bracket or ":" not in host or rest[:1] not in ("", ":"):
+            raise _bad_entry(entry)
+        port = rest[1:] if rest else None
+    elif text.count(":") == 1:
+        host, port = text.split(":")
+    else:
+        host = text
+    if ":" in host:
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise _bad_entry(entry) from None
+    elif not _HOST.fullmatch(host):
+        raise _bad_entry(entry)
+    if port is not None:
+        if not (port.isascii() and port.isdigit()):
+            raise _bad_entry(entry)
+        if not 1 <= int(port) <= 65535:
+            raise ValueError(f"{entry!r}: the port must be a number from 1 to 65535.")
+        port = int(port)
+    return _normal_host(host), port
+
+
+def _bad_entry(entry):
+    return ValueError(
+        f"{entry!r} is not a host with an optional port: write e.g. 'hooks.internal', 'hooks.internal:8080', "
+        "'10.0.0.5:8443' or '[fd00::5]:8080' (a port from 1 to 65535; a host without one allows ports 80 and 443 only)."
+    )
+
+
 def allowed_hosts():
-    """Return the allow-listed host names, normalised as URLs carry them."""
-    return {_normal_host(h) for h in conf.get("WEBHOOK_ALLOWED_HOSTS")}
+    """Return the allow-list as ``{(host, port or None)}``; entries the system checks refuse are skipped."""
+    allowed, entries = set(), conf.get("WEBHOOK_ALLOWED_HOSTS")
+    for entry in entries if isinstance(entries, (list, tuple)) else ():
+        try:
+            allowed.add(allowed_entry(entry))
+        except ValueError:
+            continue  # reported by the system checks (E006); skipping one allows less, never more
+    return allowed
 
 
 def _normal_host(name):
-    return name.strip().strip("[]").rstrip(".").lower()
+    name = name.strip().strip("[]").rstrip(".").lower()
+    if ":" in name:  # one spelling of an IPv6 address ("0:0::1" is "::1")
+        try:
+            return ipaddress.IPv6Address(name).compressed
+        except ValueError:
+            pass
+    return name
 
 
 def refusal_reason(ip):
@@ -142,73 +197,47 @@ class _Target:
         try:
             port = parts.port
         except ValueError:
-            raise WebhookRefused("The URL's port is not a number from 0 to 65535.") from None
+            port = 0
+        if port == 0:  # urlsplit reads "host:0" as port 0, which is no port to connect to
+            raise WebhookRefused("The URL's port is not a number from 1 to 65535.")
         self.https = parts.scheme == "https"
         self.host = parts.hostname  # lower-case, IPv6 without brackets
-        self.port = port or (443 if self.https else 80)
+        default = 443 if self.https else 80
+        self.port = port or default
+        shown_host = f"[{self.host}]" if ":" in self.host else self.host
+        self.host_header = shown_host if self.port == default else f"{shown_host}:{self.port}"
+        self.listed_as = shown_host if self.port in DEFAULT_PORTS else f"{shown_host}:{self.port}"
         self.request_target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         self.shown_url = urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
 
-    def checked_address(self, allowed):
+    def listed(self, allowed):
+        """Whether the allow-list names this host for this port (a bare entry: ports 80 and 443)."""
+        host = _normal_host(self.host)
+        return (host, self.port) in allowed or ((host, None) in allowed and self.port in DEFAULT_PORTS)
+
+    def checked_address(self, allowed, deadline):
         """Resolve the host once; return the ``getaddrinfo`` entry to connect to, or raise WebhookRefused."""
         try:
-            infos = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
-        except (socket.gaierror, UnicodeError) as exc:
+            infos = wire.resolve(self.host, self.port, deadline)
+        except (OSError, UnicodeError) as exc:
             raise WebhookFailed(f"Cannot resolve the host {self.host!r}: {exc}.") from None
         if not infos:
             raise WebhookFailed(f"The host {self.host!r} has no address.")
-        if _normal_host(self.host) not in allowed:
+        if not self.listed(allowed):
             for info in infos:
                 address = info[4][0]
                 reason = refusal_reason(ipaddress.ip_address(address))
                 if reason:
                     named = "" if address == self.host else f"resolves to {address}, which "
+                    where = (
+                        "the host name" if self.port in DEFAULT_PORTS
+                        else f"{self.listed_as!r} (a host without a port allows ports 80 and 443 only)"
+                    )
                     raise WebhookRefused(
                         f"Refused to call {self.host!r}: it {named}is a {reason} address. "
-                        "Add the host name to SCHEDULER['WEBHOOK_ALLOWED_HOSTS'] to allow it."
+                        f"Add {where} to SCHEDULER['WEBHOOK_ALLOWED_HOSTS'] to allow it."
                     )
         return infos[0]
-
-    def connection(self, address, timeout):
-        if self.https:
-            return _PinnedHTTPSConnection(self.host, self.port, address, timeout)
-        return _PinnedHTTPConnection(self.host, self.port, address, timeout)
-
-
-def _connect(address, timeout):
-    """Open a TCP connection to one ``getaddrinfo`` entry: no name, so no lookup at all."""
-    family, kind, proto, _, sockaddr = address
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.settimeout(timeout)
-        sock.connect(sockaddr)
-    except BaseException:
-        sock.close()
-        raise
-    return sock
-
-
-class _PinnedHTTPConnection(http.client.HTTPConnection):
-    """Connects to the address that was checked; the Host header still names the host."""
-
-    def __init__(self, host, port, address, timeout):
-        super().__init__(host, port, timeout=timeout)
-        self.checked_address = address
-
-    def connect(self):
-        self.sock = _connect(self.checked_address, self.timeout)
-
-
-class _PinnedHTTPSConnection(http.client.HTTPSConnection):
-    """As above, then TLS with the host name (SNI, certificate check)."""
-
-    def __init__(self, host, port, address, timeout):
-        self.tls = ssl.create_default_context()
-        super().__init__(host, port, timeout=timeout, context=self.tls)
-        self.checked_address = address
-
-    def connect(self):
-        self.sock = self.tls.wrap_socket(_connect(self.checked_address, self.timeout), server_hostname=self.host)
 
 
 def _method(method):
@@ -216,6 +245,16 @@ def _method(method):
     if name not in METHODS:
         raise WebhookRefused(f"The method must be one of {', '.join(METHODS)}.")
     return name
+
+
+def _request_fields(headers, *, json_body):
+    """Return the job's headers over the client's (names compared in any case); refuse what a job may not set."""
+    fields = {"User-Agent": "scheduler-app-webhook/1.0", "Accept-Encoding": "identity"}
+    if json_body:
+        fields["Content-Type"] = "application/json"
+    given = _headers(headers)
+    lowered = {name.lower() for name in given}
+    return {**{k: v for k, v in fields.items() if k.lower() not in lowered}, **given}
 
 
 def _headers(headers):
@@ -233,8 +272,12 @@ def _headers(headers):
                 "and the body, and hop-by-hop headers (Connection, Keep-Alive, Proxy-*, TE, Trailer, "
                 "Transfer-Encoding, Upgrade) are the client's."
             )
-        if not isinstance(value, str) or any(c in value for c in "\r\n\x00"):
-            raise WebhookRefused(f"The value of the header {name!r} must be text without line breaks.")
+        if not isinstance(value, str) or _CONTROL.search(value):
+            raise WebhookRefused(
+                f"The value of the header {name!r} must be text without line breaks or other control characters."
+            )
+    if len({name.lower() for name in headers}) < len(headers):
+        raise WebhookRefused("headers names a header twice (names are compared in any case).")
     return dict(headers)
 
 
@@ -247,29 +290,3 @@ def _timeout(requested):
     ):
         raise WebhookRefused("timeout must be a number of seconds greater than 0.")
     return min(float(requested), limit)
-
-
-def _left(sock, deadline):
-    """Give the socket what is left of the deadline (TimeoutError when nothing is)."""
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise TimeoutError("The webhook did not answer within the time-out.")
-    if sock is not None:
-        try:
-            sock.settimeout(left)
-        except OSError:
-            pass  # closed by the response already; its own time-out still holds
-
-
-def _read(response, sock, deadline, limit):
-    """Return ``(at most limit bytes of the body, whether there was more)``."""
-    chunks, size = [], 0
-    while size <= limit:
-        _left(sock, deadline)
-        chunk = response.read1(min(_CHUNK, limit + 1 - size))  # what has arrived: a drip cannot outlast the deadline
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-    content = b"".join(chunks)
-    return content[:limit], len(content) > limit

@@ -1,5 +1,7 @@
 """The built-in tasks: run an allowed command, send an email, call a webhook (tests/integration/test_webhooks.py has the webhook's rules)."""
 
+import time
+
 import pytest
 from django.core import mail
 from django.core.management import call_command
@@ -7,6 +9,8 @@ from django.test import override_settings
 
 from scheduler_app import lifecycle, tasks
 from scheduler_app.models import Job
+
+from .rawhttp import answer
 
 LOCMEM = override_settings(
     MAILERS={"default": {"BACKEND": "django.core.mail.backends.locmem.EmailBackend"}},
@@ -60,3 +64,36 @@ def test_a_refused_webhook_fails_its_job_with_a_clear_error():
         "Refused to call '169.254.169.254': it is a link-local address. "
         "Add the host name to SCHEDULER['WEBHOOK_ALLOWED_HOSTS'] to allow it."
     )
+
+
+def webhook_jobs(*urls):
+    jobs = [lifecycle.enqueue("scheduler_app.tasks.call_webhook", [url], {"method": "GET"}, max_attempts=1)[0] for url in urls]
+    call_command("rundispatcher", "--burst")
+    return [Job.objects.get(pk=job.pk) for job in jobs]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_malformed_answer_fails_its_job_and_a_body_of_any_bytes_is_stored(raw_peer):
+    """The jam of the issue: a status line with a NUL once made an error no database could store."""
+    bad = raw_peer(answer(b"XTTP/1.1 200 OK\x00\r\n\r\n"))
+    odd = raw_peer(answer(b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\n\xff\x00ok\xc3\xa9\x80"))
+    listed = {"WEBHOOK_ALLOWED_HOSTS": [f"127.0.0.1:{bad.port}", f"127.0.0.1:{odd.port}"]}
+    with override_settings(SCHEDULER=listed):
+        failed, succeeded = webhook_jobs(f"{bad.url}/hook", f"{odd.url}/hook")
+    assert failed.status == "failed"
+    assert failed.errors[-1]["exception_class"] == "scheduler_app.webhooks.WebhookFailed"
+    assert failed.errors[-1]["message"] == f"GET {bad.url}/hook answered with a malformed status line 'XTTP/1.1 200 OK\\x00'."
+    assert succeeded.status == "succeeded"
+    assert succeeded.result == {"status": 200, "body": "\ufffd\ufffdok\u00e9\ufffd", "truncated": False}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_slow_peer_fails_its_job_at_the_deadline(raw_peer):
+    slow = raw_peer(lambda peer, conn: (conn.sendall(b"HTTP/1.1 200 OK\r\n"), peer.trickle(conn, b"X: " + b"a" * 240, 0.25)))
+    started = time.monotonic()
+    with override_settings(SCHEDULER={"WEBHOOK_ALLOWED_HOSTS": [f"127.0.0.1:{slow.port}"], "WEBHOOK_TIMEOUT": 1}):
+        [job] = webhook_jobs(f"{slow.url}/hook")
+    assert time.monotonic() - started < 30  # a hang guard: the peer trickles for a minute
+    assert job.status == "failed"
+    assert job.errors[-1]["exception_class"] == "scheduler_app.webhooks.WebhookTimeout"
+    assert job.errors[-1]["message"] == f"GET {slow.url}/hook did not answer within 1 s (gave up while reading the headers)."

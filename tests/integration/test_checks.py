@@ -113,6 +113,14 @@ def test_numbers_out_of_range(key, value):
         ("WEBHOOK_ALLOWED_HOSTS", "hooks.example.com"),
         ("WEBHOOK_ALLOWED_HOSTS", ["https://hooks.example.com/"]),
         ("WEBHOOK_ALLOWED_HOSTS", [None]),
+        ("WEBHOOK_ALLOWED_HOSTS", ["hooks.internal:0"]),
+        ("WEBHOOK_ALLOWED_HOSTS", ["hooks.internal:65536"]),
+        ("WEBHOOK_ALLOWED_HOSTS", ["hooks.internal:http"]),
+        ("WEBHOOK_ALLOWED_HOSTS", ["hooks.internal:"]),
+        ("WEBHOOK_ALLOWED_HOSTS", ["[fd00::5"]),
+        ("WEBHOOK_ALLOWED_HOSTS", ["[hooks.internal]:80"]),
+        ("WEBHOOK_ALLOWED_HOSTS", ["fd00::5:8080:"]),
+        ("WEBHOOK_ALLOWED_HOSTS", [" hooks.internal"]),
         ("WEBHOOK_TIMEOUT", "10"),
         ("WEBHOOK_TIMEOUT", 0),
         ("WEBHOOK_MAX_BODY", -1),
@@ -121,6 +129,24 @@ def test_numbers_out_of_range(key, value):
 )
 def test_webhook_settings_of_the_wrong_type(key, value):
     assert ids(**scheduler_with(**{key: value})) == ["scheduler_app.E006"]
+
+
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        ("hooks.internal:99999", "'hooks.internal:99999': the port must be a number from 1 to 65535."),
+        (
+            "https://hooks.internal/",
+            "'https://hooks.internal/' is not a host with an optional port: write e.g. 'hooks.internal', "
+            "'hooks.internal:8080', '10.0.0.5:8443' or '[fd00::5]:8080' (a port from 1 to 65535; a host without "
+            "one allows ports 80 and 443 only).",
+        ),
+    ],
+)
+def test_a_bad_allowed_host_is_named(entry, message):
+    with override_settings(**scheduler_with(WEBHOOK_ALLOWED_HOSTS=["ok.internal", entry])):
+        [error] = checks.run_checks(tags=["scheduler"])
+    assert error.id == "scheduler_app.E006" and error.msg == f"SCHEDULER['WEBHOOK_ALLOWED_HOSTS']: {message}"
 
 
 @pytest.mark.parametrize("key, value", [("EMAIL_FROM_ALLOWED", "a@example.com"), ("ALLOWED_COMMANDS", [""])])
@@ -140,7 +166,7 @@ def test_good_values_pass():
     good = scheduler_with(
         LEASE=5,
         GRACE=0,
-        WEBHOOK_ALLOWED_HOSTS=["hooks.internal", "10.0.0.5"],
+        WEBHOOK_ALLOWED_HOSTS=["hooks.internal", "10.0.0.5", "hooks.internal:8080", "10.0.0.5:8443", "[fd00::5]:8080", "fd00::5"],
         WEBHOOK_TIMEOUT=2.5,
         WEBHOOK_MAX_BODY=0,
         EMAIL_FROM_ALLOWED=["ops@example.com"],

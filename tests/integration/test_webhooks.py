@@ -15,7 +15,7 @@ import pytest
 from django.test import override_settings
 
 from scheduler_app import tasks, webhooks
-from scheduler_app.webhooks import WebhookFailed, WebhookRefused
+from scheduler_app.webhooks import WebhookFailed, WebhookRefused, WebhookTimeout
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -72,6 +72,7 @@ def server():
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     httpd.url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.listed = f"127.0.0.1:{httpd.server_address[1]}"  # its WEBHOOK_ALLOWED_HOSTS entry
     yield httpd
     httpd.shutdown()
     httpd.server_close()
@@ -89,7 +90,7 @@ def call(url, **kwargs):
 
 
 def test_an_allow_listed_host_gets_json_and_headers(server):
-    with allow("127.0.0.1"):
+    with allow(server.listed):
         result = call(f"{server.url}/hook?x=1", payload={"event": "done"}, headers={"X-Token": "s3cret"})
     assert result["status"] == 200 and result["truncated"] is False
     echo = json.loads(result["body"])
@@ -100,20 +101,73 @@ def test_an_allow_listed_host_gets_json_and_headers(server):
 
 @pytest.mark.parametrize("method", ["GET", "put", "PATCH", "DELETE"])
 def test_the_allowed_methods(server, method):
-    with allow("127.0.0.1"):
+    with allow(server.listed):
         assert json.loads(call(f"{server.url}/hook", method=method)["body"])["method"] == method.upper()
 
 
 def test_the_allow_list_names_hosts_and_ignores_case_and_a_final_dot(server):
-    with allow("LocalHost."):
-        port = server.server_address[1]
+    port = server.server_address[1]
+    with allow(f"LocalHost.:{port}"):
         assert call(f"http://localhost:{port}/hook")["status"] == 200
 
 
 def test_4xx_and_5xx_fail_the_job(server):
-    with allow("127.0.0.1"), pytest.raises(WebhookFailed, match="answered HTTP 500: boom") as info:
+    with allow(server.listed), pytest.raises(WebhookFailed, match="answered HTTP 500: boom") as info:
         call(f"{server.url}/fail", payload={})
     assert info.value.status == 500
+
+
+# -- the allow-list names ports --------------------------------------------------------
+
+
+def resolve_to(server, monkeypatch):
+    """Make every name resolve to the server, whatever port the URL names (so ports 80 and 443 reach it)."""
+
+    def resolve(host, port, *args, **kwargs):
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", server.server_address[1]))]
+
+    monkeypatch.setattr(webhooks.wire.socket, "getaddrinfo", resolve)
+
+
+def test_a_host_with_a_port_allows_that_port_only(server):
+    port = server.server_address[1]
+    with allow(f"127.0.0.1:{port}"):
+        assert call(f"{server.url}/hook")["status"] == 200
+    with allow(f"127.0.0.1:{port + 1}", "127.0.0.1"), pytest.raises(WebhookRefused) as info:
+        call(f"{server.url}/hook")
+    assert str(info.value) == (
+        f"Refused to call '127.0.0.1': it is a loopback address. Add '127.0.0.1:{port}' (a host without a port "
+        "allows ports 80 and 443 only) to SCHEDULER['WEBHOOK_ALLOWED_HOSTS'] to allow it."
+    )
+    assert len(server.received) == 1
+
+
+def test_a_bare_host_allows_ports_80_and_443_only(server, monkeypatch):
+    resolve_to(server, monkeypatch)
+    with allow("hook.test"):
+        assert json.loads(call("http://hook.test/hook")["body"])["host"] == "hook.test"  # port 80
+        assert json.loads(call("http://hook.test:443/hook")["body"])["host"] == "hook.test:443"
+        with pytest.raises(WebhookFailed, match="failed during the TLS handshake"):  # allowed; the server speaks no TLS
+            call("https://hook.test/hook")
+        for url in ("http://hook.test:8080/hook", "https://hook.test:8443/hook", "http://hook.test:22/"):
+            with pytest.raises(WebhookRefused, match=r"Add 'hook.test:\d+' \(a host without a port allows ports 80 and 443 only\)"):
+                call(url)
+    assert len(server.received) == 2
+
+
+@pytest.mark.parametrize("entry", ["[::1]:{port}", "[0:0::1]:{port}", "::1"])
+def test_an_ipv6_entry(server, monkeypatch, entry):
+    resolve_to(server, monkeypatch)
+    port = server.server_address[1] if "{port}" in entry else 80
+    with allow(entry.format(port=port)):
+        assert json.loads(call(f"http://[::1]:{port}/hook")["body"])["host"] == ("[::1]" if port == 80 else f"[::1]:{port}")
+    with allow(entry.format(port=port)), pytest.raises(WebhookRefused, match=r"Add '\[::1\]:81'"):
+        call("http://[::1]:81/hook")
+
+
+def test_an_entry_the_checks_refuse_allows_nothing(server):
+    with allow(f"127.0.0.1:{server.server_address[1]}:1", "127.0.0.1 "), pytest.raises(WebhookRefused):
+        call(f"{server.url}/hook")
 
 
 # -- redirects are the result ---------------------------------------------------------
@@ -121,7 +175,7 @@ def test_4xx_and_5xx_fail_the_job(server):
 
 @pytest.mark.parametrize("path, location", [("/redirect-ftp", "ftp://127.0.0.1:21/pub/file"), ("/redirect-secret", "/secret")])
 def test_a_redirect_is_not_followed(server, path, location):
-    with allow("127.0.0.1"):
+    with allow(server.listed):
         result = call(f"{server.url}{path}", method="GET")
     assert result["status"] == 302 and result["location"] == location
     assert [p for _, p, _ in server.received] == [path]  # nothing else was asked for
@@ -131,30 +185,31 @@ def test_a_redirect_is_not_followed(server, path, location):
 
 
 def test_the_body_kept_is_capped(server):
-    with allow("127.0.0.1", WEBHOOK_MAX_BODY=1000):
+    with allow(server.listed, WEBHOOK_MAX_BODY=1000):
         result = call(f"{server.url}/big", method="GET")
     assert result["body"] == "x" * 1000 and result["truncated"] is True
-    with allow("127.0.0.1"):  # the default: 64 KiB
+    with allow(server.listed):  # the default: 64 KiB
         assert len(call(f"{server.url}/big", method="GET")["body"]) == 64 * 1024
 
 
 def test_a_body_with_nul_and_invalid_utf8_is_kept_storable(server):
-    with allow("127.0.0.1"):
+    with allow(server.listed):
         assert call(f"{server.url}/nul", method="GET")["body"] == "a\ufffdb\ufffd"
 
 
-@pytest.mark.parametrize("path", ["/slow", "/drip"])
-def test_one_deadline_for_the_whole_exchange(server, path):
+@pytest.mark.parametrize("path, stage", [("/slow", "the status line"), ("/drip", "the body")])
+def test_one_deadline_for_the_whole_exchange(server, path, stage):
     started = time.monotonic()
-    with allow("127.0.0.1", WEBHOOK_TIMEOUT=0.5), pytest.raises(TimeoutError):
+    with allow(server.listed, WEBHOOK_TIMEOUT=0.5), pytest.raises(WebhookTimeout) as info:
         call(f"{server.url}{path}", method="GET")
+    assert str(info.value) == f"GET {server.url}{path} did not answer within 0.5 s (gave up while reading {stage})."
     assert time.monotonic() - started < 1.5
 
 
 def test_a_job_may_shorten_the_timeout_but_not_lengthen_it(server):
-    with allow("127.0.0.1", WEBHOOK_TIMEOUT=0.5):
+    with allow(server.listed, WEBHOOK_TIMEOUT=0.5):
         started = time.monotonic()
-        with pytest.raises(TimeoutError):
+        with pytest.raises(TimeoutError, match="within 0.5 s"):
             call(f"{server.url}/slow", method="GET", timeout=3600)
         assert time.monotonic() - started < 1.5
         with pytest.raises(WebhookRefused, match="timeout must be"):
@@ -197,7 +252,7 @@ def test_private_addresses_are_refused_without_sending_anything(server, url, rea
 
 
 def test_the_allow_list_names_hosts_not_addresses_they_resolve_to(server):
-    with allow("127.0.0.1"), pytest.raises(WebhookRefused, match="resolves to 127.0.0.1"):
+    with allow(server.listed), pytest.raises(WebhookRefused, match="resolves to 127.0.0.1"):
         call(f"http://localhost:{server.server_address[1]}/secret")
     assert server.received == []
 
@@ -217,12 +272,14 @@ def test_the_allow_list_names_hosts_not_addresses_they_resolve_to(server):
         ({"headers": {"Proxy-Authorization": "Basic x"}}, "may not be set"),
         ({"headers": {"Upgrade": "h2c"}}, "may not be set"),
         ({"headers": {"X-A": "1\r\nHost: evil"}}, "must be text without line breaks"),
+        ({"headers": {"X-A": "1\x01"}}, "must be text without line breaks or other control characters"),
+        ({"headers": {"X-A": "1", "x-a": "2"}}, "names a header twice"),
         ({"headers": {"X A": "1"}}, "Header names must be"),
         ({"headers": ["Host: x"]}, "headers must be a JSON object"),
     ],
 )
 def test_forbidden_methods_and_headers_are_refused_without_sending_anything(server, kwargs, message):
-    with allow("127.0.0.1"), pytest.raises(WebhookRefused, match=message.replace("(", r"\(")):
+    with allow(server.listed), pytest.raises(WebhookRefused, match=message.replace("(", r"\(")):
         call(f"{server.url}/hook", **kwargs)
     assert server.received == []
 
@@ -236,6 +293,7 @@ def test_forbidden_methods_and_headers_are_refused_without_sending_anything(serv
         ("http://user:pw@127.0.0.1/", "Credentials in the URL"),
         ("http:///path", "no host"),
         ("http://127.0.0.1:99999/", "port"),
+        ("http://127.0.0.1:0/", "port is not a number from 1 to 65535"),
         ("http://127.0.0.1/a b", "ASCII text without spaces"),
         ("http://127.0.0.1/\r\nHost: x", "ASCII text without spaces"),
         ("http://bücher.example/", "ASCII text"),
@@ -258,29 +316,31 @@ def test_the_checked_address_is_the_one_connected_to(server, monkeypatch):
         lookups.append(host)
         return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (next(answers), port))]
 
-    monkeypatch.setattr(webhooks.socket, "getaddrinfo", resolve)
-    with allow("hook.test"):
+    monkeypatch.setattr(webhooks.wire.socket, "getaddrinfo", resolve)
+    with allow(f"hook.test:{server.server_address[1]}"):
         result = call(f"http://hook.test:{server.server_address[1]}/hook")
     assert lookups == ["hook.test"]
     assert json.loads(result["body"])["host"] == f"hook.test:{server.server_address[1]}"
 
 
-def test_a_public_answer_is_connected_to_as_checked(monkeypatch):
+@pytest.mark.parametrize("url, port", [("https://rebind.test/hook", 443), ("http://rebind.test:8080/hook", 8080)])
+def test_a_public_answer_is_connected_to_as_checked(monkeypatch, url, port):
+    """A public address needs no allow-list entry, on any port."""
     answers = iter(["93.184.216.34", "127.0.0.1"])
     connected = []
 
     def resolve(host, port, *args, **kwargs):
         return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (next(answers), port))]
 
-    def connect(address, timeout):
+    def connect(address, host, tls, deadline):
         connected.append(address[4])
-        raise ConnectionRefusedError("offline test")
+        raise ConnectionRefusedError(111, "offline test")
 
-    monkeypatch.setattr(webhooks.socket, "getaddrinfo", resolve)
-    monkeypatch.setattr(webhooks, "_connect", connect)
-    with pytest.raises(ConnectionRefusedError):
-        call("https://rebind.test/hook")
-    assert connected == [("93.184.216.34", 443)]
+    monkeypatch.setattr(webhooks.wire.socket, "getaddrinfo", resolve)
+    monkeypatch.setattr(webhooks.wire, "connect", connect)
+    with pytest.raises(WebhookFailed, match=r"rebind.test.* failed while connecting: offline test\.$"):
+        call(url)
+    assert connected == [("93.184.216.34", port)]
 
 
 def test_a_name_with_any_private_address_is_refused(monkeypatch):
@@ -290,6 +350,6 @@ def test_a_name_with_any_private_address_is_refused(monkeypatch):
             (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.0.0.1", port)),
         ]
 
-    monkeypatch.setattr(webhooks.socket, "getaddrinfo", resolve)
+    monkeypatch.setattr(webhooks.wire.socket, "getaddrinfo", resolve)
     with pytest.raises(WebhookRefused, match="resolves to 10.0.0.1"):
         call("http://mixed.test/")
