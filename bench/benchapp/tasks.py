@@ -41,3 +41,34 @@ def sleep_until(until):
 
     while (left := until - time.time()) > 0:
         time.sleep(min(left, 0.1))
+
+
+@task
+def soak_span(key, seconds=0.2):
+    """The soak's job (bench/soak.py): record its own start and end, and whether another run of it was alive.
+
+    A per-job lock file is held with ``flock`` for the whole run: the kernel
+    releases it only when the process holding it dies, so a run that cannot
+    take it at once ran while an earlier run of the same job was still alive
+    (an orphaned worker process, a thread of a dispatcher that lost its
+    lease). The records are appended to one file, a line per write (atomic).
+    """
+    import fcntl
+    import os
+    import time
+
+    directory = os.environ["SOAK_DIR"]
+    lock = os.open(os.path.join(directory, f"{key}.lock"), os.O_CREAT | os.O_RDWR, 0o600)
+    records = os.open(os.path.join(directory, "records.log"), os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o600)
+    try:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # runs on all the same: the soak counts it
+            os.write(records, f"overlap {key} {os.getpid()} {time.time():.6f}\n".encode())
+        os.write(records, f"start {key} {os.getpid()} {time.time():.6f}\n".encode())
+        time.sleep(seconds)
+        os.write(records, f"end {key} {os.getpid()} {time.time():.6f}\n".encode())
+    finally:
+        os.close(records)
+        os.close(lock)  # releases the lock
+    return key

@@ -1,0 +1,205 @@
+"""Soak: several dispatchers under repeated kill -9 and a PostgreSQL restart; count lost jobs and jobs run twice at once.
+
+    .venv/bin/python bench/soak.py                 # 2,000 jobs, 3 dispatchers, ~2-3 minutes
+    .venv/bin/python bench/soak.py --jobs 20000 --duration 900
+
+What it checks (docs/ARCHITECTURE.md, "What the soak checks"), from the
+tasks' own records, not from the jobs table:
+
+* **lost**: a job that did not end ``succeeded``, or that has no ``end``
+  record of a run: the scheduler lost it;
+* **ran twice at once**: a run that started while another run of the same job
+  was still alive. Each run holds a per-job ``flock`` for its whole life
+  (``benchapp.tasks.soak_span``); the kernel drops it only when the holding
+  process dies, so an orphaned worker process or a thread of a dispatcher that
+  lost its lease keeps it, and the next run records an ``overlap``;
+* **completed more than once**: jobs with several ``end`` records. Allowed
+  (at-least-once: a dispatcher killed between a task's end and the write of
+  its outcome), reported for information.
+
+The dispatchers serve a thread queue (``soak_t``, 4 slots) and a process queue
+(``soak_p``, 2 worker processes), with a short lease so that rescues happen
+within the run. A random dispatcher is killed with SIGKILL every 3-6 s and
+started again; PostgreSQL is restarted once, a third of the way in. At the
+end every dispatcher gets SIGTERM. Exit status 1 when anything was lost or
+ran twice at once.
+"""
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PY = str(ROOT / ".venv" / "bin" / "python")
+
+
+def pg_cluster():
+    out = subprocess.run(["pg_lsclusters", "-h"], capture_output=True, text=True, check=True).stdout.split()
+    return out[0], out[1]
+
+
+def restart_postgres():
+    version, name = pg_cluster()
+    subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", version, name, "restart"], check=True)
+
+
+def psql(url, sql):
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        cursor = conn.execute(sql)
+        return cursor.fetchall() if cursor.description else []
+
+
+class Dispatcher:
+    def __init__(self, number, env, log_dir, lease):
+        self.number = number
+        self.env = env
+        self.log_dir = log_dir
+        self.lease = lease
+        self.process = None
+        self.kills = 0
+
+    def start(self):
+        log = open(self.log_dir / f"dispatcher-{self.number}.log", "a")
+        self.process = subprocess.Popen(
+            [PY, str(ROOT / "manage.py"), "rundispatcher", "--queue", "soak_t:4", "--queue", "soak_p:2:process",
+             "--lease", str(self.lease), "--grace", "2", "--poll-interval", "0.5"],
+            cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+        )
+
+    def kill(self):
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait()
+        self.kills += 1
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        return self.process.returncode
+
+
+def read_records(path):
+    records = defaultdict(lambda: Counter())
+    for line in path.read_text().splitlines():
+        kind, key, _pid, _at = line.split()
+        records[key][kind] += 1
+    return records
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=2000)
+    parser.add_argument("--dispatchers", type=int, default=3)
+    parser.add_argument("--duration", type=float, default=240.0, help="give up after this many seconds")
+    parser.add_argument("--lease", type=float, default=3.0)
+    parser.add_argument("--no-pg-restart", action="store_true")
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--database", default=os.environ.get("SOAK_DATABASE", "scheduler_soak"))
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+
+    base = os.environ.get("SOAK_PG", "postgres://postgres@127.0.0.1:5432")
+    psql(f"{base}/postgres", f"DROP DATABASE IF EXISTS {args.database} WITH (FORCE)")
+    psql(f"{base}/postgres", f"CREATE DATABASE {args.database}")
+    soak_dir = Path(tempfile.mkdtemp(prefix="soak-"))
+    env = {
+        **os.environ, "DATABASE_URL": f"{base}/{args.database}", "DJANGO_SETTINGS_MODULE": "bench.settings_soak",
+        "SOAK_DIR": str(soak_dir), "SCHEDULER_LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT),
+    }
+    subprocess.run([PY, str(ROOT / "manage.py"), "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+    enqueue = (
+        "import random, sys\n"
+        "from scheduler_app import enqueue_many\n"
+        f"rng = random.Random({args.seed!r})\n"
+        f"n = {args.jobs}\n"
+        # Most runs are short; one in ten outlives the lease, as a run orphaned
+        # by a killed dispatcher would while its job is rescued and run again.
+        "def seconds():\n"
+        f"    return round(rng.uniform(0.5, 2.0) * {args.lease} if rng.random() < 0.1 else rng.uniform(0.05, 0.4), 3)\n"
+        "enqueue_many([{'task': 'bench.benchapp.tasks.soak_span', 'kwargs': {'key': f'j{i}', "
+        "'seconds': seconds()}, 'queue': 'soak_t' if i % 2 else 'soak_p', "
+        "'max_attempts': 100} for i in range(n)])\n"
+    )
+    subprocess.run([PY, str(ROOT / "manage.py"), "shell", "-c", enqueue], cwd=ROOT, env=env, check=True)
+
+    logs = ROOT / "bench" / "results" / "soak-logs"
+    shutil.rmtree(logs, ignore_errors=True)
+    logs.mkdir(parents=True)
+    dispatchers = [Dispatcher(i, env, logs, args.lease) for i in range(args.dispatchers)]
+    for d in dispatchers:
+        d.start()
+    started = time.monotonic()
+    deadline = started + args.duration
+    pg_restart_at = None if args.no_pg_restart else started + min(args.duration / 3, 40)
+    pg_restarts = 0
+    next_kill = started + rng.uniform(3, 6)
+    url = env["DATABASE_URL"]
+    print(f"soak: {args.jobs} jobs, {args.dispatchers} dispatchers, records in {soak_dir}, logs in {logs}", flush=True)
+    remaining = args.jobs
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = time.monotonic()
+        if pg_restart_at is not None and now >= pg_restart_at:
+            print("soak: restarting PostgreSQL", flush=True)
+            restart_postgres()
+            pg_restarts += 1
+            pg_restart_at = None
+        if now >= next_kill:
+            victim = rng.choice(dispatchers)
+            victim.kill()
+            victim.start()
+            next_kill = now + rng.uniform(3, 6)
+        try:
+            remaining = psql(url, "SELECT count(*) FROM scheduler_app_job WHERE status IN ('pending', 'running', 'waiting')")[0][0]
+        except Exception:  # PostgreSQL restarting
+            continue
+        if remaining == 0:
+            break
+    # Let whatever was rescued last finish, without more kills.
+    settle_until = time.monotonic() + 4 * args.lease + 10
+    while remaining and time.monotonic() < settle_until:
+        time.sleep(0.5)
+        remaining = psql(url, "SELECT count(*) FROM scheduler_app_job WHERE status IN ('pending', 'running', 'waiting')")[0][0]
+    exits = [d.stop() for d in dispatchers]
+    elapsed = time.monotonic() - started
+
+    statuses = dict(psql(url, "SELECT status, count(*) FROM scheduler_app_job GROUP BY status"))
+    keys = {row[0]: row[1] for row in psql(url, "SELECT kwargs->>'key', status FROM scheduler_app_job")}
+    records = read_records(soak_dir / "records.log")
+    not_succeeded = sorted(k for k, status in keys.items() if status != "succeeded")
+    never_ended = sorted(k for k in keys if records[k]["end"] == 0)
+    overlaps = sorted(k for k in keys if records[k]["overlap"])
+    repeated = sum(1 for k in keys if records[k]["end"] > 1)
+    report = {
+        "jobs": args.jobs, "dispatchers": args.dispatchers, "seconds": round(elapsed, 1),
+        "kills": sum(d.kills for d in dispatchers), "postgres_restarts": pg_restarts,
+        "statuses": statuses, "lost": len(set(not_succeeded) | set(never_ended)),
+        "ran_twice_at_once": len(overlaps), "completed_more_than_once": repeated,
+        "runs": sum(r["start"] for r in records.values()), "exit_codes": exits,
+        "examples": {"lost": (not_succeeded + never_ended)[:10], "ran_twice_at_once": overlaps[:10]},
+    }
+    print(json.dumps(report, indent=2))
+    results = ROOT / "bench" / "results"
+    results.mkdir(parents=True, exist_ok=True)
+    (results / "soak.json").write_text(json.dumps(report, indent=2))
+    shutil.rmtree(soak_dir, ignore_errors=True)
+    psql(f"{base}/postgres", f"DROP DATABASE IF EXISTS {args.database} WITH (FORCE)")
+    return 1 if report["lost"] or report["ran_twice_at_once"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
