@@ -213,6 +213,28 @@ def json_problem(value, *, max_depth=JSON_DEPTH_MAX):
     return None
 
 
+# Built once: json.dumps with options builds an encoder per call (on every enqueue's path).
+_COMPACT = json.JSONEncoder(allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+
+
+def json_text(value):
+    """Return ``value`` as compact JSON text (no spaces, characters as they are)."""
+    return _COMPACT.encode(value)
+
+
+def json_size(value):
+    """Return the bytes of ``value`` as compact UTF-8 JSON: what ARGS_MAX_BYTES and RESULT_MAX_BYTES count.
+
+    Raise TypeError or ValueError for a value that is not JSON. Lone
+    surrogates count as the three bytes each would take.
+    """
+    return _bytes(json_text(value))
+
+
+def _bytes(text):
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
 class JSONContainer(Rule):
     """A JSON list (args) or object (kwargs)."""
 
@@ -222,18 +244,24 @@ class JSONContainer(Rule):
         self.kind = kind
 
     def check(self, value):
+        return self.sized(value)[0]
+
+    def sized(self, value):
+        """Return ``(value, size)``: the checked value, and its ``json_size`` (``build_job`` bounds it)."""
         if self.kind is list and isinstance(value, tuple):
             value = list(value)
         if not isinstance(value, self.kind):
             self.fail()
         if not value:
-            return self.kind()  # the copy below, without the round trip (no arguments: most jobs' kwargs)
+            # The copy below, without the round trip (no arguments: most jobs' kwargs).
+            return self.kind(), 2
         problem = json_problem(value)
         if problem:
             self.fail(problem)
         try:
             # A copy as the database will give it back (tuples become lists).
-            return json.loads(json.dumps(value, allow_nan=False))
+            text = json_text(value)
+            return json.loads(text), _bytes(text)
         except (TypeError, ValueError, RecursionError) as exc:  # huge integers, for one
             self.fail(f"Must be JSON: {exc}.")
 

@@ -166,6 +166,9 @@ class QueueSettings(Rule):
 
 RETENTION_AGE = Duration("older_than", limits.RETENTION_MAX)
 
+# Settings that were renamed: the old key -> the new one (checks.py warns, W002).
+RENAMED = {"ALLOWED_COMMANDS": "RUN_COMMAND_ALLOWED"}
+
 # settings.SCHEDULER key -> its rule (RETENTION, a mapping, is checked in checks.py).
 SETTINGS = {
     "DEFAULT_MAX_ATTEMPTS": MAX_ATTEMPTS,
@@ -187,7 +190,9 @@ SETTINGS = {
     "SYNCHRONOUS_COMMIT": Flag("SYNCHRONOUS_COMMIT"),
     "SCHEDULE_MISFIRE_GRACE": Seconds("SCHEDULE_MISFIRE_GRACE", limits.HORIZON_MAX, zero_ok=True),
     "SCHEDULE_CATCH_UP_MAX": WholeNumber("SCHEDULE_CATCH_UP_MAX", 1, 1000),
-    "ALLOWED_COMMANDS": TextList("ALLOWED_COMMANDS", "management command names"),
+    "RUN_COMMAND_ALLOWED": TextList("RUN_COMMAND_ALLOWED", "management command names"),
+    "ARGS_MAX_BYTES": WholeNumber("ARGS_MAX_BYTES", limits.VALUE_BYTES_MIN, limits.VALUE_BYTES_MAX),
+    "RESULT_MAX_BYTES": WholeNumber("RESULT_MAX_BYTES", limits.VALUE_BYTES_MIN, limits.VALUE_BYTES_MAX),
     "WEBHOOK_ALLOWED_HOSTS": TextList("WEBHOOK_ALLOWED_HOSTS", "host names", _host_shape),
     "WEBHOOK_TIMEOUT": Seconds("WEBHOOK_TIMEOUT", limits.WEBHOOK_TIMEOUT_MAX),
     "WEBHOOK_MAX_BODY": WholeNumber("WEBHOOK_MAX_BODY", 0, limits.WEBHOOK_MAX_BODY_MAX),

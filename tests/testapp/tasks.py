@@ -289,3 +289,21 @@ def always_snooze(seconds=0.0):
 @task
 def once_a_minute(x):
     return x
+
+
+def _even_only(args, kwargs):
+    """An @options(validate=...) check: a plain message, a field's message, or a broken check."""
+    from django.core.exceptions import ValidationError
+
+    if kwargs.get("broken"):
+        raise RuntimeError("the check itself broke")
+    if kwargs.get("note") == "bad":
+        raise ValidationError({"kwargs": ["note may not be 'bad'."]})
+    if args and isinstance(args[0], int) and args[0] % 2:
+        raise ValidationError("Must be even.")
+
+
+@options(validate=_even_only)
+@task
+def even(n, note="", broken=False):
+    return n
