@@ -12,12 +12,13 @@ the rule gives everywhere (``lifecycle.validation``, ``settings_rules``).
     E004  SCHEDULER["RETENTION"] is not a mapping of finished statuses to ages
     E005  a number or flag in SCHEDULER is of the wrong type or out of range
     E006  a WEBHOOK_* setting is of the wrong type or out of range
-    E007  another list in SCHEDULER (EMAIL_FROM_ALLOWED, ALLOWED_COMMANDS) is wrong
+    E007  another list in SCHEDULER (EMAIL_FROM_ALLOWED, RUN_COMMAND_ALLOWED) is wrong
     E008  SCHEDULER is not a dict
     E009  a SCHEDULER["TASK_MODULES"] entry is not a module of an installed app
     E010  an app the scheduler needs is not in INSTALLED_APPS
     E011  SCHEDULER["QUEUES"] is not queue names mapped to limits and a mode
     W001  SCHEDULER has a key the scheduler does not know (a typo?)
+    W002  SCHEDULER has a key that was renamed (ALLOWED_COMMANDS: RUN_COMMAND_ALLOWED)
 """
 
 from django.conf import settings
@@ -28,7 +29,7 @@ from django.utils.module_loading import import_string
 from . import conf, limits
 from .lifecycle.validation import QUEUE
 from .models import FINISHED_STATUSES
-from .settings_rules import RETENTION_AGE, SETTINGS, TextList
+from .settings_rules import RENAMED, RETENTION_AGE, SETTINGS, TextList
 
 TAG = "scheduler"
 BACKEND_PATH = "scheduler_app.backends.SchedulerBackend"
@@ -107,7 +108,18 @@ def check_settings(app_configs=None, **kwargs):
     if not isinstance(overrides, dict):
         return [checks.Error("SCHEDULER must be a dict.", hint="See scheduler_app/conf.py for its keys.", id="scheduler_app.E008")]
     errors = []
-    for key in sorted(set(overrides) - set(conf.DEFAULTS)):
+    for key in sorted(set(overrides) & set(RENAMED)):
+        # A warning, not an error: the old key is ignored, so the change
+        # fails closed (fewer commands run), and nothing else stops.
+        errors.append(
+            checks.Warning(
+                f"SCHEDULER[{key!r}] was renamed {RENAMED[key]} and is ignored: "
+                f"only what SCHEDULER[{RENAMED[key]!r}] lists is allowed (nothing by default).",
+                hint=f"Rename the key to {RENAMED[key]}, keeping only what jobs must be allowed to run.",
+                id="scheduler_app.W002",
+            )
+        )
+    for key in sorted(set(overrides) - set(conf.DEFAULTS) - set(RENAMED)):
         errors.append(
             checks.Warning(
                 f"SCHEDULER[{key!r}] is not a scheduler setting and is ignored.",

@@ -63,8 +63,15 @@ DEFAULTS = {
     # Dotted paths of modules (inside installed apps) whose @task functions
     # are registered, besides each installed app's `tasks` module.
     "TASK_MODULES": [],
-    # Management commands the built-in `run_command` task may run.
-    "ALLOWED_COMMANDS": ["clearsessions", "purgejobs"],
+    # Management commands the built-in `run_command` task may run; a job of
+    # any other is refused when it is made (and again when it runs).
+    "RUN_COMMAND_ALLOWED": [],
+    # Bytes of a job's arguments (args and kwargs together, as compact UTF-8
+    # JSON): a larger job is refused when it is made.
+    "ARGS_MAX_BYTES": 1024 * 1024,
+    # Bytes of a task's return value (compact UTF-8 JSON): a larger one fails
+    # its attempt.
+    "RESULT_MAX_BYTES": 1024 * 1024,
     # The built-in `call_webhook` task refuses loopback, private, link-local,
     # multicast, reserved and unspecified addresses unless the URL's host and
     # port are listed here: "host" allows ports 80 and 443 only, "host:port"
@@ -86,9 +93,6 @@ DEFAULTS = {
     "JOB_LOG_LEVEL": "INFO",
     "JOB_LOG_MAX_RECORDS": 200,
     "JOB_LOG_MAX_BYTES": 64 * 1024,
-    # A task's return value is stored as JSON of at most this many bytes; a
-    # larger one fails its attempt ("store large results elsewhere").
-    "RESULT_MAX_BYTES": 1024 * 1024,
     # History: dispatchers add their per-minute rollups to the database this
     # often (seconds; 0 turns rollups off), and they are kept this long.
     "ROLLUP_INTERVAL": 60.0,

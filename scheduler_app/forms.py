@@ -200,7 +200,8 @@ class JobAddForm(_LifecycleValidatedForm):
     unique_key = RuleFormField(
         rules.UNIQUE_KEY,
         strip=False,
-        help_text="Optional. While a pending or running job holds this key, no second one is created.",
+        help_text="Optional. While a pending, waiting or running job holds this key (or a job made with "
+        "unique_for, for its period), no second one is created.",
     )
 
     class Meta:

@@ -31,6 +31,13 @@ JSON_DEPTH_MAX = 64
 LATEST = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
 # How long a unique key stays taken by a job made with ``unique_for``.
 UNIQUE_FOR_MAX = 366 * 24 * 3600
+# SCHEDULER["ARGS_MAX_BYTES"] and ["RESULT_MAX_BYTES"]: the most each may be
+# set to (a job's arguments, an attempt's return value, as compact UTF-8 JSON).
+VALUE_BYTES_MIN = 1024
+VALUE_BYTES_MAX = 64 * 1024 * 1024
+# The job list (GET /api/jobs/) shows at most this many bytes of each job's
+# args, kwargs and result; the job's own page shows them whole.
+LIST_VALUE_BYTES = 4096
 # Jobs one job may depend on (``depends_on``).
 DEPENDENCIES_MAX = 1000
 # A queue's limits: jobs running at once across every dispatcher; jobs
@@ -64,7 +71,5 @@ PROCESSES_MAX = 64
 # Per-job logs: records and bytes one attempt may keep (JOB_LOG_MAX_*).
 JOB_LOG_RECORDS_MAX = 100_000
 JOB_LOG_BYTES_MAX = 16 * 1024 * 1024
-# RESULT_MAX_BYTES may be at most this (a jsonb value is limited to 255 MB).
-RESULT_BYTES_MAX = 64 * 1024 * 1024
 # GET /api/stats/history/?minutes=: up to the rollups' default retention.
 HISTORY_MINUTES_MAX = 7 * 24 * 60

@@ -26,8 +26,9 @@ class UniqueWindow(models.Model):
     """A unique key taken by a job created with ``unique_for``, until ``expires_at``.
 
     The primary key makes the database the judge: taking a key is one
-    INSERT ... ON CONFLICT that succeeds only when no window holds it (or
-    the one that does has expired), whatever the status of its job.
+    INSERT ... ON CONFLICT that succeeds only when no window holds it, or
+    the one that does has expired or belongs to a cancelled job (a failed
+    or succeeded one keeps it).
     """
 
     key = models.CharField(max_length=UNIQUE_KEY_MAX, primary_key=True)

@@ -17,6 +17,7 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from . import storable
 from .limits import (
     CONCURRENCY_LIMIT_MAX,
     DELAY_MAX,
@@ -213,6 +214,13 @@ def json_problem(value, *, max_depth=JSON_DEPTH_MAX):
     return None
 
 
+# Built once: json.dumps with options builds an encoder per call (on every enqueue's path).
+# One measure of a value's size, for arguments and results alike (``storable``).
+json_text = storable.compact_json
+json_size = storable.json_size
+_bytes = storable.text_size
+
+
 class JSONContainer(Rule):
     """A JSON list (args) or object (kwargs)."""
 
@@ -222,18 +230,24 @@ class JSONContainer(Rule):
         self.kind = kind
 
     def check(self, value):
+        return self.sized(value)[0]
+
+    def sized(self, value):
+        """Return ``(value, size)``: the checked value, and its ``json_size`` (``build_job`` bounds it)."""
         if self.kind is list and isinstance(value, tuple):
             value = list(value)
         if not isinstance(value, self.kind):
             self.fail()
         if not value:
-            return self.kind()  # the copy below, without the round trip (no arguments: most jobs' kwargs)
+            # The copy below, without the round trip (no arguments: most jobs' kwargs).
+            return self.kind(), 2
         problem = json_problem(value)
         if problem:
             self.fail(problem)
         try:
             # A copy as the database will give it back (tuples become lists).
-            return json.loads(json.dumps(value, allow_nan=False))
+            text = json_text(value)
+            return json.loads(text), _bytes(text)
         except (TypeError, ValueError, RecursionError) as exc:  # huge integers, for one
             self.fail(f"Must be JSON: {exc}.")
 

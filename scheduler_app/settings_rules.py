@@ -169,6 +169,9 @@ class QueueSettings(Rule):
 
 RETENTION_AGE = Duration("older_than", limits.RETENTION_MAX)
 
+# Settings that were renamed: the old key -> the new one (checks.py warns, W002).
+RENAMED = {"ALLOWED_COMMANDS": "RUN_COMMAND_ALLOWED"}
+
 # settings.SCHEDULER key -> its rule (RETENTION, a mapping, is checked in checks.py).
 SETTINGS = {
     "DEFAULT_MAX_ATTEMPTS": MAX_ATTEMPTS,
@@ -190,7 +193,9 @@ SETTINGS = {
     "SYNCHRONOUS_COMMIT": Flag("SYNCHRONOUS_COMMIT"),
     "SCHEDULE_MISFIRE_GRACE": Seconds("SCHEDULE_MISFIRE_GRACE", limits.HORIZON_MAX, zero_ok=True),
     "SCHEDULE_CATCH_UP_MAX": WholeNumber("SCHEDULE_CATCH_UP_MAX", 1, 1000),
-    "ALLOWED_COMMANDS": TextList("ALLOWED_COMMANDS", "management command names"),
+    "RUN_COMMAND_ALLOWED": TextList("RUN_COMMAND_ALLOWED", "management command names"),
+    "ARGS_MAX_BYTES": WholeNumber("ARGS_MAX_BYTES", limits.VALUE_BYTES_MIN, limits.VALUE_BYTES_MAX),
+    "RESULT_MAX_BYTES": WholeNumber("RESULT_MAX_BYTES", limits.VALUE_BYTES_MIN, limits.VALUE_BYTES_MAX),
     "WEBHOOK_ALLOWED_HOSTS": TextList("WEBHOOK_ALLOWED_HOSTS", "hosts with optional ports", _host_shape),
     "WEBHOOK_TIMEOUT": Seconds("WEBHOOK_TIMEOUT", limits.WEBHOOK_TIMEOUT_MAX),
     "WEBHOOK_MAX_BODY": WholeNumber("WEBHOOK_MAX_BODY", 0, limits.WEBHOOK_MAX_BODY_MAX),
@@ -199,7 +204,6 @@ SETTINGS = {
     "JOB_LOG_LEVEL": LogLevel("JOB_LOG_LEVEL"),
     "JOB_LOG_MAX_RECORDS": WholeNumber("JOB_LOG_MAX_RECORDS", 0, limits.JOB_LOG_RECORDS_MAX),
     "JOB_LOG_MAX_BYTES": WholeNumber("JOB_LOG_MAX_BYTES", 0, limits.JOB_LOG_BYTES_MAX),
-    "RESULT_MAX_BYTES": WholeNumber("RESULT_MAX_BYTES", 1, limits.RESULT_BYTES_MAX),
     "ROLLUP_INTERVAL": Seconds("ROLLUP_INTERVAL", limits.POLL_INTERVAL_MAX, zero_ok=True),
     "ROLLUP_RETENTION": Duration("ROLLUP_RETENTION", limits.RETENTION_MAX),
     "METRICS_TOKEN": Secret("METRICS_TOKEN"),

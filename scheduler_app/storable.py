@@ -140,6 +140,28 @@ def log_record(record):
     )
 
 
+_COMPACT = json.JSONEncoder(allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+
+
+def compact_json(value):
+    """Return ``value`` as compact JSON text (no spaces, characters as they are)."""
+    return _COMPACT.encode(value)
+
+
+def json_size(value):
+    """Return the bytes of ``value`` as compact UTF-8 JSON: what ARGS_MAX_BYTES and RESULT_MAX_BYTES count.
+
+    Raise TypeError or ValueError for a value that is not JSON. Lone
+    surrogates count as the three bytes each would take.
+    """
+    return text_size(compact_json(value))
+
+
+def text_size(text):
+    """Return the UTF-8 bytes of ``text``, a lone surrogate counted as the three bytes it would take."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
 def utf8_size(text):
     """Return how many bytes ``text`` takes in UTF-8 (a lone surrogate counts as its replacement)."""
     if text.isascii():

@@ -33,9 +33,15 @@ class TaskOptions:
     backoff: float | None = None  # base seconds, doubled per attempt, capped by RETRY_BACKOFF_MAX
     unique: object = None  # True, or a callable(*args, **kwargs) -> key text
     # Seconds a unique key stays taken after a job with it is made, whatever
-    # becomes of the job (without ``unique``, the key is the task's and the
-    # arguments' as with unique=True).
+    # becomes of the job but a cancel (without ``unique``, the key is the
+    # task's and the arguments' as with unique=True); also the longest a job
+    # of the task may ask for.
     unique_for: float | None = None
+    # A callable(args, kwargs) that raises Django's ValidationError for
+    # arguments the task refuses: run by ``build_job``, so every way of
+    # making a job refuses them, with the callable's message (a plain one
+    # is the "args" field's).
+    validate: object = None
 
     def describe(self):
         """Return the options as JSON-friendly values (the API's task list, the admin)."""
@@ -73,7 +79,9 @@ class TaskOptions:
 NONE = TaskOptions()
 
 
-def options(*, max_attempts=None, timeout=None, retry_on=None, backoff=None, unique=None, unique_for=None):
+def options(
+    *, max_attempts=None, timeout=None, retry_on=None, backoff=None, unique=None, unique_for=None, validate=None
+):
     """Attach scheduling options to a task (above ``@task``) or to its function (below it)."""
     from django.core.exceptions import ImproperlyConfigured, ValidationError
 
@@ -96,6 +104,8 @@ def options(*, max_attempts=None, timeout=None, retry_on=None, backoff=None, uni
             raise ImproperlyConfigured("@options: retry_on must be exception classes.")
     if not (unique is None or isinstance(unique, bool) or callable(unique)):
         raise ImproperlyConfigured("@options: unique must be True or a callable making the key from the arguments.")
+    if validate is not None and not callable(validate):
+        raise ImproperlyConfigured("@options: validate must be a callable taking (args, kwargs).")
     chosen = TaskOptions(
         max_attempts=max_attempts,
         timeout=timeout,
@@ -103,6 +113,7 @@ def options(*, max_attempts=None, timeout=None, retry_on=None, backoff=None, uni
         backoff=backoff,
         unique=unique,
         unique_for=unique_for,
+        validate=validate,
     )
 
     def decorate(target):

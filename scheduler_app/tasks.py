@@ -1,8 +1,8 @@
 """Built-in tasks: run an allowed management command, send an email, call a webhook.
 
 Each is reachable by anyone who may create a job, so each refuses what a job
-must not do (DESIGN invariant 12): commands outside ALLOWED_COMMANDS, a From
-address outside EMAIL_FROM_ALLOWED, a webhook to a private address.
+must not do (DESIGN invariant 12): commands outside RUN_COMMAND_ALLOWED, a
+From address outside EMAIL_FROM_ALLOWED, a webhook to a private address.
 """
 
 import io
@@ -10,20 +10,40 @@ from email.utils import parseaddr
 
 from django.conf import settings
 from django.core import mail, management
+from django.core.exceptions import ValidationError
 from django.tasks import task
 
-from . import conf, webhooks
+from . import conf, task_options, webhooks
 from .registry import shown
 
 
+def command_refusal(name):
+    """Return why ``run_command`` may not run command ``name``, or None."""
+    allowed = conf.get("RUN_COMMAND_ALLOWED")
+    if isinstance(name, str) and name in allowed:
+        return None
+    return (
+        f"Command {shown(name)} is not allowed: run_command runs only the commands "
+        f'SCHEDULER["RUN_COMMAND_ALLOWED"] lists ({", ".join(allowed) or "none"}).'
+    )
+
+
+def _allowed_command(args, kwargs):
+    """Refuse a run_command job whose command is not allowed, when the job is made."""
+    field, name = ("args", args[0]) if args else ("kwargs", kwargs.get("name"))
+    problem = command_refusal(name)
+    if problem:
+        raise ValidationError({field: [problem]})
+
+
+@task_options.options(validate=_allowed_command)
 @task
 def run_command(name, *args, **options):
-    """Run a management command from the SCHEDULER["ALLOWED_COMMANDS"] list; return its output."""
-    allowed = conf.get("ALLOWED_COMMANDS")
-    if name not in allowed:
-        raise PermissionError(
-            f"Command {name!r} is not allowed; allowed: {', '.join(allowed) or 'none'}."
-        )
+    """Run a management command from the SCHEDULER["RUN_COMMAND_ALLOWED"] list; return its output."""
+    # Again at run time: the setting may have changed since the job was made.
+    problem = command_refusal(name)
+    if problem:
+        raise PermissionError(problem)
     out = io.StringIO()
     management.call_command(name, *[str(a) for a in args], stdout=out, stderr=out, **options)
     return out.getvalue()[-10000:]

@@ -171,6 +171,14 @@ class JobAdmin(DependenciesMixin, JobLive, JobFields, SafeLookupsMixin, admin.Mo
         if getattr(obj, "_scheduler_created", True):
             return super().response_add(request, obj, post_url_continue)
         existing = Job.objects.get(pk=obj.pk)
+        if not self.has_view_or_change_permission(request, existing):
+            # Least privilege: who may add jobs but not view them learns the holder's id, nothing of it.
+            self.message_user(
+                request,
+                f"No job was created: job #{existing.pk} already holds unique key “{existing.unique_key}”.",
+                messages.WARNING,
+            )
+            return HttpResponseRedirect(request.path)
         self.message_user(
             request,
             format_html(

@@ -51,8 +51,11 @@ SCHEMA_SETTINGS = {
     "DESCRIPTION": "Schedule, monitor and steer jobs.",
     "VERSION": scheduler_app.__version__,
     "PREPROCESSING_HOOKS": ["scheduler_app.api.schema.only_this_api"],
-    # One name for the choice, in the job as shown and as created.
-    "ENUM_NAME_OVERRIDES": {"OnDependencyFailureEnum": ["cancel", "run"]},
+    # One name for the choice as created, one for it as shown (the job and the list's entries).
+    "ENUM_NAME_OVERRIDES": {
+        "OnDependencyFailureEnum": ["cancel", "run"],
+        "JobOnDependencyFailureEnum": "scheduler_app.models.DependencyFailure",
+    },
 }
 
 

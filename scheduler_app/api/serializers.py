@@ -14,6 +14,7 @@ from scheduler_app.lifecycle import validation as rules
 from scheduler_app.models import Job, JobStatus, Worker
 from scheduler_app.rules import DEPENDS_ON_INDEX
 
+from . import previews
 from .fields import (
     DirectAttributesMixin,
     IdentityUrlField,
@@ -66,6 +67,11 @@ class JobSerializer(DirectAttributesMixin, serializers.ModelSerializer):
     dependents = serializers.SerializerMethodField(
         help_text="The jobs that run after this one (at most 100; GET /api/jobs/?depends_on=ID lists them all)."
     )
+    truncated = serializers.SerializerMethodField(
+        help_text=f"Which of args, kwargs and result GET /api/jobs/ cut: each is then a string, the first "
+        f"{limits.LIST_VALUE_BYTES} bytes of its JSON text (GET /api/jobs/{{id}}/ shows them whole). "
+        "Always [] elsewhere."
+    )
 
     class Meta:
         model = Job
@@ -102,6 +108,7 @@ class JobSerializer(DirectAttributesMixin, serializers.ModelSerializer):
             "dependencies_left",
             "depends_on",
             "dependents",
+            "truncated",
         ]
         read_only_fields = fields
 
@@ -112,6 +119,47 @@ class JobSerializer(DirectAttributesMixin, serializers.ModelSerializer):
     @extend_schema_field(JobLinkSerializer(many=True))
     def get_dependents(self, job):
         return _links(self, job, "dependents")
+
+    @extend_schema_field({"type": "array", "items": {"type": "string", "enum": list(previews.BOUNDED)}})
+    def get_truncated(self, job):
+        return getattr(job, "truncated", [])
+
+
+def _cut(kind):
+    what = f"The value ({kind}), or" if kind else "The value, or"
+    return f"{what} a string when truncated names it: the first {limits.LIST_VALUE_BYTES} bytes of its JSON text."
+
+
+@extend_schema_field({"oneOf": [{"type": "array", "items": {}}, {"type": "string"}], "description": _cut("a list")})
+class ListedArgsField(JSONListField):
+    """args in the job list: the list, or the head of its JSON text."""
+
+
+@extend_schema_field(
+    {"oneOf": [{"type": "object", "additionalProperties": {}}, {"type": "string"}], "description": _cut("an object")}
+)
+class ListedKwargsField(JSONObjectField):
+    """kwargs in the job list: the object, or the head of its JSON text."""
+
+
+class JobListEntrySerializer(JobSerializer):
+    """A job as GET /api/jobs/ lists it: args, kwargs and result bounded (``previews``)."""
+
+    args = ListedArgsField(read_only=True)
+    kwargs = ListedKwargsField(read_only=True)
+    result = serializers.JSONField(read_only=True, allow_null=True, help_text=_cut(""))
+
+
+@extend_schema_field({"type": "boolean", "enum": [True]})
+class AlwaysTrueField(serializers.BooleanField):
+    """A flag that is only ever true."""
+
+
+class DuplicateSerializer(serializers.Serializer):
+    """The job that holds a unique key, for a caller who may not view jobs: its id only."""
+
+    id = serializers.IntegerField(help_text="The job that holds the unique key.")
+    duplicate = AlwaysTrueField(help_text="Always true: nothing was created.")
 
 
 class JobCreateSerializer(StrictKeysMixin, PresentKeysMixin, serializers.Serializer):
@@ -129,12 +177,15 @@ class JobCreateSerializer(StrictKeysMixin, PresentKeysMixin, serializers.Seriali
     max_attempts = RuleField(rules.MAX_ATTEMPTS, help_text="Attempts before the job fails for good. Default: the setting's.")
     timeout = RuleField(rules.TIMEOUT, help_text="Seconds an attempt may run. Default: no limit.")
     unique_key = RuleField(
-        rules.UNIQUE_KEY, help_text="At most one pending, waiting or running job per key; a match returns that job."
+        rules.UNIQUE_KEY,
+        help_text="At most one pending, waiting or running job per key; a match returns that job "
+        "(its id only, without view_job).",
     )
     unique_for = RuleField(
         rules.UNIQUE_FOR,
-        help_text="Seconds the unique key stays taken, whatever becomes of the job (the key defaults to the task "
-        "and its arguments); a match within them returns that job.",
+        help_text="Seconds the unique key stays taken, whatever becomes of the job unless it is cancelled (the key "
+        "defaults to the task and its arguments); a match within them returns that job. At most the task's "
+        "@options(unique_for).",
     )
     depends_on = RuleField(rules.DEPENDS_ON, help_text="Ids of jobs that must succeed before this one runs.")
     on_dependency_failure = RuleField(

@@ -11,7 +11,7 @@ from django.db import IntegrityError
 from django.shortcuts import get_object_or_404
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse
+from drf_spectacular.utils import OpenApiResponse, PolymorphicProxySerializer
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, ValidationError
@@ -22,6 +22,7 @@ from scheduler_app import conf, lifecycle, registry, stats
 from scheduler_app.limits import BULK_MAX
 from scheduler_app.models import Job, Queue, Worker
 
+from . import previews
 from .base import SchedulerAPI
 from .exceptions import Conflict
 from .filters import MAX_ID, JobFilter
@@ -31,7 +32,9 @@ from .observability import LOG_PARAMETERS, PaginatedJobLogSerializer, job_logs
 from .schema import DETAIL_ERROR, FIELD_ERRORS, QUERY_ERRORS, extend_schema, extend_schema_view
 from .serializers import (
     BulkCreateSerializer,
+    DuplicateSerializer,
     JobCreateSerializer,
+    JobListEntrySerializer,
     JobSerializer,
     QueueLimitsSerializer,
     QueueSerializer,
@@ -43,8 +46,30 @@ from .serializers import (
 
 logger = logging.getLogger(__name__)
 
+# What a create answers for a job that already held the unique key: the job
+# for who may view jobs, its id only for anyone else.
+def _job_or_duplicate(many=False):
+    return PolymorphicProxySerializer(
+        component_name="JobOrDuplicate",
+        serializers=[JobSerializer, DuplicateSerializer],
+        resource_type_field_name=None,
+        many=many,
+    )
+
+
+DUPLICATE_TEXT = (
+    "A job holds this unique_key; nothing created. The job, for a caller with view_job; "
+    'otherwise {"id": N, "duplicate": true}.'
+)
+
+
+def id_only(job):
+    """Return a job that held a unique key as a caller without view_job sees it."""
+    return {"id": job.pk, "duplicate": True}
+
+
 @extend_schema_view(
-    list=extend_schema(summary="List jobs (filtered, ordered, paginated)"),
+    list=extend_schema(summary="List jobs (filtered, ordered, paginated; args, kwargs and result cut to 4 KiB)"),
     retrieve=extend_schema(summary="Show one job", responses={200: JobSerializer, 404: DETAIL_ERROR}),
 )
 class JobViewSet(
@@ -71,7 +96,19 @@ class JobViewSet(
     pagination_class = EstimatedCountPagination
 
     def get_queryset(self):
-        return Job.objects.select_related("created_by").order_by("-id")
+        jobs = Job.objects.select_related("created_by").order_by("-id")
+        return previews.bounded(jobs) if self.action == "list" else jobs
+
+    def get_serializer_class(self):
+        return JobListEntrySerializer if self.action == "list" else JobSerializer
+
+    def paginate_queryset(self, queryset):
+        page = super().paginate_queryset(queryset)
+        return previews.fill(page) if self.action == "list" else page
+
+    def _may_view(self):
+        """Whether the caller may see a job that held its key (least privilege: without view_job, its id only)."""
+        return self.request.user.has_perms(needs("view", Job))
 
     def get_object(self):
         """Return the job named in the URL; 404 for anything that is not an id.
@@ -92,9 +129,7 @@ class JobViewSet(
         request=JobCreateSerializer,
         responses={
             201: OpenApiResponse(JobSerializer, description="Created."),
-            200: OpenApiResponse(
-                JobSerializer, description="An active job holds this unique_key; nothing created."
-            ),
+            200: OpenApiResponse(_job_or_duplicate(), description=DUPLICATE_TEXT),
             400: FIELD_ERRORS,
         },
     )
@@ -104,7 +139,7 @@ class JobViewSet(
         spec = JobCreateSerializer.enqueue_spec(serializer.validated_data)
         job, created = lifecycle.enqueue(created_by=request.user, **spec)
         if not created:
-            return self._respond(job)
+            return self._respond(job) if self._may_view() else Response(id_only(job))
         logger.info(
             "job %s created through the API by %s",
             job.pk,
@@ -119,7 +154,11 @@ class JobViewSet(
         summary="Create up to 1,000 jobs in one transaction",
         request=BulkCreateSerializer,
         responses={
-            201: JobSerializer(many=True),
+            201: OpenApiResponse(
+                _job_or_duplicate(many=True),
+                description="The jobs, in request order; where a job held an item's unique_key, that job "
+                '(for a caller with view_job) or {"id": N, "duplicate": true}.',
+            ),
             400: OpenApiResponse(
                 OpenApiTypes.OBJECT,
                 description='Nothing created. Errors by index: {"jobs": {"3": {"task": ["..."]}}}.',
@@ -132,7 +171,7 @@ class JobViewSet(
         serializer = BulkCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         try:
-            jobs = lifecycle.enqueue_many(
+            results = lifecycle.enqueue_many_created(
                 serializer.enqueue_specs(), created_by=request.user, max_size=BULK_MAX
             )
         except lifecycle.BulkValidationError as exc:
@@ -146,11 +185,14 @@ class JobViewSet(
             ) from None
         logger.info(
             "%d jobs created through the API by %s",
-            len(jobs),
+            sum(1 for _, created in results if created),
             request.user,
             extra={"action": "enqueue_many"},
         )
-        data = self.get_serializer(jobs, many=True).data
+        # Whole: the jobs made now, and for who may view jobs the ones that held a key.
+        whole = [(job, created or self._may_view()) for job, created in results]
+        written = iter(self.get_serializer([job for job, shown in whole if shown], many=True).data)
+        data = [next(written) if shown else id_only(job) for job, shown in whole]
         return Response(data, status=status.HTTP_201_CREATED)
 
     @extend_schema(

@@ -142,9 +142,13 @@ class RetryPolicy:
             reason = f"The task's return value cannot be stored as JSON: {type(exc).__name__}: {exc}"
             return self.fatal(job, exc, now, message=reason)
         limit = self.result_max_bytes
-        if limit is not None and len(result_json) > limit:  # ASCII text: characters are bytes
+        # ``json_text`` escapes every non-ASCII character and puts spaces
+        # after separators: never fewer bytes than the compact UTF-8 measure
+        # (``storable.json_size``, as ARGS_MAX_BYTES counts), which is taken
+        # only for a value that may be too large.
+        if limit is not None and len(result_json) > limit and (size := storable.json_size(value)) > limit:
             reason = (
-                f"The task's return value is {len(result_json):,} bytes of JSON; at most {limit:,} are stored "
+                f"The task's return value is {size:,} bytes of JSON; at most {limit:,} are stored "
                 "(SCHEDULER['RESULT_MAX_BYTES']). Store large results elsewhere and return a reference."
             )
             error = error_entry(job, exception_class=RESULT_TOO_LARGE_CLASS, message=reason, traceback_text="", now=now)

@@ -5,7 +5,7 @@ expects, and reports whether it won. The admin, the API, the django.tasks
 backend, the management commands and the dispatcher all call this package:
 
 - ``validation``: what a valid job is (one rule per field) and ``build_job``;
-- ``creation``: create jobs, one or many (``enqueue``, ``enqueue_many``);
+- ``creation``: create jobs, one or many (``enqueue``, ``enqueue_many``, ``enqueue_many_created``);
 - ``actions``: cancel, retry, reschedule, run now;
 - ``queues``: queue rows (seeded from settings), pause and resume, limits;
 - ``dependencies``: where a job with dependencies starts, and what a finished
@@ -25,7 +25,7 @@ from .actions import (
     run_now_many,
 )
 from .announce import announce, announce_schedules, tell_others
-from .creation import enqueue, enqueue_many
+from .creation import enqueue, enqueue_many, enqueue_many_created
 from .queues import ensure as ensure_queues
 from .queues import limited_queues, pause_queue, paused_queues, resume_queue, set_limits
 from .retention import prune
@@ -64,6 +64,7 @@ __all__ = [
     "claim_limited",
     "enqueue",
     "enqueue_many",
+    "enqueue_many_created",
     "ensure_queues",
     "error_text",
     "finish",

@@ -19,7 +19,7 @@ from django.utils.functional import LazyObject, empty
 
 from .. import conf, sql, taskresults
 from ..dispatcher.wakeup import WakeUp
-from ..models import Job, JobDependency, JobStatus, UniqueWindow
+from ..models import ACTIVE_STATUSES, Job, JobDependency, JobStatus, UniqueWindow
 from ..rules import DEPENDS_ON_INDEX
 from .announce import announce, job_item, signal_after_commit
 from .dependencies import order, record_failure, start_state
@@ -31,11 +31,12 @@ def enqueue(task, args=(), kwargs=None, *, using="default", **options):
     """Create a job and return ``(job, created)``.
 
     ``options`` are :func:`~scheduler_app.lifecycle.validation.build_job`'s.
-    With a ``unique_key`` that an active job already holds (or, with
-    ``unique_for``, that a job made within that period holds), return that
-    job and ``created=False``; the database settles races (a partial unique
-    index, a unique window's primary key). With ``depends_on`` the job is
-    ``waiting`` until its dependencies succeeded (``dependencies``).
+    With a ``unique_key`` that an active job already holds, or that a job
+    made with ``unique_for`` holds for its period (unless it was
+    cancelled), return that job and ``created=False``; the database settles
+    races (a partial unique index, a unique window's primary key). With
+    ``depends_on`` the job is ``waiting`` until its dependencies succeeded
+    (``dependencies``).
     """
     job = build_job(task, args, kwargs, **options)
     sender = task if isinstance(task, Task) else None
@@ -53,7 +54,7 @@ def enqueue(task, args=(), kwargs=None, *, using="default", **options):
                 taskresults.send_enqueued([job], sender)
             return job, created
         if job.unique_key:
-            existing = Job.objects.using(using).active().filter(unique_key=job.unique_key).first()
+            existing = _holders([job.unique_key], job.created_at, using).get(job.unique_key)
             if existing is not None:
                 return existing, False
         try:
@@ -99,6 +100,11 @@ def enqueue_many(specs, *, created_by=None, max_size=None, using="default"):
     ``max_size`` caps the number of specs (the API passes its per-request
     limit); code has none.
     """
+    return [job for job, _ in enqueue_many_created(specs, created_by=created_by, max_size=max_size, using=using)]
+
+
+def enqueue_many_created(specs, *, created_by=None, max_size=None, using="default"):
+    """``enqueue_many``, returning ``[(job, created)]``: ``created`` is False for a job that held a key."""
     if max_size is not None and len(specs) > max_size:
         raise ValidationError({"jobs": f"At most {max_size} jobs per request."})
     now = timezone.now()
@@ -144,20 +150,36 @@ def enqueue_many(specs, *, created_by=None, max_size=None, using="default"):
         with transaction.atomic(using=using):
             results = _create(built, {i: v for i, v in links.items() if v}, using=using)
         taskresults.send_enqueued([job for job, created in results if created])
-        return [job for job, _ in results]
+        return results
     with transaction.atomic(using=using):
-        existing = {}
-        if keys:
-            existing = {
-                j.unique_key: j
-                for j in Job.objects.using(using).active().filter(unique_key__in=list(keys))
-            }
+        existing = _holders(list(keys), now, using)
         new = [j for j in built if j.unique_key not in existing]
         _bulk_insert(new, using)
         if new:
             announce(jobs=new, using=using)
     taskresults.send_enqueued(new)
-    return [existing.get(j.unique_key, j) if j.unique_key else j for j in built]
+    return [(existing[j.unique_key], False) if j.unique_key in existing else (j, True) for j in built]
+
+
+def _holders(keys, now, using):
+    """Return ``{key: job}``: the active job that holds each key, else the job of its live window.
+
+    A window is live until ``expires_at`` unless its job was cancelled (a
+    cancelled job frees its key). Every key respects a window, whether or
+    not the new job asks for a period of its own. One round trip: the two
+    lookups are the branches of a UNION ALL, each served by its own index.
+    """
+    if not keys:
+        return {}
+    jobs = Job.objects.using(using).order_by()  # a UNION's branches are not ordered (SQLite refuses)
+    windows = UniqueWindow.objects.using(using).filter(key__in=keys, expires_at__gt=now).values("job_id")
+    active = jobs.filter(unique_key__in=keys, status__in=ACTIVE_STATUSES)
+    windowed = jobs.filter(pk__in=windows).exclude(status=JobStatus.CANCELLED)
+    found = {}
+    for job in active.union(windowed, all=True).order_by():
+        if job.unique_key not in found or job.status in ACTIVE_STATUSES:
+            found[job.unique_key] = job
+    return found
 
 
 def _unwrapped(value):
@@ -196,11 +218,12 @@ def _create(built, links, *, using):
     """
     resolved = {}  # index -> the existing job that holds its key
     keys = [j.unique_key for j in built if j.unique_key]
-    active = {j.unique_key: j for j in Job.objects.using(using).active().filter(unique_key__in=keys)} if keys else {}
+    held = _holders(keys, min(j.created_at for j in built), using) if keys else {}
     for index, job in enumerate(built):
-        if job.unique_key in active:
-            resolved[index] = active[job.unique_key]
+        if job.unique_key in held:
+            resolved[index] = held[job.unique_key]
         elif job._unique_for:
+            # The window lasts from this job's making: an earlier holder's is never stretched.
             until = job.created_at + timedelta(seconds=job._unique_for)
             if not sql.take_unique_window(job.unique_key, until=until, now=job.created_at, using=using):
                 holder = UniqueWindow.objects.using(using).filter(key=job.unique_key).values_list("job", flat=True)

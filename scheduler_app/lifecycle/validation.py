@@ -91,6 +91,10 @@ RULES = {
 # The limits of a queue (``lifecycle.queues``).
 QUEUE_RULES = {r.field: r for r in (CONCURRENCY_LIMIT, RATE_LIMIT, RATE_PERIOD)}
 BOTH_WHEN = "Give either execute_at or delay, not both."
+UNIQUE_FOR_PAST_TASK = (
+    "Must be at most {longest:g} seconds: the task's @options(unique_for=...) is the longest "
+    "a job of it may hold its unique key."
+)
 
 
 def validate_priority(value):
@@ -107,9 +111,9 @@ class _Errors:
     def __init__(self):
         self.errors = {}
 
-    def run(self, rule, value):
+    def run(self, rule, value, how="check"):
         try:
-            return rule.check(value)
+            return getattr(rule, how)(value)
         except ValidationError as exc:
             for field, messages in exc.message_dict.items():
                 self.errors.setdefault(field, []).extend(messages)
@@ -117,6 +121,14 @@ class _Errors:
 
     def add(self, field, message):
         self.errors.setdefault(field, []).append(message)
+
+    def merge(self, exc, field):
+        """Add a ValidationError's messages: by its fields, or under ``field`` when it has none."""
+        if hasattr(exc, "error_dict"):
+            for name, messages in exc.message_dict.items():
+                self.errors.setdefault(name, []).extend(messages)
+        else:
+            self.errors.setdefault(field, []).extend(exc.messages)
 
     def raise_if_any(self):
         if self.errors:
@@ -150,7 +162,10 @@ def build_job(
     task's ``@options``, then the backend's ``OPTIONS`` (``backend_options``,
     default: those of the scheduler's first backend), then
     ``settings.SCHEDULER``. ``delay`` (seconds from now) is the other way to
-    give ``execute_at``. The arguments must bind to the task's signature.
+    give ``execute_at``. The arguments must bind to the task's signature,
+    pass its ``@options(validate=...)``, and take at most
+    ``SCHEDULER["ARGS_MAX_BYTES"]`` together; ``unique_for`` may not exceed
+    the task's own.
     ``depends_on`` (job ids, or Jobs) and ``unique_for`` need the database
     to be settled (``creation``): the job carries them as ``_depends_on``
     and ``_unique_for``. Raise ValidationError with errors keyed by field name.
@@ -158,13 +173,18 @@ def build_job(
     errors = _Errors()
     now = now or timezone.now()
     task_obj = errors.run(TASK, task)
-    args = errors.run(ARGS, [] if args is None else args)
-    kwargs = errors.run(KWARGS, {} if kwargs is None else kwargs)
+    args, args_size = errors.run(ARGS, [] if args is None else args, "sized") or (None, 0)
+    kwargs, kwargs_size = errors.run(KWARGS, {} if kwargs is None else kwargs, "sized") or (None, 0)
+    size_problem = arguments_size_problem(args_size, kwargs_size)
+    if size_problem:
+        errors.add("kwargs" if kwargs_size > args_size else "args", size_problem)
     task_options = options_of(task_obj) if task_obj is not None else None
     if task_obj is not None and args is not None and kwargs is not None:
         problem = signature_problem(task_obj, args, kwargs)
         if problem:
             errors.add("args", problem)
+        elif task_options.validate is not None:
+            _validate_arguments(errors, task_options.validate, args, kwargs)
     if delay is not None:
         if execute_at is not None:
             errors.add("delay", BOTH_WHEN)
@@ -198,6 +218,10 @@ def build_job(
         unique_for = task_options.unique_for
     if unique_for is not None:
         unique_for = errors.run(UNIQUE_FOR, unique_for)
+        longest = task_options.unique_for if task_options is not None else None
+        if unique_for is not None and longest is not None and unique_for > longest:
+            # The task's author chose how long its key stays taken; a job may not take it for longer.
+            errors.add("unique_for", UNIQUE_FOR_PAST_TASK.format(longest=longest))
     depends_on = [] if depends_on is None else errors.run(DEPENDS_ON, depends_on) or []
     if on_dependency_failure is None:
         on_dependency_failure = "cancel"
@@ -234,6 +258,27 @@ def build_job(
     job._depends_on = depends_on
     job._unique_for = unique_for
     return job
+
+
+def arguments_size_problem(args_size, kwargs_size):
+    """Return why arguments of these sizes (``rules.json_size``) are too large, or None."""
+    limit = conf.get("ARGS_MAX_BYTES")
+    if args_size + kwargs_size <= limit:
+        return None
+    return (
+        f"The arguments take {args_size + kwargs_size:,} bytes as JSON (args and kwargs together); "
+        f'at most {limit:,} (SCHEDULER["ARGS_MAX_BYTES"]).'
+    )
+
+
+def _validate_arguments(errors, validate, args, kwargs):
+    """Run a task's ``@options(validate=...)``; its refusals become field errors."""
+    try:
+        validate(args, kwargs)
+    except ValidationError as exc:
+        errors.merge(exc, "args")
+    except Exception as exc:  # the task's own callable raised
+        errors.add("args", f"The task's check of its arguments failed: {type(exc).__name__}: {exc}")
 
 
 def new_job(**values):

@@ -131,15 +131,21 @@ def settle_dependents(ended, *, now, using="default"):
 
 
 def take_unique_window(key, *, until, now, using="default"):
-    """Take ``key`` until ``until`` unless a window that has not expired holds it; return whether taken.
+    """Take ``key`` until ``until`` unless a live window holds it; return whether taken.
 
-    One INSERT ... ON CONFLICT: the key is the table's primary key, so two
-    enqueues racing for it are settled by the database (the second waits
-    for the first's commit, then finds the key held).
+    A window is live until it expires, or until its job is cancelled (a
+    cancelled job frees its key, whichever way it was cancelled: the test
+    is on the holder's status when the key is asked for, so no cancel has
+    to remember the window). One INSERT ... ON CONFLICT: the key is the
+    table's primary key, so two enqueues racing for it are settled by the
+    database (the second waits for the first's commit, then finds the key
+    held). A taken window lasts from ``now`` to ``until``; a held one is
+    left as it is (a later job never stretches it).
     """
     statement = (
         f"INSERT INTO {UNIQUE_WINDOW_TABLE} AS w (key, job_id, expires_at) VALUES (%s, NULL, %s) "
         "ON CONFLICT (key) DO UPDATE SET job_id = NULL, expires_at = excluded.expires_at "
-        "WHERE w.expires_at <= %s RETURNING key"
+        f"WHERE w.expires_at <= %s OR EXISTS (SELECT 1 FROM {TABLE} j WHERE j.id = w.job_id AND j.status = 'cancelled') "
+        "RETURNING key"
     )
     return bool(_rows(statement, [key, adapt_dt(until, using), adapt_dt(now, using)], using))

@@ -4,8 +4,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from scheduler_app import lifecycle
-from scheduler_app.models import Queue
+from scheduler_app.models import Job, Queue
 
 from .conftest import ADD
 
@@ -67,13 +66,24 @@ class TestDependencies:
 
 
 class TestUniqueFor:
-    def test_a_match_within_the_period_returns_the_job_whatever_its_status(self, api):
+    def test_a_match_within_the_period_returns_the_job_whatever_its_status_but_cancelled(self, api, set_status):
         body = {"task": ADD, "args": [1, 2], "unique_for": 3600}
         first = api.post("/api/jobs/", body, format="json")
         assert first.status_code == 201
-        lifecycle.cancel(first.json()["id"])
+        set_status(Job.objects.get(pk=first.json()["id"]), "failed")
         again = api.post("/api/jobs/", body, format="json")
         assert again.status_code == 200 and again.json()["id"] == first.json()["id"]
+        # A job that ended cancelled frees its key.
+        set_status(Job.objects.get(pk=first.json()["id"]), "cancelled")
+        third = api.post("/api/jobs/", body, format="json")
+        assert third.status_code == 201 and third.json()["id"] != first.json()["id"]
+
+    def test_cancelling_the_holder_frees_its_key(self, api):
+        body = {"task": ADD, "args": [1, 2], "unique_for": 3600}
+        first = api.post("/api/jobs/", body, format="json").json()
+        assert api.post(f"/api/jobs/{first['id']}/cancel/").json()["status"] == "cancelled"
+        again = api.post("/api/jobs/", body, format="json")
+        assert again.status_code == 201 and again.json()["id"] != first["id"]
         bad = api.post("/api/jobs/", {**body, "unique_for": 0}, format="json")
         assert bad.json() == {"unique_for": ["Must be a number of seconds greater than 0 and at most 31622400."]}
 

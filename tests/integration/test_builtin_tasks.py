@@ -4,11 +4,16 @@ import time
 
 import pytest
 from django.core import mail
+from django.core.exceptions import ValidationError
 from django.core.management import call_command
+from django.tasks.exceptions import InvalidTask
 from django.test import override_settings
 
-from scheduler_app import lifecycle, tasks
-from scheduler_app.models import Job
+from scheduler_app import lifecycle, schedules, tasks
+from scheduler_app.models import Job, Schedule
+from scheduler_app.testing import drain
+
+from .helpers import manage_in_process
 
 from .rawhttp import answer
 
@@ -18,12 +23,73 @@ LOCMEM = override_settings(
 )
 
 
+REFUSED = (
+    "Command 'purgejobs' is not allowed: run_command runs only the commands "
+    'SCHEDULER["RUN_COMMAND_ALLOWED"] lists (none).'
+)
+ALLOW_PURGE = override_settings(SCHEDULER={"RUN_COMMAND_ALLOWED": ["purgejobs"]})
+
+
 @pytest.mark.django_db
 def test_run_command_runs_only_allowed_commands():
-    output = tasks.run_command.call("purgejobs", "--dry-run")
-    assert "would be deleted" in output
-    with pytest.raises(PermissionError, match="not allowed"):
-        tasks.run_command.call("flush", "--no-input")
+    with pytest.raises(PermissionError) as refused:
+        tasks.run_command.call("purgejobs", "--dry-run")
+    assert str(refused.value) == REFUSED
+    with ALLOW_PURGE:
+        assert "would be deleted" in tasks.run_command.call("purgejobs", "--dry-run")
+        with pytest.raises(PermissionError, match=r"'flush' is not allowed.*\(purgejobs\)"):
+            tasks.run_command.call("flush", "--no-input")
+
+
+@pytest.mark.django_db
+class TestRunCommandIsRefusedWhenTheJobIsMade:
+    """The issue: a user with add_job ran run_command("purgejobs") and deleted all history."""
+
+    def test_enqueue(self):
+        with pytest.raises(ValidationError) as caught:
+            lifecycle.enqueue("scheduler_app.tasks.run_command", ["purgejobs", "--older-than", "0"])
+        assert caught.value.message_dict == {"args": [REFUSED]}
+        with pytest.raises(ValidationError) as caught:
+            lifecycle.enqueue("scheduler_app.tasks.run_command", [], {"name": 7})
+        assert list(caught.value.message_dict) == ["kwargs"] and "Command 7 is not allowed" in caught.value.messages[0]
+        assert not Job.objects.exists()
+
+    def test_enqueue_many_and_schedules(self):
+        with pytest.raises(lifecycle.BulkValidationError) as bulk:
+            lifecycle.enqueue_many([{"task": "tests.testapp.tasks.noop"},
+                                    {"task": "scheduler_app.tasks.run_command", "args": ["purgejobs"]}])
+        assert bulk.value.by_index == {1: {"args": [REFUSED]}}
+        with pytest.raises(ValidationError) as caught:
+            schedules.create(name="purge", task="scheduler_app.tasks.run_command", args=["purgejobs"], interval_seconds=60)
+        assert caught.value.message_dict == {"args": [REFUSED]}
+        assert not Job.objects.exists() and not Schedule.objects.exists()
+
+    def test_the_tasks_backend(self):
+        with pytest.raises(InvalidTask, match=r'args: Command .purgejobs. is not allowed.*RUN_COMMAND_ALLOWED'):
+            tasks.run_command.enqueue("purgejobs")
+        assert not Job.objects.exists()
+
+    @ALLOW_PURGE
+    def test_an_allowed_command_is_made_and_runs(self):
+        result = tasks.run_command.enqueue("purgejobs", "--dry-run")
+        assert drain()["succeeded"] == 1
+        assert "would be deleted" in Job.objects.get(pk=int(result.id)).result
+
+    def test_a_job_made_while_allowed_is_refused_when_it_runs_after_the_setting_changed(self):
+        with ALLOW_PURGE:
+            job, _ = lifecycle.enqueue("scheduler_app.tasks.run_command", ["purgejobs"], max_attempts=1)
+        assert drain()["failed"] == 1
+        job.refresh_from_db()
+        assert job.status == "failed" and job.errors[-1]["exception_class"] == "builtins.PermissionError"
+        assert job.errors[-1]["message"] == REFUSED
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_enqueue_command_refuses_it_in_one_line():
+    code, out, err = manage_in_process("enqueue", "scheduler_app.tasks.run_command", "--args", '["purgejobs"]')
+    assert code == 2 and out == ""
+    assert err.strip().splitlines() == [f"CommandError: args: {REFUSED}"]
+    assert not Job.objects.exists()
 
 
 @LOCMEM

@@ -98,6 +98,11 @@ def test_retention_out_of_range(retention):
         ("CONCURRENCY", 0),
         ("CONCURRENCY", 99999999999),
         ("RETRY_JITTER", 2),
+        ("ARGS_MAX_BYTES", 0),
+        ("ARGS_MAX_BYTES", 2**40),
+        ("ARGS_MAX_BYTES", "1MB"),
+        ("RESULT_MAX_BYTES", 1023),
+        ("RESULT_MAX_BYTES", 1.5),
         ("DEFAULT_MAX_ATTEMPTS", 0),
         ("SYNCHRONOUS_COMMIT", "no"),
         ("SCHEDULE_CATCH_UP_MAX", 0),
@@ -149,9 +154,21 @@ def test_a_bad_allowed_host_is_named(entry, message):
     assert error.id == "scheduler_app.E006" and error.msg == f"SCHEDULER['WEBHOOK_ALLOWED_HOSTS']: {message}"
 
 
-@pytest.mark.parametrize("key, value", [("EMAIL_FROM_ALLOWED", "a@example.com"), ("ALLOWED_COMMANDS", [""])])
+@pytest.mark.parametrize("key, value", [("EMAIL_FROM_ALLOWED", "a@example.com"), ("RUN_COMMAND_ALLOWED", [""]), ("RUN_COMMAND_ALLOWED", "purgejobs")])
 def test_other_lists(key, value):
     assert ids(**scheduler_with(**{key: value})) == ["scheduler_app.E007"]
+
+
+def test_the_old_allowed_commands_setting_is_a_warning_that_names_the_new_one():
+    with override_settings(**scheduler_with(ALLOWED_COMMANDS=["clearsessions", "purgejobs"])):
+        [found] = checks.run_checks(tags=["scheduler"])
+    assert found.id == "scheduler_app.W002"
+    assert found.msg == (
+        "SCHEDULER['ALLOWED_COMMANDS'] was renamed RUN_COMMAND_ALLOWED and is ignored: "
+        "only what SCHEDULER['RUN_COMMAND_ALLOWED'] lists is allowed (nothing by default)."
+    )
+    assert "RUN_COMMAND_ALLOWED" in found.hint
+    assert conf.get("RUN_COMMAND_ALLOWED") == [] and conf.DEFAULTS["ARGS_MAX_BYTES"] == conf.DEFAULTS["RESULT_MAX_BYTES"] == 1048576
 
 
 def test_scheduler_must_be_a_dict():
@@ -170,6 +187,9 @@ def test_good_values_pass():
         WEBHOOK_TIMEOUT=2.5,
         WEBHOOK_MAX_BODY=0,
         EMAIL_FROM_ALLOWED=["ops@example.com"],
+        RUN_COMMAND_ALLOWED=["clearsessions"],
+        ARGS_MAX_BYTES=1024,
+        RESULT_MAX_BYTES=64 * 1024 * 1024,
         RETENTION={"succeeded": timedelta(0), "failed": timedelta(days=365)},
     )
     assert ids(**good) == []

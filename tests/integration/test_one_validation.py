@@ -25,6 +25,7 @@ NOT_REGISTERED = (
     "(or a module in SCHEDULER['TASK_MODULES']); GET /api/tasks/ lists them."
 )
 DEEP_JSON = "[" * 65 + "]" * 65
+BIG = "x" * (1024 * 1024)
 
 
 def deep(n):
@@ -67,6 +68,14 @@ ROWS = [
     ("args", deep(65), DEEP_JSON, lambda: tasks.add.enqueue(deep(65), 1), "Nested more than 64 levels deep."),
     ("args", None, None, lambda: tasks.add.enqueue(object(), 1), "Must be JSON: object values cannot be stored."),
     ("unique_key", "k" * 256, "k" * 256, None, "Must be text of at most 255 characters."),
+    (
+        "args",
+        [BIG, 1],
+        json.dumps([BIG, 1]),
+        lambda: tasks.add.enqueue(BIG, 1),
+        # ["x…x",1] and kwargs' {}: SCHEDULER["ARGS_MAX_BYTES"] bounds args and kwargs together.
+        'The arguments take 1,048,584 bytes as JSON (args and kwargs together); at most 1,048,576 (SCHEDULER["ARGS_MAX_BYTES"]).',
+    ),
     (
         "execute_at",
         "9999-12-31T23:59:59-01:00",

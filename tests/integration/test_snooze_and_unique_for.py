@@ -92,7 +92,7 @@ class TestUniqueFor:
 
     def test_bulk_returns_the_holder_in_place(self):
         held, _ = enqueue("tests.testapp.tasks.add", [1, 2], unique_key="k", unique_for=60)
-        lifecycle.cancel(held.pk)
+        Job.objects.filter(pk=held.pk).update(status="failed", finished_at=timezone.now())
         jobs = lifecycle.enqueue_many(
             [{"task": "tests.testapp.tasks.add", "args": [1, 1], "unique_key": "k", "unique_for": 60},
              {"task": "tests.testapp.tasks.add", "args": [2, 2], "unique_for": 60}]
@@ -129,3 +129,141 @@ def test_concurrent_enqueues_with_one_key_make_one_job():
     assert sum(1 for _, created in results if created) == 1
     assert len({job.pk for job, _ in results}) == 1
     assert Job.objects.count() == 1
+
+
+def window_of(key):
+    return UniqueWindow.objects.values_list("job_id", "expires_at").get(key=key)
+
+
+@pytest.mark.django_db
+class TestCancelledHolders:
+    """A cancelled job frees its key, whichever way it was cancelled (the issue: cancelling did not)."""
+
+    def test_cancelling_a_pending_holder_frees_its_key(self):
+        held, _ = enqueue("tests.testapp.tasks.add", [1, 2], unique_key="k", unique_for=3600)
+        assert lifecycle.cancel(held.pk) == "cancelled"
+        again, created = enqueue("tests.testapp.tasks.add", [1, 2], unique_key="k", unique_for=3600)
+        assert created and again.pk != held.pk
+        assert window_of("k")[0] == again.pk
+        # The new holder holds it in turn.
+        assert enqueue("tests.testapp.tasks.add", [1, 2], unique_key="k", unique_for=3600) == (again, False)
+
+    def test_cancel_many_and_a_waiting_holder(self):
+        first, _ = enqueue("tests.testapp.tasks.add", [1, 2])
+        waiting, _ = enqueue("tests.testapp.tasks.add", [1, 2], unique_key="w", unique_for=3600, depends_on=[first.pk])
+        assert waiting.status == "waiting"
+        assert lifecycle.cancel_many([waiting.pk]) == (1, 0, 0)
+        [again] = lifecycle.enqueue_many([{"task": "tests.testapp.tasks.add", "args": [1, 2], "unique_key": "w", "unique_for": 60}])
+        assert again.pk != waiting.pk and Job.objects.get(pk=again.pk).status == "pending"
+
+    def test_a_holder_cancelled_by_its_dependency_frees_its_key(self):
+        first, _ = enqueue("tests.testapp.tasks.add", [1, 2])
+        waiting, _ = enqueue("tests.testapp.tasks.add", [1, 2], unique_key="d", unique_for=3600, depends_on=[first.pk])
+        lifecycle.cancel(first.pk)
+        assert Job.objects.get(pk=waiting.pk).status == "cancelled"
+        assert enqueue("tests.testapp.tasks.add", [1, 2], unique_key="d", unique_for=3600)[1] is True
+
+    def test_a_failed_or_succeeded_holder_keeps_its_key(self):
+        held, _ = enqueue("tests.testapp.tasks.add", [1, 2], unique_key="f", unique_for=3600)
+        for status in ("failed", "succeeded"):
+            Job.objects.filter(pk=held.pk).update(status=status, finished_at=timezone.now())
+            assert enqueue("tests.testapp.tasks.add", [1, 2], unique_key="f", unique_for=3600) == (held, False)
+
+    def test_a_retried_holder_holds_its_key_again(self):
+        held, _ = enqueue("tests.testapp.tasks.add", [1, 2], unique_key="r", unique_for=3600)
+        lifecycle.cancel(held.pk)
+        lifecycle.retry(held.pk)
+        Job.objects.filter(pk=held.pk).update(status="succeeded", finished_at=timezone.now())
+        assert enqueue("tests.testapp.tasks.add", [1, 2], unique_key="r", unique_for=3600) == (held, False)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_running_holder_that_ends_cancelled_frees_its_key():
+    held, _ = enqueue("tests.testapp.tasks.cooperative", [30.0], unique_key="run", unique_for=3600)
+    with dispatcher_thread(poll_interval=0.05):
+        assert wait_for(lambda: Job.objects.get(pk=held.pk).status == "running", 20)
+        assert lifecycle.cancel(held.pk) == "cancel_requested"
+        # Still running until the task stops: the key is still held.
+        assert wait_for(lambda: Job.objects.get(pk=held.pk).status == "cancelled", 20)
+    again, created = enqueue("tests.testapp.tasks.cooperative", [30.0], unique_key="run", unique_for=3600)
+    assert created and again.pk != held.pk
+    lifecycle.cancel(again.pk)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_enqueues_racing_for_a_freed_key_make_one_job():
+    """Eight threads at once for the key of a cancelled job: the window's primary key lets one take it."""
+    held, _ = enqueue("tests.testapp.tasks.add", [1, 2], unique_key="freed", unique_for=3600)
+    lifecycle.cancel(held.pk)
+    barrier = threading.Barrier(8)
+    results, errors = [], []
+
+    def make():
+        try:
+            barrier.wait()
+            results.append(enqueue("tests.testapp.tasks.add", [1, 2], unique_key="freed", unique_for=3600))
+        except Exception as exc:  # noqa: BLE001  (surfaced below)
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=make) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
+    assert sum(1 for _, created in results if created) == 1
+    [winner] = {job.pk for job, _ in results}
+    assert winner != held.pk and window_of("freed")[0] == winner
+
+
+@pytest.mark.django_db
+class TestWindowsAreNotStretched:
+    """A later job's unique_for never extends an earlier holder's window."""
+
+    def test_a_duplicate_with_a_longer_period_leaves_the_window_as_it_was(self):
+        now = timezone.now()
+        holder, _ = enqueue("tests.testapp.tasks.add", [1, 2], unique_key="s", unique_for=60, now=now)
+        before = window_of("s")
+        assert before == (holder.pk, now + timedelta(seconds=60))
+        later = now + timedelta(seconds=30)
+        assert enqueue("tests.testapp.tasks.add", [1, 2], unique_key="s", unique_for=366 * 86400, now=later) == (holder, False)
+        assert window_of("s") == before
+        # Not while the holder is active, nor once it finished, nor in a bulk request.
+        Job.objects.filter(pk=holder.pk).update(status="succeeded", finished_at=later)
+        assert enqueue("tests.testapp.tasks.add", [1, 2], unique_key="s", unique_for=366 * 86400, now=later)[0] == holder
+        [same] = lifecycle.enqueue_many([{"task": "tests.testapp.tasks.add", "args": [1, 2], "unique_key": "s", "unique_for": 366 * 86400}])
+        assert same.pk == holder.pk and window_of("s") == before
+
+    def test_a_key_without_a_period_respects_a_window(self):
+        """At most one job made per key within the period: a plain unique_key does not slip past the window."""
+        holder, _ = enqueue("tests.testapp.tasks.add", [1, 2], unique_key="p", unique_for=3600)
+        Job.objects.filter(pk=holder.pk).update(status="succeeded", finished_at=timezone.now())
+        assert enqueue("tests.testapp.tasks.add", [1, 2], unique_key="p") == (holder, False)
+        jobs = lifecycle.enqueue_many([{"task": "tests.testapp.tasks.add", "args": [1, 2], "unique_key": "p"},
+                                       {"task": "tests.testapp.tasks.add", "args": [1, 2], "unique_key": "q"}])
+        assert jobs[0].pk == holder.pk and jobs[1].pk != holder.pk
+        other, _ = enqueue("tests.testapp.tasks.add", [1, 2])
+        assert enqueue("tests.testapp.tasks.add", [1, 2], unique_key="p", depends_on=[other.pk]) == (holder, False)
+        # An expired window, or a cancelled holder's, lets it through.
+        UniqueWindow.objects.filter(key="p").update(expires_at=timezone.now() - timedelta(seconds=1))
+        assert enqueue("tests.testapp.tasks.add", [1, 2], unique_key="p")[1] is True
+
+
+@pytest.mark.django_db
+class TestTheTasksPeriodIsTheLongest:
+    """The 366-day case: a job held its task's key far longer than the task's @options(unique_for) said."""
+
+    def test_a_job_may_shorten_its_tasks_period_not_lengthen_it(self):
+        with pytest.raises(ValidationError) as caught:
+            enqueue("tests.testapp.tasks.once_a_minute", [1], unique_for=366 * 86400)
+        assert caught.value.message_dict == {"unique_for": [
+            "Must be at most 60 seconds: the task's @options(unique_for=...) is the longest a job of it may hold its unique key."
+        ]}
+        assert not Job.objects.exists() and not UniqueWindow.objects.exists()
+        job, created = enqueue("tests.testapp.tasks.once_a_minute", [1], unique_for=30)
+        assert created and window_of(job.unique_key)[1] == job.created_at + timedelta(seconds=30)
+        with pytest.raises(lifecycle.BulkValidationError) as bulk:
+            lifecycle.enqueue_many([{"task": "tests.testapp.tasks.once_a_minute", "args": [2], "unique_for": 61}])
+        assert list(bulk.value.by_index[0]) == ["unique_for"]

@@ -171,3 +171,45 @@ class TestTaskModules:
     def test_a_module_outside_the_installed_apps_is_not(self, settings):
         settings.SCHEDULER = {**settings.SCHEDULER, "TASK_MODULES": ["tests.testapp.jobs", "json"]}
         assert "json" not in registry.task_modules()
+
+
+class TestValidate:
+    """@options(validate=...): a task's own refusals, at every entry point, as field errors."""
+
+    def test_a_plain_message_is_the_args_fields_and_a_dict_keeps_its_fields(self):
+        assert lifecycle.enqueue("tests.testapp.tasks.even", [2])[1] is True
+        with pytest.raises(ValidationError) as caught:
+            lifecycle.enqueue("tests.testapp.tasks.even", [3])
+        assert caught.value.message_dict == {"args": ["Must be even."]}
+        with pytest.raises(ValidationError) as caught:
+            lifecycle.enqueue("tests.testapp.tasks.even", [2], {"note": "bad"})
+        assert caught.value.message_dict == {"kwargs": ["note may not be 'bad'."]}
+
+    def test_a_check_that_raises_is_a_field_error_not_a_crash(self):
+        with pytest.raises(ValidationError) as caught:
+            lifecycle.enqueue("tests.testapp.tasks.even", [2], {"broken": True})
+        assert caught.value.message_dict == {
+            "args": ["The task's check of its arguments failed: RuntimeError: the check itself broke"]
+        }
+
+    def test_it_runs_only_for_arguments_that_bind(self):
+        with pytest.raises(ValidationError) as caught:
+            lifecycle.enqueue("tests.testapp.tasks.even", [3, 4, 5, 6])
+        assert "do not match even(" in caught.value.message_dict["args"][0]
+
+    def test_the_tasks_backend_and_the_api(self, staff_user):
+        with pytest.raises(InvalidTask, match="args: Must be even."):
+            tasks.even.enqueue(5)
+        from tests.api.conftest import grant
+        from rest_framework.authtoken.models import Token
+
+        grant(staff_user, "scheduler_app.add_job")
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=staff_user).key}")
+        response = client.post("/api/jobs/", {"task": "tests.testapp.tasks.even", "args": [7]}, format="json")
+        assert (response.status_code, response.json()) == (400, {"args": ["Must be even."]})
+        assert not Job.objects.exists()
+
+    def test_it_must_be_callable(self):
+        with pytest.raises(ImproperlyConfigured, match="validate must be a callable"):
+            options(validate="nope")

@@ -315,3 +315,21 @@ def logs_badly():
 def progress_nul(context):
     context.set_progress(1, 2, "half \x00 \udcff")
     return "ok"
+
+
+def _even_only(args, kwargs):
+    """An @options(validate=...) check: a plain message, a field's message, or a broken check."""
+    from django.core.exceptions import ValidationError
+
+    if kwargs.get("broken"):
+        raise RuntimeError("the check itself broke")
+    if kwargs.get("note") == "bad":
+        raise ValidationError({"kwargs": ["note may not be 'bad'."]})
+    if args and isinstance(args[0], int) and args[0] % 2:
+        raise ValidationError("Must be even.")
+
+
+@options(validate=_even_only)
+@task
+def even(n, note="", broken=False):
+    return n

@@ -88,3 +88,19 @@ def test_sizes_are_utf8_bytes():
     assert storable.utf8_size("abc") == 3
     assert storable.utf8_size("\U0001F600" * 10) == 40
     assert storable.utf8_size("\udcff") == 1
+
+
+def test_a_result_is_measured_as_arguments_are_compact_utf8_json():
+    from datetime import UTC, datetime
+
+    from scheduler_app.dispatcher.policy import RESULT_TOO_LARGE_CLASS, RetryPolicy
+    from tests.unit.fake_executor import claimed_job
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    job = claimed_job(1)
+    value = ["\u00e9" * 200, "x"]  # escaped: 1,214 characters; compact UTF-8: 408 bytes
+    assert storable.json_size(value) == 408
+    assert RetryPolicy(result_max_bytes=408).succeeded(job, value, now).status == "succeeded"
+    too_large = RetryPolicy(result_max_bytes=407).succeeded(job, value, now)
+    assert too_large.status == "failed" and too_large.error["exception_class"] == RESULT_TOO_LARGE_CLASS
+    assert too_large.error["message"].startswith("The task's return value is 408 bytes of JSON; at most 407 are stored")

@@ -23,7 +23,7 @@ class Command(SchedulerCommand):
         parser.add_argument("--timeout", type=arguments.rule(rules.TIMEOUT))
         parser.add_argument("--unique-key")
         parser.add_argument("--unique-for", type=arguments.rule(rules.UNIQUE_FOR),
-                            help="Seconds the unique key stays taken, whatever becomes of the job.")
+                            help="Seconds the unique key stays taken, whatever becomes of the job unless it is cancelled.")
         parser.add_argument("--depends-on", type=arguments.rule(rules.DEPENDS_ON), metavar="ID[,ID...]",
                             help="Ids of jobs that must succeed first.")
         parser.add_argument("--on-dependency-failure", type=arguments.rule(rules.ON_DEPENDENCY_FAILURE),
