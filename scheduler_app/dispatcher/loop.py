@@ -116,6 +116,9 @@ class Dispatcher(ClaimStep):
         self._contended_until = 0.0
         self.paused = frozenset()
         self.on_exit = []  # callables run when run() ends (e.g. stop worker processes)
+        # Callables given the unfinished attempts at the end of the grace period, before they are
+        # released: each must stop them for good (wiring: kill the worker processes running them).
+        self.before_release = []
         self.process_queues = frozenset()  # queues whose jobs run in worker processes (wiring sets it)
         self.claimed_total = 0
         self.finished = False
@@ -351,6 +354,8 @@ class Dispatcher(ClaimStep):
         elif now >= self._stop_deadline:
             self.pool.close()  # an attempt no thread has taken yet must not start once released
             unfinished = self.pool.running_jobs()
+            for stop_attempts in self.before_release:
+                stop_attempts(unfinished)  # gone before the release commits: another dispatcher may start them
             released = self.store.release(unfinished, now)
             logger.warning(
                 "grace period over: released %d unfinished jobs back to pending",
