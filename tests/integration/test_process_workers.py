@@ -163,20 +163,25 @@ def test_a_worker_process_outlives_the_slot_thread_that_first_used_it(tmp_path, 
     assert third.result == first.result  # the same worker process, alive after its first thread ended
 
 
+@pytest.mark.once  # no database: the executor alone, with real processes
 def test_a_worker_process_that_does_not_start_in_time_is_killed_and_its_attempt_retried(monkeypatch):
+    def worker_processes():
+        return {
+            child.pid for child in psutil.Process().children()
+            if "spawn_main" in " ".join(child.cmdline()) and not gone(child.pid)
+        }
+
     monkeypatch.setenv("SCHEDULER_TEST_WORKER_SETUP_DELAY", "30")  # its Django setup never ends in time
     executor = ProcessExecutor(retry_policy(), "tests.settings", start_timeout=0.5)
     job = claimed_job(1, timeout=1, max_attempts=2)
+    others = worker_processes()
     try:
         outcome = executor(job, threading.Event(), None)
-        workers = [
-            child for child in psutil.Process().children()
-            if "spawn_main" in " ".join(child.cmdline()) and not gone(child.pid)
-        ]
+        workers = worker_processes() - others
     finally:
         executor.close()
     assert outcome.status == "pending" and outcome.retry_at is not None  # retried: not the task's doing
     assert outcome.error["exception_class"].endswith("WorkerProcessDidNotStart")
     assert outcome.error["message"] == "The worker process did not start within 0.5s; it was killed."
     assert len(workers) == 1  # its replacement (starting); the one that did not start is gone
-    assert wait_for(lambda: all(gone(child.pid) for child in workers), timeout=10)
+    assert wait_for(lambda: all(gone(pid) for pid in workers), timeout=10)  # and close() ended that one
