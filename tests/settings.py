@@ -26,3 +26,14 @@ elif _db["ENGINE"].endswith("sqlite3"):
     _db["TEST"] = {"NAME": str(BASE_DIR / "test-artifacts" / f"test-db-{os.getpid()}.sqlite3")}
 else:
     _db["TEST"] = {"NAME": f"test_{_db['NAME']}_{os.getpid()}"}
+
+# Process-queue tests: a worker process's Django setup takes this many seconds
+# longer, so that its start-up cannot pass for its task's run (or, past the
+# start-up bound, never ends). Only in worker processes (multiprocessing children).
+_setup_delay = os.environ.get("SCHEDULER_TEST_WORKER_SETUP_DELAY")
+if _setup_delay:
+    import multiprocessing
+    import time
+
+    if multiprocessing.parent_process() is not None:
+        time.sleep(float(_setup_delay))

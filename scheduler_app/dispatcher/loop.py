@@ -21,8 +21,8 @@ from datetime import UTC, datetime
 from .claiming import ClaimStep
 from .clock import SystemClock
 from .gate import Gate
-from .outcomes import OutcomeBuffer
 from .lease_watch import LeaseWatch
+from .outcomes import OutcomeBuffer
 from .policy import RetryPolicy
 from .pool import WorkerPool
 from .rollup import Reporter
@@ -30,6 +30,7 @@ from .timeline import SCHEDULES, Timeline
 from .window import Window
 
 logger = logging.getLogger(__name__)
+
 
 def _moment(now):
     """Return loop time ``now`` (epoch seconds) as the aware datetime outcomes record."""
@@ -125,6 +126,9 @@ class Dispatcher(ClaimStep):
         self._held = {}
         self.paused = frozenset()
         self.on_exit = []  # callables run when run() ends (e.g. stop worker processes)
+        # Callables given the unfinished attempts at the end of the grace period, before they are
+        # released: each must stop them for good (wiring: kill the worker processes running them).
+        self.before_release = []
         self.process_queues = frozenset()  # queues whose jobs run in worker processes (wiring sets it)
         self.claimed_total = 0
         self.finished = False
@@ -233,25 +237,19 @@ class Dispatcher(ClaimStep):
             return self._retry_wait(now)
         try:
             self._tick(now)
-        except self.store.transient_errors as exc:
-            if self._give_up(now, exc):
-                return 0.0
-            self._back_off(now)
-            logger.warning(
-                "database unavailable (%s); retrying in %.2fs", exc, self._db_backoff,
-                extra={"action": "db_error"},
-            )
-            return self._retry_wait(now)
         except Exception as exc:
             if self._give_up(now, exc):
                 return 0.0
-            # A bug, or a row nobody foresaw: never a silent exit. The
-            # outcomes collected so far are kept and written next time.
             self._back_off(now)
-            logger.exception(
-                "unexpected error in the dispatcher loop; retrying in %.2fs", self._db_backoff,
-                extra={"action": "loop_error"},
-            )
+            if isinstance(exc, self.store.transient_errors):
+                logger.warning(
+                    "database unavailable (%s); retrying in %.2fs", exc, self._db_backoff, extra={"action": "db_error"}
+                )
+            else:  # a bug, or a row nobody foresaw: never a silent exit; the outcomes are kept
+                logger.exception(
+                    "unexpected error in the dispatcher loop; retrying in %.2fs", self._db_backoff,
+                    extra={"action": "loop_error"},
+                )
             return self._retry_wait(now)
         self._db_backoff = 0.0
         # Measure the wait from the end of the tick, not its start: a tick
@@ -265,13 +263,8 @@ class Dispatcher(ClaimStep):
 
     def _retry_wait(self, now):
         """Seconds until the next try after a database error: no later than a lease to stop or the end of the grace."""
-        moments = [self._db_retry_at]
-        if self._stop_deadline is not None:
-            moments.append(self._stop_deadline)
-        lease_moment = self.leases.moment()
-        if lease_moment is not None:
-            moments.append(lease_moment)
-        return max(0.0, min(moments) - now)
+        moments = (self._db_retry_at, self._stop_deadline, self.leases.moment())
+        return max(0.0, min(m for m in moments if m is not None) - now)
 
     def _give_up(self, now, exc):
         """Past the grace period, a stop no longer waits for the database: return True when it ended the loop.
@@ -285,7 +278,8 @@ class Dispatcher(ClaimStep):
             return False
         self.pool.close()
         unfinished = self.pool.running_jobs()
-        self.leases.stop(unfinished)  # nothing of this dispatcher's may run on once it is gone
+        for stop_attempts in self.before_release:
+            stop_attempts(unfinished)  # nothing of this dispatcher's may run on once it is gone
         logger.error(
             "stopping without the database (%s): %d running jobs were not released and %d outcomes not "
             "written; their leases expire and another dispatcher takes the jobs back",
@@ -409,7 +403,11 @@ class Dispatcher(ClaimStep):
             self.finished = True
         elif now >= self._stop_deadline:
             self.pool.close()  # an attempt no thread has taken yet must not start once released
+            self._collect(now)  # one that ended meanwhile is written, not released (and run again)
             unfinished = self.pool.running_jobs()
+            for stop_attempts in self.before_release:
+                stop_attempts(unfinished)  # gone before the release commits: another dispatcher may start them
+            self._flush(now)
             released = self.store.release(unfinished, now)
             logger.warning(
                 "grace period over: released %d unfinished jobs back to pending",

@@ -20,7 +20,10 @@ threads take from the ready queues and mark what they start under
 the slot at once. Timeouts are enforced here, not with signals (seed 004):
 an overdue job's thread is abandoned (its late result dropped) and a fresh
 thread takes its slot, up to ``max_abandoned`` lingering threads; an
-overdue attempt no thread has taken yet is failed and never starts.
+overdue attempt no thread has taken yet is failed and never starts. An
+executor may enforce some attempts' timeouts itself (a worker process is
+killed at its deadline, counted from the task's own start): it says which
+with an ``owns_deadline(job)`` method, and the pool leaves those alone.
 """
 
 import collections
@@ -54,7 +57,7 @@ class _Running:
     token: int
     job: object
     group: str
-    deadline: float | None  # monotonic, counted from the hand-over
+    deadline: float | None  # monotonic, counted from the hand-over; None when the executor owns it
     deadline_epoch: float | None  # what the executor is told
     cancel_event: threading.Event = field(default_factory=threading.Event)
     timed_out: bool = False  # failed already, thread kept: its slot frees when it returns
@@ -69,6 +72,8 @@ class WorkerPool:
         self.groups = dict(groups)  # group -> slots
         self.name = name
         self._execute = execute  # (job, cancel_event, deadline_epoch) -> outcome
+        # job -> True when the executor enforces that job's timeout itself (None: it never does).
+        self._owns_deadline = getattr(execute, "owns_deadline", None)
         self._wake = wake
         self._clock = clock
         self.max_abandoned = max_abandoned
@@ -113,9 +118,12 @@ class WorkerPool:
         now = self._clock.monotonic()
         epoch = self._clock.time()
         records = []
+        owns_deadline = self._owns_deadline
         for job in jobs:
             token = next(self._tokens)
             timeout = getattr(job, "timeout", None)
+            if timeout and owns_deadline is not None and owns_deadline(job):
+                timeout = None  # neither expired here nor passed on: the executor counts it
             record = _Running(
                 token, job, group, now + timeout if timeout else None, epoch + timeout if timeout else None
             )

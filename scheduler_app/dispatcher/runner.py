@@ -9,6 +9,7 @@ import dataclasses
 import logging
 import time
 from datetime import UTC, datetime
+from traceback import format_exception
 
 from django.db import close_old_connections
 from django.tasks.signals import task_finished, task_started
@@ -93,8 +94,10 @@ class Executor:
             outcome = self._past_deadline(job, deadline) or self.policy.cancelled(job)
         except Snooze as snooze:
             outcome = self._past_deadline(job, deadline) or self.policy.snoozed(job, snooze.seconds, _now())
-        except Exception as exc:
-            outcome = self._past_deadline(job, deadline) or self.policy.raised(job, exc, _now())
+        except (Exception, SystemExit) as exc:
+            # sys.exit() in a task is an error of its attempt, not the end of the
+            # thread (or of the worker process) that runs it.
+            outcome = self._past_deadline(job, deadline) or self._raised(job, exc)
             if finish or taskresults.wanted(task_finished, sender, level=logging.ERROR):
                 # Inside the handler, as Django's backends do: its log
                 # receiver adds the traceback (sys.exc_info()).
@@ -105,6 +108,12 @@ class Executor:
         if finish or (outcome.status != Status.SUCCEEDED and taskresults.wanted(task_finished, sender, level=logging.ERROR)):
             self._finished(sender, result or taskresults.attempt_result(job, task), outcome)
         return outcome
+
+    def _raised(self, job, exc):
+        if isinstance(exc, SystemExit):
+            # Recorded as what it is (builtins.SystemExit), saying so; the traceback is the task's.
+            return self.policy.raised(job, SystemExit(exit_message(exc)), _now(), traceback_text="".join(format_exception(exc)))
+        return self.policy.raised(job, exc, _now())
 
     def _past_deadline(self, job, deadline):
         """Return the timeout Outcome of an attempt that ended after its deadline, else None.
@@ -133,6 +142,13 @@ class Executor:
             cancel_event=cancel_event,
             progress_callback=report,
         )
+
+
+def exit_message(exc):
+    """Say what a task that raised SystemExit ``exc`` did: "The task called sys.exit(3)."."""
+    code = exc.code
+    argument = "" if code is None else str(code) if isinstance(code, int) else repr(code)
+    return f"The task called sys.exit({argument})."
 
 
 def _error_summary(error):

@@ -19,7 +19,6 @@ Pure: no Django. The command builds the child's command line.
 """
 
 import contextlib
-import ctypes
 import logging
 import os
 import signal
@@ -27,6 +26,8 @@ import subprocess
 import sys
 import threading
 import time
+
+from .lifeline import parent_death_signal
 
 logger = logging.getLogger(__name__)
 
@@ -38,10 +39,8 @@ POLL = 0.1
 
 
 def _die_with_parent():
-    """Linux: have the kernel send this (child) process SIGTERM when its parent dies."""
-    with contextlib.suppress(Exception):
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    """Linux: have the kernel send this (child) process SIGTERM when its parent dies (a graceful stop)."""
+    parent_death_signal(signal.SIGTERM)
 
 
 class Child:

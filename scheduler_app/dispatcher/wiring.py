@@ -26,12 +26,15 @@ def executor_for(using="default"):
     return policy, Executor(policy, using)
 
 
-def create(groups, *, lease=None, using="default", clock=None, process_queues=(), **options):
+def create(groups, *, lease=None, using="default", clock=None, process_queues=(), prewarm=False, **options):
     """Return a Dispatcher over the database; unset options come from settings.SCHEDULER.
 
     Jobs of ``process_queues`` run in worker processes (``processes.py``);
-    a slot group may mix them with thread queues (each slot thread starts a
-    worker process of its own the first time it gets such a job).
+    a slot group may mix them with thread queues (a worker process is
+    started the first time such a job needs one). With ``prewarm``, the
+    worker processes of the slot groups that only run process queues start
+    now, one per slot (``rundispatcher`` does; a dispatcher built only to
+    check the options does not).
     """
     lease = lease or conf.get("LEASE")
     policy, executor = executor_for(using)
@@ -56,11 +59,19 @@ def create(groups, *, lease=None, using="default", clock=None, process_queues=()
 
         from .processes import ProcessExecutor, QueueRouter
 
-        executor = QueueRouter(executor, ProcessExecutor(policy, settings.SETTINGS_MODULE, using), process_queues)
+        processes = ProcessExecutor(policy, settings.SETTINGS_MODULE, using)
+        executor = QueueRouter(executor, processes, process_queues)
     dispatcher = Dispatcher(store, groups, executor, lease=lease, clock=clock, policy=policy, **defaults)
     if process_queues:
         dispatcher.process_queues = frozenset(process_queues)
+        # Invariant 14: a released attempt's worker (and what its task started) is gone before the release.
+        dispatcher.before_release.append(processes.abort)
+        dispatcher.leases.on_lost.append(processes.stop_attempts)
         dispatcher.on_exit.append(executor.close)
+        if prewarm:
+            processes.prewarm(
+                sum(slots for queues, slots in dispatcher.groups.values() if queues <= dispatcher.process_queues)
+            )
     return dispatcher
 
 

@@ -101,6 +101,20 @@ def test_the_last_attempt_that_fails_is_failed(sent):
     assert sent[-1][4].finished_at is not None and sent[-1][3] == 1
 
 
+@pytest.mark.parametrize(("code", "said"), [(3, "sys.exit(3)"), (None, "sys.exit()"), ("bye", "sys.exit('bye')")])
+def test_a_task_that_calls_sys_exit_fails_its_attempt_and_says_so(sent, code, said):
+    # Not the end of the thread (or of the worker process) that runs it.
+    outcome = run(claimed("exits", code, attempt=3, max_attempts=3))
+    assert outcome.status == "failed"
+    assert outcome.error["exception_class"] == "builtins.SystemExit"
+    assert outcome.error["message"] == f"The task called {said}."
+    assert "sys.exit(code)" in outcome.error["traceback"]  # the task's own line
+    assert [(n, st) for n, _, st, _, _ in sent] == [
+        ("started", TaskResultStatus.RUNNING),
+        ("finished", TaskResultStatus.FAILED),
+    ]
+
+
 def test_a_receiver_that_raises_does_not_break_the_job(sent, caplog):
     def bad(**kwargs):
         raise RuntimeError("receiver bug")

@@ -2,6 +2,7 @@
 
 import asyncio
 import os
+import subprocess
 import threading
 import time
 
@@ -171,10 +172,52 @@ def burn(iterations=3_000_000):
 
 
 @task
-def spin():
-    """Never returns and never yields: only a process can stop it."""
+def spin(marker_dir=None):
+    """Never returns and never yields: only a process can stop it. Writes its start time first, if told where."""
+    if marker_dir:
+        _write(os.path.join(marker_dir, "spin-started"), str(time.time()))
     while True:
         pass
+
+
+def _write(path, text):
+    """Write ``text`` at ``path`` whole: a reader sees the old state or all of it."""
+    with open(path + ".tmp", "w") as fh:
+        fh.write(text)
+    os.replace(path + ".tmp", path)
+
+
+@task
+def family(marker_dir, name, seconds=30.0):
+    """Start a child process (``sleep``), write ``"<own pid> <its pid>"`` in ``pids-NAME``, then sleep.
+
+    Process-queue tests: the worker process and what its task started must both go with it.
+    """
+    child = subprocess.Popen(["sleep", str(max(seconds, 1) * 10)])
+    _write(os.path.join(marker_dir, f"pids-{name}"), f"{os.getpid()} {child.pid}")
+    time.sleep(seconds)
+    return os.getpid()
+
+
+@task(takes_context=True)
+def deadline_seen(context, seconds=0.0):
+    """Return ``[start, context.deadline, context.time_left()]`` as the task saw them at its start, after ``seconds``."""
+    started, deadline, left = time.time(), context.deadline, context.time_left()
+    time.sleep(seconds)
+    return [started, deadline, left]
+
+
+@task
+def exits(code=3, how="sys.exit"):
+    """End the attempt the wrong way: ``sys.exit(code)``, ``os._exit(code)`` or ``kill`` (SIGKILL itself)."""
+    import signal
+    import sys
+
+    if how == "os._exit":
+        os._exit(code)
+    if how == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    sys.exit(code)
 
 
 @task

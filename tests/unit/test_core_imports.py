@@ -12,6 +12,8 @@ CORE = [
     "scheduler_app.dispatcher.window",
     "scheduler_app.dispatcher.shutdown",
     "scheduler_app.dispatcher.gate",
+    # What a worker process runs first (and the supervisor uses): pure, so it binds before Django.
+    "scheduler_app.dispatcher.lifeline",
     # What a task raises to snooze, exported by the package without Django.
     "scheduler_app.snooze",
     # The contract between the loop and its store: value types, retry

@@ -216,6 +216,26 @@ def test_stop_releases_what_did_not_finish_in_grace():
         hold.set()
 
 
+def test_the_hooks_before_release_stop_the_unfinished_attempts_before_they_are_released():
+    dispatcher, store, clock = make(grace=1.0)
+    hold = threading.Event()
+    store.add(1, 999.0, hold=hold)
+    seen = []
+    dispatcher.before_release.append(lambda jobs: seen.append(([job.id for job in jobs], list(store.released))))
+    try:
+        dispatcher.tick(clock.time())
+        assert wait_for(lambda: store.behaviours[1].runs)
+        dispatcher.stop()
+        dispatcher.tick(clock.time())
+        assert seen == []  # not during the grace period
+        clock.advance(1.0)
+        dispatcher.tick(clock.time())
+        assert seen == [([1], [])]  # given the unfinished attempt, before the release
+        assert dispatcher.finished and store.released == [1]
+    finally:
+        hold.set()
+
+
 def test_cancel_notification_reaches_the_running_job():
     dispatcher, store, clock = make()
     store.add(1, 999.0, sleep=5)

@@ -70,7 +70,7 @@ def test_a_stop_ends_within_its_grace_period_when_the_database_is_gone():
     dispatcher, store, clock = make(grace=5.0)
     hold = threading.Event()
     stopped = []
-    dispatcher.leases.on_lost.append(stopped.extend)
+    dispatcher.before_release.append(stopped.extend)
     store.add(1, 999.0, hold=hold)  # deaf to its cancel flag
     try:
         dispatcher.tick(clock.time())

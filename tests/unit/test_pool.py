@@ -212,3 +212,37 @@ def test_close_starts_no_ready_attempt_and_keeps_it_in_running_jobs():
     time.sleep(0.1)
     assert job.behaviours[2].runs == []
     pool.shutdown()
+
+
+def test_an_executor_that_owns_a_jobs_deadline_is_left_to_enforce_it():
+    """A process attempt's timeout counts from its task's start, which only the executor sees."""
+    seen = {}
+
+    class OwningExecutor(FakeExecutor):
+        def owns_deadline(self, job):
+            return job.id == 1
+
+        def __call__(self, job, cancel_event, deadline):
+            seen[job.id] = deadline
+            return super().__call__(job, cancel_event, deadline)
+
+    clock = FakeClock()
+    executor = OwningExecutor()
+    pool = WorkerPool({"a": 2}, executor, wake=lambda: None, clock=clock)
+    hold = threading.Event()
+    executor.behave(1, hold=hold)
+    executor.behave(2, hold=hold)
+    owned, other = claimed_job(1, timeout=0.05), claimed_job(2, timeout=0.05)
+    try:
+        pool.submit_many("a", [owned, other])
+        assert wait_for(lambda: len(seen) == 2)
+        assert seen[1] is None and seen[2] == clock.time() + 0.05
+        assert pool.next_deadline() == clock.monotonic() + 0.05  # the other job's only
+        clock.advance(1.0)
+        assert pool.expire() == [other]  # the owned one is the executor's to time out
+        assert [j.id for j in pool.running_jobs()] == [1]
+    finally:
+        hold.set()
+    ((done, _, _),) = collect_until(pool, 1)
+    assert done.id == 1
+    pool.shutdown()

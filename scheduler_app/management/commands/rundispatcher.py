@@ -74,7 +74,7 @@ class Command(SchedulerCommand):
         # built is kept and stops it gracefully once it exists (exit 0).
         stop = StopRequest()
         with graceful_signals(stop):
-            dispatcher = self._build(options)
+            dispatcher = self._build(options, prewarm=True)
             if not options["supervised"]:  # the supervisor prints the one banner
                 self._banner(dispatcher)
             stop.attach(dispatcher.stop)
@@ -117,7 +117,7 @@ class Command(SchedulerCommand):
             self.stdout.flush()
             supervisor.run()
 
-    def _build(self, options):
+    def _build(self, options, prewarm=False):
         known = conf.known_queues()
         concurrency = options["concurrency"] or conf.get("CONCURRENCY")
         modes = {}  # queue -> "thread" or "process": the command line's, else SCHEDULER["QUEUES"]'s
@@ -141,6 +141,7 @@ class Command(SchedulerCommand):
             grace=options["grace"],
             burst=options["burst"],
             max_jobs=options["max_jobs"],
+            prewarm=prewarm,
         )
 
     def _banner(self, dispatcher):
