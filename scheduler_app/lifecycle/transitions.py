@@ -18,6 +18,7 @@ from .. import sql
 from ..dispatcher.policy import LEASE_EXPIRED_MESSAGE
 from ..dispatcher.types import ClaimedJob
 from ..models import Job, JobStatus
+from ..rules import PROGRESS
 from .announce import announce
 from .dependencies import settle
 
@@ -303,11 +304,12 @@ def release(worker, attempts, *, now=None, using="default"):
 def set_progress(job_id, worker, attempt, progress, *, now=None, using="default"):
     """Record a running attempt's progress and when it was reported; return whether the attempt still runs.
 
-    ``progress`` is ``{"current", "total", "message"}``; ``updated_at`` (ISO
-    8601) is added.
+    ``progress`` is ``{"current", "total", "message"}``, as ``rules.PROGRESS``
+    accepts it (else TypeError or ValueError); ``updated_at`` (ISO 8601) is added.
     """
     now = now or timezone.now()
-    progress = json.loads(json.dumps({**progress, "updated_at": now.isoformat()}, allow_nan=False))
+    checked = PROGRESS.check(progress.get("current"), progress.get("total"), progress.get("message", ""))
+    progress = {**checked, "updated_at": now.isoformat()}
     return bool(
         Job.objects.using(using)
         .filter(pk=job_id, status=JobStatus.RUNNING, worker=worker, attempts=attempt)
