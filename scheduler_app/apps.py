@@ -9,9 +9,11 @@ class SchedulerAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        from . import checks, registry
+        from . import checks, readable, registry
 
         registry.autodiscover()
+        # Rows written around the service read without an error (readable.py).
+        readable.install()
         # A SIGTERM while the dispatcher starts must stop it gracefully, not
         # kill it: hold signals from here until the command takes over.
         from .dispatcher.shutdown import hold_signals_for_dispatcher

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from django.tasks import TaskContext
 
+from .rules import PROGRESS
 from .snooze import Snooze
 
 
@@ -53,7 +54,13 @@ class JobContext(TaskContext):
         raise Snooze(seconds)
 
     def set_progress(self, current, total=None, message=""):
-        """Record progress on the job row; return False if the attempt is no longer current."""
+        """Record progress on the job row; return False if the attempt is no longer current.
+
+        ``current`` and ``total``: numbers from 0 (int or float; total None:
+        unknown; total at least current), ``message``: text (``rules.PROGRESS``).
+        Anything else raises TypeError or ValueError here, in the task.
+        """
+        progress = PROGRESS.check(current, total, message)
         if self.progress_callback is None:
             return True
-        return self.progress_callback({"current": current, "total": total, "message": message})
+        return self.progress_callback(progress)

@@ -10,15 +10,18 @@ themselves: the ModelAdmin calls ``lifecycle.enqueue`` /
 """
 
 import json
+from datetime import datetime
 
 from django import forms
 from django.contrib.admin import widgets as admin_widgets
 from django.core.exceptions import ValidationError
+from django.utils import timezone
 
 from . import conf, lifecycle, registry
 from .lifecycle import validation as rules
 from .lifecycle.states import allowed_from, refusal
 from .models import Job
+from .readable import in_zone
 
 
 def _task_label(task):
@@ -48,6 +51,23 @@ class TaskSelect(forms.Select):
                 }
             )
         return option
+
+
+class SplitDateTime(admin_widgets.AdminSplitDateTime):
+    """The admin's date and time boxes, which show a time the site's zone has no date for in UTC.
+
+    A row written around the service may hold the last instant Python knows
+    (``readable``); in Asia/Tokyo that is in year 10000, and Django's widget
+    raised OverflowError (a 500) where the form should show it.
+    """
+
+    def decompress(self, value):
+        if isinstance(value, datetime) and timezone.is_aware(value):
+            value = in_zone(value)
+            return [value.date(), value.time()]
+        if not isinstance(value, datetime):  # text from the query string (?execute_at=...): not a time to show
+            return [None, None]
+        return super().decompress(value)
 
 
 def _field_error(exc):
@@ -183,7 +203,7 @@ class JobAddForm(_LifecycleValidatedForm):
     kwargs = JSONTextField(rules.KWARGS, label="Kwargs", initial="{}", help_text='Keyword arguments as a JSON object, e.g. <code>{"seconds": 5}</code>.')
     execute_at = forms.SplitDateTimeField(
         required=False,
-        widget=admin_widgets.AdminSplitDateTime,
+        widget=SplitDateTime,
         validators=[checked_by(rules.EXECUTE_AT)],
         label="Execute at",
         help_text="Leave empty to run now (as soon as a worker slot is free).",
@@ -243,7 +263,7 @@ class JobRescheduleForm(_LifecycleValidatedForm):
     """Change when a pending job runs and its priority; nothing else."""
 
     execute_at = forms.SplitDateTimeField(
-        widget=admin_widgets.AdminSplitDateTime, validators=[checked_by(rules.EXECUTE_AT)], label="Execute at"
+        widget=SplitDateTime, validators=[checked_by(rules.EXECUTE_AT)], label="Execute at"
     )
     priority = RuleFormField(
         rules.PRIORITY, required=True, help_text=f"{rules.PRIORITY.low}..{rules.PRIORITY.high}, higher runs first."

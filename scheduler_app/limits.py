@@ -26,9 +26,18 @@ QUEUE_NAME_RE = re.compile(QUEUE_NAME_PATTERN)
 # args/kwargs nesting; deeper documents are refused before anything
 # recursive (json.dumps, the database's JSON parser) sees them.
 JSON_DEPTH_MAX = 64
-# The latest instant anything is stored or computed at: Python's datetime
-# ends with year 9999, PostgreSQL's timestamps do not.
-LATEST = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
+# A stored JSON document deeper than this (written around the service) reads
+# as its text: pages and JSON encoders recurse once per level.
+JSON_READ_DEPTH_MAX = 200
+# The first and the latest instant anything is stored or computed at.
+# Python's datetime holds years 1 to 9999 in any zone, PostgreSQL's
+# timestamps far more; a day's margin at each end (no zone is a day or more
+# from UTC) lets every page show a stored time in any TIME_ZONE.
+EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
+LATEST = datetime(9999, 12, 30, 23, 59, 59, 999999, tzinfo=UTC)
+# The shortest non-zero number of seconds any setting or field takes: a
+# smaller one (5e-324) rounds to nothing when added to a time.
+SECONDS_MIN = 0.001
 # How long a unique key stays taken by a job made with ``unique_for``.
 UNIQUE_FOR_MAX = 366 * 24 * 3600
 # SCHEDULER["ARGS_MAX_BYTES"] and ["RESULT_MAX_BYTES"]: the most each may be
@@ -73,3 +82,7 @@ JOB_LOG_RECORDS_MAX = 100_000
 JOB_LOG_BYTES_MAX = 16 * 1024 * 1024
 # GET /api/stats/history/?minutes=: up to the rollups' default retention.
 HISTORY_MINUTES_MAX = 7 * 24 * 60
+# A task's progress report (context.set_progress): numbers up to 2**53 (every
+# JSON reader holds them exactly), a message of at most this many characters.
+PROGRESS_NUMBER_MAX = 2**53
+PROGRESS_MESSAGE_MAX = 1000

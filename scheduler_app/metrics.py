@@ -21,7 +21,7 @@ from collections import defaultdict
 from django.db.models import Count
 from django.http import HttpResponse
 from django.utils import timezone
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
@@ -29,6 +29,7 @@ from prometheus_client.registry import Collector
 from . import conf, stats
 from .dispatcher.rollup import BUCKETS, OUTCOMES, SLOTS
 from .models import Counter, Job, JobStatus, Worker, WorkerState, stale_before
+from .readable import worker_slots
 from .sql.reads import pending_by_queue
 
 VIEW_PERMISSION = "scheduler_app.view_job"
@@ -108,7 +109,7 @@ class SchedulerCollector(Collector):
         fresh = stale_before(now)
         live = []
         for worker in Worker.objects.filter(state=WorkerState.ALIVE).only("id", "queues", "slots", "last_heartbeat"):
-            if worker.last_heartbeat >= fresh:
+            if worker.last_heartbeat is not None and worker.last_heartbeat >= fresh:  # None: SQLite text that is no time
                 live.append(worker)
                 states[WorkerState.ALIVE] += 1
             else:
@@ -117,7 +118,7 @@ class SchedulerCollector(Collector):
             workers.add_metric([state], n)
         busy, free = defaultdict(int), defaultdict(int)
         for worker in live:
-            shared = (worker.slots or {}).get("*")
+            shared = "*" in worker_slots(worker.slots)
             mine = stats.worker_slots(worker)
             in_use = sum(running[(worker.id, q)] for q in mine)
             for queue, n in mine.items():
@@ -181,10 +182,10 @@ def _denied(status, text):
     return response
 
 
-@require_GET
+@require_safe
 def metrics_view(request):
-    """Serve GET /metrics (HEAD too)."""
+    """Serve GET /metrics, and HEAD: the same answer without a body (and without the five queries)."""
     refused = refusal(request)
     if refused is not None:
         return refused
-    return HttpResponse(render(), content_type=CONTENT_TYPE_LATEST)
+    return HttpResponse(b"" if request.method == "HEAD" else render(), content_type=CONTENT_TYPE_LATEST)

@@ -14,6 +14,7 @@ from django.utils import timezone
 from . import conf
 from .dispatcher.types import Status
 from .limits import MAX_ATTEMPTS_MIN, PRIORITY_MAX, PRIORITY_MIN, QUEUE_NAME_MAX
+from .readable import error_entries, json_reader as stored_json  # stored_json: what no page shows becomes U+FFFD
 
 
 class JobStatus(models.TextChoices):
@@ -63,11 +64,10 @@ class JobQuerySet(models.QuerySet):
         return self.order_by("-priority", "execute_at", "id")
 
 
-
 class Job(models.Model):
     task = models.CharField(max_length=255, help_text="Registered task path.")
-    args = models.JSONField(default=list, blank=True)
-    kwargs = models.JSONField(default=dict, blank=True)
+    args = models.JSONField(default=list, blank=True, decoder=stored_json)
+    kwargs = models.JSONField(default=dict, blank=True, decoder=stored_json)
     queue = models.CharField(max_length=64, default="default")
     priority = models.SmallIntegerField(
         default=0, help_text=f"{PRIORITY_MIN}..{PRIORITY_MAX}; higher runs first."
@@ -87,9 +87,9 @@ class Job(models.Model):
         blank=True,
         help_text="At most one pending, waiting or running job per key.",
     )
-    result = models.JSONField(null=True, blank=True)
-    errors = models.JSONField(default=list, blank=True)
-    progress = models.JSONField(null=True, blank=True)
+    result = models.JSONField(null=True, blank=True, decoder=stored_json)
+    errors = models.JSONField(default=list, blank=True, decoder=stored_json)
+    progress = models.JSONField(null=True, blank=True, decoder=stored_json)
     cancel_requested = models.BooleanField(default=False)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     # The id of the dispatcher process (its Worker row) that claimed the
@@ -256,7 +256,7 @@ class Job(models.Model):
     @property
     def worker_ids(self):
         """Return one worker id per attempt (failed attempts, then the current one)."""
-        ids = [e.get("worker", "") for e in self.errors or []]
+        ids = [e["worker"] for e in error_entries(self.errors)]
         if self.attempts > len(ids) and self.worker:
             ids.append(self.worker)
         return ids
@@ -308,8 +308,8 @@ class Worker(models.Model):
     id = models.CharField(max_length=100, primary_key=True)
     hostname = models.CharField(max_length=255)
     pid = models.PositiveIntegerField()
-    queues = models.JSONField(default=list, help_text="Queues served.")
-    slots = models.JSONField(default=dict, help_text="Worker slots per queue group.")
+    queues = models.JSONField(default=list, help_text="Queues served.", decoder=stored_json)
+    slots = models.JSONField(default=dict, help_text="Worker slots per queue group.", decoder=stored_json)
     state = models.CharField(
         max_length=16, choices=WorkerState.choices, default=WorkerState.ALIVE
     )
@@ -331,7 +331,7 @@ class Worker(models.Model):
 
     @property
     def alive(self):
-        return self.state == WorkerState.ALIVE and self.last_heartbeat >= stale_before()
+        return self.state == WorkerState.ALIVE and self.last_heartbeat is not None and self.last_heartbeat >= stale_before()
 
 
 class Queue(models.Model):
@@ -389,8 +389,8 @@ class Schedule(models.Model):
 
     name = models.CharField(max_length=200, unique=True)
     task = models.CharField(max_length=255, help_text="Registered task path.")
-    args = models.JSONField(default=list, blank=True)
-    kwargs = models.JSONField(default=dict, blank=True)
+    args = models.JSONField(default=list, blank=True, decoder=stored_json)
+    kwargs = models.JSONField(default=dict, blank=True, decoder=stored_json)
     queue = models.CharField(max_length=64, default="default")
     priority = models.SmallIntegerField(default=0)
     max_attempts = models.PositiveIntegerField(default=3)

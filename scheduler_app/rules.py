@@ -22,18 +22,23 @@ from .limits import (
     CONCURRENCY_LIMIT_MAX,
     DELAY_MAX,
     DEPENDENCIES_MAX,
+    EARLIEST,
     JSON_DEPTH_MAX,
     LATEST,
     MAX_ATTEMPTS_MAX,
     MAX_ATTEMPTS_MIN,
     PRIORITY_MAX,
     PRIORITY_MIN,
+    PROGRESS_MESSAGE_MAX,
+    PROGRESS_NUMBER_MAX,
     RATE_LIMIT_MAX,
     RATE_PERIOD_MAX,
+    SECONDS_MIN,
     TIMEOUT_MAX,
     UNIQUE_FOR_MAX,
     UNIQUE_KEY_MAX,
 )
+from .storable import clean_text
 
 # Largest value of a 64-bit primary key.
 ID_MAX = 2**63 - 1
@@ -86,17 +91,23 @@ class WholeNumber(Rule):
 
 
 class Seconds(Rule):
-    """A number of seconds in ``(0, high]`` (or ``[0, high]`` with ``zero_ok``)."""
+    """A number of seconds from ``limits.SECONDS_MIN`` to ``high`` (or 0 too, with ``zero_ok``).
+
+    A positive value under a millisecond is refused: added to a time it
+    rounds to nothing (5e-324), and a period, timeout or lease of nothing
+    is not one.
+    """
 
     def __init__(self, field, high, *, zero_ok=False):
-        wording = f"from 0 to {high}" if zero_ok else f"greater than 0 and at most {high}"
+        wording = f"from 0 to {high}" if zero_ok else f"from {SECONDS_MIN:g} to {high}"
         super().__init__(field, f"Must be a number of seconds {wording}.")
         self.high, self.zero_ok = high, zero_ok
+        self.low = 0 if zero_ok else SECONDS_MIN
 
     def check(self, value):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             self.fail()
-        if not math.isfinite(value) or value > self.high or value < 0 or (value == 0 and not self.zero_ok):
+        if not math.isfinite(value) or not self.low <= value <= self.high:
             self.fail()
         return float(value)
 
@@ -108,22 +119,30 @@ class Seconds(Rule):
         return self.check(value)
 
     def schema(self):
-        # OpenAPI 3.0: exclusiveMinimum is a flag on minimum.
-        low = {"minimum": 0} if self.zero_ok else {"minimum": 0, "exclusiveMinimum": True}
-        return {"type": "number", **low, "maximum": self.high}
+        return {"type": "number", "minimum": self.low, "maximum": self.high}
+
+
+def _utc_text(moment):
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+EARLIEST_TEXT, LATEST_TEXT = _utc_text(EARLIEST), _utc_text(LATEST)
 
 
 class Moment(Rule):
-    """An aware date and time no later than ``limits.LATEST``; ``check`` returns it in UTC.
+    """An aware date and time from ``limits.EARLIEST`` to ``limits.LATEST``; ``check`` returns it in UTC.
 
     In UTC because Python allows offsets up to 24 hours and PostgreSQL only
     up to 16 (``+19:55`` was a DataError: a 500), and an offset can push
-    year 1 or 9999 out of what either can hold.
+    year 1 or 9999 out of what either can hold. The bounds are a day inside
+    Python's: a time shown in any TIME_ZONE is still a date Python holds
+    (9999-12-31T23:59:59Z was year 10000 in Asia/Tokyo, and every page
+    that showed the job a 500).
     """
 
     naive = "Must carry a time zone offset (e.g. 2026-01-01T09:00:00+00:00)."
-    too_late = "Must be no later than 9999-12-31T23:59:59Z."
-    too_early = "Must be no earlier than 0001-01-01T00:00:00Z."
+    too_late = f"Must be no later than {LATEST_TEXT}."
+    too_early = f"Must be no earlier than {EARLIEST_TEXT}."
     invalid = "Must be an ISO 8601 date and time with a time zone offset (e.g. 2026-01-01T09:00:00+00:00)."
 
     def __init__(self, field):
@@ -140,6 +159,8 @@ class Moment(Rule):
             self.fail(self.too_late if value.year == datetime.max.year else self.too_early)
         if value > LATEST:
             self.fail(self.too_late)
+        if value < EARLIEST:
+            self.fail(self.too_early)
         return value
 
     def parse(self, text):
@@ -318,6 +339,80 @@ class WholeNumbers(Rule):
         item = {"type": "integer", "minimum": self.low, "maximum": self.high}
         return {"type": "array", "items": item, "maxItems": self.max_items}
 
+
+class Progress:
+    """A task's progress report: what ``context.set_progress()`` accepts, and how a stored one is shown.
+
+    ``current`` and ``total`` are numbers (int or float, not bool) from 0 to
+    ``limits.PROGRESS_NUMBER_MAX``, or None (a total of None: unknown);
+    total is at least current when both are given. ``message`` is text of at
+    most ``limits.PROGRESS_MESSAGE_MAX`` characters. Numeric text ("3") is
+    refused, not read as a number: the task's author sees the mistake.
+    """
+
+    def check(self, current, total=None, message=""):
+        """Return the report to store; raise TypeError or ValueError that says what is wrong."""
+        for name, value in (("current", current), ("total", total)):
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"set_progress(): {name} must be a number or None, not {type(value).__name__} {_cut(value)}.")
+            if not _progress_number(value):
+                raise ValueError(f"set_progress(): {name} must be a number from 0 to {PROGRESS_NUMBER_MAX}, not {_cut(value)}.")
+        if current is not None and total is not None and total < current:
+            raise ValueError(f"set_progress(): total ({_cut(total)}) must be at least current ({_cut(current)}).")
+        if not isinstance(message, str):
+            raise TypeError(f"set_progress(): message must be text, not {type(message).__name__}.")
+        if len(message) > PROGRESS_MESSAGE_MAX:
+            raise ValueError(f"set_progress(): message must be at most {PROGRESS_MESSAGE_MAX} characters, not {len(message)}.")
+        return {"current": current, "total": total, "message": clean_text(message)}
+
+    def shown(self, stored):
+        """Return a stored progress as pages show it, or None when there is none.
+
+        ``{"current", "total", "message", "updated_at", "percent"}``. The row
+        may hold anything (written around the service, or before this rule):
+        a number that breaks the rule is None, a message that is not text is
+        "" (a long one is cut), ``updated_at`` is an aware datetime or None,
+        and ``percent`` (0 to 100) is None unless both numbers are known and
+        the total is not 0.
+        """
+        if not isinstance(stored, dict):
+            return None
+        current, total = (v if _progress_number(v) else None for v in (stored.get("current"), stored.get("total")))
+        message = stored.get("message")
+        message = clean_text(message[:PROGRESS_MESSAGE_MAX]) if isinstance(message, str) else ""
+        percent = None
+        if current is not None and total:
+            percent = min(round(100 * current / total), 100)
+        return {
+            "current": current, "total": total, "message": message,
+            "updated_at": _reported(stored.get("updated_at")), "percent": percent,
+        }
+
+
+def _cut(value):
+    """Return ``value``'s repr, cut to 40 characters (an int too long to write at all is described)."""
+    try:
+        return f"{value!r:.40}"
+    except ValueError:  # past Python's digit limit for int -> str
+        return "a number too long to write"
+
+
+def _progress_number(value):
+    # NaN and infinities fail the comparison; so does an int too large for a float.
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and 0 <= value <= PROGRESS_NUMBER_MAX
+
+
+def _reported(text):
+    try:
+        moment = parse_datetime(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+    return moment if moment is not None and moment.tzinfo is not None else None
+
+
+PROGRESS = Progress()
 
 # The rules of a job's plain fields (``lifecycle.validation`` adds TASK and QUEUE).
 ARGS = JSONContainer("args", list)

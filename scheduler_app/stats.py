@@ -10,7 +10,8 @@ from django.db.models import Count, F, Min, Q, Window
 from django.db.models.functions import Coalesce, RowNumber
 from django.utils import timezone
 
-from . import conf, schedules, sql
+from . import conf, readable, schedules, sql
+from .limits import RATE_PERIOD_MAX
 from .models import (
     ACTIVE_STATUSES,
     FINISHED_STATUSES,
@@ -21,6 +22,7 @@ from .models import (
     QueueStart,
     Worker,
 )
+from .readable import END_OF_TIME
 
 # Past this many rows (PostgreSQL's own estimate), finished-status counts come
 # from the planner's statistics instead of a scan of every finished row.
@@ -48,12 +50,12 @@ def job_counts():
 
 def worker_slots(worker):
     """Return ``{queue: slots}`` one worker gives; a shared pool counts for each queue."""
-    slots = dict(worker.slots or {})
+    slots = readable.worker_slots(worker.slots)  # a row of another shape counts for nothing
     shared = slots.pop("*", None)
-    result = {q: int(slots[q]) for q in slots}
+    result = dict(slots)
     if shared:
-        for q in worker.queues or []:
-            result.setdefault(q, int(shared))
+        for q in readable.worker_queues(worker.queues):
+            result.setdefault(q, shared)
     return result
 
 
@@ -126,7 +128,10 @@ def _rate_used(queue, now):
     """Return how many attempts of a rate-limited queue started in its window (0 without a rate limit)."""
     if queue.rate_limit is None:
         return 0
-    since = now - timedelta(seconds=queue.rate_period)
+    period = queue.rate_period
+    if not 0 < period <= RATE_PERIOD_MAX:  # a row written around the rule (NaN fails too): the longest window
+        period = RATE_PERIOD_MAX
+    since = now - timedelta(seconds=period)
     return QueueStart.objects.filter(queue=queue.name, started_at__gt=since).count()
 
 
@@ -211,9 +216,10 @@ def upcoming(now=None, limit=20):
     runs = schedules.upcoming(now, limit)
     if not runs:
         return jobs
-    due = [j for j in jobs if j.execute_at <= now]
-    later = [j for j in jobs if j.execute_at > now] + runs
-    later.sort(key=lambda row: row.execute_at if isinstance(row, Job) else row.next_run_at)
+    # A time that is None (SQLite text that is no time: readable.py) is due, as the dispatcher takes it.
+    due = [j for j in jobs if j.execute_at is None or j.execute_at <= now]
+    later = [j for j in jobs if j.execute_at is not None and j.execute_at > now] + runs
+    later.sort(key=lambda row: row.execute_at if isinstance(row, Job) else row.next_run_at or END_OF_TIME)
     return (due + later)[:limit]
 
 

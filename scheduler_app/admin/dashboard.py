@@ -24,8 +24,9 @@ from django.utils import timezone
 from django.utils.decorators import method_decorator
 from django.views.decorators.http import require_POST
 
-from .. import history, lifecycle, schedules, stats
+from .. import history, lifecycle, readable, schedules, stats
 from ..models import Dashboard, JobStatus, Schedule
+from ..rules import PROGRESS
 from .changelist import site_view
 from .formatting import humanize_seconds, relative_time, task_html, when_html, worker_state
 
@@ -73,9 +74,10 @@ def upcoming_row(item, now, paused):
     return task_row(
         item,
         priority=item.priority,
-        execute_at=at.isoformat(),
-        due=at <= now,
-        when=relative_time(at, now, late=True),
+        # None: SQLite text that is no time (readable.py); the dispatcher takes it as due.
+        execute_at=at.isoformat() if at is not None else None,
+        due=at is None or at <= now,
+        when=relative_time(at, now, late=True) if at is not None else "–",
         when_html=when_html(at, now, late=True),
         paused=item.queue in paused,
         **extra,
@@ -86,7 +88,7 @@ def running_row(job, now):
     # Elapsed: this attempt's, not the first attempt's (started_at).
     attempt_started = job.attempt_started_at
     elapsed = (now - attempt_started).total_seconds() if attempt_started else None
-    progress = job.progress
+    progress = PROGRESS.shown(job.progress)
     return task_row(
         job,
         worker=job.worker,
@@ -95,16 +97,16 @@ def running_row(job, now):
         elapsed_seconds=round(elapsed, 1) if elapsed is not None else None,
         elapsed=humanize_seconds(elapsed) if elapsed is not None else "–",
         progress=progress,
-        percent=round(100 * progress["current"] / progress["total"]) if progress and progress.get("total") else None,
+        percent=progress["percent"] if progress else None,
         cancel_requested=job.cancel_requested,
     )
 
 
 def last_error_message(job):
-    if not job.errors:
+    entries = readable.error_entries(job.errors)
+    if not entries:
         return "", ""
-    last = job.errors[-1]
-    return last.get("exception_class", ""), last.get("message", "")
+    return entries[-1]["exception_class"], entries[-1]["message"]
 
 
 def failure_row(job, now):
@@ -122,18 +124,18 @@ def failure_row(job, now):
 
 def worker_row(worker, now):
     slots = stats.worker_slots(worker)
-    age = (now - worker.last_heartbeat).total_seconds()
+    age = (now - worker.last_heartbeat).total_seconds() if worker.last_heartbeat is not None else None
     return {
         "id": worker.id,
         "hostname": worker.hostname,
         "pid": worker.pid,
-        "queues": list(worker.queues or []),
+        "queues": readable.worker_queues(worker.queues),
         "slots": slots,
         "slots_text": ", ".join(f"{q}: {n}" for q, n in sorted(slots.items())) or "–",
-        "shared": "*" in (worker.slots or {}),
+        "shared": "*" in readable.worker_slots(worker.slots),
         "state": worker_state(worker, now),
-        "heartbeat_age_seconds": round(age, 1),
-        "heartbeat_age": humanize_seconds(age),
+        "heartbeat_age_seconds": round(age, 1) if age is not None else None,
+        "heartbeat_age": humanize_seconds(age) if age is not None else "–",
         "running": worker.running,
         "processed": worker.processed,
         "failed": worker.failed,
@@ -171,7 +173,9 @@ def dashboard_data(now=None, minutes=60):
     failures = [failure_row(job, now) for job in stats.recent_failures(FAILURES_LIMIT)]
     workers = [worker_row(w, now) for w in stats.recent_workers(now, WORKERS_LIMIT)]
     lag = stats.oldest_due_lag(now)
-    return {
+    # Floats of rows written around the service may be NaN or infinite: JSON (the
+    # feed, the charts' json_script) has no words for them.
+    return readable.finite({
         "generated_at": now.isoformat(),
         "counts": counts,
         "status_cards": [
@@ -192,7 +196,7 @@ def dashboard_data(now=None, minutes=60):
         "failures": failures,
         "workers": workers,
         "workers_alive": sum(1 for w in workers if w["state"] == "alive"),
-    }
+    })
 
 
 def render_sections(request, data):

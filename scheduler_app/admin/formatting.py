@@ -4,17 +4,21 @@ Plain functions shared by the model admins and the dashboard; no queries.
 """
 
 import json
+import math
 import re
 
 from django.utils import formats, timezone
 from django.utils.html import format_html, format_html_join
 
 from ..models import JobStatus, stale_before
+from ..readable import in_zone
 
 
 def humanize_seconds(seconds):
-    """Return a short duration: '850 ms', '12 s', '5 min', '3 h 4 min', '2 d 3 h'."""
+    """Return a short duration: '850 ms', '12 s', '5 min', '3 h 4 min', '2 d 3 h' ('–' for NaN or an infinity)."""
     seconds = abs(float(seconds))
+    if not math.isfinite(seconds):  # computed from a float column written around the service
+        return "–"
     if seconds < 1:
         return f"{round(seconds * 1000)} ms"
     if seconds < 60:
@@ -42,10 +46,14 @@ def relative_time(when, now=None, *, late=False):
 
 
 def exact_time(value):
-    """Return a time in the site's zone to the second, with the zone: '2026-11-26 03:39:02 UTC', or '–'."""
+    """Return a time in the site's zone to the second, with the zone: '2026-11-26 03:39:02 UTC', or '–'.
+
+    In UTC where the site's zone has no such date (a row's END_OF_TIME is in
+    year 10000 in Asia/Tokyo: ``readable.in_zone``).
+    """
     if value is None:
         return "–"
-    local = timezone.localtime(value)
+    local = in_zone(value)
     return f"{formats.date_format(local, 'Y-m-d H:i:s')} {local.strftime('%Z') or formats.date_format(local, 'O')}"
 
 
@@ -67,8 +75,8 @@ def when_html(value, now=None, *, late=False):
 
 
 def worker_state(worker, now=None):
-    """Return 'alive', 'stopped' or 'dead' (alive in the table but silent too long)."""
-    if worker.state == "alive" and worker.last_heartbeat >= stale_before(now):
+    """Return 'alive', 'stopped' or 'dead' (alive in the table but silent too long, or since a time no one can read)."""
+    if worker.state == "alive" and worker.last_heartbeat is not None and worker.last_heartbeat >= stale_before(now):
         return "alive"
     return "stopped" if worker.state == "stopped" else "dead"
 

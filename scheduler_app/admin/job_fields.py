@@ -11,6 +11,8 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from ..models import JobLog, JobStatus, Schedule, Worker
+from ..readable import error_entries
+from ..rules import PROGRESS
 from .formatting import (
     exact_time,
     humanize_seconds,
@@ -35,8 +37,10 @@ class JobFields:
         if obj.status == JobStatus.RUNNING:
             if obj.cancel_requested:
                 extra = " · cancelling"
-            elif obj.progress and obj.progress.get("total"):
-                extra = f" · {round(100 * obj.progress['current'] / obj.progress['total'])}%"
+            else:
+                progress = PROGRESS.shown(obj.progress)
+                if progress and progress["percent"] is not None:
+                    extra = f" · {progress['percent']}%"
         return status_badge(obj.status, extra=extra)
 
     @admin.display(description="execute at", ordering="execute_at")
@@ -115,13 +119,12 @@ class JobFields:
 
     @admin.display(description="progress")
     def progress_display(self, obj):
-        p = obj.progress
-        if not p:
+        p = PROGRESS.shown(obj.progress)
+        if p is None:
             return "–"
-        current, total = p.get("current") or 0, p.get("total") or 0
-        pct = round(100 * current / total) if total else 0
+        current, total = (value if value is not None else "?" for value in (p["current"], p["total"]))
         return format_html(
-            '<progress max="100" value="{}"></progress> {}/{} {}', pct, current, total, p.get("message") or ""
+            '<progress max="100" value="{}"></progress> {}/{} {}', p["percent"] or 0, current, total, p["message"]
         )
 
     @admin.display(description="result")
@@ -132,7 +135,8 @@ class JobFields:
 
     @admin.display(description="errors")
     def errors_display(self, obj):
-        if not obj.errors:
+        entries = error_entries(obj.errors)  # any shape a row holds
+        if not entries:
             return "None"
         rows = format_html_join(
             "",
@@ -140,15 +144,15 @@ class JobFields:
             "<p><code>{}</code>: {}</p><details{}><summary>Traceback</summary><pre>{}</pre></details></div>",
             (
                 (
-                    e.get("attempt", "?"),
-                    error_time(e.get("time")),
-                    e.get("worker") or "–",
-                    e.get("exception_class", ""),
-                    e.get("message", ""),
-                    " open" if i == len(obj.errors) - 1 else "",
-                    e.get("traceback") or "(none)",
+                    "?" if e["attempt"] is None else e["attempt"],
+                    error_time(e["time"]),
+                    e["worker"] or "–",
+                    e["exception_class"],
+                    e["message"],
+                    " open" if i == len(entries) - 1 else "",
+                    e["traceback"] or "(none)",
                 )
-                for i, e in enumerate(obj.errors)
+                for i, e in enumerate(entries)
             ),
         )
         return format_html('<div class="sched-errors">{}</div>', rows)
@@ -175,7 +179,7 @@ class JobFields:
                 '<span class="sched-log-msg">{}</span>{}</li>',
                 (
                     (
-                        level_class(r["level"]), r["time"].isoformat(), exact_time(r["time"]), level_name(r["level"]),
+                        level_class(r["level"]), r["time"].isoformat() if r["time"] else "", exact_time(r["time"]), level_name(r["level"]),
                         r["logger"], r["message"],
                         format_html("<pre>{}</pre>", r["exc_text"]) if r["exc_text"] else "",
                     )

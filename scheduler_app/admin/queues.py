@@ -24,7 +24,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
 
-from .. import conf, history, lifecycle, stats
+from .. import conf, history, lifecycle, readable, stats
 from ..forms import RuleFormField
 from ..lifecycle import validation as rules
 from ..lifecycle.queues import LIMIT_FIELDS
@@ -32,6 +32,7 @@ from ..models import Queue
 from .changelist import site_view
 from .dashboard import QUEUE_PERMISSION, RANGES, minutes_of
 from .formatting import humanize_seconds
+from .lookups import SafeLookupsMixin
 
 VIEW_PERMISSIONS = ("scheduler_app.view_queue",)
 CHANGE_PERMISSION = "scheduler_app.change_queue"
@@ -70,11 +71,11 @@ def queue_rows(now, minutes):
         q["lag"] = humanize_seconds(q["oldest_due_lag_seconds"]) if q["due"] else "–"
         q["limits"] = use_text(q)
         q["history"] = history.series(minutes, queue=q["name"], now=now)
-    return rows
+    return readable.finite(rows)  # NaN and infinities (rows written around the service): no JSON for them
 
 
 @admin.register(Queue)
-class QueueAdmin(admin.ModelAdmin):
+class QueueAdmin(SafeLookupsMixin, admin.ModelAdmin):  # a name with NUL is no queue, not a DataError
     form = QueueLimitsForm
     fields = ["name", "paused", *LIMIT_FIELDS, "use_display"]
     readonly_fields = ["name", "paused", "use_display"]

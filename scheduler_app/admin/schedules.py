@@ -14,7 +14,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from .. import conf, registry, schedules
-from ..forms import EncodableDataMixin, JSONTextField, RuleChoiceField, RuleFormField
+from ..forms import EncodableDataMixin, JSONTextField, RuleChoiceField, RuleFormField, SplitDateTime
 from ..lifecycle import validation as job_rules
 from ..models import Schedule
 from ..schedules import rules
@@ -46,6 +46,7 @@ class ScheduleForm(EncodableDataMixin, forms.ModelForm):
     class Meta:
         model = Schedule
         fields = list(rules.EDITABLE)
+        widgets = {"start_at": SplitDateTime, "end_at": SplitDateTime}
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -99,7 +100,8 @@ class ScheduleAdmin(SafeLookupsMixin, admin.ModelAdmin):
     search_fields = ["name", "task"]
     ordering = ["name"]
     actions = ["run_now", "enable", "disable"]
-    readonly_fields = ["timetable", "next_run_at", "last_run_at", "last_job_link", "jobs_link", "created_at", "updated_at"]
+    # Times in the admin's one format (formatting.when_html), not Django's.
+    readonly_fields = ["timetable", "next_run", "last_run", "last_job_link", "jobs_link", "created_display", "updated_display"]
     fieldsets = [
         (None, {"fields": ["name", "task", "args", "kwargs", "enabled"]}),
         (
@@ -110,7 +112,7 @@ class ScheduleAdmin(SafeLookupsMixin, admin.ModelAdmin):
             },
         ),
         ("Jobs", {"fields": ["queue", "priority", "max_attempts", "timeout"]}),
-        ("State", {"fields": ["timetable", "next_run_at", "last_run_at", "last_job_link", "jobs_link", "created_at", "updated_at"]}),
+        ("State", {"fields": readonly_fields}),
     ]
 
     class Media:
@@ -132,6 +134,8 @@ class ScheduleAdmin(SafeLookupsMixin, admin.ModelAdmin):
 
     @admin.display(description="next run", ordering="next_run_at")
     def next_run(self, obj):
+        if obj.pk is None:  # the add page
+            return "–"
         if not obj.enabled:
             return "disabled"
         if obj.next_run_at is None:
@@ -140,6 +144,8 @@ class ScheduleAdmin(SafeLookupsMixin, admin.ModelAdmin):
 
     @admin.display(description="last run", ordering="last_run_at")
     def last_run(self, obj):
+        if obj.pk is None:
+            return "–"
         if obj.last_run_at is None:
             return "never"
         when = when_html(obj.last_run_at)
@@ -149,6 +155,14 @@ class ScheduleAdmin(SafeLookupsMixin, admin.ModelAdmin):
         return format_html(
             '{} · <a href="{}">{}</a>', when, reverse("admin:scheduler_app_job_change", args=[job.pk]), status_badge(job.status)
         )
+
+    @admin.display(description="created at")
+    def created_display(self, obj):
+        return when_html(obj.created_at if obj.pk else None)
+
+    @admin.display(description="updated at")
+    def updated_display(self, obj):
+        return when_html(obj.updated_at if obj.pk else None)
 
     @admin.display(description="last job")
     def last_job_link(self, obj):

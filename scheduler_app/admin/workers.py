@@ -5,6 +5,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from ..models import Worker
+from ..readable import worker_queues, worker_slots
 from .formatting import humanize_seconds, when_html, worker_state
 from .lookups import SafeLookupsMixin
 
@@ -27,9 +28,10 @@ class WorkerAdmin(SafeLookupsMixin, admin.ModelAdmin):
     search_fields = ["id", "hostname"]
     ordering = ["-last_heartbeat"]
     show_full_result_count = False
+    # Times in the admin's one format (formatting.when_html), not Django's.
     readonly_fields = [
         "id", "hostname", "pid", "queues_display", "slots_display", "alive_badge", "state",
-        "lease_seconds", "started_at", "last_heartbeat", "heartbeat_age", "stopped_at",
+        "lease_seconds", "started_display", "last_heartbeat_display", "heartbeat_age", "stopped_display",
         "running", "processed", "failed",
     ]
     fields = readonly_fields
@@ -48,11 +50,11 @@ class WorkerAdmin(SafeLookupsMixin, admin.ModelAdmin):
 
     @admin.display(description="queues")
     def queues_display(self, obj):
-        return ", ".join(obj.queues or []) or "–"
+        return ", ".join(worker_queues(obj.queues)) or "–"
 
     @admin.display(description="slots")
     def slots_display(self, obj):
-        slots = obj.slots or {}
+        slots = worker_slots(obj.slots)
         if set(slots) == {"*"}:
             return f"{slots['*']} shared"
         return ", ".join(f"{q}: {n}" for q, n in sorted(slots.items())) or "–"
@@ -66,6 +68,16 @@ class WorkerAdmin(SafeLookupsMixin, admin.ModelAdmin):
     def started_display(self, obj):
         return when_html(obj.started_at)
 
+    @admin.display(description="last heartbeat")
+    def last_heartbeat_display(self, obj):
+        return when_html(obj.last_heartbeat)
+
+    @admin.display(description="stopped at")
+    def stopped_display(self, obj):
+        return when_html(obj.stopped_at)
+
     @admin.display(description="heartbeat", ordering="-last_heartbeat")
     def heartbeat_age(self, obj):
+        if obj.last_heartbeat is None:  # SQLite text that is no time (readable.py)
+            return "–"
         return f"{humanize_seconds((timezone.now() - obj.last_heartbeat).total_seconds())} ago"

@@ -9,15 +9,17 @@ show. The OpenAPI schema of the field is the rule's ``schema()``.
 
 import copy
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.utils.dateparse import parse_datetime
+from django.db import models
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import ISO_8601, serializers
 from rest_framework.relations import PKOnlyObject
 from rest_framework.settings import api_settings
 from rest_framework.utils import html
+
+from scheduler_app.rules import PROGRESS
 
 
 def rule_messages(exc):
@@ -67,7 +69,28 @@ class RuleField(serializers.Field):
         return value
 
 
-class DirectAttributesMixin:
+class TimeField(serializers.DateTimeField):
+    """DRF's DateTimeField, except that a time the active zone has no date for is shown in UTC.
+
+    Rows written around the service can hold the first or last instant
+    Python knows (``readable``): 9999-12-31T23:59:59Z is in year 10000 in
+    Asia/Tokyo, and DRF's conversion raised OverflowError (a 500).
+    """
+
+    def enforce_timezone(self, value):
+        try:
+            return super().enforce_timezone(value)
+        except OverflowError:
+            return value.astimezone(UTC)
+
+
+class TimesMixin:
+    """For a ModelSerializer: the model's DateTimeFields become ``TimeField``s."""
+
+    serializer_field_mapping = {**serializers.ModelSerializer.serializer_field_mapping, models.DateTimeField: TimeField}
+
+
+class DirectAttributesMixin(TimesMixin):
     """A ModelSerializer that reads its plain model fields straight off the instance.
 
     DRF's ``to_representation`` walks each field's ``source`` through
@@ -120,7 +143,10 @@ class DirectAttributesMixin:
                 out[name] = value
             elif kind is _DATETIME and type(value) is datetime and value.tzinfo is not None:
                 if value is not extra[1]:  # the jobs of one bulk request share their datetimes
-                    text = value.astimezone(extra[0]).isoformat()
+                    try:
+                        text = value.astimezone(extra[0]).isoformat()
+                    except OverflowError:  # no such date in that zone (see TimeField)
+                        text = value.astimezone(UTC).isoformat()
                     extra[1], extra[2] = value, text[:-6] + "Z" if text.endswith("+00:00") else text
                 out[name] = extra[2]
             else:
@@ -185,7 +211,7 @@ def _reading(field, columns):
     if kind is serializers.ChoiceField and all(type(key) is str for key in field.choices):
         return _SAME, (str,)  # a choice's text maps to itself; other text is returned as it is
     if (
-        kind is serializers.DateTimeField
+        kind in (serializers.DateTimeField, TimeField)
         and getattr(field, "timezone", None) is not None
         and str(getattr(field, "format", api_settings.DATETIME_FORMAT)).lower() == ISO_8601
     ):
@@ -294,10 +320,6 @@ class JSONObjectField(serializers.JSONField):
     """A JSON object of any JSON values (read-only: output)."""
 
 
-def _number(value):
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
 @extend_schema_field(
     {
         "type": "object",
@@ -317,21 +339,22 @@ class ProgressField(serializers.Field):
     """A job's progress, ``{current, total, message, updated_at}`` (read-only: output).
 
     The row holds what the task passed to ``context.set_progress()`` plus the
-    time of the report; values of another type than documented come out as
-    null rather than breaking the documented shape.
+    time of the report, read through ``rules.PROGRESS.shown``: what breaks
+    its rule (a row written around it) comes out as null or "" rather than
+    breaking the documented shape.
     """
 
     def __init__(self, **kwargs):
         super().__init__(read_only=True, **kwargs)
 
     def to_representation(self, value):
-        if not isinstance(value, Mapping):
+        shown = PROGRESS.shown(value)
+        if shown is None:
             return None
-        message = value.get("message")
-        reported = parse_datetime(value["updated_at"]) if isinstance(value.get("updated_at"), str) else None
+        reported = shown["updated_at"]
         return {
-            "current": _number(value.get("current")),
-            "total": _number(value.get("total")),
-            "message": message if isinstance(message, str) else "",
-            "updated_at": serializers.DateTimeField().to_representation(reported) if reported else None,
+            "current": shown["current"],
+            "total": shown["total"],
+            "message": shown["message"],
+            "updated_at": TimeField().to_representation(reported) if reported else None,
         }

@@ -17,13 +17,14 @@ from scheduler_app.models import Job, JobLog
 from scheduler_app.rules import NO_NUL
 
 from .base import SchedulerAPI
+from .fields import TimeField, TimesMixin
 from .permissions import needs
 from .schema import QUERY_ERRORS, extend_schema
 
 ATTEMPT_MAX = 2**31 - 1
 
 
-class JobLogSerializer(serializers.ModelSerializer):
+class JobLogSerializer(TimesMixin, serializers.ModelSerializer):
     """One log record an attempt's own thread emitted."""
 
     level_name = serializers.SerializerMethodField(help_text="DEBUG, INFO, WARNING, ERROR or CRITICAL (or Level N).")
@@ -103,7 +104,7 @@ class FiguresSerializer(serializers.Serializer):
 
 
 class BucketSerializer(FiguresSerializer):
-    start = serializers.DateTimeField()
+    start = TimeField()
     depth = serializers.IntegerField(help_text="Pending jobs (largest sample in the bucket).")
     due = serializers.IntegerField(help_text="Due pending jobs (largest sample).")
     lag = serializers.FloatField(help_text="Seconds the oldest due job had waited (largest sample).")
@@ -116,8 +117,8 @@ class HistorySerializer(serializers.Serializer):
     bucket_seconds = serializers.IntegerField(help_text="60 up to an hour, 600 up to a day, 3600 beyond.")
     queue = serializers.CharField(allow_null=True)
     task = serializers.CharField(allow_null=True)
-    start = serializers.DateTimeField()
-    end = serializers.DateTimeField()
+    start = TimeField()
+    end = TimeField()
     buckets = BucketSerializer(many=True)
     totals = FiguresSerializer()
 

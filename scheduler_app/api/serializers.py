@@ -9,7 +9,7 @@ so the API refuses exactly what the admin, the commands and
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from scheduler_app import limits, stats
+from scheduler_app import limits, readable, stats
 from scheduler_app.lifecycle import validation as rules
 from scheduler_app.models import Job, JobStatus, Worker
 from scheduler_app.rules import DEPENDS_ON_INDEX
@@ -24,6 +24,7 @@ from .fields import (
     ProgressField,
     RuleField,
     StrictKeysMixin,
+    TimesMixin,
 )
 
 
@@ -275,11 +276,25 @@ class TaskSerializer(serializers.Serializer):
     )
 
 
-class WorkerSerializer(serializers.ModelSerializer):
+class StoredQueuesField(serializers.ListField):
+    """A dispatcher's queue names, read by ``readable.worker_queues`` (a row may hold any JSON)."""
+
+    def to_representation(self, data):
+        return super().to_representation(readable.worker_queues(data))
+
+
+class StoredSlotsField(serializers.DictField):
+    """A dispatcher's slots per queue, read by ``readable.worker_slots`` (a row may hold any JSON)."""
+
+    def to_representation(self, value):
+        return super().to_representation(readable.worker_slots(value))
+
+
+class WorkerSerializer(TimesMixin, serializers.ModelSerializer):
     """A dispatcher process (`manage.py rundispatcher`)."""
 
-    queues = serializers.ListField(child=serializers.CharField(), read_only=True)
-    slots = serializers.DictField(
+    queues = StoredQueuesField(child=serializers.CharField(), read_only=True)
+    slots = StoredSlotsField(
         child=serializers.IntegerField(),
         read_only=True,
         help_text='Worker slots per queue, or {"*": n} for one pool shared by its queues.',

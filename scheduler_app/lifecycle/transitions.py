@@ -18,6 +18,7 @@ from .. import sql, storable
 from ..dispatcher.policy import LEASE_EXPIRED_MESSAGE
 from ..dispatcher.types import ClaimedJob
 from ..models import Job, JobStatus
+from ..rules import PROGRESS
 from .announce import announce
 from .dependencies import settle
 from .finishing import finish_rows, log_rows, report_lost, finish, with_outcomes
@@ -257,11 +258,13 @@ def release(worker, attempts, *, now=None, using="default"):
 def set_progress(job_id, worker, attempt, progress, *, now=None, using="default"):
     """Record a running attempt's progress and when it was reported; return whether the attempt still runs.
 
-    ``progress`` is ``{"current", "total", "message"}``; ``updated_at`` (ISO
-    8601) is added.
+    ``progress`` is ``{"current", "total", "message"}``, as ``rules.PROGRESS``
+    accepts it (else TypeError or ValueError); ``updated_at`` (ISO 8601) is added.
     """
     now = now or timezone.now()
-    progress = json.loads(storable.json_text({**progress, "updated_at": now.isoformat()}))
+    checked = PROGRESS.check(progress.get("current"), progress.get("total"), progress.get("message", ""))
+    # The message is the task's text: stored as both databases store text (storable).
+    progress = storable.clean_value({**checked, "updated_at": now.isoformat()})
     return bool(
         Job.objects.using(using)
         .filter(pk=job_id, status=JobStatus.RUNNING, worker=worker, attempts=attempt)

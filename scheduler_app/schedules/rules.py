@@ -10,7 +10,7 @@ from cronsim import CronSim, CronSimError
 
 from ..models import MisfirePolicy
 from ..registry import shown
-from ..rules import Moment, Rule, Text, WholeNumber
+from ..rules import LATEST_TEXT, Moment, Rule, Text, WholeNumber
 from .timetable import CRON_HELP, zone_names
 
 NAME_MAX = 200
@@ -19,7 +19,7 @@ INTERVAL_MAX = 366 * 24 * 3600
 TIMING_FIELDS = ("cron", "interval_seconds", "timezone", "start_at", "end_at")
 JOB_FIELDS = ("task", "args", "kwargs", "queue", "priority", "max_attempts", "timeout")
 # A schedule whose next run would fall after limits.LATEST (service.clean).
-PAST_LATEST = "The next run would fall after 9999-12-31T23:59:59Z, the latest time the scheduler stores."
+PAST_LATEST = f"The next run would fall after {LATEST_TEXT}, the latest time the scheduler stores."
 # The fields a person or a request may set: the admin form and the API's
 # write serializer both use this list.
 EDITABLE = ("name", *JOB_FIELDS, *TIMING_FIELDS, "enabled", "misfire_policy")

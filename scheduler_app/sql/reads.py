@@ -2,6 +2,7 @@
 
 from datetime import UTC, datetime
 
+from ..readable import END_OF_TIME, START_OF_TIME
 from .base import SQLITE_EPOCH, TABLE, _rows, adapt_dt, is_postgres
 
 
@@ -31,5 +32,19 @@ def pending_by_queue(now, using="default"):
     )
     found = {}
     for queue, n, due_n, oldest in rows:
-        found[queue] = (n, int(due_n or 0), datetime.fromtimestamp(oldest, UTC) if oldest is not None else None)
+        found[queue] = (n, int(due_n or 0), _moment(oldest))
     return found
+
+
+def _moment(epoch):
+    """Return epoch seconds as an aware datetime; the first one Python holds for an earlier one.
+
+    Only due times reach here (``<= now``): a row's BC date or ``-infinity``
+    (-inf seconds) is as late as the oldest time can be.
+    """
+    if epoch is None:
+        return None
+    try:
+        return datetime.fromtimestamp(epoch, UTC)
+    except (OverflowError, OSError, ValueError):
+        return START_OF_TIME if epoch < 0 else END_OF_TIME

@@ -56,9 +56,17 @@ class TestQueueAdmin:
         errors = response.context["adminform"].form.errors
         assert errors == {
             "concurrency_limit": ["Must be a whole number from 1 to 100000."],
-            "rate_period": ["Must be a number of seconds greater than 0 and at most 86400."],
+            "rate_period": ["Must be a number of seconds from 0.001 to 86400."],
         }
         assert Queue.objects.get(name="slow").concurrency_limit is None
+
+    @pytest.mark.parametrize("period", ["5e-324", "0.0009", "1e400", "nan"])
+    def test_a_period_shorter_than_a_millisecond_is_refused(self, admin_client_, period):
+        self._seed()
+        response = admin_client_.post(queue_url("slow"), form(rate_limit="10", rate_period=period))
+        assert response.status_code == 200
+        assert response.context["adminform"].form.errors == {"rate_period": ["Must be a number of seconds from 0.001 to 86400."]}
+        assert Queue.objects.get(name="slow").rate_limit is None
 
     def test_view_only_staff_cannot_change_limits(self, client, staff_user):
         self._seed()

@@ -4,6 +4,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from scheduler_app import lifecycle
 from scheduler_app.models import Job, Queue
 
 from .conftest import ADD
@@ -54,6 +55,33 @@ class TestDependencies:
         response = api.post("/api/jobs/", {"task": ADD, "args": [1, 1], "depends_on_index": [0]}, format="json")
         assert response.json() == {"depends_on_index": ["Unknown field."]}
 
+    @pytest.mark.parametrize("forward", [True, False])
+    def test_a_chain_of_a_thousand_jobs_is_made_in_order_and_ended_down_the_chain(self, api, forward):
+        # Each job depends on the next one (or the previous): 1,000 levels
+        # deep, past Python's recursion limit if anything walks it recursively.
+        n = 1000
+        jobs = [{"task": ADD, "args": [i, i]} for i in range(n)]
+        for i in range(n - 1):
+            jobs[i if forward else i + 1]["depends_on_index"] = [i + 1 if forward else i]
+        response = api.post("/api/jobs/bulk/", {"jobs": jobs}, format="json")
+        assert response.status_code == 201, response.content[:300]
+        body = response.json()
+        root = body[n - 1] if forward else body[0]
+        assert root["status"] == "pending"
+        assert sorted(j["status"] for j in body) == ["pending"] + ["waiting"] * (n - 1)
+        lifecycle.cancel(root["id"])
+        assert set(Job.objects.values_list("status", flat=True)) == {"cancelled"}
+        assert api.get("/api/jobs/?page_size=500").status_code == 200
+
+    def test_a_cycle_through_a_thousand_jobs_is_a_400(self, api):
+        n = 1000
+        jobs = [{"task": ADD, "args": [i, i], "depends_on_index": [(i + 1) % n]} for i in range(n)]
+        response = api.post("/api/jobs/bulk/", {"jobs": jobs}, format="json")
+        assert response.status_code == 400
+        [(index, errors)] = response.json()["jobs"].items()
+        assert index == "0" and errors["depends_on_index"][0].startswith("Jobs 0 -> 1 -> 2 -> ")
+        assert errors["depends_on_index"][0].endswith(" -> 999 -> 0 of this request depend on each other in a cycle.")
+
     def test_a_page_of_jobs_reads_their_links_in_two_queries_at_most(self, api, make_job):
         roots = [make_job() for _ in range(5)]
         for root in roots:
@@ -85,7 +113,7 @@ class TestUniqueFor:
         again = api.post("/api/jobs/", body, format="json")
         assert again.status_code == 201 and again.json()["id"] != first["id"]
         bad = api.post("/api/jobs/", {**body, "unique_for": 0}, format="json")
-        assert bad.json() == {"unique_for": ["Must be a number of seconds greater than 0 and at most 31622400."]}
+        assert bad.json() == {"unique_for": ["Must be a number of seconds from 0.001 to 31622400."]}
 
 
 class TestQueueLimits:
@@ -108,7 +136,10 @@ class TestQueueLimits:
             ({"concurrency_limit": 0}, {"concurrency_limit": ["Must be a whole number from 1 to 100000."]}),
             ({"rate_limit": 1.5}, {"rate_limit": ["Must be a whole number from 1 to 10000."]}),
             ({"rate_period": None}, {"rate_period": ["This field may not be null."]}),
-            ({"rate_period": 0}, {"rate_period": ["Must be a number of seconds greater than 0 and at most 86400."]}),
+            ({"rate_period": 0}, {"rate_period": ["Must be a number of seconds from 0.001 to 86400."]}),
+            # Positive, but a window of nothing: 5e-324 rounds to zero against a time.
+            ({"rate_period": 5e-324}, {"rate_period": ["Must be a number of seconds from 0.001 to 86400."]}),
+            ({"rate_period": 0.0009}, {"rate_period": ["Must be a number of seconds from 0.001 to 86400."]}),
             ({"paused": True}, {"paused": ["Cannot be changed: a PATCH may only set concurrency_limit, rate_limit and rate_period."]}),
             ({}, {"non_field_errors": ["Give concurrency_limit, rate_limit or rate_period."]}),
         ],

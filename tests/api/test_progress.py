@@ -47,3 +47,55 @@ def test_the_schema_documents_it(api):
     progress = schema["components"]["schemas"]["Job"]["properties"]["progress"]
     assert progress["nullable"] is True
     assert set(progress["properties"]) == {"current", "total", "message", "updated_at"}
+
+
+# -- the one rule: what set_progress accepts, and how any stored value is shown ---------
+
+BAD_REPORTS = [
+    (("3", "10"), TypeError, "set_progress(): current must be a number or None, not str '3'."),
+    ((3, "10"), TypeError, "set_progress(): total must be a number or None, not str '10'."),
+    ((True, 10), TypeError, "set_progress(): current must be a number or None, not bool True."),
+    ((-1, 10), ValueError, "set_progress(): current must be a number from 0 to 9007199254740992, not -1."),
+    ((float("nan"), None), ValueError, "set_progress(): current must be a number from 0 to 9007199254740992, not nan."),
+    ((1, float("inf")), ValueError, "set_progress(): total must be a number from 0 to 9007199254740992, not inf."),
+    ((11, 10), ValueError, "set_progress(): total (10) must be at least current (11)."),
+    ((1, 2, None), TypeError, "set_progress(): message must be text, not NoneType."),
+    ((1, 2, "x" * 1001), ValueError, "set_progress(): message must be at most 1000 characters, not 1001."),
+]
+
+
+@pytest.mark.parametrize("args, error, message", BAD_REPORTS)
+def test_set_progress_refuses_what_breaks_the_rule_in_the_task(make_job, args, error, message):
+    from scheduler_app.context import JobContext
+
+    with pytest.raises(error) as caught:
+        JobContext(task_result=None, job_id=1).set_progress(*args)
+    assert str(caught.value) == message
+    job = make_job()
+    (claimed,) = lifecycle.claim("w1", queues=["default"], limit=1, lease=30)
+    keys = ("current", "total", "message")
+    with pytest.raises(error):
+        lifecycle.set_progress(claimed.id, "w1", claimed.attempt, dict(zip(keys, args, strict=False)))
+    assert Job.objects.get(pk=job.pk).progress is None
+
+
+@pytest.mark.parametrize("args", [(None, 10), (0, 0), (2.5, None), (3, 10, "step \x00 \ud800")])
+def test_set_progress_accepts_numbers_or_none(make_job, args):
+    job = make_job()
+    (claimed,) = lifecycle.claim("w1", queues=["default"], limit=1, lease=30)
+    keys = ("current", "total", "message")
+    assert lifecycle.set_progress(claimed.id, "w1", claimed.attempt, dict(zip(keys, args, strict=False)))
+    stored = Job.objects.get(pk=job.pk).progress
+    assert (stored["current"], stored["total"]) == args[:2] + (None,) * (2 - len(args[:2]))
+    assert stored["message"] == ("step \ufffd \ufffd" if len(args) == 3 else "")
+
+
+def test_a_task_that_reports_text_for_numbers_fails_with_the_reason():
+    from scheduler_app import testing
+
+    bad, _ = lifecycle.enqueue("tests.testapp.tasks.reports", ["3", "10"], max_attempts=1)
+    good, _ = lifecycle.enqueue("tests.testapp.tasks.reports", [None, 10])
+    assert testing.drain() == {"succeeded": 1, "failed": 1, "cancelled": 0, "snoozed": 0}
+    bad.refresh_from_db()
+    assert bad.errors[-1]["exception_class"] == "builtins.TypeError"
+    assert bad.errors[-1]["message"] == "set_progress(): current must be a number or None, not str '3'."

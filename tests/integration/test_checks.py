@@ -94,6 +94,11 @@ def test_retention_out_of_range(retention):
         ("GRACE", True),
         ("POLL_INTERVAL", 0),
         ("POLL_INTERVAL", float("inf")),
+        # Positive, but nothing once added to a time: a busy loop, leases that expire at once.
+        ("POLL_INTERVAL", 5e-324),
+        ("LEASE", 5e-324),
+        ("FULL_SYNC_INTERVAL", 1e-9),
+        ("RETRY_BACKOFF_BASE", 5e-324),
         ("HORIZON", 1e308),
         ("CONCURRENCY", 0),
         ("CONCURRENCY", 99999999999),

@@ -44,8 +44,11 @@ ROWS = [
     ("priority", "high", "high", None, "Must be a whole number from -100 to 100."),
     ("max_attempts", 0, "0", None, "Must be a whole number from 1 to 100."),
     ("max_attempts", 101, "101", None, "Must be a whole number from 1 to 100."),
-    ("timeout", -1, "-1", None, "Must be a number of seconds greater than 0 and at most 31536000."),
-    ("timeout", 0, "0", None, "Must be a number of seconds greater than 0 and at most 31536000."),
+    ("timeout", -1, "-1", None, "Must be a number of seconds from 0.001 to 31536000."),
+    ("timeout", 0, "0", None, "Must be a number of seconds from 0.001 to 31536000."),
+    # A positive number that rounds to nothing added to a time.
+    ("timeout", 5e-324, "5e-324", None, "Must be a number of seconds from 0.001 to 31536000."),
+    ("timeout", 0.0009, "0.0009", None, "Must be a number of seconds from 0.001 to 31536000."),
     (
         "queue",
         "nope",
@@ -81,14 +84,29 @@ ROWS = [
         "9999-12-31T23:59:59-01:00",
         None,
         lambda: tasks.add.using(run_after=datetime(9999, 12, 31, 23, 59, 59, tzinfo=MINUS_ONE)),
-        "Must be no later than 9999-12-31T23:59:59Z.",
+        "Must be no later than 9999-12-30T23:59:59Z.",
+    ),
+    (
+        # Year 10000 in Asia/Tokyo: every page that showed the job failed there.
+        "execute_at",
+        "9999-12-31T00:00:00Z",
+        None,
+        lambda: tasks.add.using(run_after=datetime(9999, 12, 31, tzinfo=UTC)),
+        "Must be no later than 9999-12-30T23:59:59Z.",
+    ),
+    (
+        "execute_at",
+        "0001-01-01T23:59:59Z",
+        None,
+        lambda: tasks.add.using(run_after=datetime(1, 1, 1, 23, 59, 59, tzinfo=UTC)),
+        "Must be no earlier than 0001-01-02T00:00:00Z.",
     ),
     (
         "execute_at",
         "0001-01-01T00:00:00+05:00",
         None,
         lambda: tasks.add.using(run_after=datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=5)))),
-        "Must be no earlier than 0001-01-01T00:00:00Z.",
+        "Must be no earlier than 0001-01-02T00:00:00Z.",
     ),
     (
         "execute_at",
@@ -176,10 +194,12 @@ def test_an_unregistered_task_is_refused_in_the_same_words():
     assert str(info.value) == "task: " + NOT_REGISTERED.replace("os.system", "tests.testapp.stray.stray")
 
 
-def test_the_latest_instant_is_the_end_of_year_9999():
-    from scheduler_app.limits import LATEST
+def test_the_first_and_latest_instants_are_a_day_inside_pythons():
+    from scheduler_app.limits import EARLIEST, LATEST
 
-    assert LATEST == datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
+    # A day inside: no zone is a day from UTC, so every zone has a date for each.
+    assert LATEST == datetime(9999, 12, 30, 23, 59, 59, 999999, tzinfo=UTC)
+    assert EARLIEST == datetime(1, 1, 2, tzinfo=UTC)
 
 
 FAR_EAST = timezone(timedelta(hours=19, minutes=55))  # Python allows it; PostgreSQL stops at 15:59

@@ -102,7 +102,7 @@ class TestUniqueFor:
     def test_a_bad_period_is_refused(self):
         with pytest.raises(ValidationError) as caught:
             enqueue("tests.testapp.tasks.add", [1, 2], unique_for=-5)
-        assert caught.value.message_dict == {"unique_for": ["Must be a number of seconds greater than 0 and at most 31622400."]}
+        assert caught.value.message_dict == {"unique_for": ["Must be a number of seconds from 0.001 to 31622400."]}
 
 
 @pytest.mark.django_db(transaction=True)

@@ -92,6 +92,23 @@ def test_who_may_scrape(staff_user, plain_user):
     assert Client().post("/metrics").status_code == 405
 
 
+def test_head_answers_as_get_does_without_a_body_or_its_queries(viewer, plain_user):
+    lifecycle.enqueue(ADD, [1, 2])
+    get = viewer.get("/metrics")
+    with CaptureQueriesContext(connection) as queries:
+        head = viewer.head("/metrics")
+    assert head.status_code == 200 and head.content == b""
+    assert head["Content-Type"] == get["Content-Type"]
+    assert not any("scheduler_app_" in q["sql"] for q in queries.captured_queries)
+    assert Client().head("/metrics").status_code == 401  # the same refusals as GET
+    client = Client()
+    client.force_login(plain_user)
+    assert client.head("/metrics").status_code == 403
+    with override_settings(SCHEDULER={"METRICS_TOKEN": TOKEN}):
+        assert Client().head("/metrics", HTTP_AUTHORIZATION=f"Bearer {TOKEN}").status_code == 200
+    assert samples(viewer.get("/metrics").content).keys() == samples(get.content).keys()  # GET unchanged
+
+
 def test_api_tokens_of_staff_with_view_job_work_too(staff_user):
     from rest_framework.authtoken.models import Token
 

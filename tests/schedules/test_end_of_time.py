@@ -1,6 +1,7 @@
 """Schedules near the end of time (limits.LATEST) and host-dependent time zones.
 
-Nothing is stored or computed past the end of year 9999 UTC: a schedule
+Nothing is stored or computed past limits.LATEST (9999-12-30T23:59:59Z, a
+day short of Python's last date, so that every time zone can show it): a schedule
 whose next run would fall after it is refused by ``schedules.clean`` (the
 one place: the API and the admin form both go through it), and the
 timetable's functions answer "no run" instead of raising OverflowError.
@@ -58,9 +59,11 @@ def test_no_next_run_past_the_end_of_time(schedule, after):
 
 
 def test_the_last_run_before_the_end_of_time_is_still_found():
-    last = datetime(9999, 12, 31, 23, 59, tzinfo=UTC)
-    assert next_run(cron("59 23 31 12 *"), datetime(9999, 12, 31, tzinfo=UTC)) == last
-    assert next_run(interval(60, start_at=last), datetime(9999, 12, 31, tzinfo=UTC)) == last
+    last = datetime(9999, 12, 30, 23, 59, tzinfo=UTC)
+    assert next_run(cron("59 23 30 12 *"), datetime(9999, 12, 30, tzinfo=UTC)) == last
+    assert next_run(interval(60, start_at=last), datetime(9999, 12, 30, tzinfo=UTC)) == last
+    # A day short of Python's last date: every time zone can show it.
+    assert next_run(cron("0 0 31 12 *"), datetime(9999, 12, 30, tzinfo=UTC)) is None
 
 
 @pytest.mark.parametrize(
