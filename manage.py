@@ -6,7 +6,7 @@ import sys
 
 def main():
     # A SIGTERM while `rundispatcher` starts stops it gracefully (no Django here).
-    from scheduler_app.dispatcher.shutdown import hold_signals_for_dispatcher
+    from scheduler_app import hold_signals_for_dispatcher
 
     hold_signals_for_dispatcher(sys.argv)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")

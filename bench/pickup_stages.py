@@ -39,7 +39,9 @@ def dispatcher_main(out_path, argv):
     from bench.drivers.common import setup_django
 
     setup_django("bench.settings_ours")
-    from scheduler_app.dispatcher import loop, pool, store, wakeup
+    from scheduler_app.dispatcher import loop, pool
+    from scheduler_app.runtime import store
+    from scheduler_app.vocabulary import wakeup
 
     marks = {}  # job id -> {stage: time}
     state = {"tick": 0.0}

@@ -4,16 +4,21 @@ The public names, importable from ``scheduler_app``:
 
 - ``options``: per-task policy, stacked on Django's ``@task``;
 - ``Snooze``: raise it from a task to run again later without counting an attempt;
-- ``enqueue``, ``enqueue_many``: make jobs from code (``lifecycle``).
+- ``JobCancelled``: raise it from a task that saw its cancel request;
+- ``enqueue``, ``enqueue_many``: make jobs from code (``lifecycle``);
+- ``hold_signals_for_dispatcher``: the first line of a project's ``manage.py``
+  (a SIGTERM while ``rundispatcher`` starts stops it gracefully).
 
-Importing the package loads no Django: the pure dispatcher core lives in
-it, and the service's names load when first used.
+Importing the package loads no Django: these names come from the pure
+bottom of the app (``vocabulary``, ``validation.options``,
+``dispatcher.shutdown``), and the service's names load when first used.
 """
 
 __version__ = "0.9.0"
 
-from .snooze import Snooze  # pure: no Django
-from .task_options import options  # noqa: E402  (pure: no Django)
+from .dispatcher.shutdown import hold_signals_for_dispatcher  # pure: no Django
+from .validation.options import options  # pure: no Django
+from .vocabulary.endings import JobCancelled, Snooze  # pure: no Django
 
 _LAZY = {"enqueue": "scheduler_app.lifecycle", "enqueue_many": "scheduler_app.lifecycle"}
 
@@ -27,4 +32,4 @@ def __getattr__(name):
     return getattr(importlib.import_module(module), name)
 
 
-__all__ = ["Snooze", "__version__", "enqueue", "enqueue_many", "options"]
+__all__ = ["JobCancelled", "Snooze", "__version__", "enqueue", "enqueue_many", "hold_signals_for_dispatcher", "options"]

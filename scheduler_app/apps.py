@@ -9,7 +9,8 @@ class SchedulerAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        from . import checks, readable, registry
+        from . import checks, registry
+        from .sql import readable
 
         registry.autodiscover()
         # Rows written around the service read without an error (readable.py).

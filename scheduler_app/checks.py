@@ -26,10 +26,11 @@ from django.core import checks
 from django.core.exceptions import ValidationError
 from django.utils.module_loading import import_string
 
-from . import conf, limits
+from . import conf
 from .lifecycle.validation import QUEUE
 from .models import FINISHED_STATUSES
-from .settings_rules import RENAMED, RETENTION_AGE, SETTINGS, TextList
+from .validation.settings import RENAMED, RETENTION_AGE, SETTINGS, TextList
+from .vocabulary import bounds as limits
 
 TAG = "scheduler"
 BACKEND_PATH = "scheduler_app.backends.SchedulerBackend"

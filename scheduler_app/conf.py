@@ -9,7 +9,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.signals import setting_changed
 
-from .limits import QUEUE_NAME_RE
+from .vocabulary.bounds import QUEUE_NAME_RE
 
 DEFAULTS = {
     # Attempts a job gets unless its task or the caller says otherwise.

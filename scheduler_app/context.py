@@ -19,12 +19,10 @@ from dataclasses import dataclass, field
 
 from django.tasks import TaskContext
 
-from .rules import PROGRESS
-from .snooze import Snooze
+from .validation.fields import PROGRESS
+from .vocabulary.endings import JobCancelled, Snooze
 
-
-class JobCancelled(Exception):
-    """Raise from a task to end its job as cancelled (after a cancel request)."""
+__all__ = ["JobCancelled", "JobContext"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -16,7 +16,7 @@ from django.tasks import Task
 from django.utils.module_loading import module_has_submodule
 
 from . import conf
-from .task_options import options_of
+from .validation.options import options_of
 
 logger = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 ``jobs_changed(message)``: jobs were created, rescheduled, cancelled, or a
 queue was paused or resumed, or a schedule changed. ``message`` is a
-``scheduler_app.dispatcher.wakeup.WakeUp``, the same message a PostgreSQL
+``scheduler_app.vocabulary.wakeup.WakeUp``, the same message a PostgreSQL
 NOTIFY carries (its wire format is documented there). A dispatcher in the
 same process connects to it to wake at once.
 """

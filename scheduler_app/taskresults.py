@@ -29,15 +29,15 @@ from dataclasses import fields
 
 from django.core.signals import setting_changed
 from django.tasks import TaskResult, TaskResultStatus, task_backends
+from django.tasks import signals as django_task_signals
 from django.tasks.backends.base import BaseTaskBackend
 from django.tasks.base import TaskError
 from django.tasks.exceptions import InvalidTaskBackend
-from django.tasks import signals as django_task_signals
 from django.tasks.signals import task_enqueued, task_finished, task_started
 
 from . import registry
 from .conf import scheduler_backends
-from .dispatcher.types import Status
+from .vocabulary.jobs import Status
 
 logger = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from datetime import timedelta
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 from scheduler_app import lifecycle, rollups
-from scheduler_app.dispatcher.rollup import Tally
+from scheduler_app.vocabulary.tallies import Tally
 
 get_user_model().objects.create_superuser("admin", "admin@localhost", "%(password)s")
 D = "scheduler_app.demo.tasks."

@@ -2,7 +2,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 # What a project gets from the installed package's pytest11 entry point.
-pytest_plugins = ["scheduler_app.pytest_plugin"]
+pytest_plugins = ["scheduler_app.testing.pytest_plugin"]
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -14,8 +14,9 @@ from django.db import connection
 from django.db.models import DateTimeField
 from django.utils import timezone
 
-from scheduler_app import lifecycle, rollups, schedules
-from scheduler_app.dispatcher.rollup import Tally
+from scheduler_app import lifecycle, schedules
+from scheduler_app.observability import rollups
+from scheduler_app.vocabulary.tallies import Tally
 from scheduler_app.models import (
     Job,
     JobLog,

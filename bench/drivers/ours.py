@@ -197,7 +197,7 @@ def cmd_explain(args):
     from django.db import connection, transaction
 
     from scheduler_app import lifecycle
-    from scheduler_app.dispatcher.store import DjangoStore
+    from scheduler_app.runtime.store import DjangoStore
     from scheduler_app.models import Job
 
     now = datetime.now(tz=UTC)
@@ -282,7 +282,7 @@ def cmd_claim_cost(args):
     claims run with the queue's limits set so that they never bind.
     """
     from scheduler_app import lifecycle
-    from scheduler_app.dispatcher.store import DjangoStore
+    from scheduler_app.runtime.store import DjangoStore
     from scheduler_app.models import QueueStart
 
     lifecycle.enqueue_many([{"task": NOOP}] * args.n, max_size=None)

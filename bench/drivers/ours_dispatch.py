@@ -15,7 +15,7 @@ from bench.drivers.common import setup_django  # noqa: E402
 
 setup_django("bench.settings_ours")
 
-from scheduler_app.dispatcher import store  # noqa: E402
+from scheduler_app.runtime import store  # noqa: E402
 
 stats = {"claims": 0, "asked": 0, "got": 0, "short": 0, "empty": 0}
 _claim = store.DjangoStore.claim

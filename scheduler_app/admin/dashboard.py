@@ -3,7 +3,7 @@
 Mounted by the admin of the ``Dashboard`` proxy model, so it lives at
 ``/admin/scheduler_app/dashboard/`` and is listed in the Scheduler app like
 any model (first, by name). Numbers and rows come from
-``scheduler_app.stats``; this module only formats them. Queue changes go
+``scheduler_app.observability.stats``; this module only formats them. Queue changes go
 through ``lifecycle``.
 
 The page and the JSON feed render the same section templates: the JSON
@@ -24,9 +24,11 @@ from django.utils import timezone
 from django.utils.decorators import method_decorator
 from django.views.decorators.http import require_POST
 
-from .. import history, lifecycle, readable, schedules, stats
+from .. import lifecycle, schedules
 from ..models import Dashboard, JobStatus, Schedule
-from ..rules import PROGRESS
+from ..observability import history, stats
+from ..sql import readable
+from ..validation.fields import PROGRESS
 from .changelist import site_view
 from .formatting import humanize_seconds, relative_time, task_html, when_html, worker_state
 

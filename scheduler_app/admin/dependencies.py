@@ -10,8 +10,8 @@ from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from .. import stats
 from ..models import JobStatus
+from ..observability import stats
 from .formatting import status_badge
 
 # The job page's "Workflow" fieldset.

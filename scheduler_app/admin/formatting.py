@@ -11,7 +11,7 @@ from django.utils import formats, timezone
 from django.utils.html import format_html, format_html_join
 
 from ..models import JobStatus, stale_before
-from ..readable import in_zone
+from ..sql.readable import in_zone
 
 
 def humanize_seconds(seconds):

@@ -11,17 +11,9 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from ..models import JobLog, JobStatus, Schedule, Worker
-from ..readable import error_entries
-from ..rules import PROGRESS
-from .formatting import (
-    exact_time,
-    humanize_seconds,
-    pretty_json,
-    status_badge,
-    task_html,
-    when_html,
-    worker_state,
-)
+from ..sql.readable import error_entries
+from ..validation.fields import PROGRESS
+from .formatting import exact_time, humanize_seconds, pretty_json, status_badge, task_html, when_html, worker_state
 
 
 class JobFields:

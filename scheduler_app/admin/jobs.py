@@ -12,18 +12,11 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from .. import lifecycle, registry
-from ..forms import JobAddForm, JobRescheduleForm
 from ..lifecycle.states import allowed_from, refusal
 from ..models import Job, JobStatus
-from .changelist import (
-    CappedCountPaginator,
-    DateRangeFilter,
-    JobChangeList,
-    QueueFilter,
-    ScheduleFilter,
-    TaskFilter,
-)
+from .changelist import CappedCountPaginator, DateRangeFilter, JobChangeList, QueueFilter, ScheduleFilter, TaskFilter
 from .dependencies import WORKFLOW_FIELDS, DependenciesMixin, DependencyFilter
+from .forms import JobAddForm, JobRescheduleForm
 from .job_fields import JobFields
 from .live import JobLive
 from .lookups import SafeLookupsMixin

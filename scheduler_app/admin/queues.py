@@ -24,14 +24,16 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
 
-from .. import conf, history, lifecycle, readable, stats
-from ..forms import RuleFormField
+from .. import conf, lifecycle
 from ..lifecycle import validation as rules
 from ..lifecycle.queues import LIMIT_FIELDS
 from ..models import Queue
+from ..observability import history, stats
+from ..sql import readable
 from .changelist import site_view
 from .dashboard import QUEUE_PERMISSION, RANGES, minutes_of
 from .formatting import humanize_seconds
+from .forms import RuleFormField
 from .lookups import SafeLookupsMixin
 
 VIEW_PERMISSIONS = ("scheduler_app.view_queue",)

@@ -14,11 +14,11 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from .. import conf, registry, schedules
-from ..forms import EncodableDataMixin, JSONTextField, RuleChoiceField, RuleFormField, SplitDateTime
 from ..lifecycle import validation as job_rules
 from ..models import Schedule
 from ..schedules import rules
 from .formatting import status_badge, when_html
+from .forms import EncodableDataMixin, JSONTextField, RuleChoiceField, RuleFormField, SplitDateTime
 from .lookups import SafeLookupsMixin
 
 

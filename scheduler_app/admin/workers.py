@@ -5,7 +5,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from ..models import Worker
-from ..readable import worker_queues, worker_slots
+from ..sql.readable import worker_queues, worker_slots
 from .formatting import humanize_seconds, when_html, worker_state
 from .lookups import SafeLookupsMixin
 

@@ -7,8 +7,8 @@ from rest_framework import exceptions, status
 from rest_framework.serializers import as_serializer_error
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from scheduler_app.lifecycle import InvalidTransition
-from scheduler_app.models import Job
+from ..lifecycle import InvalidTransition
+from ..models import Job
 
 
 class Conflict(exceptions.APIException):

@@ -19,7 +19,7 @@ from rest_framework.relations import PKOnlyObject
 from rest_framework.settings import api_settings
 from rest_framework.utils import html
 
-from scheduler_app.rules import PROGRESS
+from ..validation.fields import PROGRESS
 
 
 def rule_messages(exc):

@@ -13,8 +13,9 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from drf_spectacular.drainage import set_override
 
-from scheduler_app.models import PRIORITY_MAX, PRIORITY_MIN, Job, JobStatus
-from scheduler_app.rules import NO_NUL
+from ..models import Job, JobStatus
+from ..validation.fields import NO_NUL
+from ..vocabulary.bounds import PRIORITY_MAX, PRIORITY_MIN
 
 # Largest value of a 64-bit primary key: a longer number cannot be an id.
 MAX_ID = 2**63 - 1

@@ -2,7 +2,7 @@
 
 ``GET /api/jobs/{id}/logs/`` is an action of ``views.JobViewSet``; it uses
 :func:`job_logs` here. ``GET /api/stats/history/`` is :class:`HistoryView`.
-Numbers come from ``scheduler_app.history``.
+Numbers come from ``scheduler_app.observability.history``.
 """
 
 from django import forms
@@ -12,10 +12,10 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from scheduler_app import history, limits
-from scheduler_app.models import Job, JobLog
-from scheduler_app.rules import NO_NUL
-
+from ..models import Job, JobLog
+from ..observability import history
+from ..validation.fields import NO_NUL
+from ..vocabulary import bounds as limits
 from .base import SchedulerAPI
 from .fields import TimeField, TimesMixin
 from .permissions import needs

@@ -19,7 +19,7 @@ from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.utils.urls import remove_query_param, replace_query_param
 
-from scheduler_app import sql
+from .. import sql
 
 # Offsets past this are refused (404) rather than handed to the database,
 # whose OFFSET is a 64-bit integer.

@@ -15,7 +15,7 @@ import json
 from django.db.models import TextField
 from django.db.models.functions import Cast, Left
 
-from scheduler_app.limits import LIST_VALUE_BYTES
+from ..vocabulary.bounds import LIST_VALUE_BYTES
 
 BOUNDED = ("args", "kwargs", "result")
 

@@ -4,7 +4,7 @@ import copy
 
 from rest_framework.renderers import JSONRenderer
 
-from scheduler_app.readable import finite
+from ..sql.readable import finite
 
 
 class SafeJSONRenderer(JSONRenderer):

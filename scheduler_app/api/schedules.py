@@ -15,11 +15,10 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
-from scheduler_app import schedules
-from scheduler_app.lifecycle import validation as job_rules
-from scheduler_app.models import Schedule
-from scheduler_app.schedules import rules
-
+from .. import schedules
+from ..lifecycle import validation as job_rules
+from ..models import Schedule
+from ..schedules import rules
 from .base import SchedulerAPI
 from .fields import DirectAttributesMixin, IdentityUrlField, JSONListField, JSONObjectField, RuleField, StrictKeysMixin
 from .filters import MAX_ID

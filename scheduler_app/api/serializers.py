@@ -9,11 +9,12 @@ so the API refuses exactly what the admin, the commands and
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from scheduler_app import limits, readable, stats
-from scheduler_app.lifecycle import validation as rules
-from scheduler_app.models import Job, JobStatus, Worker
-from scheduler_app.rules import DEPENDS_ON_INDEX
-
+from ..lifecycle import validation as rules
+from ..models import Job, JobStatus, Worker
+from ..observability import stats
+from ..sql import readable
+from ..validation.fields import DEPENDS_ON_INDEX
+from ..vocabulary import bounds as limits
 from . import previews
 from .fields import (
     DirectAttributesMixin,

@@ -18,17 +18,17 @@ from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from scheduler_app import conf, lifecycle, registry, stats
-from scheduler_app.limits import BULK_MAX
-from scheduler_app.models import Job, Queue, Worker
-
+from .. import conf, lifecycle, registry
+from ..models import Job, Queue, Worker
+from ..observability import stats
+from ..vocabulary.bounds import BULK_MAX
 from . import previews
 from .base import SchedulerAPI
 from .exceptions import Conflict
 from .filters import MAX_ID, JobFilter
+from .observability import LOG_PARAMETERS, PaginatedJobLogSerializer, job_logs
 from .pagination import EstimatedCountPagination
 from .permissions import needs
-from .observability import LOG_PARAMETERS, PaginatedJobLogSerializer, job_logs
 from .schema import DETAIL_ERROR, FIELD_ERRORS, QUERY_ERRORS, extend_schema, extend_schema_view
 from .serializers import (
     BulkCreateSerializer,

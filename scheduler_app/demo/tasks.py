@@ -6,7 +6,7 @@ import time
 
 from django.tasks import task
 
-from scheduler_app.context import JobCancelled
+from ..context import JobCancelled
 
 # What a task logs while it runs is kept with its attempt (the job page's "Logs").
 log = logging.getLogger(__name__)

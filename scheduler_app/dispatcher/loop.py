@@ -18,14 +18,14 @@ import threading
 import time
 from datetime import UTC, datetime
 
+from ..vocabulary.clock import SystemClock
+from ..vocabulary.policy import RetryPolicy
 from .claiming import ClaimStep
-from .clock import SystemClock
 from .gate import Gate
-from .lease_watch import LeaseWatch
+from .leases import LeaseWatch
 from .outcomes import OutcomeBuffer
-from .policy import RetryPolicy
 from .pool import WorkerPool
-from .rollup import Reporter
+from .rollups import Reporter
 from .timeline import SCHEDULES, Timeline
 from .window import Window
 

@@ -8,7 +8,7 @@ limited queues they free: room in such a queue exists for the other
 dispatchers only once the outcome is written, so they are told then.
 """
 
-from .types import Status
+from ..vocabulary.jobs import Status
 
 
 class OutcomeBuffer:

@@ -12,8 +12,8 @@ turns them into what it stores. Every method runs on the loop thread.
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
+from ..vocabulary.jobs import ClaimedJob, Outcome
 from .timeline import Entry
-from .types import ClaimedJob, Outcome
 
 
 class Store(Protocol):

@@ -1,6 +1,6 @@
 """Tell dispatchers what changed: a NOTIFY on commit (PostgreSQL) and a signal in-process.
 
-The message is a :class:`~scheduler_app.dispatcher.wakeup.WakeUp`; this
+The message is a :class:`~scheduler_app.vocabulary.wakeup.WakeUp`; this
 module only sends it. On PostgreSQL the NOTIFY is queued inside the current
 transaction, so it is delivered exactly when the change commits (and not at
 all when it rolls back); the in-process ``jobs_changed`` signal is sent from
@@ -10,8 +10,8 @@ all when it rolls back); the in-process ``jobs_changed`` signal is sent from
 from django.db import transaction
 
 from .. import conf, signals, sql
-from ..dispatcher.wakeup import WakeUp
 from ..models import Job
+from ..vocabulary.wakeup import WakeUp
 
 
 def job_item(job):

@@ -18,9 +18,9 @@ from django.utils import timezone
 from django.utils.functional import LazyObject, empty
 
 from .. import conf, sql, taskresults
-from ..dispatcher.wakeup import WakeUp
 from ..models import ACTIVE_STATUSES, Job, JobDependency, JobStatus, UniqueWindow
-from ..rules import DEPENDS_ON_INDEX
+from ..validation.fields import DEPENDS_ON_INDEX
+from ..vocabulary.wakeup import WakeUp
 from .announce import announce, job_item, signal_after_commit
 from .dependencies import order, record_failure, start_state
 from .states import BulkValidationError

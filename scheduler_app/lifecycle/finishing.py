@@ -12,9 +12,10 @@ import logging
 from django.db import InterfaceError, OperationalError, transaction
 from django.utils import timezone
 
-from .. import sql, storable
-from ..dispatcher.pg import TRANSIENT_ERRORS as PG_TRANSIENT_ERRORS
-from ..dispatcher.policy import RetryPolicy
+from .. import sql
+from ..sql.connections import TRANSIENT_ERRORS as PG_TRANSIENT_ERRORS
+from ..vocabulary import storable
+from ..vocabulary.policy import RetryPolicy
 from .dependencies import settle
 
 logger = logging.getLogger(__name__)

@@ -14,14 +14,15 @@ from datetime import UTC, datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from .. import sql, storable
-from ..dispatcher.policy import LEASE_EXPIRED_MESSAGE
-from ..dispatcher.types import ClaimedJob
+from .. import sql
 from ..models import Job, JobStatus
-from ..rules import PROGRESS
+from ..validation.fields import PROGRESS
+from ..vocabulary import storable
+from ..vocabulary.jobs import ClaimedJob
+from ..vocabulary.policy import LEASE_EXPIRED_MESSAGE
 from .announce import announce
 from .dependencies import settle
-from .finishing import finish_rows, log_rows, report_lost, finish, with_outcomes
+from .finishing import finish, finish_rows, log_rows, report_lost, with_outcomes
 
 logger = logging.getLogger(__name__)
 

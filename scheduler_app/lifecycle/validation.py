@@ -17,9 +17,8 @@ from django.tasks import Task
 from django.utils import timezone
 
 from .. import conf, registry
-from ..limits import QUEUE_NAME_MAX, QUEUE_NAME_RE
 from ..models import Job
-from ..rules import (  # the plain fields' rules, used here and re-exported
+from ..validation.fields import (
     ARGS,
     CONCURRENCY_LIMIT,
     DELAY,
@@ -36,7 +35,8 @@ from ..rules import (  # the plain fields' rules, used here and re-exported
     UNIQUE_KEY,
     Rule,
 )
-from ..task_options import options_of
+from ..validation.options import options_of
+from ..vocabulary.bounds import QUEUE_NAME_MAX, QUEUE_NAME_RE
 
 
 class TaskName(Rule):

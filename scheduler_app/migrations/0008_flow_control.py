@@ -4,7 +4,6 @@ import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
-
 QUEUE_CLAIM_INDEX = (
     "CREATE INDEX job_pending_queue_claim_idx ON scheduler_app_job "
     "(queue, priority DESC, execute_at, id) WHERE status = 'pending'"

@@ -4,8 +4,9 @@ A decoder is Python only: the state changes, the tables do not (SQLite
 would otherwise copy the jobs table once per field).
 """
 
-import scheduler_app.readable
 from django.db import migrations, models
+
+import scheduler_app.sql.readable
 
 
 class Migration(migrations.Migration):
@@ -20,47 +21,47 @@ class Migration(migrations.Migration):
                 migrations.AlterField(
                     model_name='job',
                     name='args',
-                    field=models.JSONField(blank=True, decoder=scheduler_app.readable.json_reader, default=list),
+                    field=models.JSONField(blank=True, decoder=scheduler_app.sql.readable.json_reader, default=list),
                 ),
                 migrations.AlterField(
                     model_name='job',
                     name='errors',
-                    field=models.JSONField(blank=True, decoder=scheduler_app.readable.json_reader, default=list),
+                    field=models.JSONField(blank=True, decoder=scheduler_app.sql.readable.json_reader, default=list),
                 ),
                 migrations.AlterField(
                     model_name='job',
                     name='kwargs',
-                    field=models.JSONField(blank=True, decoder=scheduler_app.readable.json_reader, default=dict),
+                    field=models.JSONField(blank=True, decoder=scheduler_app.sql.readable.json_reader, default=dict),
                 ),
                 migrations.AlterField(
                     model_name='job',
                     name='progress',
-                    field=models.JSONField(blank=True, decoder=scheduler_app.readable.json_reader, null=True),
+                    field=models.JSONField(blank=True, decoder=scheduler_app.sql.readable.json_reader, null=True),
                 ),
                 migrations.AlterField(
                     model_name='job',
                     name='result',
-                    field=models.JSONField(blank=True, decoder=scheduler_app.readable.json_reader, null=True),
+                    field=models.JSONField(blank=True, decoder=scheduler_app.sql.readable.json_reader, null=True),
                 ),
                 migrations.AlterField(
                     model_name='schedule',
                     name='args',
-                    field=models.JSONField(blank=True, decoder=scheduler_app.readable.json_reader, default=list),
+                    field=models.JSONField(blank=True, decoder=scheduler_app.sql.readable.json_reader, default=list),
                 ),
                 migrations.AlterField(
                     model_name='schedule',
                     name='kwargs',
-                    field=models.JSONField(blank=True, decoder=scheduler_app.readable.json_reader, default=dict),
+                    field=models.JSONField(blank=True, decoder=scheduler_app.sql.readable.json_reader, default=dict),
                 ),
                 migrations.AlterField(
                     model_name='worker',
                     name='queues',
-                    field=models.JSONField(decoder=scheduler_app.readable.json_reader, default=list, help_text='Queues served.'),
+                    field=models.JSONField(decoder=scheduler_app.sql.readable.json_reader, default=list, help_text='Queues served.'),
                 ),
                 migrations.AlterField(
                     model_name='worker',
                     name='slots',
-                    field=models.JSONField(decoder=scheduler_app.readable.json_reader, default=dict, help_text='Worker slots per queue group.'),
+                    field=models.JSONField(decoder=scheduler_app.sql.readable.json_reader, default=dict, help_text='Worker slots per queue group.'),
                 ),
             ],
             database_operations=[],

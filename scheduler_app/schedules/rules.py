@@ -10,7 +10,7 @@ from cronsim import CronSim, CronSimError
 
 from ..models import MisfirePolicy
 from ..registry import shown
-from ..rules import LATEST_TEXT, Moment, Rule, Text, WholeNumber
+from ..validation.fields import LATEST_TEXT, Moment, Rule, Text, WholeNumber
 from .timetable import CRON_HELP, zone_names
 
 NAME_MAX = 200

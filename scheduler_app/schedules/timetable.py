@@ -21,8 +21,8 @@ from zoneinfo import ZoneInfo, available_timezones
 from cronsim import CronSim
 
 from .. import conf
-from ..limits import LATEST
 from ..models import MisfirePolicy
+from ..vocabulary.bounds import LATEST
 
 CRON_HELP = "5 fields: minute hour day-of-month month day-of-week, e.g. '0 2 * * 1-5'."
 

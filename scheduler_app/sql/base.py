@@ -5,7 +5,7 @@ import json
 from django.db import connections
 from django.db.models import FloatField, Func
 
-from ..dispatcher.types import Status
+from ..vocabulary.jobs import Status
 
 TABLE = "scheduler_app_job"
 QUEUE_TABLE = "scheduler_app_queue"

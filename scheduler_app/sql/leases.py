@@ -2,7 +2,7 @@
 
 import json
 
-from ..dispatcher.policy import LEASE_EXPIRED_CLASS
+from ..vocabulary.policy import LEASE_EXPIRED_CLASS
 from .base import TABLE, _in_list, _rows, adapt_dt, ending, is_postgres
 
 

@@ -43,7 +43,15 @@ from .base import (
     adapt_dt,
     claim_returning,
 )
-from .postgres import NOT_IN_FLIGHT, _pg_array, claim_update, finish_ctes, finished_row, finished_statuses, pg_finish_and_claim_params
+from .postgres import (
+    NOT_IN_FLIGHT,
+    _pg_array,
+    claim_update,
+    finish_ctes,
+    finished_row,
+    finished_statuses,
+    pg_finish_and_claim_params,
+)
 
 # Seconds a start is kept after it left its rate window: longer than a claim
 # waits between reading its time and counting (for its turn at the queue's lock).

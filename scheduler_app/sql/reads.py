@@ -2,8 +2,8 @@
 
 from datetime import UTC, datetime
 
-from ..readable import END_OF_TIME, START_OF_TIME
 from .base import SQLITE_EPOCH, TABLE, _rows, adapt_dt, is_postgres
+from .readable import END_OF_TIME, START_OF_TIME
 
 
 def pending_by_queue(now, using="default"):

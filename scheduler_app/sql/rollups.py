@@ -7,7 +7,7 @@ figures of any number of dispatchers merge in any order.
 
 from django.db import connections
 
-from ..dispatcher.rollup import SLOTS
+from ..vocabulary.tallies import SLOTS
 from .base import adapt_dt, is_postgres
 
 ROLLUP_TABLE = "scheduler_app_rollup"

@@ -26,12 +26,12 @@ import threading
 from django.utils import timezone
 
 from .. import conf, registry
-from ..dispatcher.runner import Executor
-from ..dispatcher.types import Status
-from ..dispatcher.wiring import retry_policy
 from ..lifecycle import claim
 from ..lifecycle.finishing import finish_outcomes
 from ..models import Job
+from ..runtime.executor import Executor
+from ..runtime.wiring import retry_policy
+from ..vocabulary.jobs import Status
 
 # A guard against a task that enqueues itself for ever.
 MAX_RUNS = 10_000

@@ -175,8 +175,8 @@ class TestData:
         assert "sched-worker-alive" in html and "sched-worker-dead" in html
 
     def test_the_task_table_comes_from_the_rollups(self, admin_client_):
-        from scheduler_app import rollups
-        from scheduler_app.dispatcher.rollup import Tally
+        from scheduler_app.observability import rollups
+        from scheduler_app.vocabulary.tallies import Tally
 
         now = timezone.now()
         tally = Tally(started=4, succeeded=3, retried=1)
@@ -193,7 +193,7 @@ class TestData:
         from django.db import connection
         from django.test.utils import CaptureQueriesContext
 
-        from scheduler_app import stats
+        from scheduler_app.observability import stats
 
         # Exact counts throughout: whether PostgreSQL's estimate is used
         # depends on what autovacuum last saw of the table (other tests' rows).

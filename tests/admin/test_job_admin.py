@@ -290,7 +290,7 @@ class TestChangeView:
         assert job.priority == 0
 
     def test_form_rechecks_the_state_when_it_validates(self, make_job):
-        from scheduler_app.forms import JobRescheduleForm
+        from scheduler_app.admin.forms import JobRescheduleForm
 
         job = make_job()
         Job.objects.filter(pk=job.pk).update(status=JobStatus.CANCELLED)

@@ -12,7 +12,7 @@ import pytest
 from django.test import override_settings
 
 from scheduler_app.models import Job, Worker
-from scheduler_app.readable import END_OF_TIME, START_OF_TIME
+from scheduler_app.sql.readable import END_OF_TIME, START_OF_TIME
 
 from .. import planted
 

@@ -3,8 +3,8 @@
 import pytest
 from django.utils import timezone
 
-from scheduler_app import rollups
-from scheduler_app.dispatcher.rollup import Tally
+from scheduler_app.observability import rollups
+from scheduler_app.vocabulary.tallies import Tally
 from scheduler_app.models import Job, JobLog
 
 pytestmark = pytest.mark.django_db

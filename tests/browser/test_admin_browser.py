@@ -37,8 +37,8 @@ def seed_history(now=None):
             )
     Job.objects.bulk_create(rows)
     # ... and the rollups the dispatchers that ran them would have written (the charts read these).
-    from scheduler_app import rollups
-    from scheduler_app.dispatcher.rollup import Tally
+    from scheduler_app.observability import rollups
+    from scheduler_app.vocabulary.tallies import Tally
 
     tallies = {}
     for minute in range(0, 60, 3):

@@ -5,8 +5,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from scheduler_app import lifecycle, rollups, schedules
-from scheduler_app.dispatcher.rollup import Tally
+from scheduler_app import lifecycle, schedules
+from scheduler_app.observability import rollups
+from scheduler_app.vocabulary.tallies import Tally
 from scheduler_app.models import Job, JobStatus
 
 from ..integration.helpers import dispatcher_thread, wait_for

@@ -13,8 +13,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from scheduler_app.dispatcher.clock import SystemClock
-from scheduler_app.dispatcher.policy import RetryPolicy
+from scheduler_app.vocabulary.clock import SystemClock
+from scheduler_app.vocabulary.policy import RetryPolicy
 from tests.unit.fakes import FakeStore
 
 LEASE = 30.0
@@ -98,13 +98,13 @@ class DjangoHarness:
     kind = "django"
 
     def __init__(self):
-        from scheduler_app.dispatcher.store import DjangoStore
+        from scheduler_app.runtime.store import DjangoStore
 
         self.store = DjangoStore("contract-a", lease=LEASE, prune=False, policy=POLICY)
         self._peers = []
 
     def peer(self, worker_id):
-        from scheduler_app.dispatcher.store import DjangoStore
+        from scheduler_app.runtime.store import DjangoStore
 
         store = DjangoStore(worker_id, lease=LEASE, prune=False, policy=POLICY)
         self._peers.append(store)

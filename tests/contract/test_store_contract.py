@@ -19,9 +19,9 @@ import time
 
 import pytest
 
-from scheduler_app.dispatcher.policy import LEASE_EXPIRED_CLASS, error_entry
+from scheduler_app.vocabulary.policy import LEASE_EXPIRED_CLASS, error_entry
 from scheduler_app.dispatcher.timeline import Entry, schedule_entry
-from scheduler_app.dispatcher.types import ClaimedJob, Outcome, Status
+from scheduler_app.vocabulary.jobs import ClaimedJob, Outcome, Status
 
 from .conftest import BACKOFF, ARGS, LEASE, TASK, at
 
@@ -364,7 +364,7 @@ def test_register_heartbeat_unregister_keep_this_dispatchers_row(harness, store,
 
 
 def test_rollups_written_by_several_dispatchers_add_up(harness, store, now):
-    from scheduler_app.dispatcher.rollup import Tally
+    from scheduler_app.vocabulary.tallies import Tally
 
     def tally(started, succeeded, wait):
         t = Tally(started=started, succeeded=succeeded)

@@ -6,7 +6,7 @@ databases), as in ``test_store_contract.py``.
 
 import pytest
 
-from scheduler_app.dispatcher.types import Status, attempt_end
+from scheduler_app.vocabulary.jobs import Status, attempt_end
 
 from .conftest import BACKOFF, LEASE, at
 from .test_store_contract import QUEUES, an_error, done

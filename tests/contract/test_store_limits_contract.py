@@ -6,7 +6,7 @@ dispatchers obeying one limit at once (tests/integration/test_limit_processes.py
 
 import pytest
 
-from scheduler_app.dispatcher.types import Outcome, Status
+from scheduler_app.vocabulary.jobs import Outcome, Status
 
 from .conftest import at
 

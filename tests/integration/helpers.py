@@ -11,8 +11,8 @@ from pathlib import Path
 
 from django.db import connection, connections
 
-from scheduler_app.dispatcher import wiring
-from scheduler_app.dispatcher.clock import FakeClock
+from scheduler_app.runtime import wiring
+from scheduler_app.vocabulary.clock import FakeClock
 
 ROOT = Path(__file__).resolve().parents[2]
 

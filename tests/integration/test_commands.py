@@ -118,7 +118,7 @@ def test_purgejobs_bad_input(args, message):
 @pytest.mark.parametrize("text, seconds", [("7d", 7 * 86400), ("12h", 43200), ("30m", 1800), ("90s", 90), ("3600", 3600), ("2w", 14 * 86400), ("0s", 0)])
 def test_purgejobs_durations_keep_the_documented_syntax(text, seconds):
     from scheduler_app.management import arguments
-    from scheduler_app.settings_rules import RETENTION_AGE
+    from scheduler_app.validation.settings import RETENTION_AGE
 
     assert arguments.rule(RETENTION_AGE)(text) == timedelta(seconds=seconds)
 

@@ -14,7 +14,7 @@ from django.db import connections
 from django.utils import timezone
 
 from scheduler_app import enqueue, lifecycle
-from scheduler_app.dispatcher.types import Outcome
+from scheduler_app.vocabulary.jobs import Outcome
 from scheduler_app.models import Job, JobDependency
 from scheduler_app.testing import drain
 

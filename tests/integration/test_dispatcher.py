@@ -10,7 +10,7 @@ from django.db import connection
 from django.utils import timezone
 
 from scheduler_app import lifecycle
-from scheduler_app.dispatcher.store import to_datetime
+from scheduler_app.runtime.store import to_datetime
 from scheduler_app.models import Job, Worker
 
 from .helpers import dispatcher_thread, fake_clock, run_manage, run_until, settle, ticked, ticking_dispatcher, wait_for
@@ -266,7 +266,7 @@ def test_lost_connections_are_retried_and_nothing_is_lost():
 
 @pytest.mark.postgres_only
 def test_asynchronous_commit_of_the_hot_path_is_opt_in(settings):
-    from scheduler_app.dispatcher.store import DjangoStore
+    from scheduler_app.runtime.store import DjangoStore
 
     store = DjangoStore("w", lease=30)
     assert store._hot_connection().execute("SHOW synchronous_commit").fetchone()[0] == "on"

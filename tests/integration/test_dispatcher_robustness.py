@@ -85,7 +85,7 @@ def test_rows_written_around_the_service_cannot_stop_the_dispatcher(caplog):
 
 def test_an_unexpected_error_in_a_tick_is_logged_and_retried(caplog, monkeypatch):
     """A bug in a tick backs off and tries again; it never ends the loop silently."""
-    from scheduler_app.dispatcher import store
+    from scheduler_app.runtime import store
 
     calls = {"n": 0}
     paused = store.DjangoStore.paused_queues

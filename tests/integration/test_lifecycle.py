@@ -10,8 +10,8 @@ from django.db import connection, connections
 from django.utils import timezone
 
 from scheduler_app import lifecycle
-from scheduler_app.dispatcher.policy import RetryPolicy
-from scheduler_app.dispatcher.types import Outcome
+from scheduler_app.vocabulary.policy import RetryPolicy
+from scheduler_app.vocabulary.jobs import Outcome
 from scheduler_app.lifecycle import InvalidTransition, creation
 from scheduler_app.models import Job, JobStatus
 
@@ -423,7 +423,7 @@ def test_concurrent_claims_from_threads_never_share_a_job():
 
 def _listen():
     from scheduler_app import conf
-    from scheduler_app.dispatcher import pg
+    from scheduler_app.sql import connections as pg
 
     conn = pg.connect("default")
     conn.execute(f'LISTEN "{conf.get("NOTIFY_CHANNEL")}"')

@@ -195,7 +195,7 @@ def test_an_unregistered_task_is_refused_in_the_same_words():
 
 
 def test_the_first_and_latest_instants_are_a_day_inside_pythons():
-    from scheduler_app.limits import EARLIEST, LATEST
+    from scheduler_app.vocabulary.bounds import EARLIEST, LATEST
 
     # A day inside: no zone is a day from UTC, so every zone has a date for each.
     assert LATEST == datetime(9999, 12, 30, 23, 59, 59, 999999, tzinfo=UTC)

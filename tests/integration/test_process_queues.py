@@ -131,7 +131,7 @@ def test_progress_and_cancel_cross_the_process_boundary():
 
 
 def test_a_jobs_own_log_lines_are_kept_from_its_worker_process():
-    from scheduler_app.records import JobLog
+    from scheduler_app.models.observability import JobLog
 
     job, _ = lifecycle.enqueue(T + "chatty", kwargs={"lines": 2}, queue="slow", max_attempts=1)
     run_burst("--queue", "slow:1:process")

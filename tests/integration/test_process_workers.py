@@ -13,8 +13,8 @@ import pytest
 from django.db import connection
 
 from scheduler_app import lifecycle
-from scheduler_app.dispatcher.processes import ProcessExecutor
-from scheduler_app.dispatcher.wiring import retry_policy
+from scheduler_app.runtime.processes import ProcessExecutor
+from scheduler_app.runtime.wiring import retry_policy
 from scheduler_app.models import Job
 from tests.unit.fake_executor import claimed_job
 

@@ -6,7 +6,8 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from scheduler_app import lifecycle, stats
+from scheduler_app import lifecycle
+from scheduler_app.observability import stats
 from scheduler_app.models import Job, Worker
 
 pytestmark = pytest.mark.django_db(transaction=True)

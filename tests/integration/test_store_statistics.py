@@ -15,8 +15,8 @@ from django.db import connection
 from django.utils import timezone
 
 from scheduler_app import lifecycle
-from scheduler_app.dispatcher import store as store_module
-from scheduler_app.dispatcher.store import DjangoStore
+from scheduler_app.runtime import store as store_module
+from scheduler_app.runtime.store import DjangoStore
 from scheduler_app.models import Job
 
 pytestmark = [pytest.mark.postgres_only, pytest.mark.django_db]
@@ -88,7 +88,7 @@ def test_a_change_poll_of_many_rows_checks_too():
 def test_a_table_held_by_a_vacuum_is_left_to_it_without_waiting():
     """ANALYZE waits for a vacuum of the same table; the loop does not: it gives up after a moment."""
     from scheduler_app import sql
-    from scheduler_app.dispatcher import pg
+    from scheduler_app.sql import connections as pg
 
     analysed_empty()
     lifecycle.enqueue_many([{"task": ADD, "args": [i, i]} for i in range(1200)])

@@ -81,8 +81,8 @@ class TestRetries:
         assert refused.errors[0]["exception_class"] == "builtins.ValueError"
 
     def test_backoff_zero_retries_at_once(self):
-        from scheduler_app.dispatcher.types import ClaimedJob
-        from scheduler_app.dispatcher.wiring import retry_policy
+        from scheduler_app.vocabulary.jobs import ClaimedJob
+        from scheduler_app.runtime.wiring import retry_policy
 
         job = ClaimedJob(
             id=1, task="tests.testapp.tasks.picky", args=["connection"], kwargs={}, queue="default", priority=0,

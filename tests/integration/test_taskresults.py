@@ -14,8 +14,8 @@ from django.utils import timezone
 
 from scheduler_app import lifecycle, registry, taskresults
 from scheduler_app.backends import SchedulerBackend
-from scheduler_app.dispatcher.policy import RetryPolicy
-from scheduler_app.dispatcher.types import Outcome
+from scheduler_app.vocabulary.policy import RetryPolicy
+from scheduler_app.vocabulary.jobs import Outcome
 from scheduler_app.models import Job
 from tests.testapp import tasks as t
 

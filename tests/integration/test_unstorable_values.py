@@ -11,8 +11,8 @@ import pytest
 from django.utils import timezone
 
 from scheduler_app import lifecycle
-from scheduler_app.dispatcher.policy import UNSTORABLE_CLASS
-from scheduler_app.dispatcher.types import Outcome, Status
+from scheduler_app.vocabulary.policy import UNSTORABLE_CLASS
+from scheduler_app.vocabulary.jobs import Outcome, Status
 from scheduler_app.lifecycle import finishing
 from scheduler_app.models import Job, JobLog
 
@@ -93,7 +93,7 @@ def test_an_unstorable_outcome_does_not_jam_a_dispatcher(no_boundary, monkeypatc
     # which fails; the dispatcher writes the batch row by row and goes on.
     import json
 
-    from scheduler_app import storable
+    from scheduler_app.vocabulary import storable
 
     monkeypatch.setattr(storable, "json_text", lambda value: '"a\udcffb"' if value == "jam" else json.dumps(value))
     bad = enqueue("add", "ja", "m")

@@ -14,8 +14,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from django.test import override_settings
 
-from scheduler_app import tasks, webhooks
-from scheduler_app.webhooks import WebhookFailed, WebhookRefused, WebhookTimeout
+from scheduler_app import tasks
+from scheduler_app.tasks import webhooks
+from scheduler_app.tasks.webhooks import WebhookFailed, WebhookRefused, WebhookTimeout
 
 
 class Handler(BaseHTTPRequestHandler):

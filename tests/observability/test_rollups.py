@@ -6,7 +6,8 @@ import pytest
 from django.db.models import Sum
 from django.utils import timezone
 
-from scheduler_app import history, lifecycle, rollups
+from scheduler_app.observability import history, rollups
+from scheduler_app import lifecycle
 from scheduler_app.models import Counter, Job, Rollup, RollupCursor
 
 from ..integration.helpers import dispatcher_thread, wait_for
@@ -48,7 +49,7 @@ def test_two_dispatchers_rollups_and_counters_add_up():
 def test_history_buckets_and_percentiles():
     now = timezone.now()
     minute = now.replace(second=0, microsecond=0)
-    from scheduler_app.dispatcher.rollup import Tally
+    from scheduler_app.vocabulary.tallies import Tally
 
     old, new = Tally(started=2, succeeded=1, failed=1), Tally(started=1, retried=1)
     for v in (0.002, 0.2):

@@ -6,7 +6,7 @@ import pytest
 from django.core import checks
 from django.test import override_settings
 
-from scheduler_app import joblogs
+from scheduler_app.observability import joblogs
 
 
 def ids(**scheduler):

@@ -15,7 +15,7 @@ from django.core.exceptions import ValidationError
 from django.urls import reverse
 
 from scheduler_app import schedules
-from scheduler_app.limits import LATEST
+from scheduler_app.vocabulary.bounds import LATEST
 from scheduler_app.models import Job, Schedule
 from scheduler_app.schedules import missed_runs, next_run
 from scheduler_app.schedules.rules import PAST_LATEST

@@ -1,7 +1,7 @@
 """Schedules in the dispatcher loop, with a fake clock and an in-memory store."""
 
 from scheduler_app.dispatcher.timeline import SCHEDULES
-from scheduler_app.dispatcher.wakeup import WakeUp
+from scheduler_app.vocabulary.wakeup import WakeUp
 
 from ..unit.test_loop import make, settle
 

@@ -116,7 +116,7 @@ def cancel_stamp(context, marker_dir, seconds=30.0):
     return "not cancelled"
 
 
-# -- per-task options (scheduler_app.task_options) --------------------------------
+# -- per-task options (scheduler_app.validation.options) --------------------------------
 
 from scheduler_app import options  # noqa: E402
 
@@ -241,7 +241,7 @@ def progress_until_cancelled(context, seconds=30.0):
     return "not cancelled"
 
 
-# -- per-job logs (scheduler_app.joblogs) ------------------------------------------
+# -- per-job logs (scheduler_app.observability.joblogs) ------------------------------------------
 
 import logging  # noqa: E402
 

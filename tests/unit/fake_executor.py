@@ -5,7 +5,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from scheduler_app.dispatcher.types import ClaimedJob, Outcome, Status
+from scheduler_app.vocabulary.jobs import ClaimedJob, Outcome, Status
 
 
 @dataclass

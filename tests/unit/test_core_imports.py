@@ -7,22 +7,23 @@ CORE = [
     "scheduler_app.dispatcher.heap",
     "scheduler_app.dispatcher.timeline",
     "scheduler_app.dispatcher.pool",
-    "scheduler_app.dispatcher.clock",
+    "scheduler_app.vocabulary.clock",
     "scheduler_app.dispatcher.loop",
     "scheduler_app.dispatcher.window",
     "scheduler_app.dispatcher.shutdown",
     "scheduler_app.dispatcher.gate",
     # What a worker process runs first (and the supervisor uses): pure, so it binds before Django.
-    "scheduler_app.dispatcher.lifeline",
+    "scheduler_app.runtime.lifeline",
     # What a task raises to snooze, exported by the package without Django.
-    "scheduler_app.snooze",
+    "scheduler_app.vocabulary.endings",
     # The contract between the loop and its store: value types, retry
     # policy, wake-up message, the Store protocol.
-    "scheduler_app.dispatcher.types",
-    "scheduler_app.dispatcher.policy",
-    "scheduler_app.dispatcher.wakeup",
+    "scheduler_app.vocabulary.jobs",
+    "scheduler_app.vocabulary.policy",
+    "scheduler_app.vocabulary.wakeup",
     "scheduler_app.dispatcher.protocol",
-    "scheduler_app.dispatcher.rollup",
+    "scheduler_app.vocabulary.tallies",
+    "scheduler_app.dispatcher.rollups",
 ]
 
 

@@ -13,13 +13,13 @@ from pathlib import Path
 import psutil
 import pytest
 
-from scheduler_app.dispatcher import lifeline
+from scheduler_app.runtime import lifeline
 
 ROOT = Path(__file__).resolve().parents[2]
 
 WORKER = """
 import os, subprocess, sys, time
-from scheduler_app.dispatcher import lifeline
+from scheduler_app.runtime import lifeline
 if sys.argv[1] == "watchdog-only":  # as where there is no prctl (macOS, the BSDs)
     lifeline.parent_death_signal = lambda signum: False
 lifeline.bind_to_parent(int(sys.argv[2]))

@@ -5,10 +5,10 @@ import time
 
 import pytest
 
-from scheduler_app.dispatcher.clock import FakeClock
+from scheduler_app.vocabulary.clock import FakeClock
 from scheduler_app.dispatcher.loop import Dispatcher
-from scheduler_app.dispatcher.policy import TIMEOUT_CLASS
-from scheduler_app.dispatcher.wakeup import WakeUp
+from scheduler_app.vocabulary.policy import TIMEOUT_CLASS
+from scheduler_app.vocabulary.wakeup import WakeUp
 
 from .fakes import FakeStore
 from .test_pool import wait_for
@@ -430,7 +430,7 @@ def test_the_signal_handler_never_takes_the_loop_lock(tmp_path):
     script.write_text(
         "import signal, sys, threading, time\n"
         f"sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})\n"
-        "from scheduler_app.dispatcher.clock import SystemClock\n"
+        "from scheduler_app.vocabulary.clock import SystemClock\n"
         "from scheduler_app.dispatcher.loop import Dispatcher\n"
         "from scheduler_app.dispatcher.shutdown import graceful_signals\n"
         "from tests.unit.fakes import FakeStore\n"

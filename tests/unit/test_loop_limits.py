@@ -1,7 +1,7 @@
 """The loop and limited queues (the gate): no starvation of other queues, no spinning while a queue is full."""
 
 from scheduler_app.dispatcher.gate import Gate
-from scheduler_app.dispatcher.wakeup import WakeUp
+from scheduler_app.vocabulary.wakeup import WakeUp
 
 from .test_loop import make, settle
 

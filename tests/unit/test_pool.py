@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from scheduler_app.dispatcher.clock import FakeClock
+from scheduler_app.vocabulary.clock import FakeClock
 from scheduler_app.dispatcher.pool import WorkerPool
 
 from .fakes import FakeExecutor, claimed_job

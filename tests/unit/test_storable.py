@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler_app import storable
+from scheduler_app.vocabulary import storable
 
 FFFD = "\ufffd"
 
@@ -93,7 +93,7 @@ def test_sizes_are_utf8_bytes():
 def test_a_result_is_measured_as_arguments_are_compact_utf8_json():
     from datetime import UTC, datetime
 
-    from scheduler_app.dispatcher.policy import RESULT_TOO_LARGE_CLASS, RetryPolicy
+    from scheduler_app.vocabulary.policy import RESULT_TOO_LARGE_CLASS, RetryPolicy
     from tests.unit.fake_executor import claimed_job
 
     now = datetime(2026, 1, 1, tzinfo=UTC)

@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from scheduler_app.dispatcher import supervisor as sup
+from scheduler_app.runtime import supervisor as sup
 
 
 class FakeProcess:

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from scheduler_app.dispatcher.wakeup import MAX_ITEMS, WakeUp
+from scheduler_app.vocabulary.wakeup import MAX_ITEMS, WakeUp
 
 
 @pytest.mark.parametrize("seed", range(5))

@@ -6,8 +6,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.utils import timezone
 
-from scheduler_app import lifecycle
-from scheduler_app.models import Job
+from ... import lifecycle
+from ...models import Job
 
 DEMO = "scheduler_app.demo.tasks."
 

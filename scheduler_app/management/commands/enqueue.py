@@ -1,10 +1,10 @@
 from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
 
-from scheduler_app import lifecycle
-from scheduler_app.lifecycle import validation as rules
-from scheduler_app.management import arguments
-from scheduler_app.management.base import SchedulerCommand
+from ... import lifecycle
+from ...lifecycle import validation as rules
+from .. import arguments
+from ..base import SchedulerCommand
 
 
 class Command(SchedulerCommand):

@@ -2,11 +2,11 @@ import argparse
 
 from django.core.management.base import CommandError
 
-from scheduler_app import conf, lifecycle
-from scheduler_app.management import arguments
-from scheduler_app.management.base import SchedulerCommand
-from scheduler_app.models import FINISHED_STATUSES, Job
-from scheduler_app.settings_rules import RETENTION_AGE, SETTINGS
+from ... import conf, lifecycle
+from ...models import FINISHED_STATUSES, Job
+from ...validation.settings import RETENTION_AGE, SETTINGS
+from .. import arguments
+from ..base import SchedulerCommand
 
 
 def status_list(text):

@@ -5,15 +5,16 @@ import os
 from django.core.management.base import CommandError
 from django.db import connections
 
-from scheduler_app import conf
-from scheduler_app.dispatcher import shutdown, wiring
-from scheduler_app.dispatcher import supervisor as supervisor_module
-from scheduler_app.dispatcher.shutdown import StopRequest, graceful_signals
-from scheduler_app.dispatcher.supervisor import Supervisor, supervisor_signals
-from scheduler_app.lifecycle.validation import QUEUE
-from scheduler_app.management import arguments
-from scheduler_app.management.base import SchedulerCommand
-from scheduler_app.settings_rules import MAX_JOBS, PROCESSES, SETTINGS
+from ... import conf
+from ...dispatcher import shutdown
+from ...dispatcher.shutdown import StopRequest, graceful_signals
+from ...lifecycle.validation import QUEUE
+from ...runtime import supervisor as supervisor_module
+from ...runtime import wiring
+from ...runtime.supervisor import Supervisor, supervisor_signals
+from ...validation.settings import MAX_JOBS, PROCESSES, SETTINGS
+from .. import arguments
+from ..base import SchedulerCommand
 
 logger = logging.getLogger("scheduler_app.dispatcher")
 

@@ -10,19 +10,11 @@ from django.db.models import Count, F, Min, Q, Window
 from django.db.models.functions import Coalesce, RowNumber
 from django.utils import timezone
 
-from . import conf, readable, schedules, sql
-from .limits import RATE_PERIOD_MAX
-from .models import (
-    ACTIVE_STATUSES,
-    FINISHED_STATUSES,
-    Job,
-    JobDependency,
-    JobStatus,
-    Queue,
-    QueueStart,
-    Worker,
-)
-from .readable import END_OF_TIME
+from .. import conf, schedules, sql
+from ..models import ACTIVE_STATUSES, FINISHED_STATUSES, Job, JobDependency, JobStatus, Queue, QueueStart, Worker
+from ..sql import readable
+from ..sql.readable import END_OF_TIME
+from ..vocabulary.bounds import RATE_PERIOD_MAX
 
 # Past this many rows (PostgreSQL's own estimate), finished-status counts come
 # from the planner's statistics instead of a scan of every finished row.

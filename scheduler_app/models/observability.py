@@ -6,7 +6,7 @@ the admin, the API and the metrics; ``models`` imports this module.
 
 from django.db import models
 
-from .dispatcher.rollup import SLOTS
+from ..vocabulary.tallies import SLOTS
 
 
 class JobLog(models.Model):
@@ -49,7 +49,7 @@ def _histogram_fields(model, prefix):
 
 
 class Tallies(models.Model):
-    """Counts of attempts and their wait/run histograms (buckets: ``dispatcher.rollup.BUCKETS``)."""
+    """Counts of attempts and their wait/run histograms (buckets: ``vocabulary.tallies.BUCKETS``)."""
 
     queue = models.CharField(max_length=64)
     task = models.CharField(max_length=255)

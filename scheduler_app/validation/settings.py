@@ -12,8 +12,9 @@ from datetime import timedelta
 import pytimeparse2
 from django.core.exceptions import ValidationError
 
-from . import limits
-from .rules import (
+from ..tasks.webhooks import allowed_entry
+from ..vocabulary import bounds as limits
+from .fields import (
     CONCURRENCY_LIMIT,
     MAX_ATTEMPTS,
     RATE_LIMIT,
@@ -24,7 +25,6 @@ from .rules import (
     WholeNumber,
     json_problem,
 )
-from .webhooks import allowed_entry
 
 DAY = 24 * 3600
 

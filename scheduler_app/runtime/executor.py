@@ -14,14 +14,15 @@ from traceback import format_exception
 from django.db import close_old_connections
 from django.tasks.signals import task_finished, task_started
 
-from scheduler_app import joblogs, lifecycle, registry, taskresults
-from scheduler_app.context import JobCancelled, JobContext
-from scheduler_app.snooze import Snooze
+from .. import lifecycle, registry, taskresults
+from ..context import JobCancelled, JobContext
+from ..observability import joblogs
+from ..vocabulary.endings import Snooze
+from ..vocabulary.jobs import Status
+from ..vocabulary.policy import TIMEOUT_CLASS
 
-from .policy import TIMEOUT_CLASS
-from .types import Status
-
-logger = logging.getLogger(__name__)
+# Its documented name (README), from before the module moved: projects configure it.
+logger = logging.getLogger("scheduler_app.dispatcher.runner")
 
 
 def _now():
@@ -30,6 +31,9 @@ def _now():
 
 class UnreadableJob(Exception):
     """Recorded as the error of a job whose stored row cannot be run as it is."""
+
+    # Stored data: attempts record the class by this path (where it was first defined).
+    __module__ = "scheduler_app.dispatcher.runner"
 
 
 class Executor:

@@ -85,7 +85,7 @@ def options(
     """Attach scheduling options to a task (above ``@task``) or to its function (below it)."""
     from django.core.exceptions import ImproperlyConfigured, ValidationError
 
-    from . import rules
+    from . import fields as rules
 
     try:
         if max_attempts is not None:

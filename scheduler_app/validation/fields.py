@@ -17,8 +17,8 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from . import storable
-from .limits import (
+from ..vocabulary import storable
+from ..vocabulary.bounds import (
     CONCURRENCY_LIMIT_MAX,
     DELAY_MAX,
     DEPENDENCIES_MAX,
@@ -38,7 +38,7 @@ from .limits import (
     UNIQUE_FOR_MAX,
     UNIQUE_KEY_MAX,
 )
-from .storable import clean_text
+from ..vocabulary.storable import clean_text
 
 # Largest value of a 64-bit primary key.
 ID_MAX = 2**63 - 1

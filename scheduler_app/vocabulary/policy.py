@@ -9,9 +9,8 @@ import traceback as tb
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from scheduler_app import storable
-
-from .types import Outcome, Status
+from . import storable
+from .jobs import Outcome, Status
 
 # Class paths recorded in ``errors`` for endings that are not exceptions of
 # the task's own. Stored data: they keep these names (the classes are

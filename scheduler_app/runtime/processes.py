@@ -44,7 +44,7 @@ import threading
 import time
 from datetime import UTC, datetime
 
-from .policy import class_path, error_entry
+from ..vocabulary.policy import class_path, error_entry
 from .worker_process import Worker, ending
 
 logger = logging.getLogger(__name__)
@@ -59,9 +59,15 @@ START_TIMEOUT = 60.0
 class WorkerProcessDied(Exception):
     """Recorded as the error of an attempt whose worker process ended before it returned."""
 
+    # Stored data: attempts record the class by this path (where it was first defined).
+    __module__ = "scheduler_app.dispatcher.processes"
+
 
 class WorkerProcessDidNotStart(Exception):
     """Recorded as the error of an attempt whose worker process did not start (or not in time)."""
+
+    # Stored data: attempts record the class by this path (where it was first defined).
+    __module__ = "scheduler_app.dispatcher.processes"
 
 
 class _Spawner:

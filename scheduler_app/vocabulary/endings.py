@@ -1,4 +1,6 @@
-"""``Snooze``: how a task says "not now, try again in a while" without failing.
+"""How a task ends its attempt on purpose: ``Snooze`` ("not now") and ``JobCancelled`` ("stopped, as asked").
+
+``Snooze``: "not now, try again in a while", without failing.
 
     from scheduler_app import Snooze
 
@@ -14,12 +16,15 @@ against ``max_attempts`` and leaves no ``errors`` entry; the job's
 snooze fails the attempt instead ("snoozed too often"), so nothing loops
 for ever. A task that takes a context may call ``context.snooze(seconds)``.
 
-Pure: no Django (``scheduler_app`` exports it without loading Django).
+``JobCancelled``: raised by a task that saw ``context.cancel_requested``,
+it ends the job as cancelled.
+
+Pure: no Django (``scheduler_app`` exports both without loading Django).
 """
 
 import math
 
-from .limits import SNOOZE_MAX
+from .bounds import SNOOZE_MAX
 
 
 class Snooze(Exception):  # a request, not an error: no "Error" in its name
@@ -32,3 +37,7 @@ class Snooze(Exception):  # a request, not an error: no "Error" in its name
             raise ValueError(f"Snooze takes a number of seconds from 0 to {SNOOZE_MAX}, not {seconds!r}.")
         self.seconds = float(seconds)
         super().__init__(f"snoozed for {self.seconds:g}s")
+
+
+class JobCancelled(Exception):
+    """Raise from a task to end its job as cancelled (after a cancel request)."""

@@ -1,6 +1,6 @@
 """Read the history: the rollups as buckets of 1, 10 or 60 minutes, and per-task figures.
 
-Percentiles come from the merged histograms (``dispatcher.rollup.percentile``),
+Percentiles come from the merged histograms (``vocabulary.tallies.percentile``),
 so they are as good as the buckets allow: linear within a bucket, never
 above the largest value seen. Each read is two or three aggregate queries
 over the rollup table (served by its index on ``minute``), whatever the
@@ -14,10 +14,10 @@ from django.db.models import Max, Q, Sum, Value
 from django.db.models.functions import Floor
 from django.utils import timezone
 
-from .dispatcher.rollup import SLOTS, percentile
-from .models import Rollup
-from .sql import Epoch
-from .sql.rollups import COUNTS
+from ..models import Rollup
+from ..sql import Epoch
+from ..sql.rollups import COUNTS
+from ..vocabulary.tallies import SLOTS, percentile
 
 OUTCOMES = ("succeeded", "failed", "retried", "cancelled")
 

@@ -26,11 +26,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from . import conf, stats
-from .dispatcher.rollup import BUCKETS, OUTCOMES, SLOTS
-from .models import Counter, Job, JobStatus, Worker, WorkerState, stale_before
-from .readable import worker_slots
-from .sql.reads import pending_by_queue
+from .. import conf
+from ..models import Counter, Job, JobStatus, Worker, WorkerState, stale_before
+from ..sql.readable import worker_slots
+from ..sql.reads import pending_by_queue
+from ..vocabulary.tallies import BUCKETS, OUTCOMES, SLOTS
+from . import stats
 
 VIEW_PERMISSION = "scheduler_app.view_job"
 FINISHED = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)

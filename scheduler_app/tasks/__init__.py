@@ -13,8 +13,10 @@ from django.core import mail, management
 from django.core.exceptions import ValidationError
 from django.tasks import task
 
-from . import conf, task_options, webhooks
-from .registry import shown
+from .. import conf
+from ..registry import shown
+from ..validation import options as task_options
+from . import webhooks
 
 
 def command_refusal(name):

@@ -32,8 +32,8 @@ import math
 import re
 import urllib.parse
 
-from . import conf
-from . import webhook_wire as wire
+from .. import conf
+from . import wire as wire
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 # Set by the client from the URL and the body, or meaningful only between
@@ -53,9 +53,15 @@ _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 class WebhookRefused(PermissionError):
     """The request was not sent: it names a forbidden address, method or header."""
 
+    # Stored data: attempts record the class by this path (where it was first defined).
+    __module__ = "scheduler_app.webhooks"
+
 
 class WebhookFailed(RuntimeError):
     """The exchange failed: a 4xx or 5xx answer (``status``), a malformed answer, a broken connection."""
+
+    # Stored data: attempts record the class by this path (where it was first defined).
+    __module__ = "scheduler_app.webhooks"
 
     def __init__(self, message, status=None):
         super().__init__(message)
@@ -64,6 +70,9 @@ class WebhookFailed(RuntimeError):
 
 class WebhookTimeout(WebhookFailed, TimeoutError):
     """The exchange did not end within its deadline."""
+
+    # Stored data: attempts record the class by this path (where it was first defined).
+    __module__ = "scheduler_app.webhooks"
 
 
 def call(url, *, method="POST", payload=None, headers=None, timeout=None):

@@ -17,11 +17,11 @@ from django.contrib.admin import widgets as admin_widgets
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from . import conf, lifecycle, registry
-from .lifecycle import validation as rules
-from .lifecycle.states import allowed_from, refusal
-from .models import Job
-from .readable import in_zone
+from .. import conf, lifecycle, registry
+from ..lifecycle import validation as rules
+from ..lifecycle.states import allowed_from, refusal
+from ..models import Job
+from ..sql.readable import in_zone
 
 
 def _task_label(task):

@@ -22,22 +22,22 @@ class Scheduler:
         self.using = using
 
     def drain(self, queue=None, **options):
-        from .testing import drain
+        from . import drain
 
         return drain(queue, using=self.using, **options)
 
     def enqueued(self, task=None, **filters):
-        from .testing import enqueued
+        from . import enqueued
 
         return enqueued(task, using=self.using, **filters)
 
     def assert_enqueued(self, task=None, **filters):
-        from .testing import assert_enqueued
+        from . import assert_enqueued
 
         return assert_enqueued(task, using=self.using, **filters)
 
     def refute_enqueued(self, task=None, **filters):
-        from .testing import refute_enqueued
+        from . import refute_enqueued
 
         return refute_enqueued(task, using=self.using, **filters)
 

@@ -16,13 +16,13 @@ from datetime import UTC, datetime
 from django.db import InterfaceError, OperationalError, connections
 from django.utils import timezone
 
-from scheduler_app import conf, lifecycle, registry, rollups, schedules, sql
-from scheduler_app.models import Job, Worker, WorkerState
-
-from . import pg
-from .policy import RetryPolicy
-from .timeline import Entry, schedule_entry
-from .wakeup import WakeUp
+from .. import conf, lifecycle, registry, schedules, sql
+from ..dispatcher.timeline import Entry, schedule_entry
+from ..models import Job, Worker, WorkerState
+from ..observability import rollups
+from ..sql import connections as pg
+from ..vocabulary.policy import RetryPolicy
+from ..vocabulary.wakeup import WakeUp
 
 logger = logging.getLogger(__name__)
 

@@ -1,20 +1,19 @@
-"""Jobs, dispatcher processes (workers) and queue flags.
+"""Jobs: the row, its statuses, the QuerySet named after them, and the dashboard's proxy.
 
 State changes never happen here: they live in ``scheduler_app.lifecycle``.
 The QuerySets only select, and are named after states.
 """
 
-from datetime import timedelta
 
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from . import conf
-from .dispatcher.types import Status
-from .limits import MAX_ATTEMPTS_MIN, PRIORITY_MAX, PRIORITY_MIN, QUEUE_NAME_MAX
-from .readable import error_entries, json_reader as stored_json  # stored_json: what no page shows becomes U+FFFD
+from ..sql.readable import error_entries  # stored_json: what no page shows becomes U+FFFD
+from ..sql.readable import json_reader as stored_json
+from ..vocabulary.bounds import MAX_ATTEMPTS_MIN, PRIORITY_MAX, PRIORITY_MIN
+from ..vocabulary.jobs import Status
 
 
 class JobStatus(models.TextChoices):
@@ -277,174 +276,3 @@ class Dashboard(Job):
         default_permissions = ("view",)
 
 
-class WorkerState(models.TextChoices):
-    ALIVE = "alive", "Alive"
-    STOPPED = "stopped", "Stopped"
-    DEAD = "dead", "Dead"
-
-
-class WorkerQuerySet(models.QuerySet):
-    def alive(self, now=None):
-        return self.filter(state=WorkerState.ALIVE, last_heartbeat__gte=stale_before(now))
-
-    def stale(self, now=None):
-        return self.filter(state=WorkerState.ALIVE, last_heartbeat__lt=stale_before(now))
-
-
-def stale_before(now=None):
-    """Return the heartbeat time before which a dispatcher's Worker row counts as dead."""
-    lease = conf.get("LEASE")
-    return (now or timezone.now()) - timedelta(seconds=lease * conf.get("DEAD_AFTER_LEASES"))
-
-
-class Worker(models.Model):
-    """One dispatcher process (`manage.py rundispatcher`), not one of its threads.
-
-    The name is public (admin, API, ``Job.worker``); inside the dispatcher,
-    a process is "the dispatcher", a unit of concurrency a "slot", and the
-    thread running an attempt a "worker thread".
-    """
-
-    id = models.CharField(max_length=100, primary_key=True)
-    hostname = models.CharField(max_length=255)
-    pid = models.PositiveIntegerField()
-    queues = models.JSONField(default=list, help_text="Queues served.", decoder=stored_json)
-    slots = models.JSONField(default=dict, help_text="Worker slots per queue group.", decoder=stored_json)
-    state = models.CharField(
-        max_length=16, choices=WorkerState.choices, default=WorkerState.ALIVE
-    )
-    lease_seconds = models.FloatField(default=30.0)
-    started_at = models.DateTimeField(default=timezone.now)
-    last_heartbeat = models.DateTimeField(default=timezone.now)
-    stopped_at = models.DateTimeField(null=True, blank=True)
-    running = models.PositiveIntegerField(default=0)
-    processed = models.PositiveBigIntegerField(default=0)
-    failed = models.PositiveBigIntegerField(default=0)
-
-    objects = WorkerQuerySet.as_manager()
-
-    class Meta:
-        ordering = ["-started_at"]
-
-    def __str__(self):
-        return self.id
-
-    @property
-    def alive(self):
-        return self.state == WorkerState.ALIVE and self.last_heartbeat is not None and self.last_heartbeat >= stale_before()
-
-
-class Queue(models.Model):
-    """A queue's persisted settings: the pause flag and the limits every dispatcher's claim obeys.
-
-    Rows are seeded from ``SCHEDULER["QUEUES"]`` when a queue is first seen
-    (``lifecycle.queues``); after that the row wins.
-    """
-
-    name = models.CharField(max_length=QUEUE_NAME_MAX, primary_key=True)
-    paused = models.BooleanField(default=False)
-    concurrency_limit = models.PositiveIntegerField(
-        null=True, blank=True, help_text="Most jobs of this queue running at once, across every dispatcher; empty: no limit."
-    )
-    rate_limit = models.PositiveIntegerField(
-        null=True, blank=True, help_text="Most jobs of this queue started per rate period, across every dispatcher; empty: no limit."
-    )
-    rate_period = models.FloatField(default=1.0, db_default=1.0, help_text="Seconds of the rate limit's sliding window.")
-    updated_at = models.DateTimeField(default=timezone.now)
-
-    class Meta:
-        ordering = ["name"]
-        constraints = [
-            models.CheckConstraint(
-                condition=Q(concurrency_limit__isnull=True) | Q(concurrency_limit__gte=1), name="queue_concurrency_limit_positive"
-            ),
-            models.CheckConstraint(condition=Q(rate_limit__isnull=True) | Q(rate_limit__gte=1), name="queue_rate_limit_positive"),
-            models.CheckConstraint(condition=Q(rate_period__gt=0), name="queue_rate_period_positive"),
-        ]
-
-    @property
-    def limited(self):
-        return self.concurrency_limit is not None or self.rate_limit is not None
-
-    def __str__(self):
-        return self.name
-
-
-# The Schedule class body has a field called ``timezone``.
-_now = timezone.now
-
-
-class MisfirePolicy(models.TextChoices):
-    RUN_ONCE = "run_once", "Run once now for missed runs"
-    SKIP = "skip", "Skip missed runs"
-    CATCH_UP = "catch_up", "Catch up missed runs (bounded)"
-
-
-class Schedule(models.Model):
-    """A recurring job: a cron expression or an interval, materialised into Jobs.
-
-    State changes live in ``scheduler_app.schedules``; the dispatcher moves
-    ``next_run_at`` forward with one compare-and-set UPDATE per run.
-    """
-
-    name = models.CharField(max_length=200, unique=True)
-    task = models.CharField(max_length=255, help_text="Registered task path.")
-    args = models.JSONField(default=list, blank=True, decoder=stored_json)
-    kwargs = models.JSONField(default=dict, blank=True, decoder=stored_json)
-    queue = models.CharField(max_length=64, default="default")
-    priority = models.SmallIntegerField(default=0)
-    max_attempts = models.PositiveIntegerField(default=3)
-    timeout = models.FloatField(null=True, blank=True)
-    cron = models.CharField(
-        max_length=200, blank=True, default="", help_text="Five-field cron expression."
-    )
-    interval_seconds = models.PositiveIntegerField(null=True, blank=True)
-    timezone = models.CharField(max_length=64, default="UTC", help_text="IANA time zone name.")
-    enabled = models.BooleanField(default=True)
-    misfire_policy = models.CharField(
-        max_length=16, choices=MisfirePolicy.choices, default=MisfirePolicy.RUN_ONCE
-    )
-    start_at = models.DateTimeField(null=True, blank=True)
-    end_at = models.DateTimeField(null=True, blank=True)
-    # None while disabled or after end_at: nothing to run.
-    next_run_at = models.DateTimeField(null=True, blank=True)
-    last_run_at = models.DateTimeField(null=True, blank=True)
-    last_job = models.ForeignKey(
-        "Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    created_at = models.DateTimeField(default=_now)
-    # Written by every change, the dispatcher's compare-and-set included;
-    # the dispatcher's change poll reads it.
-    updated_at = models.DateTimeField(default=_now)
-
-    class Meta:
-        ordering = ["name"]
-        constraints = [
-            models.CheckConstraint(
-                condition=(Q(cron="") & Q(interval_seconds__gte=1))
-                | (~Q(cron="") & Q(interval_seconds__isnull=True)),
-                name="schedule_cron_xor_interval",
-            ),
-            models.CheckConstraint(
-                condition=Q(priority__gte=PRIORITY_MIN, priority__lte=PRIORITY_MAX),
-                name="schedule_priority_range",
-            ),
-        ]
-        indexes = [
-            models.Index(
-                fields=["next_run_at"],
-                condition=Q(enabled=True, next_run_at__isnull=False),
-                name="schedule_due_idx",
-            ),
-            models.Index(fields=["updated_at"], name="schedule_updated_idx"),
-        ]
-
-    def __str__(self):
-        return self.name
-
-
-# Models in modules of their own, imported here to register them with the
-# app: what is recorded about runs (job logs, rollups, counters), and flow
-# control (dependencies, unique windows, rate windows).
-from .models_flow import JobDependency, QueueStart, UniqueWindow  # noqa: E402,F401
-from .records import Counter, JobLog, Rollup, RollupCursor, Tallies  # noqa: E402,F401

@@ -13,8 +13,8 @@ unless they succeeded.
 
 import logging
 
-from .policy import LEASE_EXPIRED_CLASS, error_entry
-from .types import Status
+from ..vocabulary.jobs import Status
+from ..vocabulary.policy import LEASE_EXPIRED_CLASS, error_entry
 
 logger = logging.getLogger(__name__)
 

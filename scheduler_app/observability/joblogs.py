@@ -20,9 +20,9 @@ import contextvars
 import logging
 import time
 
-from . import conf
-from .settings_rules import SETTINGS
-from .storable import utf8_size
+from .. import conf
+from ..validation.settings import SETTINGS
+from ..vocabulary.storable import utf8_size
 
 # The scheduler's own loggers and Django's task log describe the attempt;
 # its built-in and demo tasks log as tasks do.

@@ -1,6 +1,6 @@
 """History: the dispatchers' per-minute rollups, written into the database and pruned.
 
-Each dispatcher hands its tallies (``dispatcher.rollup``) to
+Each dispatcher hands its tallies (``dispatcher.rollups``) to
 :func:`record` once a minute; the same call samples every queue's depth,
 due count and lag for the minute, and counts the jobs enqueued (by their
 ``created_at``) in minutes no dispatcher has counted yet. Reads are in
@@ -14,10 +14,10 @@ from django.db.models import Count
 from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
-from . import conf
-from .models import Job, Rollup, RollupCursor
-from .sql import rollups as sql
-from .sql.reads import pending_by_queue
+from .. import conf
+from ..models import Job, Rollup, RollupCursor
+from ..sql import rollups as sql
+from ..sql.reads import pending_by_queue
 
 # Jobs are counted as enqueued this long after their minute ends: an
 # enqueue whose transaction commits later than that is not counted.

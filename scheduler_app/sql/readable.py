@@ -46,8 +46,8 @@ from django.db.backends.signals import connection_created
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from .limits import JSON_READ_DEPTH_MAX
-from .storable import clean_value
+from ..vocabulary.bounds import JSON_READ_DEPTH_MAX
+from ..vocabulary.storable import clean_value
 
 END_OF_TIME = datetime.max.replace(tzinfo=UTC)
 START_OF_TIME = datetime.min.replace(tzinfo=UTC)

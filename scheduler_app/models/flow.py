@@ -7,7 +7,7 @@ read and write ``QueueStart`` in SQL (``sql``).
 
 from django.db import models
 
-from .limits import QUEUE_NAME_MAX, UNIQUE_KEY_MAX
+from ..vocabulary.bounds import QUEUE_NAME_MAX, UNIQUE_KEY_MAX
 
 
 class JobDependency(models.Model):

@@ -6,10 +6,10 @@ thread.
 
 import contextlib
 
-from scheduler_app import conf, joblogs, signals, sql
-
-from .loop import Dispatcher
-from .runner import Executor
+from .. import conf, signals, sql
+from ..dispatcher.loop import Dispatcher
+from ..observability import joblogs
+from .executor import Executor
 from .store import DjangoStore, default_policy, new_worker_id
 
 
@@ -90,8 +90,8 @@ def wakeups(dispatcher, using="default"):
     signals.jobs_changed.connect(on_local_change, weak=False, dispatch_uid=uid)
     listener = waiter = None
     if uses_notify(using):
+        from ..dispatcher.waiter import Waiter
         from .listener import LoopListener  # psycopg: only on PostgreSQL
-        from .waiter import Waiter
 
         # The loop thread sleeps on the LISTEN socket itself (waiter.py).
         listener = LoopListener(dispatcher.notify, conf.get("NOTIFY_CHANNEL"), using=using)

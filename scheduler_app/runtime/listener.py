@@ -14,8 +14,8 @@ import time
 
 import psycopg
 
-from . import pg
-from .wakeup import WakeUp
+from ..sql import connections as pg
+from ..vocabulary.wakeup import WakeUp
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,26 @@
+"""The models: jobs, dispatchers (``Worker``), queues, schedules, the flow between jobs, and run records.
+
+State changes never happen here: they live in ``scheduler_app.lifecycle``.
+The QuerySets only select, and are named after states.
+"""
+
+from .flow import JobDependency, QueueStart, UniqueWindow
+from .jobs import (
+    ACTIVE_STATUSES,
+    FINISHED_STATUSES,
+    Dashboard,
+    DependencyFailure,
+    Job,
+    JobQuerySet,
+    JobStatus,
+)
+from .observability import Counter, JobLog, Rollup, RollupCursor, Tallies
+from .queues import Queue
+from .schedules import MisfirePolicy, Schedule
+from .workers import Worker, WorkerQuerySet, WorkerState, stale_before
+
+__all__ = [
+    "ACTIVE_STATUSES", "FINISHED_STATUSES", "Counter", "Dashboard", "DependencyFailure", "Job", "JobDependency",
+    "JobLog", "JobQuerySet", "JobStatus", "MisfirePolicy", "Queue", "QueueStart", "Rollup", "RollupCursor",
+    "Schedule", "Tallies", "UniqueWindow", "Worker", "WorkerQuerySet", "WorkerState", "stale_before",
+]

@@ -1,0 +1,86 @@
+"""Schedules: a job to make at cron or interval times."""
+
+
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from ..sql.readable import json_reader as stored_json
+from ..vocabulary.bounds import PRIORITY_MAX, PRIORITY_MIN
+
+# The Schedule class body has a field called ``timezone``.
+_now = timezone.now
+
+
+class MisfirePolicy(models.TextChoices):
+    RUN_ONCE = "run_once", "Run once now for missed runs"
+    SKIP = "skip", "Skip missed runs"
+    CATCH_UP = "catch_up", "Catch up missed runs (bounded)"
+
+
+class Schedule(models.Model):
+    """A recurring job: a cron expression or an interval, materialised into Jobs.
+
+    State changes live in ``scheduler_app.schedules``; the dispatcher moves
+    ``next_run_at`` forward with one compare-and-set UPDATE per run.
+    """
+
+    name = models.CharField(max_length=200, unique=True)
+    task = models.CharField(max_length=255, help_text="Registered task path.")
+    args = models.JSONField(default=list, blank=True, decoder=stored_json)
+    kwargs = models.JSONField(default=dict, blank=True, decoder=stored_json)
+    queue = models.CharField(max_length=64, default="default")
+    priority = models.SmallIntegerField(default=0)
+    max_attempts = models.PositiveIntegerField(default=3)
+    timeout = models.FloatField(null=True, blank=True)
+    cron = models.CharField(
+        max_length=200, blank=True, default="", help_text="Five-field cron expression."
+    )
+    interval_seconds = models.PositiveIntegerField(null=True, blank=True)
+    timezone = models.CharField(max_length=64, default="UTC", help_text="IANA time zone name.")
+    enabled = models.BooleanField(default=True)
+    misfire_policy = models.CharField(
+        max_length=16, choices=MisfirePolicy.choices, default=MisfirePolicy.RUN_ONCE
+    )
+    start_at = models.DateTimeField(null=True, blank=True)
+    end_at = models.DateTimeField(null=True, blank=True)
+    # None while disabled or after end_at: nothing to run.
+    next_run_at = models.DateTimeField(null=True, blank=True)
+    last_run_at = models.DateTimeField(null=True, blank=True)
+    last_job = models.ForeignKey(
+        "Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=_now)
+    # Written by every change, the dispatcher's compare-and-set included;
+    # the dispatcher's change poll reads it.
+    updated_at = models.DateTimeField(default=_now)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=(Q(cron="") & Q(interval_seconds__gte=1))
+                | (~Q(cron="") & Q(interval_seconds__isnull=True)),
+                name="schedule_cron_xor_interval",
+            ),
+            models.CheckConstraint(
+                condition=Q(priority__gte=PRIORITY_MIN, priority__lte=PRIORITY_MAX),
+                name="schedule_priority_range",
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["next_run_at"],
+                condition=Q(enabled=True, next_run_at__isnull=False),
+                name="schedule_due_idx",
+            ),
+            models.Index(fields=["updated_at"], name="schedule_updated_idx"),
+        ]
+
+    def __str__(self):
+        return self.name
+
+
+# Models in modules of their own, imported here to register them with the
+# app: what is recorded about runs (job logs, rollups, counters), and flow
+# control (dependencies, unique windows, rate windows).
