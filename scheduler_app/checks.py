@@ -28,8 +28,7 @@ from django.utils.module_loading import import_string
 
 from . import conf
 from .lifecycle.validation import QUEUE
-from .models import FINISHED_STATUSES
-from .validation.settings import RENAMED, RETENTION_AGE, SETTINGS, TextList
+from .validation.settings import DECLARED, RENAMED
 from .vocabulary import bounds as limits
 
 TAG = "scheduler"
@@ -107,7 +106,7 @@ def check_settings(app_configs=None, **kwargs):
     if overrides is None:
         return []
     if not isinstance(overrides, dict):
-        return [checks.Error("SCHEDULER must be a dict.", hint="See scheduler_app/conf.py for its keys.", id="scheduler_app.E008")]
+        return [checks.Error("SCHEDULER must be a dict.", hint="See the settings in the README (validation/settings.py declares them).", id="scheduler_app.E008")]
     errors = []
     for key in sorted(set(overrides) & set(RENAMED)):
         # A warning, not an error: the old key is ignored, so the change
@@ -120,50 +119,37 @@ def check_settings(app_configs=None, **kwargs):
                 id="scheduler_app.W002",
             )
         )
-    for key in sorted(set(overrides) - set(conf.DEFAULTS) - set(RENAMED)):
+    for key in sorted(set(overrides) - set(DECLARED) - set(RENAMED)):
         errors.append(
             checks.Warning(
                 f"SCHEDULER[{key!r}] is not a scheduler setting and is ignored.",
-                hint=f"Known settings: {', '.join(sorted(conf.DEFAULTS))}.",
+                hint=f"Known settings: {', '.join(sorted(DECLARED))}.",
                 id="scheduler_app.W001",
             )
         )
-    for key, rule in SETTINGS.items():
+    for key, setting in DECLARED.items():
         if key not in overrides:
             continue
         try:
-            rule.check(overrides[key])
+            setting.rule.check(overrides[key])
         except ValidationError as exc:
-            ident = "E006" if key.startswith("WEBHOOK_") else "E007" if isinstance(rule, TextList) else "E005"
-            ident = "E011" if key == "QUEUES" else ident
-            errors.append(
-                checks.Error(f"SCHEDULER[{key!r}]: {_message(exc)}", hint="See scheduler_app/conf.py and the README.", id=f"scheduler_app.{ident}")
-            )
-    if "RETENTION" in overrides:
-        errors.extend(_check_retention(overrides["RETENTION"]))
+            errors.extend(_setting_errors(key, setting, exc))
     return errors
 
 
-def _check_retention(retention):
-    hint = 'e.g. {"succeeded": timedelta(days=14), "failed": timedelta(days=30)}'
-    if not isinstance(retention, dict):
-        return [checks.Error("SCHEDULER['RETENTION'] must be a dict of finished statuses to timedelta ages.", hint=hint, id="scheduler_app.E004")]
-    errors = []
-    for status, age in retention.items():
-        if status not in FINISHED_STATUSES:
-            errors.append(
-                checks.Error(
-                    f"SCHEDULER['RETENTION'] names {status!r}: only finished jobs are pruned ({', '.join(FINISHED_STATUSES)}).",
-                    hint=hint,
-                    id="scheduler_app.E004",
-                )
-            )
-            continue
-        try:
-            RETENTION_AGE.check(age)
-        except ValidationError as exc:
-            errors.append(checks.Error(f"SCHEDULER['RETENTION'][{status!r}]: {_message(exc)}", hint=hint, id="scheduler_app.E004"))
-    return errors
+_HINTS = {"RETENTION": 'e.g. {"succeeded": timedelta(days=14), "failed": timedelta(days=30)}'}
+
+
+def _setting_errors(key, setting, exc):
+    """Return the system check errors of a setting's refusal: one per message for RETENTION, else one."""
+    hint = _HINTS.get(key, "See the settings in the README (validation/settings.py declares them).")
+    ident = f"scheduler_app.{setting.check_id}"
+    if key == "RETENTION":
+        return [
+            checks.Error(f"SCHEDULER['RETENTION']{'' if m.startswith('[') else ' '}{m}", hint=hint, id=ident)
+            for m in exc.messages
+        ]
+    return [checks.Error(f"SCHEDULER[{key!r}]: {_message(exc)}", hint=hint, id=ident)]
 
 
 # The apps the scheduler needs besides itself: the admin it lives in (with

@@ -29,7 +29,8 @@ import random
 from datetime import timedelta
 from django.contrib.auth import get_user_model
 from django.utils import timezone
-from scheduler_app import lifecycle, rollups
+from scheduler_app import lifecycle
+from scheduler_app.observability import rollups
 from scheduler_app.vocabulary.tallies import Tally
 
 get_user_model().objects.create_superuser("admin", "admin@localhost", "%(password)s")

@@ -33,7 +33,8 @@ import re
 import urllib.parse
 
 from .. import conf
-from . import wire as wire
+from ..validation.hosts import allowed_entry, normal_host
+from . import wire
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 # Set by the client from the URL and the body, or meaningful only between
@@ -42,7 +43,6 @@ FORBIDDEN_HEADERS = frozenset(
     {"host", "content-length", "connection", "keep-alive", "te", "trailer", "transfer-encoding", "upgrade"}
 )
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
-_HOST = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*\.?")
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 # A host listed without a port may be called on these ports only.
 DEFAULT_PORTS = (80, 443)
@@ -102,46 +102,6 @@ def call(url, *, method="POST", payload=None, headers=None, timeout=None):
     raise WebhookFailed(f"{method} {target.shown_url} answered HTTP {status}: {text[:200]}", status=status)
 
 
-def allowed_entry(entry):
-    """Return ``(host, port or None)`` for a WEBHOOK_ALLOWED_HOSTS entry; ValueError if it is not one.
-
-    An entry is ``host``, ``host:port``, ``[v6 address]``, ``[v6 address]:port``
-    or a bare IPv6 address; the host as URLs write it, any case, a final dot ignored.
-    """
-    text = entry if isinstance(entry, str) else ""
-    port = None
-    if text.startswith("["):  # brackets for an IPv6 address only, as in URLs
-        host, bracket, rest = text[1:].partition("]")
-        if not bracket or ":" not in host or rest[:1] not in ("", ":"):
-            raise _bad_entry(entry)
-        port = rest[1:] if rest else None
-    elif text.count(":") == 1:
-        host, port = text.split(":")
-    else:
-        host = text
-    if ":" in host:
-        try:
-            ipaddress.IPv6Address(host)
-        except ValueError:
-            raise _bad_entry(entry) from None
-    elif not _HOST.fullmatch(host):
-        raise _bad_entry(entry)
-    if port is not None:
-        if not (port.isascii() and port.isdigit()):
-            raise _bad_entry(entry)
-        if not 1 <= int(port) <= 65535:
-            raise ValueError(f"{entry!r}: the port must be a number from 1 to 65535.")
-        port = int(port)
-    return _normal_host(host), port
-
-
-def _bad_entry(entry):
-    return ValueError(
-        f"{entry!r} is not a host with an optional port: write e.g. 'hooks.internal', 'hooks.internal:8080', "
-        "'10.0.0.5:8443' or '[fd00::5]:8080' (a port from 1 to 65535; a host without one allows ports 80 and 443 only)."
-    )
-
-
 def allowed_hosts():
     """Return the allow-list as ``{(host, port or None)}``; entries the system checks refuse are skipped."""
     allowed, entries = set(), conf.get("WEBHOOK_ALLOWED_HOSTS")
@@ -151,16 +111,6 @@ def allowed_hosts():
         except ValueError:
             continue  # reported by the system checks (E006); skipping one allows less, never more
     return allowed
-
-
-def _normal_host(name):
-    name = name.strip().strip("[]").rstrip(".").lower()
-    if ":" in name:  # one spelling of an IPv6 address ("0:0::1" is "::1")
-        try:
-            return ipaddress.IPv6Address(name).compressed
-        except ValueError:
-            pass
-    return name
 
 
 def refusal_reason(ip):
@@ -221,7 +171,7 @@ class _Target:
 
     def listed(self, allowed):
         """Whether the allow-list names this host for this port (a bare entry: ports 80 and 443)."""
-        host = _normal_host(self.host)
+        host = normal_host(self.host)
         return (host, self.port) in allowed or ((host, None) in allowed and self.port in DEFAULT_PORTS)
 
     def checked_address(self, allowed, deadline):

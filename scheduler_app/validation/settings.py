@@ -7,13 +7,15 @@ bounds from ``limits``), judged at start-up by the system checks
 (``management/arguments.py``), with the same wording.
 """
 
+import re
+from dataclasses import dataclass
 from datetime import timedelta
 
 import pytimeparse2
 from django.core.exceptions import ValidationError
 
-from ..tasks.webhooks import allowed_entry
 from ..vocabulary import bounds as limits
+from ..vocabulary.jobs import Status
 from .fields import (
     CONCURRENCY_LIMIT,
     MAX_ATTEMPTS,
@@ -25,6 +27,7 @@ from .fields import (
     WholeNumber,
     json_problem,
 )
+from .hosts import allowed_entry
 
 DAY = 24 * 3600
 
@@ -169,47 +172,178 @@ class QueueSettings(Rule):
 
 RETENTION_AGE = Duration("older_than", limits.RETENTION_MAX)
 
+
+class Retention(Rule):
+    """SCHEDULER["RETENTION"]: finished statuses mapped to how long their jobs are kept (timedeltas).
+
+    Every problem is reported (one message each): ``names 'x': ...`` for a
+    status that is not a finished one, ``['failed']: ...`` for a bad age.
+    """
+
+    def __init__(self, field):
+        super().__init__(field, "must be a dict of finished statuses to timedelta ages.")
+
+    def check(self, value):
+        if not isinstance(value, dict):
+            self.fail()
+        problems = []
+        for status, age in value.items():
+            if status not in Status.FINISHED:
+                problems.append(f"names {status!r}: only finished jobs are pruned ({', '.join(Status.FINISHED)}).")
+                continue
+            try:
+                RETENTION_AGE.check(age)
+            except ValidationError as exc:
+                problems.append(f"[{status!r}]: {' '.join(exc.messages)}")
+        if problems:
+            raise ValidationError({self.field: problems})
+        return value
+
+
+class ChannelName(Rule):
+    """A PostgreSQL NOTIFY channel: an identifier of 1 to 63 letters, digits and '_', not starting with a digit."""
+
+    def __init__(self, field):
+        super().__init__(field, "Must be 1 to 63 letters, digits or '_', not starting with a digit.")
+
+    def check(self, value):
+        if not isinstance(value, str) or not _CHANNEL.fullmatch(value):
+            self.fail()
+        return value
+
+
+_CHANNEL = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One key of ``settings.SCHEDULER``: its default, its rule (type and bounds) and what it means."""
+
+    default: object
+    rule: Rule
+    doc: str
+    check_id: str = "E005"  # the system check that reports a bad value (checks.py)
+
+
+def _setting(default, rule, doc, check_id=None):
+    if check_id is None:
+        check_id = "E007" if isinstance(rule, TextList) else "E005"
+    return Setting(default, rule, doc, check_id)
+
+
 # Settings that were renamed: the old key -> the new one (checks.py warns, W002).
 RENAMED = {"ALLOWED_COMMANDS": "RUN_COMMAND_ALLOWED"}
 
-# settings.SCHEDULER key -> its rule (RETENTION, a mapping, is checked in checks.py).
-SETTINGS = {
-    "DEFAULT_MAX_ATTEMPTS": MAX_ATTEMPTS,
-    "RETRY_BACKOFF_BASE": Seconds("RETRY_BACKOFF_BASE", DAY),
-    "RETRY_BACKOFF_MAX": Seconds("RETRY_BACKOFF_MAX", limits.TIMEOUT_MAX),
-    "RETRY_JITTER": Fraction("RETRY_JITTER"),
-    "CONCURRENCY": WholeNumber("CONCURRENCY", 1, limits.CONCURRENCY_MAX),
-    "HORIZON": Seconds("HORIZON", limits.HORIZON_MAX),
-    "HEAP_CAP": WholeNumber("HEAP_CAP", 1, limits.HEAP_CAP_MAX),
-    "POLL_INTERVAL": Seconds("POLL_INTERVAL", limits.POLL_INTERVAL_MAX),
-    "SQLITE_CHANGE_CHECK": Seconds("SQLITE_CHANGE_CHECK", 60, zero_ok=True),
-    "FULL_SYNC_INTERVAL": Seconds("FULL_SYNC_INTERVAL", DAY),
-    "SYNC_OVERLAP": Seconds("SYNC_OVERLAP", limits.POLL_INTERVAL_MAX, zero_ok=True),
-    "LEASE": Seconds("LEASE", limits.LEASE_MAX),
-    "GRACE": Seconds("GRACE", limits.GRACE_MAX, zero_ok=True),
-    "MAX_ABANDONED_THREADS": WholeNumber("MAX_ABANDONED_THREADS", 0, limits.CONCURRENCY_MAX),
-    "DEAD_AFTER_LEASES": WholeNumber("DEAD_AFTER_LEASES", 1, 100),
-    "PRUNE_BATCH": WholeNumber("PRUNE_BATCH", 1, 100_000),
-    "SYNCHRONOUS_COMMIT": Flag("SYNCHRONOUS_COMMIT"),
-    "SCHEDULE_MISFIRE_GRACE": Seconds("SCHEDULE_MISFIRE_GRACE", limits.HORIZON_MAX, zero_ok=True),
-    "SCHEDULE_CATCH_UP_MAX": WholeNumber("SCHEDULE_CATCH_UP_MAX", 1, 1000),
-    "RUN_COMMAND_ALLOWED": TextList("RUN_COMMAND_ALLOWED", "management command names"),
-    "ARGS_MAX_BYTES": WholeNumber("ARGS_MAX_BYTES", limits.VALUE_BYTES_MIN, limits.VALUE_BYTES_MAX),
-    "RESULT_MAX_BYTES": WholeNumber("RESULT_MAX_BYTES", limits.VALUE_BYTES_MIN, limits.VALUE_BYTES_MAX),
-    "WEBHOOK_ALLOWED_HOSTS": TextList("WEBHOOK_ALLOWED_HOSTS", "hosts with optional ports", _host_shape),
-    "WEBHOOK_TIMEOUT": Seconds("WEBHOOK_TIMEOUT", limits.WEBHOOK_TIMEOUT_MAX),
-    "WEBHOOK_MAX_BODY": WholeNumber("WEBHOOK_MAX_BODY", 0, limits.WEBHOOK_MAX_BODY_MAX),
-    "EMAIL_FROM_ALLOWED": TextList("EMAIL_FROM_ALLOWED", "email addresses"),
-    "TASK_MODULES": TextList("TASK_MODULES", "dotted module paths"),
-    "JOB_LOG_LEVEL": LogLevel("JOB_LOG_LEVEL"),
-    "JOB_LOG_MAX_RECORDS": WholeNumber("JOB_LOG_MAX_RECORDS", 0, limits.JOB_LOG_RECORDS_MAX),
-    "JOB_LOG_MAX_BYTES": WholeNumber("JOB_LOG_MAX_BYTES", 0, limits.JOB_LOG_BYTES_MAX),
-    "ROLLUP_INTERVAL": Seconds("ROLLUP_INTERVAL", limits.POLL_INTERVAL_MAX, zero_ok=True),
-    "ROLLUP_RETENTION": Duration("ROLLUP_RETENTION", limits.RETENTION_MAX),
-    "METRICS_TOKEN": Secret("METRICS_TOKEN"),
-    "QUEUES": QueueSettings("QUEUES"),
-    "MAX_SNOOZES": WholeNumber("MAX_SNOOZES", 0, limits.MAX_SNOOZES_MAX),
+# Every key of settings.SCHEDULER, declared once: ``conf.get`` reads its
+# default, the system checks its rule, the README its meaning.
+DECLARED = {
+    "DEFAULT_MAX_ATTEMPTS": _setting(3, MAX_ATTEMPTS, "attempts a job gets unless its task or the caller says otherwise"),
+    "RETRY_BACKOFF_BASE": _setting(2.0, Seconds("RETRY_BACKOFF_BASE", DAY), "retry backoff: base * 2 ** (attempt - 1) seconds"),
+    "RETRY_BACKOFF_MAX": _setting(3600.0, Seconds("RETRY_BACKOFF_MAX", limits.TIMEOUT_MAX), "the longest retry backoff (seconds)"),
+    "RETRY_JITTER": _setting(0.25, Fraction("RETRY_JITTER"), "a retry's backoff varies by up to this fraction either way"),
+    "RETENTION": _setting(
+        {"succeeded": timedelta(days=14), "failed": timedelta(days=30), "cancelled": timedelta(days=30)},
+        Retention("RETENTION"),
+        "how long finished jobs are kept, by status (dispatchers prune; so does purgejobs without --older-than)",
+        "E004",
+    ),
+    "CONCURRENCY": _setting(4, WholeNumber("CONCURRENCY", 1, limits.CONCURRENCY_MAX), "slots of a dispatcher without --queue"),
+    "HORIZON": _setting(300.0, Seconds("HORIZON", limits.HORIZON_MAX), "seconds of future jobs mirrored in the heap"),
+    "HEAP_CAP": _setting(20_000, WholeNumber("HEAP_CAP", 1, limits.HEAP_CAP_MAX), "most pending jobs the heap holds"),
+    "POLL_INTERVAL": _setting(1.0, Seconds("POLL_INTERVAL", limits.POLL_INTERVAL_MAX), "seconds between change polls (the fallback)"),
+    "SQLITE_CHANGE_CHECK": _setting(
+        0.02, Seconds("SQLITE_CHANGE_CHECK", 60, zero_ok=True),
+        "SQLite: seconds between checks of PRAGMA data_version (a commit elsewhere brings the poll forward); 0: off",
+    ),
+    "FULL_SYNC_INTERVAL": _setting(30.0, Seconds("FULL_SYNC_INTERVAL", DAY), "seconds between full reloads of the window"),
+    "SYNC_OVERLAP": _setting(
+        2.0, Seconds("SYNC_OVERLAP", limits.POLL_INTERVAL_MAX, zero_ok=True), "seconds the change poll reaches back"
+    ),
+    "LEASE": _setting(30.0, Seconds("LEASE", limits.LEASE_MAX), "seconds a claim is good for without a heartbeat"),
+    "GRACE": _setting(30.0, Seconds("GRACE", limits.GRACE_MAX, zero_ok=True), "seconds running jobs get to finish on shutdown"),
+    "MAX_ABANDONED_THREADS": _setting(
+        8, WholeNumber("MAX_ABANDONED_THREADS", 0, limits.CONCURRENCY_MAX), "timed-out threads allowed to linger"
+    ),
+    "DEAD_AFTER_LEASES": _setting(
+        2, WholeNumber("DEAD_AFTER_LEASES", 1, 100), "a dispatcher is dead when its heartbeat is this many leases old"
+    ),
+    "PRUNE_BATCH": _setting(1000, WholeNumber("PRUNE_BATCH", 1, 100_000), "finished jobs deleted per statement when pruning"),
+    "NOTIFY_CHANNEL": _setting(
+        "scheduler_app_jobs", ChannelName("NOTIFY_CHANNEL"), "PostgreSQL: the NOTIFY channel of the dispatchers' wake-ups"
+    ),
+    "SYNCHRONOUS_COMMIT": _setting(
+        True, Flag("SYNCHRONOUS_COMMIT"),
+        "PostgreSQL: wait for the WAL flush of the dispatcher's claims and results (False: faster; README)",
+    ),
+    "SCHEDULE_MISFIRE_GRACE": _setting(
+        30.0, Seconds("SCHEDULE_MISFIRE_GRACE", limits.HORIZON_MAX, zero_ok=True),
+        "a schedule's run this many seconds past its time is missed",
+    ),
+    "SCHEDULE_CATCH_UP_MAX": _setting(
+        10, WholeNumber("SCHEDULE_CATCH_UP_MAX", 1, 1000), "most jobs a catch_up schedule makes for missed runs"
+    ),
+    "QUEUES": _setting(
+        {}, QueueSettings("QUEUES"),
+        "per-queue limits and mode, seeding a queue's row when first seen: {name: {concurrency_limit, rate_limit, rate_period, mode}}",
+        "E011",
+    ),
+    "MAX_SNOOZES": _setting(100, WholeNumber("MAX_SNOOZES", 0, limits.MAX_SNOOZES_MAX), "snoozes a job may take before one fails it"),
+    "TASK_MODULES": _setting(
+        [], TextList("TASK_MODULES", "dotted module paths"),
+        "modules of installed apps whose @task functions are registered besides each app's tasks module",
+    ),
+    "RUN_COMMAND_ALLOWED": _setting(
+        [], TextList("RUN_COMMAND_ALLOWED", "management command names"),
+        "management commands the built-in run_command task may run (a job of any other is refused when made)",
+    ),
+    "ARGS_MAX_BYTES": _setting(
+        1024 * 1024, WholeNumber("ARGS_MAX_BYTES", limits.VALUE_BYTES_MIN, limits.VALUE_BYTES_MAX),
+        "bytes of a job's args and kwargs together (compact UTF-8 JSON); a larger job is refused",
+    ),
+    "RESULT_MAX_BYTES": _setting(
+        1024 * 1024, WholeNumber("RESULT_MAX_BYTES", limits.VALUE_BYTES_MIN, limits.VALUE_BYTES_MAX),
+        "bytes of a task's return value (compact UTF-8 JSON); a larger one fails its attempt",
+    ),
+    "WEBHOOK_ALLOWED_HOSTS": _setting(
+        [], TextList("WEBHOOK_ALLOWED_HOSTS", "hosts with optional ports", _host_shape),
+        "host or host:port entries call_webhook may reach on non-public addresses (a bare host: ports 80 and 443)",
+        "E006",
+    ),
+    "WEBHOOK_TIMEOUT": _setting(
+        10.0, Seconds("WEBHOOK_TIMEOUT", limits.WEBHOOK_TIMEOUT_MAX),
+        "seconds for call_webhook's whole exchange, however slowly the peer sends",
+        "E006",
+    ),
+    "WEBHOOK_MAX_BODY": _setting(
+        64 * 1024, WholeNumber("WEBHOOK_MAX_BODY", 0, limits.WEBHOOK_MAX_BODY_MAX),
+        "bytes of a webhook answer's body kept in the result", "E006",
+    ),
+    "EMAIL_FROM_ALLOWED": _setting(
+        [], TextList("EMAIL_FROM_ALLOWED", "email addresses"),
+        "From addresses send_email may use besides DEFAULT_FROM_EMAIL",
+    ),
+    "JOB_LOG_LEVEL": _setting("INFO", LogLevel("JOB_LOG_LEVEL"), "records a job's own thread logs at this level and up are kept"),
+    "JOB_LOG_MAX_RECORDS": _setting(
+        200, WholeNumber("JOB_LOG_MAX_RECORDS", 0, limits.JOB_LOG_RECORDS_MAX), "log records kept per attempt; 0 keeps none"
+    ),
+    "JOB_LOG_MAX_BYTES": _setting(
+        64 * 1024, WholeNumber("JOB_LOG_MAX_BYTES", 0, limits.JOB_LOG_BYTES_MAX), "bytes of log text kept per attempt (UTF-8)"
+    ),
+    "ROLLUP_INTERVAL": _setting(
+        60.0, Seconds("ROLLUP_INTERVAL", limits.POLL_INTERVAL_MAX, zero_ok=True),
+        "seconds between a dispatcher's writes of its per-minute history; 0: none",
+    ),
+    "ROLLUP_RETENTION": _setting(
+        timedelta(days=7), Duration("ROLLUP_RETENTION", limits.RETENTION_MAX), "how long the per-minute history is kept"
+    ),
+    "METRICS_TOKEN": _setting(
+        None, Secret("METRICS_TOKEN"), "GET /metrics also answers 'Authorization: Bearer <this>'; None: staff only"
+    ),
 }
+
+# settings.SCHEDULER key -> its rule.
+SETTINGS = {name: setting.rule for name, setting in DECLARED.items()}
+
 
 # rundispatcher's options that are not settings.
 MAX_JOBS = WholeNumber("max_jobs", 1, limits.MAX_JOBS_MAX)

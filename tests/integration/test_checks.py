@@ -226,3 +226,23 @@ def test_task_modules_outside_installed_apps_or_missing(modules, problem):
     with override_settings(**scheduler_with(TASK_MODULES=modules)):
         found = [m for m in checks.run_checks(tags=["scheduler"]) if m.id == "scheduler_app.E009"]
     assert len(found) == 1 and problem in found[0].msg and found[0].hint
+
+
+def test_every_setting_is_declared_once_with_a_default_its_own_rule_accepts():
+    from pathlib import Path
+
+    from scheduler_app.validation.settings import DECLARED
+
+    assert set(conf.DEFAULTS) == set(DECLARED)
+    for name, setting in DECLARED.items():
+        setting.rule.check(setting.default)  # raises if the default broke its own rule
+        assert setting.doc and setting.check_id.startswith("E")
+    documented = (Path(__file__).resolve().parents[2] / "README.md").read_text() + "".join(
+        p.read_text() for p in (Path(__file__).resolve().parents[2] / "docs").glob("*.md")
+    )
+    assert [name for name in DECLARED if f"`{name}`" not in documented] == []
+
+
+@pytest.mark.parametrize("value", ["9jobs", "", "a" * 64, "bad-name", 5])
+def test_a_notify_channel_postgresql_cannot_listen_on_is_refused(value):
+    assert ids(**scheduler_with(NOTIFY_CHANNEL=value)) == ["scheduler_app.E005"]
