@@ -44,16 +44,19 @@ class SchedulerBackend(BaseTaskBackend):
             pass
         from django.core.exceptions import ValidationError
 
-        from .lifecycle import validation as rules
+        from .lifecycle.building import QUEUE
+        from .validation.errors import error_text
+        from .validation.fields import EXECUTE_AT, PRIORITY
 
-        checks = [(rules.PRIORITY, task.priority), (rules.QUEUE, task.queue_name)]
+
+        checks = [(PRIORITY, task.priority), (QUEUE, task.queue_name)]
         if task.run_after is not None:
-            checks.append((rules.EXECUTE_AT, task.run_after))
+            checks.append((EXECUTE_AT, task.run_after))
         for rule, value in checks:
             try:
                 rule.check(value)
             except ValidationError as exc:
-                raise InvalidTask(rules.error_text(exc)) from None
+                raise InvalidTask(error_text(exc)) from None
         super().validate_task(task)
         with contextlib.suppress(TypeError):
             if len(self._valid) > 4096:

@@ -27,7 +27,7 @@ from django.core.exceptions import ValidationError
 from django.utils.module_loading import import_string
 
 from . import conf
-from .lifecycle.validation import QUEUE
+from .lifecycle.building import QUEUE
 from .validation.settings import DECLARED, RENAMED
 from .vocabulary import bounds as limits
 

@@ -16,6 +16,7 @@ from django.tasks import Task
 from django.utils.module_loading import module_has_submodule
 
 from . import conf
+from .validation.fields import shown
 from .validation.options import options_of
 
 logger = logging.getLogger(__name__)
@@ -25,18 +26,6 @@ _tasks = {}
 
 
 # Characters of a user's value an error message quotes; longer ones are cut.
-SHOWN_MAX = 100
-
-
-def shown(value):
-    """Return a user's value as an error message may quote it.
-
-    ``repr`` escapes what must never reach an HTML page or a JSON document
-    (lone surrogates cannot be encoded, control characters hide text), and a
-    long value is cut: ``'os.system'``, ``'\\ud800'``, ``'\\x1b[31m'``.
-    """
-    text = repr(value)
-    return text if len(text) <= SHOWN_MAX else text[: SHOWN_MAX - 1] + "…"
 
 
 class UnknownTask(LookupError):

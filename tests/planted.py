@@ -15,8 +15,6 @@ from django.db.models import DateTimeField
 from django.utils import timezone
 
 from scheduler_app import lifecycle, schedules
-from scheduler_app.observability import rollups
-from scheduler_app.vocabulary.tallies import Tally
 from scheduler_app.models import (
     Job,
     JobLog,
@@ -27,6 +25,8 @@ from scheduler_app.models import (
     UniqueWindow,
     Worker,
 )
+from scheduler_app.observability import rollups
+from scheduler_app.vocabulary.tallies import Tally
 
 ADD = "tests.testapp.tasks.add"
 WORKER = "host:1:abc"

@@ -18,10 +18,11 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from .. import conf, lifecycle, registry
-from ..lifecycle import validation as rules
+from ..lifecycle.building import QUEUE, TASK
 from ..lifecycle.states import allowed_from, refusal
 from ..models import Job
 from ..sql.readable import in_zone
+from ..validation.fields import ARGS, EXECUTE_AT, KWARGS, MAX_ATTEMPTS, PRIORITY, TIMEOUT, UNIQUE_KEY
 
 
 def _task_label(task):
@@ -194,31 +195,31 @@ class _LifecycleValidatedForm(EncodableDataMixin, forms.ModelForm):
 
 class JobAddForm(_LifecycleValidatedForm):
     task = RuleChoiceField(
-        rules.TASK,
+        TASK,
         required=True,
         widget=TaskSelect,
         help_text="Only tasks defined with @task in an installed app's tasks.py can be chosen.",
     )
-    args = JSONTextField(rules.ARGS, label="Args", initial="[]", help_text='Positional arguments as a JSON list, e.g. <code>[1, "two"]</code>.')
-    kwargs = JSONTextField(rules.KWARGS, label="Kwargs", initial="{}", help_text='Keyword arguments as a JSON object, e.g. <code>{"seconds": 5}</code>.')
+    args = JSONTextField(ARGS, label="Args", initial="[]", help_text='Positional arguments as a JSON list, e.g. <code>[1, "two"]</code>.')
+    kwargs = JSONTextField(KWARGS, label="Kwargs", initial="{}", help_text='Keyword arguments as a JSON object, e.g. <code>{"seconds": 5}</code>.')
     execute_at = forms.SplitDateTimeField(
         required=False,
         widget=SplitDateTime,
-        validators=[checked_by(rules.EXECUTE_AT)],
+        validators=[checked_by(EXECUTE_AT)],
         label="Execute at",
         help_text="Leave empty to run now (as soon as a worker slot is free).",
     )
     priority = RuleFormField(
-        rules.PRIORITY,
-        help_text=f"{rules.PRIORITY.low}..{rules.PRIORITY.high}, higher runs first. Empty: the task's default.",
+        PRIORITY,
+        help_text=f"{PRIORITY.low}..{PRIORITY.high}, higher runs first. Empty: the task's default.",
     )
-    queue = RuleChoiceField(rules.QUEUE, help_text="Empty: the task's queue.")
+    queue = RuleChoiceField(QUEUE, help_text="Empty: the task's queue.")
     max_attempts = RuleFormField(
-        rules.MAX_ATTEMPTS, help_text="Attempts before the job fails for good. Empty: the scheduler's default."
+        MAX_ATTEMPTS, help_text="Attempts before the job fails for good. Empty: the scheduler's default."
     )
-    timeout = RuleFormField(rules.TIMEOUT, help_text="Seconds an attempt may run. Empty: no limit.")
+    timeout = RuleFormField(TIMEOUT, help_text="Seconds an attempt may run. Empty: no limit.")
     unique_key = RuleFormField(
-        rules.UNIQUE_KEY,
+        UNIQUE_KEY,
         strip=False,
         help_text="Optional. While a pending, waiting or running job holds this key (or a job made with "
         "unique_for, for its period), no second one is created.",
@@ -263,10 +264,10 @@ class JobRescheduleForm(_LifecycleValidatedForm):
     """Change when a pending job runs and its priority; nothing else."""
 
     execute_at = forms.SplitDateTimeField(
-        widget=SplitDateTime, validators=[checked_by(rules.EXECUTE_AT)], label="Execute at"
+        widget=SplitDateTime, validators=[checked_by(EXECUTE_AT)], label="Execute at"
     )
     priority = RuleFormField(
-        rules.PRIORITY, required=True, help_text=f"{rules.PRIORITY.low}..{rules.PRIORITY.high}, higher runs first."
+        PRIORITY, required=True, help_text=f"{PRIORITY.low}..{PRIORITY.high}, higher runs first."
     )
 
     class Meta:

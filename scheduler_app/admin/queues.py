@@ -25,11 +25,11 @@ from django.urls import path, reverse
 from django.utils import timezone
 
 from .. import conf, lifecycle
-from ..lifecycle import validation as rules
 from ..lifecycle.queues import LIMIT_FIELDS
 from ..models import Queue
 from ..observability import history, stats
 from ..sql import readable
+from ..validation.fields import CONCURRENCY_LIMIT, RATE_LIMIT, RATE_PERIOD
 from .changelist import site_view
 from .dashboard import QUEUE_PERMISSION, RANGES, minutes_of
 from .formatting import humanize_seconds
@@ -42,12 +42,12 @@ CHANGE_PERMISSION = "scheduler_app.change_queue"
 
 class QueueLimitsForm(forms.ModelForm):
     concurrency_limit = RuleFormField(
-        rules.CONCURRENCY_LIMIT, help_text="Most jobs of this queue running at once, across every dispatcher. Empty: no limit."
+        CONCURRENCY_LIMIT, help_text="Most jobs of this queue running at once, across every dispatcher. Empty: no limit."
     )
     rate_limit = RuleFormField(
-        rules.RATE_LIMIT, help_text="Most jobs of this queue started per rate period, across every dispatcher. Empty: no limit."
+        RATE_LIMIT, help_text="Most jobs of this queue started per rate period, across every dispatcher. Empty: no limit."
     )
-    rate_period = RuleFormField(rules.RATE_PERIOD, required=True, help_text="Seconds of the rate limit's sliding window.")
+    rate_period = RuleFormField(RATE_PERIOD, required=True, help_text="Seconds of the rate limit's sliding window.")
 
     class Meta:
         model = Queue

@@ -14,9 +14,10 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from .. import conf, registry, schedules
-from ..lifecycle import validation as job_rules
+from ..lifecycle.building import QUEUE, TASK
 from ..models import Schedule
-from ..schedules import rules
+from ..validation.fields import ARGS, KWARGS, MAX_ATTEMPTS, PRIORITY, TIMEOUT
+from ..validation.schedules import EDITABLE, INTERVAL
 from .formatting import status_badge, when_html
 from .forms import EncodableDataMixin, JSONTextField, RuleChoiceField, RuleFormField, SplitDateTime
 from .lookups import SafeLookupsMixin
@@ -25,14 +26,14 @@ from .lookups import SafeLookupsMixin
 class ScheduleForm(EncodableDataMixin, forms.ModelForm):
     """Create or change a schedule; errors from ``schedules.clean`` land on their fields."""
 
-    task = RuleChoiceField(job_rules.TASK, required=True)
-    queue = RuleChoiceField(job_rules.QUEUE, help_text="Empty: the task's queue.")
-    priority = RuleFormField(job_rules.PRIORITY, help_text="-100..100, higher runs first. Empty: the task's.")
-    max_attempts = RuleFormField(job_rules.MAX_ATTEMPTS, help_text="Empty: the default.")
-    timeout = RuleFormField(job_rules.TIMEOUT, help_text="Seconds an attempt may run. Empty: no limit.")
-    args = JSONTextField(job_rules.ARGS, initial="[]", help_text='A JSON list, e.g. [1, "a"].')
-    kwargs = JSONTextField(job_rules.KWARGS, initial="{}", help_text='A JSON object, e.g. {"x": 1}.')
-    interval_seconds = RuleFormField(rules.INTERVAL, help_text="Run every this many seconds. Leave empty for a cron expression.")
+    task = RuleChoiceField(TASK, required=True)
+    queue = RuleChoiceField(QUEUE, help_text="Empty: the task's queue.")
+    priority = RuleFormField(PRIORITY, help_text="-100..100, higher runs first. Empty: the task's.")
+    max_attempts = RuleFormField(MAX_ATTEMPTS, help_text="Empty: the default.")
+    timeout = RuleFormField(TIMEOUT, help_text="Seconds an attempt may run. Empty: no limit.")
+    args = JSONTextField(ARGS, initial="[]", help_text='A JSON list, e.g. [1, "a"].')
+    kwargs = JSONTextField(KWARGS, initial="{}", help_text='A JSON object, e.g. {"x": 1}.')
+    interval_seconds = RuleFormField(INTERVAL, help_text="Run every this many seconds. Leave empty for a cron expression.")
     cron = forms.CharField(
         required=False,
         help_text=schedules.CRON_HELP + " Leave empty for an interval.",
@@ -45,7 +46,7 @@ class ScheduleForm(EncodableDataMixin, forms.ModelForm):
 
     class Meta:
         model = Schedule
-        fields = list(rules.EDITABLE)
+        fields = list(EDITABLE)
         widgets = {"start_at": SplitDateTime, "end_at": SplitDateTime}
 
     def __init__(self, *args, **kwargs):

@@ -16,9 +16,10 @@ from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
 from .. import schedules
-from ..lifecycle import validation as job_rules
+from ..lifecycle.building import QUEUE, TASK
 from ..models import Schedule
-from ..schedules import rules
+from ..validation.fields import ARGS, KWARGS, MAX_ATTEMPTS, PRIORITY, TIMEOUT
+from ..validation.schedules import CRON, EDITABLE, ENABLED, END_AT, INTERVAL, MISFIRE_POLICY, NAME, START_AT, TIMEZONE
 from .base import SchedulerAPI
 from .fields import DirectAttributesMixin, IdentityUrlField, JSONListField, JSONObjectField, RuleField, StrictKeysMixin
 from .filters import MAX_ID
@@ -45,7 +46,7 @@ class ScheduleSerializer(DirectAttributesMixin, serializers.ModelSerializer):
         fields = [
             "id",
             "url",
-            *rules.EDITABLE,
+            *EDITABLE,
             "description",
             "next_run_at",
             "last_run_at",
@@ -69,21 +70,21 @@ class ScheduleSerializer(DirectAttributesMixin, serializers.ModelSerializer):
 class ScheduleWriteSerializer(StrictKeysMixin, serializers.Serializer):
     """The body of POST, PUT and PATCH /api/schedules/: the shape; the rules check every value."""
 
-    name = RuleField(rules.NAME, required=True)
-    task = RuleField(job_rules.TASK, required=True, help_text="A registered task (GET /api/tasks/).")
-    args = RuleField(job_rules.ARGS)
-    kwargs = RuleField(job_rules.KWARGS)
-    queue = RuleField(job_rules.QUEUE, help_text="Default: the task's queue.")
-    priority = RuleField(job_rules.PRIORITY, help_text="Default: the task's priority.")
-    max_attempts = RuleField(job_rules.MAX_ATTEMPTS)
-    timeout = RuleField(job_rules.TIMEOUT)
-    cron = RuleField(rules.CRON, allow_blank=True, help_text=schedules.CRON_HELP + " Not with interval_seconds.")
-    interval_seconds = RuleField(rules.INTERVAL, help_text="Run every this many seconds. Not with cron.")
-    timezone = RuleField(rules.TIMEZONE, allow_null=False, help_text="IANA time zone of the cron expression (default UTC).")
-    enabled = RuleField(rules.ENABLED, allow_null=False)
-    misfire_policy = RuleField(rules.MISFIRE_POLICY, allow_null=False)
-    start_at = RuleField(rules.START_AT, text=True)
-    end_at = RuleField(rules.END_AT, text=True)
+    name = RuleField(NAME, required=True)
+    task = RuleField(TASK, required=True, help_text="A registered task (GET /api/tasks/).")
+    args = RuleField(ARGS)
+    kwargs = RuleField(KWARGS)
+    queue = RuleField(QUEUE, help_text="Default: the task's queue.")
+    priority = RuleField(PRIORITY, help_text="Default: the task's priority.")
+    max_attempts = RuleField(MAX_ATTEMPTS)
+    timeout = RuleField(TIMEOUT)
+    cron = RuleField(CRON, allow_blank=True, help_text=schedules.CRON_HELP + " Not with interval_seconds.")
+    interval_seconds = RuleField(INTERVAL, help_text="Run every this many seconds. Not with cron.")
+    timezone = RuleField(TIMEZONE, allow_null=False, help_text="IANA time zone of the cron expression (default UTC).")
+    enabled = RuleField(ENABLED, allow_null=False)
+    misfire_policy = RuleField(MISFIRE_POLICY, allow_null=False)
+    start_at = RuleField(START_AT, text=True)
+    end_at = RuleField(END_AT, text=True)
 
     def changes(self):
         """Return the service's keyword arguments; giving one of cron/interval clears the other."""

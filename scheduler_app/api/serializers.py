@@ -9,11 +9,27 @@ so the API refuses exactly what the admin, the commands and
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from ..lifecycle import validation as rules
+from ..lifecycle.building import QUEUE, TASK
 from ..models import Job, JobStatus, Worker
 from ..observability import stats
 from ..sql import readable
-from ..validation.fields import DEPENDS_ON_INDEX
+from ..validation.fields import (
+    ARGS,
+    CONCURRENCY_LIMIT,
+    DELAY,
+    DEPENDS_ON,
+    DEPENDS_ON_INDEX,
+    EXECUTE_AT,
+    KWARGS,
+    MAX_ATTEMPTS,
+    ON_DEPENDENCY_FAILURE,
+    PRIORITY,
+    RATE_LIMIT,
+    RATE_PERIOD,
+    TIMEOUT,
+    UNIQUE_FOR,
+    UNIQUE_KEY,
+)
 from ..vocabulary import bounds as limits
 from . import previews
 from .fields import (
@@ -167,31 +183,31 @@ class DuplicateSerializer(serializers.Serializer):
 class JobCreateSerializer(StrictKeysMixin, PresentKeysMixin, serializers.Serializer):
     """The body of POST /api/jobs/ (and of each item of a bulk request)."""
 
-    task = RuleField(rules.TASK, required=True, help_text="A registered task (GET /api/tasks/ lists them).")
-    args = RuleField(rules.ARGS, help_text="Positional arguments (default []).")
-    kwargs = RuleField(rules.KWARGS, help_text="Keyword arguments (default {}).")
+    task = RuleField(TASK, required=True, help_text="A registered task (GET /api/tasks/ lists them).")
+    args = RuleField(ARGS, help_text="Positional arguments (default []).")
+    kwargs = RuleField(KWARGS, help_text="Keyword arguments (default {}).")
     execute_at = RuleField(
-        rules.EXECUTE_AT, text=True, help_text="When to run, ISO 8601 with an offset. Not with delay. Default: now."
+        EXECUTE_AT, text=True, help_text="When to run, ISO 8601 with an offset. Not with delay. Default: now."
     )
-    delay = RuleField(rules.DELAY, help_text="Run this many seconds from now. Not with execute_at.")
-    priority = RuleField(rules.PRIORITY, help_text="Higher runs first. Default: the task's.")
-    queue = RuleField(rules.QUEUE, help_text="A queue the backend serves. Default: the task's.")
-    max_attempts = RuleField(rules.MAX_ATTEMPTS, help_text="Attempts before the job fails for good. Default: the setting's.")
-    timeout = RuleField(rules.TIMEOUT, help_text="Seconds an attempt may run. Default: no limit.")
+    delay = RuleField(DELAY, help_text="Run this many seconds from now. Not with execute_at.")
+    priority = RuleField(PRIORITY, help_text="Higher runs first. Default: the task's.")
+    queue = RuleField(QUEUE, help_text="A queue the backend serves. Default: the task's.")
+    max_attempts = RuleField(MAX_ATTEMPTS, help_text="Attempts before the job fails for good. Default: the setting's.")
+    timeout = RuleField(TIMEOUT, help_text="Seconds an attempt may run. Default: no limit.")
     unique_key = RuleField(
-        rules.UNIQUE_KEY,
+        UNIQUE_KEY,
         help_text="At most one pending, waiting or running job per key; a match returns that job "
         "(its id only, without view_job).",
     )
     unique_for = RuleField(
-        rules.UNIQUE_FOR,
+        UNIQUE_FOR,
         help_text="Seconds the unique key stays taken, whatever becomes of the job unless it is cancelled (the key "
         "defaults to the task and its arguments); a match within them returns that job. At most the task's "
         "@options(unique_for).",
     )
-    depends_on = RuleField(rules.DEPENDS_ON, help_text="Ids of jobs that must succeed before this one runs.")
+    depends_on = RuleField(DEPENDS_ON, help_text="Ids of jobs that must succeed before this one runs.")
     on_dependency_failure = RuleField(
-        rules.ON_DEPENDENCY_FAILURE,
+        ON_DEPENDENCY_FAILURE,
         help_text='When a dependency fails or is cancelled: "cancel" this job too (default), or "run" it anyway.',
     )
 
@@ -240,8 +256,8 @@ class RescheduleSerializer(StrictKeysMixin, serializers.Serializer):
     unknown_key_message = "Cannot be changed: a PATCH may only set execute_at and priority."
     openapi_extra = {"minProperties": 1}
 
-    execute_at = RuleField(rules.EXECUTE_AT, text=True, allow_null=False)
-    priority = RuleField(rules.PRIORITY, allow_null=False)
+    execute_at = RuleField(EXECUTE_AT, text=True, allow_null=False)
+    priority = RuleField(PRIORITY, allow_null=False)
 
     def validate(self, attrs):
         if not attrs:
@@ -345,9 +361,9 @@ class QueueLimitsSerializer(StrictKeysMixin, serializers.Serializer):
     unknown_key_message = "Cannot be changed: a PATCH may only set concurrency_limit, rate_limit and rate_period."
     openapi_extra = {"minProperties": 1}
 
-    concurrency_limit = RuleField(rules.CONCURRENCY_LIMIT, help_text="Most jobs running at once, across every dispatcher; null: no limit.")
-    rate_limit = RuleField(rules.RATE_LIMIT, help_text="Most jobs started per rate_period, across every dispatcher; null: no limit.")
-    rate_period = RuleField(rules.RATE_PERIOD, allow_null=False, help_text="Seconds of the rate limit's sliding window.")
+    concurrency_limit = RuleField(CONCURRENCY_LIMIT, help_text="Most jobs running at once, across every dispatcher; null: no limit.")
+    rate_limit = RuleField(RATE_LIMIT, help_text="Most jobs started per rate_period, across every dispatcher; null: no limit.")
+    rate_period = RuleField(RATE_PERIOD, allow_null=False, help_text="Seconds of the rate limit's sliding window.")
 
     def validate(self, attrs):
         if not attrs:

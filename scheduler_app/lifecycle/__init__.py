@@ -16,15 +16,16 @@ backend, the management commands and the dispatcher all call this package:
 - ``states``: which status allows which change, and the refusal's wording.
 """
 
+from ..validation.errors import error_text
 from .actions import cancel, cancel_many, reschedule, retry, retry_many, run_now_many
 from .announce import announce, announce_schedules, tell_others
+from .building import build_job
 from .creation import enqueue, enqueue_many, enqueue_many_created
 from .queues import ensure as ensure_queues
 from .queues import limited_queues, pause_queue, paused_queues, resume_queue, set_limits
 from .retention import prune
 from .states import BulkValidationError, DependencyFailed, InvalidTransition, JobTimeout, LeaseExpired, SnoozedTooOften
 from .transitions import claim, claim_limited, finish, release, renew_leases, rescue_expired, set_progress
-from .validation import build_job, error_text, validate_execute_at, validate_priority
 
 __all__ = [
     "BulkValidationError",
@@ -61,6 +62,4 @@ __all__ = [
     "set_limits",
     "set_progress",
     "tell_others",
-    "validate_execute_at",
-    "validate_priority",
 ]

@@ -12,10 +12,10 @@ from django.utils import timezone
 
 from .. import sql
 from ..models import FINISHED_STATUSES, DependencyFailure, Job, JobDependency, JobStatus
+from ..validation.fields import EXECUTE_AT, PRIORITY
 from .announce import announce
 from .dependencies import FAILED_ENDS, settle
 from .states import InvalidTransition, allowed_from
-from .validation import EXECUTE_AT, PRIORITY
 
 # A pending or waiting job is cancelled at once.
 NOT_STARTED = (JobStatus.PENDING, JobStatus.WAITING)

@@ -22,15 +22,15 @@ from ..models import ACTIVE_STATUSES, Job, JobDependency, JobStatus, UniqueWindo
 from ..validation.fields import DEPENDS_ON_INDEX
 from ..vocabulary.wakeup import WakeUp
 from .announce import announce, job_item, signal_after_commit
+from .building import build_job
 from .dependencies import order, record_failure, start_state
 from .states import BulkValidationError
-from .validation import build_job
 
 
 def enqueue(task, args=(), kwargs=None, *, using="default", **options):
     """Create a job and return ``(job, created)``.
 
-    ``options`` are :func:`~scheduler_app.lifecycle.validation.build_job`'s.
+    ``options`` are :func:`~scheduler_app.lifecycle.building.build_job`'s.
     With a ``unique_key`` that an active job already holds, or that a job
     made with ``unique_for`` holds for its period (unless it was
     cancelled), return that job and ``created=False``; the database settles

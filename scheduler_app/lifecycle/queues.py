@@ -14,8 +14,9 @@ from django.utils import timezone
 
 from .. import conf
 from ..models import Queue
+from ..validation.fields import RATE_PERIOD
 from .announce import announce
-from .validation import QUEUE, QUEUE_RULES, RATE_PERIOD
+from .building import QUEUE, QUEUE_RULES
 
 LIMIT_FIELDS = ("concurrency_limit", "rate_limit", "rate_period")
 

@@ -6,16 +6,16 @@ from django.db.models import Q
 from django.utils import timezone
 
 from ..sql.readable import json_reader as stored_json
+from ..validation.schedules import MISFIRE_POLICIES
 from ..vocabulary.bounds import PRIORITY_MAX, PRIORITY_MIN
 
 # The Schedule class body has a field called ``timezone``.
 _now = timezone.now
 
 
-class MisfirePolicy(models.TextChoices):
-    RUN_ONCE = "run_once", "Run once now for missed runs"
-    SKIP = "skip", "Skip missed runs"
-    CATCH_UP = "catch_up", "Catch up missed runs (bounded)"
+MisfirePolicy = models.TextChoices(
+    "MisfirePolicy", [(value.upper(), (value, label)) for value, label in MISFIRE_POLICIES.items()]
+)
 
 
 class Schedule(models.Model):

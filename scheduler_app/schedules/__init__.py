@@ -8,8 +8,8 @@
 
 from zoneinfo import ZoneInfo
 
+from ..validation.schedules import CRON, EDITABLE, INTERVAL_MAX, JOB_FIELDS, NAME_MAX, TIMEZONE, TIMING_FIELDS
 from .dispatch import MATERIALIZE_BATCH, changes, materialize_due, upcoming, window
-from .rules import CRON, EDITABLE, INTERVAL_MAX, JOB_FIELDS, NAME_MAX, TIMEZONE, TIMING_FIELDS
 from .service import clean, create, delete, disable, enable, run_now, set_enabled_many, update
 from .timetable import CRON_HELP, describe, missed_runs, next_run, plan
 

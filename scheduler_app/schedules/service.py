@@ -14,8 +14,20 @@ from django.utils import timezone as dj_timezone
 
 from .. import lifecycle
 from ..models import MisfirePolicy, Schedule
-from . import rules
-from .rules import EDITABLE, JOB_FIELDS, TIMING_FIELDS
+from ..validation.errors import Errors
+from ..validation.schedules import (
+    CRON,
+    EDITABLE,
+    END_AT,
+    INTERVAL,
+    JOB_FIELDS,
+    MISFIRE_POLICY,
+    NAME,
+    PAST_LATEST,
+    START_AT,
+    TIMEZONE,
+    TIMING_FIELDS,
+)
 from .timetable import BeyondLatest, next_run
 
 logger = logging.getLogger(__name__)
@@ -29,31 +41,36 @@ def clean(fields, *, instance=None, now=None):
 
     Raise ValidationError with errors keyed by field name. The job fields
     are checked by the lifecycle's rules (``build_job``), the schedule's by
-    ``rules``.
+    ``rules``; every field's error is reported at once (``Errors``).
     """
     unknown = set(fields) - set(EDITABLE)
     if unknown:
         raise TypeError(f"Unknown schedule fields: {', '.join(sorted(unknown))}")
     data = {f: getattr(instance, f) for f in EDITABLE} if instance is not None else {}
     data.update(fields)
-    errors = {}
+    errors = Errors()
+    _clean_name(errors, data, instance)
+    _clean_job(errors, data, now)
+    _clean_timing(errors, data, now)
+    data["enabled"] = bool(data.get("enabled", True))
+    errors.raise_if_any()
+    return data
 
-    def check(rule, value):
-        try:
-            return rule.check(value)
-        except ValidationError as exc:
-            errors.update(exc.message_dict)
-            return None
 
-    name = check(rules.NAME, data.get("name"))
-    if name is not None:
-        data["name"] = name
-        taken = Schedule.objects.filter(name=name)
-        if instance is not None:
-            taken = taken.exclude(pk=instance.pk)
-        if taken.exists():
-            errors["name"] = [f"A schedule named {name!r} already exists."]
+def _clean_name(errors, data, instance):
+    name = errors.run(NAME, data.get("name"))
+    if name is None:
+        return
+    data["name"] = name
+    taken = Schedule.objects.filter(name=name)
+    if instance is not None:
+        taken = taken.exclude(pk=instance.pk)
+    if taken.exists():
+        errors.add("name", f"A schedule named {name!r} already exists.")
 
+
+def _clean_job(errors, data, now):
+    """Check the job the schedule makes as ``build_job`` checks any job; normalise its fields."""
     try:
         job = lifecycle.build_job(
             data.get("task"),
@@ -66,52 +83,45 @@ def clean(fields, *, instance=None, now=None):
             now=now,
         )
     except ValidationError as exc:
-        errors.update(exc.message_dict)
-        job = None
-    if job is not None:
-        for f in JOB_FIELDS:
-            data[f] = getattr(job, f)
+        errors.merge(exc, "task")
+        return
+    for f in JOB_FIELDS:
+        data[f] = getattr(job, f)
 
+
+def _clean_timing(errors, data, now):
+    """Check when the schedule runs: a cron expression or an interval, its zone, its window, its next run."""
     cron = data.get("cron") or ""
     interval = data.get("interval_seconds")
     if cron and interval is not None:
-        errors["non_field_errors"] = ["Give either a cron expression or an interval, not both."]
+        errors.add("non_field_errors", "Give either a cron expression or an interval, not both.")
     elif not cron and interval is None:
-        errors["non_field_errors"] = ["Give a cron expression or an interval in seconds."]
+        errors.add("non_field_errors", "Give a cron expression or an interval in seconds.")
     elif cron:
-        data["cron"] = check(rules.CRON, cron) or cron
+        data["cron"] = errors.run(CRON, cron) or cron
         data["interval_seconds"] = None
     else:
         data["cron"] = ""
-        check(rules.INTERVAL, interval)
+        errors.run(INTERVAL, interval)
     data["timezone"] = data.get("timezone") or "UTC"
-    check(rules.TIMEZONE, data["timezone"])
+    errors.run(TIMEZONE, data["timezone"])
     if data.get("misfire_policy") in (None, ""):
         data["misfire_policy"] = MisfirePolicy.RUN_ONCE
-    check(rules.MISFIRE_POLICY, data["misfire_policy"])
-    for rule in (rules.START_AT, rules.END_AT):
+    errors.run(MISFIRE_POLICY, data["misfire_policy"])
+    for rule in (START_AT, END_AT):
         if data.get(rule.field) is not None:
-            data[rule.field] = check(rule, data[rule.field]) or data[rule.field]
-    if (
-        "start_at" not in errors
-        and "end_at" not in errors
-        and data.get("start_at")
-        and data.get("end_at")
-        and data["end_at"] <= data["start_at"]
-    ):
-        errors["end_at"] = ["Must be after start_at."]
-    timing = {*TIMING_FIELDS, "non_field_errors"}
-    if not timing & set(errors):
+            data[rule.field] = errors.run(rule, data[rule.field]) or data[rule.field]
+    found = set(errors.errors)
+    if not {"start_at", "end_at"} & found and data.get("start_at") and data.get("end_at"):
+        if data["end_at"] <= data["start_at"]:
+            errors.add("end_at", "Must be after start_at.")
+    if not {*TIMING_FIELDS, "non_field_errors"} & set(errors.errors):
         try:
             next_run(data, now or dj_timezone.now(), strict=True)
         except BeyondLatest:
             # Refused even when disabled: enabling it later could not compute it either.
             field = "start_at" if data.get("start_at") else "cron" if cron else "interval_seconds"
-            errors[field] = [rules.PAST_LATEST]
-    data["enabled"] = bool(data.get("enabled", True))
-    if errors:
-        raise ValidationError(errors)
-    return data
+            errors.add(field, PAST_LATEST)
 
 
 def create(*, now=None, using="default", **fields):

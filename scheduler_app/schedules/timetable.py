@@ -13,30 +13,22 @@ nothing here touches the database.
   anchor is the previous run time (or ``start_at``), so they never drift.
 """
 
-import functools
 import math
 from datetime import UTC, datetime, timedelta
-from zoneinfo import ZoneInfo, available_timezones
+from zoneinfo import ZoneInfo
 
 from cronsim import CronSim
 
 from .. import conf
 from ..models import MisfirePolicy
+from ..validation.schedules import CRON_HELP, zone_names  # noqa: F401  (re-exported)
 from ..vocabulary.bounds import LATEST
-
-CRON_HELP = "5 fields: minute hour day-of-month month day-of-week, e.g. '0 2 * * 1-5'."
 
 
 def _get(obj, name, default=None):
     if isinstance(obj, dict):
         return obj.get(name, default)
     return getattr(obj, name, default)
-
-
-@functools.cache
-def zone_names():
-    """Return the IANA time zone names a schedule may use (``localtime`` is the host's: not one)."""
-    return (frozenset(available_timezones()) | {"UTC"}) - {"localtime", "posixrules", "Factory"}
 
 
 class BeyondLatest(Exception):

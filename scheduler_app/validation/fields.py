@@ -44,6 +44,21 @@ from ..vocabulary.storable import clean_text
 ID_MAX = 2**63 - 1
 
 
+# An error message quotes at most this many characters of a value it was given.
+SHOWN_MAX = 100
+
+
+def shown(value):
+    """Return a user's value as an error message may quote it.
+
+    ``repr`` escapes what must never reach an HTML page or a JSON document
+    (lone surrogates cannot be encoded, control characters hide text), and a
+    long value is cut: ``'os.system'``, ``'\\ud800'``, ``'\\x1b[31m'``.
+    """
+    text = repr(value)
+    return text if len(text) <= SHOWN_MAX else text[: SHOWN_MAX - 1] + "…"
+
+
 def _fail(field, message):
     raise ValidationError({field: [message]})
 

@@ -3,9 +3,9 @@
 import pytest
 from django.utils import timezone
 
+from scheduler_app.models import Job, JobLog
 from scheduler_app.observability import rollups
 from scheduler_app.vocabulary.tallies import Tally
-from scheduler_app.models import Job, JobLog
 
 pytestmark = pytest.mark.django_db
 

@@ -24,7 +24,8 @@ def test_renderer_escapes_only_what_utf8_cannot_hold():
 
 
 def test_every_api_view_uses_it(api):
-    from scheduler_app.api import root, schedules as schedule_views, views
+    from scheduler_app.api import root, views
+    from scheduler_app.api import schedules as schedule_views
 
     for view in (views.JobViewSet, views.TaskViewSet, views.WorkerViewSet, views.QueueViewSet,
                  views.StatsView, schedule_views.ScheduleViewSet, root.APIRootView, root.NotFoundView):

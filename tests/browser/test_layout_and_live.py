@@ -6,9 +6,9 @@ import pytest
 from django.utils import timezone
 
 from scheduler_app import lifecycle, schedules
+from scheduler_app.models import Job, JobStatus
 from scheduler_app.observability import rollups
 from scheduler_app.vocabulary.tallies import Tally
-from scheduler_app.models import Job, JobStatus
 
 from ..integration.helpers import dispatcher_thread, wait_for
 

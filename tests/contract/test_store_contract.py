@@ -19,11 +19,11 @@ import time
 
 import pytest
 
-from scheduler_app.vocabulary.policy import LEASE_EXPIRED_CLASS, error_entry
 from scheduler_app.dispatcher.timeline import Entry, schedule_entry
 from scheduler_app.vocabulary.jobs import ClaimedJob, Outcome, Status
+from scheduler_app.vocabulary.policy import LEASE_EXPIRED_CLASS, error_entry
 
-from .conftest import BACKOFF, ARGS, LEASE, TASK, at
+from .conftest import ARGS, BACKOFF, LEASE, TASK, at
 
 QUEUES = frozenset({"default", "slow"})
 

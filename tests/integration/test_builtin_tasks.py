@@ -14,7 +14,6 @@ from scheduler_app.models import Job, Schedule
 from scheduler_app.testing import drain
 
 from .helpers import manage_in_process
-
 from .rawhttp import answer
 
 LOCMEM = override_settings(

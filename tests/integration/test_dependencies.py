@@ -8,15 +8,14 @@ import threading
 from datetime import timedelta
 
 import pytest
-from django.db import OperationalError
 from django.core.exceptions import ValidationError
-from django.db import connections
+from django.db import OperationalError, connections
 from django.utils import timezone
 
 from scheduler_app import enqueue, lifecycle
-from scheduler_app.vocabulary.jobs import Outcome
 from scheduler_app.models import Job, JobDependency
 from scheduler_app.testing import drain
+from scheduler_app.vocabulary.jobs import Outcome
 
 pytestmark = pytest.mark.django_db
 

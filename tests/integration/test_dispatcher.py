@@ -10,8 +10,8 @@ from django.db import connection
 from django.utils import timezone
 
 from scheduler_app import lifecycle
-from scheduler_app.runtime.store import to_datetime
 from scheduler_app.models import Job, Worker
+from scheduler_app.runtime.store import to_datetime
 
 from .helpers import dispatcher_thread, fake_clock, run_manage, run_until, settle, ticked, ticking_dispatcher, wait_for
 

@@ -10,10 +10,10 @@ from django.db import connection, connections
 from django.utils import timezone
 
 from scheduler_app import lifecycle
-from scheduler_app.vocabulary.policy import RetryPolicy
-from scheduler_app.vocabulary.jobs import Outcome
 from scheduler_app.lifecycle import InvalidTransition, creation
 from scheduler_app.models import Job, JobStatus
+from scheduler_app.vocabulary.jobs import Outcome
+from scheduler_app.vocabulary.policy import RetryPolicy
 
 ADD = "tests.testapp.tasks.add"
 QUEUES = ["default", "slow", "other"]
@@ -95,7 +95,7 @@ class TestEnqueue:
 
     def test_new_jobs_share_no_mutable_default(self):
         """Defaults are asked once per process; callable ones (lists, dicts, now) are still made per job."""
-        from scheduler_app.lifecycle.validation import new_job
+        from scheduler_app.lifecycle.building import new_job
 
         a, b = new_job(task=ADD), new_job(task=ADD)
         assert a.errors == [] and a.errors is not b.errors and a.kwargs is not b.kwargs

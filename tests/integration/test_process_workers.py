@@ -13,9 +13,9 @@ import pytest
 from django.db import connection
 
 from scheduler_app import lifecycle
+from scheduler_app.models import Job
 from scheduler_app.runtime.processes import ProcessExecutor
 from scheduler_app.runtime.wiring import retry_policy
-from scheduler_app.models import Job
 from tests.unit.fake_executor import claimed_job
 
 from .helpers import ROOT, dispatcher_thread, manage, start_dispatcher, wait_for

@@ -9,9 +9,9 @@ from django.utils import timezone
 
 from scheduler_app import lifecycle
 from scheduler_app.checks import check_settings
-from scheduler_app.vocabulary.jobs import Outcome
 from scheduler_app.models import Job, Queue, QueueStart
 from scheduler_app.sql.limited import RATE_START_KEEP
+from scheduler_app.vocabulary.jobs import Outcome
 
 pytestmark = pytest.mark.django_db
 

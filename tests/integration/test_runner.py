@@ -16,9 +16,9 @@ from django.tasks.signals import task_finished, task_started
 
 from scheduler_app import taskresults
 from scheduler_app.backends import SchedulerBackend
-from scheduler_app.vocabulary.policy import TIMEOUT_CLASS, RetryPolicy
 from scheduler_app.runtime.executor import Executor
 from scheduler_app.vocabulary.jobs import ClaimedJob
+from scheduler_app.vocabulary.policy import TIMEOUT_CLASS, RetryPolicy
 
 T = "tests.testapp.tasks."
 NOW = datetime(2026, 11, 26, 10, 0, tzinfo=UTC)

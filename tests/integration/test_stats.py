@@ -7,8 +7,8 @@ from django.db import connection
 from django.utils import timezone
 
 from scheduler_app import lifecycle
-from scheduler_app.observability import stats
 from scheduler_app.models import Job, Worker
+from scheduler_app.observability import stats
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ADD = "tests.testapp.tasks.add"

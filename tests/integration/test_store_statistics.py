@@ -15,9 +15,9 @@ from django.db import connection
 from django.utils import timezone
 
 from scheduler_app import lifecycle
+from scheduler_app.models import Job
 from scheduler_app.runtime import store as store_module
 from scheduler_app.runtime.store import DjangoStore
-from scheduler_app.models import Job
 
 pytestmark = [pytest.mark.postgres_only, pytest.mark.django_db]
 ADD = "tests.testapp.tasks.add"

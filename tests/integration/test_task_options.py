@@ -81,8 +81,8 @@ class TestRetries:
         assert refused.errors[0]["exception_class"] == "builtins.ValueError"
 
     def test_backoff_zero_retries_at_once(self):
-        from scheduler_app.vocabulary.jobs import ClaimedJob
         from scheduler_app.runtime.wiring import retry_policy
+        from scheduler_app.vocabulary.jobs import ClaimedJob
 
         job = ClaimedJob(
             id=1, task="tests.testapp.tasks.picky", args=["connection"], kwargs={}, queue="default", priority=0,
@@ -200,8 +200,9 @@ class TestValidate:
     def test_the_tasks_backend_and_the_api(self, staff_user):
         with pytest.raises(InvalidTask, match="args: Must be even."):
             tasks.even.enqueue(5)
-        from tests.api.conftest import grant
         from rest_framework.authtoken.models import Token
+
+        from tests.api.conftest import grant
 
         grant(staff_user, "scheduler_app.add_job")
         client = APIClient()

@@ -14,9 +14,9 @@ from django.utils import timezone
 
 from scheduler_app import lifecycle, registry, taskresults
 from scheduler_app.backends import SchedulerBackend
-from scheduler_app.vocabulary.policy import RetryPolicy
-from scheduler_app.vocabulary.jobs import Outcome
 from scheduler_app.models import Job
+from scheduler_app.vocabulary.jobs import Outcome
+from scheduler_app.vocabulary.policy import RetryPolicy
 from tests.testapp import tasks as t
 
 from .helpers import ROOT, dispatcher_thread, wait_for

@@ -11,10 +11,10 @@ import pytest
 from django.utils import timezone
 
 from scheduler_app import lifecycle
-from scheduler_app.vocabulary.policy import UNSTORABLE_CLASS
-from scheduler_app.vocabulary.jobs import Outcome, Status
 from scheduler_app.lifecycle import finishing
 from scheduler_app.models import Job, JobLog
+from scheduler_app.vocabulary.jobs import Outcome, Status
+from scheduler_app.vocabulary.policy import UNSTORABLE_CLASS
 
 from .helpers import dispatcher_thread, wait_for
 

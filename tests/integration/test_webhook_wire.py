@@ -14,7 +14,8 @@ import pytest
 from django.test import override_settings
 
 from scheduler_app import tasks
-from scheduler_app.tasks import wire as webhook_wire, webhooks
+from scheduler_app.tasks import webhooks
+from scheduler_app.tasks import wire as webhook_wire
 from scheduler_app.tasks.webhooks import WebhookFailed, WebhookTimeout
 
 from .rawhttp import allow_peer, answer

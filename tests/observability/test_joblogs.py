@@ -5,9 +5,9 @@ import logging
 import pytest
 from django.test import override_settings
 
-from scheduler_app.observability import joblogs
 from scheduler_app import lifecycle
 from scheduler_app.models import Job, JobLog
+from scheduler_app.observability import joblogs
 
 from ..integration.helpers import dispatcher_thread, wait_for
 

@@ -11,9 +11,9 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from scheduler_app import lifecycle
+from scheduler_app.models import Job, Worker
 from scheduler_app.observability import rollups
 from scheduler_app.vocabulary.tallies import BUCKETS, Tally
-from scheduler_app.models import Job, Worker
 
 from ..api.conftest import grant
 

@@ -6,9 +6,9 @@ import pytest
 from django.db.models import Sum
 from django.utils import timezone
 
-from scheduler_app.observability import history, rollups
 from scheduler_app import lifecycle
 from scheduler_app.models import Counter, Job, Rollup, RollupCursor
+from scheduler_app.observability import history, rollups
 
 from ..integration.helpers import dispatcher_thread, wait_for
 

@@ -8,8 +8,8 @@ from django.db.models import Count
 from django.utils import timezone
 
 from scheduler_app import schedules
-from scheduler_app.runtime.store import to_datetime
 from scheduler_app.models import Job, Schedule, Worker
+from scheduler_app.runtime.store import to_datetime
 
 from ..integration.helpers import fake_clock, run_until, settle, start_dispatcher, ticking_dispatcher, wait_for
 

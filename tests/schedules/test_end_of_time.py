@@ -15,11 +15,11 @@ from django.core.exceptions import ValidationError
 from django.urls import reverse
 
 from scheduler_app import schedules
-from scheduler_app.vocabulary.bounds import LATEST
 from scheduler_app.models import Job, Schedule
 from scheduler_app.schedules import missed_runs, next_run
-from scheduler_app.schedules.rules import PAST_LATEST
 from scheduler_app.schedules.timetable import BeyondLatest
+from scheduler_app.validation.schedules import PAST_LATEST
+from scheduler_app.vocabulary.bounds import LATEST
 
 ADD = "tests.testapp.tasks.add"
 YEARLY_LATE = {"cron": "0 0 1 1 *", "start_at": "9999-06-01T00:00:00Z"}

@@ -21,9 +21,9 @@ import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from scheduler_app.vocabulary.policy import LEASE_EXPIRED_CLASS, LEASE_EXPIRED_MESSAGE, RetryPolicy
 from scheduler_app.dispatcher.timeline import Entry, schedule_entry
 from scheduler_app.vocabulary.jobs import ClaimedJob, Status, attempt_end
+from scheduler_app.vocabulary.policy import LEASE_EXPIRED_CLASS, LEASE_EXPIRED_MESSAGE, RetryPolicy
 
 from .fake_executor import Behaviour, FakeExecutor, claimed_job  # noqa: F401  (tests import them from here)
 

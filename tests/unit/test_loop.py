@@ -5,8 +5,8 @@ import time
 
 import pytest
 
-from scheduler_app.vocabulary.clock import FakeClock
 from scheduler_app.dispatcher.loop import Dispatcher
+from scheduler_app.vocabulary.clock import FakeClock
 from scheduler_app.vocabulary.policy import TIMEOUT_CLASS
 from scheduler_app.vocabulary.wakeup import WakeUp
 

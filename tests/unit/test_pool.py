@@ -5,8 +5,8 @@ import time
 
 import pytest
 
-from scheduler_app.vocabulary.clock import FakeClock
 from scheduler_app.dispatcher.pool import WorkerPool
+from scheduler_app.vocabulary.clock import FakeClock
 
 from .fakes import FakeExecutor, claimed_job
 

@@ -2,9 +2,9 @@
 
 from dataclasses import replace
 
-from scheduler_app.vocabulary.tallies import BUCKETS, SLOTS, Histogram, Tally, bucket_of, percentile
 from scheduler_app.dispatcher.rollups import Rollups
 from scheduler_app.vocabulary.jobs import Outcome, Status
+from scheduler_app.vocabulary.tallies import BUCKETS, SLOTS, Histogram, Tally, bucket_of, percentile
 
 from .fakes import claimed_job
 from .test_loop import make, settle

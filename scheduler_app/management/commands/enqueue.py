@@ -2,7 +2,19 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
 
 from ... import lifecycle
-from ...lifecycle import validation as rules
+from ...lifecycle.building import QUEUE
+from ...validation.fields import (
+    ARGS,
+    DELAY,
+    DEPENDS_ON,
+    EXECUTE_AT,
+    KWARGS,
+    MAX_ATTEMPTS,
+    ON_DEPENDENCY_FAILURE,
+    PRIORITY,
+    TIMEOUT,
+    UNIQUE_FOR,
+)
 from .. import arguments
 from ..base import SchedulerCommand
 
@@ -12,21 +24,21 @@ class Command(SchedulerCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("task", help="Registered task path (see the admin or GET /api/tasks/).")
-        parser.add_argument("--args", dest="job_args", type=arguments.rule(rules.ARGS), default=[], help="JSON list.")
-        parser.add_argument("--kwargs", dest="job_kwargs", type=arguments.rule(rules.KWARGS), default={}, help="JSON object.")
+        parser.add_argument("--args", dest="job_args", type=arguments.rule(ARGS), default=[], help="JSON list.")
+        parser.add_argument("--kwargs", dest="job_kwargs", type=arguments.rule(KWARGS), default={}, help="JSON object.")
         when = parser.add_mutually_exclusive_group()
-        when.add_argument("--at", type=arguments.rule(rules.EXECUTE_AT), help="ISO 8601 time with offset.")
-        when.add_argument("--in", dest="delay", type=arguments.rule(rules.DELAY), help="Seconds from now.")
-        parser.add_argument("--priority", type=arguments.rule(rules.PRIORITY))
-        parser.add_argument("--queue", type=arguments.rule(rules.QUEUE))
-        parser.add_argument("--max-attempts", type=arguments.rule(rules.MAX_ATTEMPTS))
-        parser.add_argument("--timeout", type=arguments.rule(rules.TIMEOUT))
+        when.add_argument("--at", type=arguments.rule(EXECUTE_AT), help="ISO 8601 time with offset.")
+        when.add_argument("--in", dest="delay", type=arguments.rule(DELAY), help="Seconds from now.")
+        parser.add_argument("--priority", type=arguments.rule(PRIORITY))
+        parser.add_argument("--queue", type=arguments.rule(QUEUE))
+        parser.add_argument("--max-attempts", type=arguments.rule(MAX_ATTEMPTS))
+        parser.add_argument("--timeout", type=arguments.rule(TIMEOUT))
         parser.add_argument("--unique-key")
-        parser.add_argument("--unique-for", type=arguments.rule(rules.UNIQUE_FOR),
+        parser.add_argument("--unique-for", type=arguments.rule(UNIQUE_FOR),
                             help="Seconds the unique key stays taken, whatever becomes of the job unless it is cancelled.")
-        parser.add_argument("--depends-on", type=arguments.rule(rules.DEPENDS_ON), metavar="ID[,ID...]",
+        parser.add_argument("--depends-on", type=arguments.rule(DEPENDS_ON), metavar="ID[,ID...]",
                             help="Ids of jobs that must succeed first.")
-        parser.add_argument("--on-dependency-failure", type=arguments.rule(rules.ON_DEPENDENCY_FAILURE),
+        parser.add_argument("--on-dependency-failure", type=arguments.rule(ON_DEPENDENCY_FAILURE),
                             help='"cancel" (default) or "run".')
 
     def handle(self, *args, **options):

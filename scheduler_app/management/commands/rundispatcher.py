@@ -8,7 +8,7 @@ from django.db import connections
 from ... import conf
 from ...dispatcher import shutdown
 from ...dispatcher.shutdown import StopRequest, graceful_signals
-from ...lifecycle.validation import QUEUE
+from ...lifecycle.building import QUEUE
 from ...runtime import supervisor as supervisor_module
 from ...runtime import wiring
 from ...runtime.supervisor import Supervisor, supervisor_signals

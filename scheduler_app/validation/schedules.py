@@ -1,17 +1,31 @@
-"""What a valid schedule is: one rule per schedule field (the job fields use the lifecycle's rules).
+"""What a valid schedule is: one rule per schedule field (the job it makes is checked as any job, by ``build_job``).
 
 ``service.clean`` applies them; the admin form and the API hand values to
 them and translate their errors, as for jobs.
 """
 
+import functools
 from datetime import UTC, datetime
+from zoneinfo import available_timezones
 
 from cronsim import CronSim, CronSimError
 
-from ..models import MisfirePolicy
-from ..registry import shown
-from ..validation.fields import LATEST_TEXT, Moment, Rule, Text, WholeNumber
-from .timetable import CRON_HELP, zone_names
+from .fields import LATEST_TEXT, Moment, Rule, Text, WholeNumber, shown
+
+CRON_HELP = "5 fields: minute hour day-of-month month day-of-week, e.g. '0 2 * * 1-5'."
+# What a schedule does about runs it missed (the model's MisfirePolicy is made from this).
+MISFIRE_POLICIES = {
+    "run_once": "Run once now for missed runs",
+    "skip": "Skip missed runs",
+    "catch_up": "Catch up missed runs (bounded)",
+}
+
+
+@functools.cache
+def zone_names():
+    """Return the IANA time zone names a schedule may use (``localtime`` is the host's: not one)."""
+    return (frozenset(available_timezones()) | {"UTC"}) - {"localtime", "posixrules", "Factory"}
+
 
 NAME_MAX = 200
 CRON_MAX = 200
@@ -116,4 +130,4 @@ TIMEZONE = Zone()
 START_AT = Moment("start_at")
 END_AT = Moment("end_at")
 ENABLED = Flag("enabled")
-MISFIRE_POLICY = Choice("misfire_policy", MisfirePolicy.values)
+MISFIRE_POLICY = Choice("misfire_policy", tuple(MISFIRE_POLICIES))

@@ -1,11 +1,17 @@
-"""What a valid job is: one rule per field, one wording per rule.
+"""What a job is made of, and ``build_job``: every field's rule, and where a value left out comes from.
 
-Every entry point hands what it received to these rules and only translates
-their ``ValidationError`` (errors keyed by field name) into its own shape:
-the API a 400 with field errors, the admin an inline form error, a command
-one line and exit code 2, ``task.enqueue()`` an ``InvalidTask``. Entry points
-that receive text (a command line, a form) parse it with the same rule's
-``parse``, so a typo and an out-of-range value get the same message.
+The plain fields' rules are ``validation.fields``'s; the task and the queue
+depend on what this installation runs (the registry of tasks, the queues of
+its ``TASKS`` backends), so their rules live here. Which source gives a
+value the caller left out is data (``validation.jobs.PRECEDENCE``).
+
+Every entry point hands what it received to :func:`build_job` (or to one
+field's rule) and only translates its ``ValidationError`` (errors keyed by
+field name) into its own shape: the API a 400 with field errors, the admin
+an inline form error, a command one line and exit code 2, ``task.enqueue()``
+an ``InvalidTask``. Entry points that receive text (a command line, a form)
+parse it with the same rule's ``parse``, so a typo and an out-of-range value
+get the same message.
 """
 
 import functools
@@ -18,6 +24,7 @@ from django.utils import timezone
 
 from .. import conf, registry
 from ..models import Job
+from ..validation.errors import Errors
 from ..validation.fields import (
     ARGS,
     CONCURRENCY_LIMIT,
@@ -35,6 +42,7 @@ from ..validation.fields import (
     UNIQUE_KEY,
     Rule,
 )
+from ..validation.jobs import BOTH_WHEN, UNIQUE_FOR_PAST_TASK, arguments_size_problem, chosen
 from ..validation.options import options_of
 from ..vocabulary.bounds import QUEUE_NAME_MAX, QUEUE_NAME_RE
 
@@ -90,49 +98,6 @@ RULES = {
 }
 # The limits of a queue (``lifecycle.queues``).
 QUEUE_RULES = {r.field: r for r in (CONCURRENCY_LIMIT, RATE_LIMIT, RATE_PERIOD)}
-BOTH_WHEN = "Give either execute_at or delay, not both."
-UNIQUE_FOR_PAST_TASK = (
-    "Must be at most {longest:g} seconds: the task's @options(unique_for=...) is the longest "
-    "a job of it may hold its unique key."
-)
-
-
-def validate_priority(value):
-    return PRIORITY.check(value)
-
-
-def validate_execute_at(value):
-    return EXECUTE_AT.check(value)
-
-
-class _Errors:
-    """Collects every field's error, so one request learns all that is wrong with it."""
-
-    def __init__(self):
-        self.errors = {}
-
-    def run(self, rule, value, how="check"):
-        try:
-            return getattr(rule, how)(value)
-        except ValidationError as exc:
-            for field, messages in exc.message_dict.items():
-                self.errors.setdefault(field, []).extend(messages)
-            return None
-
-    def add(self, field, message):
-        self.errors.setdefault(field, []).append(message)
-
-    def merge(self, exc, field):
-        """Add a ValidationError's messages: by its fields, or under ``field`` when it has none."""
-        if hasattr(exc, "error_dict"):
-            for name, messages in exc.message_dict.items():
-                self.errors.setdefault(name, []).extend(messages)
-        else:
-            self.errors.setdefault(field, []).extend(exc.messages)
-
-    def raise_if_any(self):
-        if self.errors:
-            raise ValidationError(self.errors)
 
 
 def build_job(
@@ -157,94 +122,45 @@ def build_job(
 ):
     """Validate a job description and return an unsaved Job.
 
-    ``None`` means "the default": now, the task's priority and queue; for
-    ``max_attempts``, ``timeout``, ``unique_key`` and ``unique_for``, the
-    task's ``@options``, then the backend's ``OPTIONS`` (``backend_options``,
-    default: those of the scheduler's first backend), then
-    ``settings.SCHEDULER``. ``delay`` (seconds from now) is the other way to
-    give ``execute_at``. The arguments must bind to the task's signature,
-    pass its ``@options(validate=...)``, and take at most
+    ``None`` means "the default": now for the time, ``validation.jobs.PRECEDENCE``
+    for priority, queue, max_attempts, timeout and unique_for (the task, its
+    ``@options``, the backend's ``OPTIONS``, default: those of the scheduler's
+    first backend, then ``settings.SCHEDULER``). ``delay`` (seconds from now)
+    is the other way to give ``execute_at``. The arguments must bind to the
+    task's signature, pass its ``@options(validate=...)``, and take at most
     ``SCHEDULER["ARGS_MAX_BYTES"]`` together; ``unique_for`` may not exceed
-    the task's own.
-    ``depends_on`` (job ids, or Jobs) and ``unique_for`` need the database
-    to be settled (``creation``): the job carries them as ``_depends_on``
-    and ``_unique_for``. Raise ValidationError with errors keyed by field name.
+    the task's own. ``depends_on`` (job ids, or Jobs) and ``unique_for`` need
+    the database to be settled (``creation``): the job carries them as
+    ``_depends_on`` and ``_unique_for``. Raise ValidationError with errors
+    keyed by field name.
     """
-    errors = _Errors()
+    errors = Errors()
     now = now or timezone.now()
     task_obj = errors.run(TASK, task)
-    args, args_size = errors.run(ARGS, [] if args is None else args, "sized") or (None, 0)
-    kwargs, kwargs_size = errors.run(KWARGS, {} if kwargs is None else kwargs, "sized") or (None, 0)
-    size_problem = arguments_size_problem(args_size, kwargs_size)
-    if size_problem:
-        errors.add("kwargs" if kwargs_size > args_size else "args", size_problem)
     task_options = options_of(task_obj) if task_obj is not None else None
-    if task_obj is not None and args is not None and kwargs is not None:
-        problem = signature_problem(task_obj, args, kwargs)
-        if problem:
-            errors.add("args", problem)
-        elif task_options.validate is not None:
-            _validate_arguments(errors, task_options.validate, args, kwargs)
-    if delay is not None:
-        if execute_at is not None:
-            errors.add("delay", BOTH_WHEN)
-        elif errors.run(DELAY, delay) is not None:
-            execute_at = now + timedelta(seconds=delay)
-    if execute_at is None:
-        execute_at = now
-    else:
-        execute_at = errors.run(EXECUTE_AT, execute_at)
-    if priority is None and task_obj is not None:
-        priority = task_obj.priority
-    if priority is not None:
-        errors.run(PRIORITY, priority)
-    if queue is None and task_obj is not None:
-        queue = task_obj.queue_name
-    if queue is not None:
-        errors.run(QUEUE, queue)
-    defaults = conf.backend_options() if backend_options is None else backend_options
-    if max_attempts is None and task_options is not None:
-        max_attempts = task_options.max_attempts
-    if max_attempts is None:
-        max_attempts = defaults.get("max_attempts", conf.get("DEFAULT_MAX_ATTEMPTS"))
-    errors.run(MAX_ATTEMPTS, max_attempts)
-    if timeout is None and task_options is not None:
-        timeout = task_options.timeout
-    if timeout is None:
-        timeout = defaults.get("timeout")
-    if timeout is not None:
-        timeout = errors.run(TIMEOUT, timeout)
-    if unique_for is None and task_options is not None:
-        unique_for = task_options.unique_for
-    if unique_for is not None:
-        unique_for = errors.run(UNIQUE_FOR, unique_for)
-        longest = task_options.unique_for if task_options is not None else None
-        if unique_for is not None and longest is not None and unique_for > longest:
+    args, kwargs = _arguments(errors, task_obj, task_options, args, kwargs)
+    given = {"priority": priority, "queue": queue, "max_attempts": max_attempts, "timeout": timeout, "unique_for": unique_for}
+    values = _chosen_fields(errors, given, _sources(task_obj, task_options, backend_options))
+    if values["unique_for"] is not None:
+        longest = getattr(task_options, "unique_for", None)
+        if longest is not None and values["unique_for"] > longest:
             # The task's author chose how long its key stays taken; a job may not take it for longer.
             errors.add("unique_for", UNIQUE_FOR_PAST_TASK.format(longest=longest))
+    execute_at = _execute_at(errors, execute_at, delay, now)
     depends_on = [] if depends_on is None else errors.run(DEPENDS_ON, depends_on) or []
-    if on_dependency_failure is None:
-        on_dependency_failure = "cancel"
+    on_dependency_failure = on_dependency_failure or "cancel"
     errors.run(ON_DEPENDENCY_FAILURE, on_dependency_failure)
-    if unique_key == "":
-        unique_key = None
-    if unique_key is None and task_options is not None and not {"args", "kwargs"} & set(errors.errors):
-        try:
-            unique_key = task_options.unique_key(registry.name_of(task_obj), args, kwargs, unique_for=unique_for)
-        except Exception as exc:  # the task's own callable raised
-            errors.add("unique_key", f"The task's unique key could not be made: {type(exc).__name__}: {exc}")
-    if unique_key is not None:
-        errors.run(UNIQUE_KEY, unique_key)
+    unique_key = _unique_key(errors, unique_key, task_obj, task_options, args, kwargs, values["unique_for"])
     errors.raise_if_any()
     job = new_job(
         task=registry.name_of(task_obj),
         args=args,
         kwargs=kwargs,
-        queue=queue,
-        priority=priority,
+        queue=values["queue"],
+        priority=values["priority"],
         execute_at=execute_at,
-        max_attempts=max_attempts,
-        timeout=timeout,
+        max_attempts=values["max_attempts"],
+        timeout=values["timeout"],
         unique_key=unique_key,
         created_by_id=getattr(created_by, "pk", created_by),
         schedule_id=getattr(schedule, "pk", schedule),
@@ -256,19 +172,74 @@ def build_job(
     if created_by is not None and not isinstance(created_by, int):
         job.created_by = created_by  # the instance, cached as Job(created_by=...) would
     job._depends_on = depends_on
-    job._unique_for = unique_for
+    job._unique_for = values["unique_for"]
     return job
 
 
-def arguments_size_problem(args_size, kwargs_size):
-    """Return why arguments of these sizes (``rules.json_size``) are too large, or None."""
-    limit = conf.get("ARGS_MAX_BYTES")
-    if args_size + kwargs_size <= limit:
-        return None
-    return (
-        f"The arguments take {args_size + kwargs_size:,} bytes as JSON (args and kwargs together); "
-        f'at most {limit:,} (SCHEDULER["ARGS_MAX_BYTES"]).'
-    )
+def _sources(task_obj, task_options, backend_options):
+    """Return the sources of ``validation.jobs.PRECEDENCE``: each a function of a key."""
+    defaults = conf.backend_options() if backend_options is None else backend_options
+    return {
+        "task": lambda key: getattr(task_obj, key, None),
+        "options": lambda key: getattr(task_options, key, None),
+        "backend": defaults.get,
+        "settings": conf.get,
+    }
+
+
+# The rule of each field whose default is chosen by precedence.
+_CHOSEN = {"priority": PRIORITY, "queue": QUEUE, "max_attempts": MAX_ATTEMPTS, "timeout": TIMEOUT, "unique_for": UNIQUE_FOR}
+
+
+def _chosen_fields(errors, given, sources):
+    """Return each field of ``given``: the caller's value or the one precedence chose, checked by its rule."""
+    values = {}
+    for field, value in given.items():
+        value = chosen(field, value, sources)
+        values[field] = None if value is None else errors.run(_CHOSEN[field], value)
+    return values
+
+
+def _arguments(errors, task_obj, task_options, args, kwargs):
+    """Return ``(args, kwargs)`` checked: their shapes, their size, the task's signature and its own check."""
+    args, args_size = errors.run(ARGS, [] if args is None else args, "sized") or (None, 0)
+    kwargs, kwargs_size = errors.run(KWARGS, {} if kwargs is None else kwargs, "sized") or (None, 0)
+    size_problem = arguments_size_problem(args_size, kwargs_size, conf.get("ARGS_MAX_BYTES"))
+    if size_problem:
+        errors.add("kwargs" if kwargs_size > args_size else "args", size_problem)
+    if task_obj is not None and args is not None and kwargs is not None:
+        problem = signature_problem(task_obj, args, kwargs)
+        if problem:
+            errors.add("args", problem)
+        elif task_options.validate is not None:
+            _validate_arguments(errors, task_options.validate, args, kwargs)
+    return args, kwargs
+
+
+def _execute_at(errors, execute_at, delay, now):
+    """Return when the job is due: ``execute_at``, or ``delay`` seconds from ``now``, or now."""
+    if delay is not None:
+        if execute_at is not None:
+            errors.add("delay", BOTH_WHEN)
+        elif errors.run(DELAY, delay) is not None:
+            return now + timedelta(seconds=delay)
+    if execute_at is None:
+        return now
+    return errors.run(EXECUTE_AT, execute_at)
+
+
+def _unique_key(errors, unique_key, task_obj, task_options, args, kwargs, unique_for):
+    """Return the job's unique key: the caller's, or the one the task's ``@options(unique=...)`` makes."""
+    if unique_key == "":
+        unique_key = None
+    if unique_key is None and task_options is not None and not {"args", "kwargs"} & set(errors.errors):
+        try:
+            unique_key = task_options.unique_key(registry.name_of(task_obj), args, kwargs, unique_for=unique_for)
+        except Exception as exc:  # the task's own callable raised
+            errors.add("unique_key", f"The task's unique key could not be made: {type(exc).__name__}: {exc}")
+    if unique_key is not None:
+        errors.run(UNIQUE_KEY, unique_key)
+    return unique_key
 
 
 def _validate_arguments(errors, validate, args, kwargs):
@@ -349,10 +320,3 @@ def _shape_problem(task, nargs, keywords):
         shown = registry.describe(task)["signature"]
         return f"The arguments do not match {registry.name_of(task).rpartition('.')[2]}{shown}: {exc}."
     return None
-
-
-def error_text(exc):
-    """Return a ValidationError as one line: ``field: message; field: message``."""
-    if hasattr(exc, "error_dict"):
-        return "; ".join(f"{field}: {' '.join(messages)}" for field, messages in exc.message_dict.items())
-    return " ".join(exc.messages)
