@@ -1,48 +1,54 @@
 """The claim step of ``Dispatcher.tick``: which due jobs to claim, for which free slots, and how.
 
-A mixin of ``loop.Dispatcher`` (it uses the loop's timeline, pool, gate,
-store and outcome buffer; loop thread only). Per slot group with free
-slots: the window's best due jobs by id while this dispatcher is alone on
-them; by query (the database picks, skipping rows others hold) when the
-window may not hold the best ones or another dispatcher was seen taking
-them; and, for a group with limited queues, one claim that obeys their
-limits. Every claim also records the outcomes collected so far.
+A collaborator of ``loop.Dispatcher`` with its dependencies given
+explicitly; loop thread only. Per slot group with free slots: the window's
+best due jobs by id while this dispatcher is alone on them; by query (the
+database picks, skipping rows others hold) when the window may not hold the
+best ones or another dispatcher was seen taking them; and, for a group with
+limited queues, one claim that obeys their limits. Every claim also records
+the outcomes collected so far (``outcomes``), and never takes a job this
+dispatcher still runs (``pool.in_flight()``).
 """
 
 from .timeline import SCHEDULES
 
 
-class ClaimStep:
+class Claimer:
     # Seconds to claim by query after a claim by id came back short.
     CONTENTION_BACKOFF = 1.0
 
-    def _claim_from_store(self, queues, limit, now, ids=None):
-        outcomes = self.outcomes.pending
-        jobs = self.store.claim(queues, limit, now, ids=ids, finished=outcomes, in_flight=self.pool.in_flight())
-        if outcomes:
-            self.outcomes.written(self.store, self.clock.time())
-        return jobs
+    def __init__(self, store, groups, *, timeline, window, pool, gate, outcomes, leases, clock, rollups=None,
+                 max_jobs=None, burst=False):
+        self.store = store
+        self.groups = groups  # slot group -> (queues, slots)
+        self.timeline = timeline
+        self.window = window
+        self.pool = pool
+        self.gate = gate
+        self.outcomes = outcomes
+        self.leases = leases
+        self.clock = clock
+        self.rollups = rollups
+        self.max_jobs = max_jobs
+        self.burst = burst
+        self.claimed_total = 0
+        # Until then, claim by query: another dispatcher was seen taking the
+        # same due jobs, so claiming the window's ids would mostly miss.
+        self.contended_until = 0.0
+        self.held = {}  # job id -> Entry: due, but its job still runs here (released by release_held)
 
-    def _claim_limited(self, group, queues, free, now):
-        """Claim for a group with limited queues: one claim by query that obeys their limits."""
-        outcomes = self.outcomes.pending
-        jobs, full = self.store.claim_limited(queues, free, now, finished=outcomes, in_flight=self.pool.in_flight())
-        if outcomes:
-            self.outcomes.written(self.store, self.clock.time())
-        self._start(group, jobs, now)
-        for queue, until in full.items():
-            self.gate.block(queue, until, now)
-        if len(jobs) < free:
-            # Queues with room had fewer due jobs than the window thought.
-            self.timeline.drop_due(group, skip=self.paused | self.gate.blocked(now))
+    def done(self):
+        """Return whether ``max_jobs`` were claimed."""
+        return self.max_jobs is not None and self.claimed_total >= self.max_jobs
 
-    def _claim(self, now):
-        if self.max_jobs is not None and self.claimed_total >= self.max_jobs:
+    def claim(self, now, paused):
+        """Claim for every slot group with free slots and due jobs; ``paused``: the queues not to claim from."""
+        if self.done():
             return
         due_groups = self.timeline.promote(now)
         # Let the database choose which due jobs run when the window may not
         # hold the best of them: it hit its cap, or (burst mode) it is empty.
-        by_query = self.timeline.truncated or now < self._contended_until
+        by_query = self.timeline.truncated or now < self.contended_until
         if self.burst and not due_groups and self.pool.busy() == 0:
             due_groups = set(self.groups) | {SCHEDULES}
             by_query = True
@@ -53,57 +59,88 @@ class ClaimStep:
             free = self.pool.free(group)
             if self.max_jobs is not None:
                 free = min(free, self.max_jobs - self.claimed_total)
-            if free <= 0:
-                continue
-            queues = self.groups[group][0] - self.paused
-            blocked = self.gate.blocked(now) & queues
-            open_limited = (queues & self.gate.limited) - blocked
-            if open_limited and (by_query or self.timeline.has_due(only=open_limited)):
-                self._claim_limited(group, queues - blocked, free, now)
-                continue
-            # Limited queues are left to the claim above.
-            limited = self.gate.limited
-            queues -= limited
-            if not queues:
-                continue
-            if not by_query:
-                # The window's best due jobs, claimed by id: cheap and exact
-                # while this dispatcher is alone on them.
-                entries = self.timeline.take_due(group, free, skip=self.paused | limited)
-                if entries:
-                    # A job still running here may be pending again (a rescue
-                    # after an outage, a retry of an attempt that timed out
-                    # while its thread runs on): never claimed twice at once by
-                    # its own dispatcher. It waits until its thread is done.
-                    running = self.pool.in_flight()
-                    if any(e.id in running for e in entries):
-                        self._held.update((e.id, e) for e in entries if e.id in running)
-                        entries = [e for e in entries if e.id not in running]
-                if not entries:
-                    continue
-                try:
-                    claimed = self._claim_from_store(queues, len(entries), now, ids=[e.id for e in entries])
-                except self.store.transient_errors:
-                    for entry in entries:
-                        self.timeline.upsert(entry)
-                    raise
-                free -= len(self._start(group, claimed, now))
-                if len(claimed) == len(entries) or free <= 0:
-                    continue
-                self._contended_until = now + self.CONTENTION_BACKOFF
-                # Some were gone (another dispatcher won them, or they were
-                # cancelled or moved): let the database pick the next ones,
-                # skipping rows other dispatchers hold.
-            jobs = self._start(group, self._claim_from_store(queues, free, now), now)
-            if len(jobs) < free:
-                # The database has fewer due jobs than the window thought.
-                self.timeline.drop_due(group, skip=limited)
+            if free > 0:
+                self._claim_group(group, free, now, paused, by_query)
 
-    def _release_held(self):
+    def _claim_group(self, group, free, now, paused, by_query):
+        queues = self.groups[group][0] - paused
+        blocked = self.gate.blocked(now) & queues
+        open_limited = (queues & self.gate.limited) - blocked
+        if open_limited and (by_query or self.timeline.has_due(only=open_limited)):
+            self._claim_limited(group, queues - blocked, free, now, paused)
+            return
+        # Limited queues are left to the claim above.
+        limited = self.gate.limited
+        queues -= limited
+        if not queues:
+            return
+        if not by_query:
+            free = self._claim_by_ids(group, queues, free, now, skip=paused | limited)
+            if free is None:
+                return
+        jobs = self._start(group, self._from_store(queues, free, now), now)
+        if len(jobs) < free:
+            # The database has fewer due jobs than the window thought.
+            self.timeline.drop_due(group, skip=limited)
+
+    def _claim_by_ids(self, group, queues, free, now, skip):
+        """Claim the window's best due jobs by id; return the slots left to claim by query, or None: done.
+
+        Cheap and exact while this dispatcher is alone on them. A job still
+        running here may be pending again (a rescue after an outage, a retry
+        of an attempt that timed out while its thread runs on): it is held
+        until its thread is done, never claimed twice at once here.
+        """
+        entries = self.timeline.take_due(group, free, skip=skip)
+        if entries:
+            running = self.pool.in_flight()
+            if any(e.id in running for e in entries):
+                self.held.update((e.id, e) for e in entries if e.id in running)
+                entries = [e for e in entries if e.id not in running]
+        if not entries:
+            return None
+        try:
+            claimed = self._from_store(queues, len(entries), now, ids=[e.id for e in entries])
+        except self.store.transient_errors:
+            for entry in entries:
+                self.timeline.upsert(entry)
+            raise
+        free -= len(self._start(group, claimed, now))
+        if len(claimed) == len(entries) or free <= 0:
+            return None
+        # Some were gone (another dispatcher won them, or they were cancelled
+        # or moved): let the database pick the next ones, skipping rows other
+        # dispatchers hold.
+        self.contended_until = now + self.CONTENTION_BACKOFF
+        return free
+
+    def _claim_limited(self, group, queues, free, now, paused):
+        """Claim for a group with limited queues: one claim by query that obeys their limits."""
+        outcomes = self.outcomes.pending
+        jobs, full = self.store.claim_limited(queues, free, now, finished=outcomes, in_flight=self.pool.in_flight())
+        if outcomes:
+            self.outcomes.written(self.store, self.clock.time())
+        self._start(group, jobs, now)
+        for queue, until in full.items():
+            self.gate.block(queue, until, now)
+        if len(jobs) < free:
+            # Queues with room had fewer due jobs than the window thought.
+            self.timeline.drop_due(group, skip=paused | self.gate.blocked(now))
+
+    def _from_store(self, queues, limit, now, ids=None):
+        outcomes = self.outcomes.pending
+        jobs = self.store.claim(queues, limit, now, ids=ids, finished=outcomes, in_flight=self.pool.in_flight())
+        if outcomes:
+            self.outcomes.written(self.store, self.clock.time())
+        return jobs
+
+    def release_held(self):
         """Give the window back the entries held while their jobs still ran here."""
+        if not self.held:
+            return
         running = self.pool.in_flight()
-        for job_id in [i for i in self._held if i not in running]:
-            self.timeline.upsert(self._held.pop(job_id))
+        for job_id in [i for i in self.held if i not in running]:
+            self.timeline.upsert(self.held.pop(job_id))
 
     def _start(self, group, jobs, now):
         if jobs:
@@ -118,7 +155,5 @@ class ClaimStep:
 
     def _materialize(self, now):
         """Turn due schedules into jobs (the store's compare-and-set decides who does)."""
-        ids = [-i for i in self.timeline.due_ids(SCHEDULES)]
-        self.timeline.drop_due(SCHEDULES)
-        for entry in self.store.materialize(now, ids):
+        for entry in self.store.materialize(now, self.timeline.take_schedules()):
             self.window.apply(entry)

@@ -5,7 +5,7 @@ Only this thread talks to the store. It sleeps on one waiter (an Event, or
 ``tick`` says: until the earliest waiting job is due, the next timer (change
 poll, full reload, heartbeat, pause flags, housekeeping, rollups), the
 nearest job deadline, or a wake-up (a notification, a finished job,
-``stop()``). The claim step is ``claiming.ClaimStep``; the outcomes wait in
+``stop()``). The claim step is ``claiming.Claimer``; the outcomes wait in
 ``outcomes.OutcomeBuffer``; the rollups in ``rollup.Reporter``.
 
 Nothing here imports Django: the store, the executor and the clock are
@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 
 from ..vocabulary.clock import SystemClock
 from ..vocabulary.policy import RetryPolicy
-from .claiming import ClaimStep
+from .claiming import Claimer
 from .gate import Gate
 from .leases import LeaseWatch
 from .outcomes import OutcomeBuffer
@@ -37,28 +37,11 @@ def _moment(now):
     return datetime.fromtimestamp(now, UTC)
 
 
-class Dispatcher(ClaimStep):
+class Dispatcher:
     def __init__(
-        self,
-        store,
-        groups,
-        execute,
-        *,
-        clock=None,
-        policy=None,
-        horizon=300.0,
-        cap=20_000,
-        poll_interval=1.0,
-        full_sync_interval=30.0,
-        sync_overlap=2.0,
-        lease=30.0,
-        grace=30.0,
-        burst=False,
-        max_jobs=None,
-        max_abandoned=8,
-        housekeeping_interval=60.0,
-        pause_interval=1.0,
-        change_check_interval=None,
+        self, store, groups, execute, *, clock=None, policy=None, horizon=300.0, cap=20_000, poll_interval=1.0,
+        full_sync_interval=30.0, sync_overlap=2.0, lease=30.0, grace=30.0, burst=False, max_jobs=None,
+        max_abandoned=8, housekeeping_interval=60.0, pause_interval=1.0, change_check_interval=None,
         rollup_interval=None,
     ):
         """``groups`` maps a slot-group name to ``(queues, slots)``.
@@ -77,60 +60,44 @@ class Dispatcher(ClaimStep):
         self.lease = lease
         self.grace = grace
         self.burst = burst
-        self.max_jobs = max_jobs
         self.housekeeping_interval = housekeeping_interval
         self.pause_interval = pause_interval
         # Where other processes cannot notify (SQLite), ask the store this
         # often whether anyone committed since; a yes brings the poll forward.
         self.change_check_interval = change_check_interval
-        # Per-minute tallies of claims and outcomes, written every
-        # rollup_interval seconds (None or 0: not kept). Loop thread only.
+        # Loop thread only: the window and its timeline, the per-minute tallies
+        # (None or 0: not kept), the limited queues that are full (the claim
+        # enforces the limits), the outcomes not yet written, the leases.
         self.rollups = Reporter(rollup_interval, logger) if rollup_interval else None
-
-        self.timeline = Timeline(self._group_of, cap)  # loop thread only
-        self.window = Window(  # loop thread only
-            self.timeline,
-            self.queues,
-            horizon=horizon,
-            poll_interval=poll_interval,
-            full_sync_interval=full_sync_interval,
-            sync_overlap=sync_overlap,
+        self.timeline = Timeline(self._group_of, cap)
+        self.window = Window(
+            self.timeline, self.queues, horizon=horizon, poll_interval=poll_interval,
+            full_sync_interval=full_sync_interval, sync_overlap=sync_overlap,
         )
-        self.pool = WorkerPool(
-            {name: slots for name, (_, slots) in self.groups.items()},
-            execute,
-            wake=self.wake,
-            clock=self.clock,
-            max_abandoned=max_abandoned,
+        slots = {name: slots for name, (_, slots) in self.groups.items()}
+        self.pool = WorkerPool(slots, execute, wake=self.wake, clock=self.clock, max_abandoned=max_abandoned)
+        self.gate = Gate(retry_interval=poll_interval)
+        self.outcomes = OutcomeBuffer(self.gate, self.rollups)
+        self.leases = LeaseWatch(lease, self.pool, self.policy)
+        self.claims = Claimer(
+            store, self.groups, timeline=self.timeline, window=self.window, pool=self.pool, gate=self.gate,
+            outcomes=self.outcomes, leases=self.leases, clock=self.clock, rollups=self.rollups,
+            max_jobs=max_jobs, burst=burst,
         )
-        # Limited queues: which are full, until when (the claim enforces the limits).
-        self.gate = Gate(retry_interval=poll_interval)  # loop thread only
         self._event = threading.Event()  # any thread sets it to wake the loop
         self._inbox = collections.deque()  # any thread appends payloads; loop pops
         self._stopping = False  # any thread sets it through stop()
-        # Loop thread only, below.
-        self.outcomes = OutcomeBuffer(self.gate, self.rollups)
+        # Loop thread only, below: when each timer is due next, the database back-off.
         self._stop_deadline = None
-        self._due_heartbeat = 0.0
-        self._due_paused = 0.0
-        self._due_housekeeping = 0.0
-        self._due_change_check = 0.0
-        self._db_retry_at = 0.0
-        self._db_backoff = 0.0
+        self._due_heartbeat = self._due_paused = self._due_housekeeping = self._due_change_check = 0.0
+        self._db_retry_at = self._db_backoff = 0.0
         self._need_paused = False
-        # Until then, claim by query: another dispatcher was seen taking the
-        # same due jobs, so claiming the window's ids would mostly miss.
-        self._contended_until = 0.0
-        self.leases = LeaseWatch(lease, self.pool, self.policy)  # loop thread only
-        # Due entries of jobs still running here (claiming._release_held). Loop thread only.
-        self._held = {}
         self.paused = frozenset()
         self.on_exit = []  # callables run when run() ends (e.g. stop worker processes)
         # Callables given the unfinished attempts at the end of the grace period, before they are
         # released: each must stop them for good (wiring: kill the worker processes running them).
         self.before_release = []
         self.process_queues = frozenset()  # queues whose jobs run in worker processes (wiring sets it)
-        self.claimed_total = 0
         self.finished = False
 
     def _group_of(self, queue):
@@ -138,6 +105,14 @@ class Dispatcher(ClaimStep):
         if queue == SCHEDULES:
             return SCHEDULES
         return self.queue_group.get(queue)
+
+    @property
+    def claimed_total(self):
+        return self.claims.claimed_total
+
+    @property
+    def max_jobs(self):
+        return self.claims.max_jobs
 
     @property
     def processed(self):
@@ -320,7 +295,7 @@ class Dispatcher(ClaimStep):
             return
         # The first claim of the tick also records the outcomes collected
         # above (one round trip on PostgreSQL); flush them if none ran.
-        self._claim(now)
+        self.claims.claim(now, self.paused)
         self._flush(now)
         self._check_done()
 
@@ -355,8 +330,7 @@ class Dispatcher(ClaimStep):
             )
             self.leases.lost.discard(job.id)
             self.outcomes.add(job, self.policy.timed_out(job, moment), now)
-        if self._held:
-            self._release_held()
+        self.claims.release_held()
 
     def _write_rollups(self, now):
         slots = sum(slots for _, slots in self.groups.values())
@@ -379,7 +353,7 @@ class Dispatcher(ClaimStep):
     def _check_done(self):
         if self.pool.busy() or self.outcomes.pending or self.pool.abandoned_count:
             return
-        if self.max_jobs is not None and self.claimed_total >= self.max_jobs:
+        if self.claims.done():
             self.finished = True
         elif self.burst:
             # Due jobs of paused queues cannot run: they do not keep a burst alive.

@@ -21,22 +21,35 @@ from .heap import IndexedHeap
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """A pending job as the dispatcher mirrors it."""
+    """A pending job as the dispatcher mirrors it (or a schedule's next run: ``id`` is a ScheduleKey)."""
 
-    id: int  # job id; -schedule id for a schedule's next run
+    id: int  # the job's id (a ScheduleKey for a schedule)
     at: float  # execute_at, epoch seconds (None in a schedule change: it has no next run)
     priority: int
     queue: str
 
 
+@dataclass(frozen=True, slots=True)
+class ScheduleKey:
+    """The timeline's key of a schedule's next run: never equal to a job's id, ordered before one at a tie."""
+
+    schedule_id: int
+
+    def __lt__(self, other):
+        return self.schedule_id < other.schedule_id if isinstance(other, ScheduleKey) else True
+
+    def __gt__(self, other):
+        return self.schedule_id > other.schedule_id if isinstance(other, ScheduleKey) else False
+
+
 # Schedules share the timeline with jobs: an entry per enabled schedule, at its
-# next run, with id ``-schedule_id`` and this pseudo-queue (and pseudo-group).
+# next run, keyed by its ScheduleKey, in this pseudo-queue (and pseudo-group).
 SCHEDULES = "__schedules__"
 
 
 def schedule_entry(schedule_id, at):
     """Return the timeline entry of a schedule's next run (``at`` None: it has none)."""
-    return Entry(-int(schedule_id), at, 0, SCHEDULES)
+    return Entry(ScheduleKey(int(schedule_id)), at, 0, SCHEDULES)
 
 
 class Timeline:
@@ -141,6 +154,16 @@ class Timeline:
 
     def due_ids(self, group):
         return [job_id for q in self._group_queues(group) for job_id in self._due[q].ids()]
+
+    def take_schedules(self):
+        """Remove the due schedule entries; return their schedules' ids."""
+        heap = self._due.pop(SCHEDULES, None)
+        if heap is None:
+            return []
+        keys = heap.ids()
+        for key in keys:
+            del self._due_queue[key]
+        return [key.schedule_id for key in keys]
 
     def take_due(self, group, n, skip=()):
         """Remove and return up to ``n`` due entries of ``group`` in claim order

@@ -344,7 +344,7 @@ def test_materialize_enqueues_due_schedules_and_returns_their_next_runs(harness,
     idle = harness.add_schedule(now + 600, interval=3600)
     jobs = harness.job_count()
     entries = store.materialize(now + 10, [idle])
-    assert sorted(entries, key=lambda e: -e.id) == [schedule_entry(due, now + 3605), schedule_entry(idle, now + 600)]
+    assert sorted(entries, key=lambda e: e.id) == [schedule_entry(due, now + 3605), schedule_entry(idle, now + 600)]
     assert harness.job_count() == jobs + 1
     (job,) = store.claim(QUEUES, 5, now + 10)
     assert (job.task, job.execute_at) == (TASK, pytest.approx(now + 5, abs=1e-6))

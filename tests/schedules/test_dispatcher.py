@@ -8,6 +8,7 @@ from django.db.models import Count
 from django.utils import timezone
 
 from scheduler_app import schedules
+from scheduler_app.dispatcher.timeline import ScheduleKey
 from scheduler_app.models import Job, Schedule, Worker
 from scheduler_app.runtime.store import to_datetime
 
@@ -57,7 +58,7 @@ def test_a_disabled_schedule_stops_making_jobs():
         # The disable reaches the loop (a NOTIFY of the loop's own last
         # materialisation may land after it and put the entry back for a
         # moment: the store's compare-and-set refuses a disabled schedule).
-        assert settle(dispatcher, clock, lambda: -s.pk not in dispatcher.timeline)
+        assert settle(dispatcher, clock, lambda: ScheduleKey(s.pk) not in dispatcher.timeline)
         # Five more intervals, the loop waking at every moment it asks to.
         assert not run_until(dispatcher, clock, lambda: made() > 2, until=clock.time() + 5)
         assert made() == 2

@@ -1,6 +1,6 @@
 """Schedules in the dispatcher loop, with a fake clock and an in-memory store."""
 
-from scheduler_app.dispatcher.timeline import SCHEDULES
+from scheduler_app.dispatcher.timeline import SCHEDULES, ScheduleKey
 from scheduler_app.vocabulary.wakeup import WakeUp
 
 from ..unit.test_loop import make, settle
@@ -22,7 +22,7 @@ def test_a_schedule_due_in_three_seconds_wakes_the_loop_and_materialises_on_time
     dispatcher.notify(WakeUp.of(jobs=[[1_000_000, 1003.0, 0, "default"]]))
     assert settle(dispatcher, clock, lambda: store.jobs[1_000_000].status == "succeeded")
     # The next run (inside the 60 s horizon) is back in the heap; the loop waits for it.
-    assert -7 in dispatcher.timeline
+    assert ScheduleKey(7) in dispatcher.timeline
     assert dispatcher.timeline.next_at() == 1033.0
 
 
@@ -41,7 +41,7 @@ def test_notifications_move_and_remove_schedule_entries():
     assert 9.9 < dispatcher.tick(clock.time()) <= 10.0
     dispatcher.notify(WakeUp.of(schedules=[[3, None]]))
     dispatcher.tick(clock.time())
-    assert -3 not in dispatcher.timeline
+    assert ScheduleKey(3) not in dispatcher.timeline
 
 
 def test_burst_mode_materialises_due_schedules():

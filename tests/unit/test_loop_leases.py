@@ -103,7 +103,7 @@ def test_it_never_claims_a_job_it_still_runs():
         store.add(2, 999.0)
         dispatcher.notify(WakeUp.of(jobs=[[1, 999.0, 0, "default"], [2, 999.0, 0, "default"]]))
         assert settle(dispatcher, clock, lambda: store.jobs[2].status == Status.SUCCEEDED)
-        dispatcher._contended_until = clock.time() + 60  # claims by query too
+        dispatcher.claims.contended_until = clock.time() + 60  # claims by query too
         for _ in range(3):
             dispatcher.tick(clock.time())
         assert store.jobs[1].status == Status.PENDING and len(store.behaviours[1].runs) == 1
