@@ -83,9 +83,9 @@ def dispatcher_main(out_path, argv):
             mark(job.id, "handed")
         return result
 
-    from scheduler_app import sql
+    from scheduler_app.sql import dialect as sql_dialect
 
-    finish_and_claim = sql.pg_finish_and_claim
+    finish_and_claim = sql_dialect.pg_finish_and_claim  # what the PostgreSQL dialect calls
 
     def timed_finish_and_claim(*args, **kwargs):
         started = time.time()
@@ -96,7 +96,7 @@ def dispatcher_main(out_path, argv):
             mark(row[0], "sql_end", ended)
         return won, rows
 
-    sql.pg_finish_and_claim = timed_finish_and_claim
+    sql_dialect.pg_finish_and_claim = timed_finish_and_claim
     wakeup.WakeUp.decode = staticmethod(timed_decode)
     loop.Dispatcher.tick = timed_tick
     store.DjangoStore.claim = timed_claim

@@ -20,7 +20,7 @@ setup_django("bench.settings_ours")
 from scheduler_app.dispatcher import loop as L
 
 from scheduler_app.sql import postgres as P
-from scheduler_app.lifecycle import transitions as T
+from scheduler_app.sql import dialect as D
 st = collections.Counter()
 _tick = L.Dispatcher.tick
 def tick(self, now):
@@ -35,7 +35,7 @@ def fc(*a, **k):
     won, rows = _fc(*a, **k)
     st["stmt_wall"] += time.perf_counter() - t0; st["stmt_cpu"] += time.thread_time() - c0; st["stmts"] += 1; st["rows"] += len(rows)
     return won, rows
-T.sql.pg_finish_and_claim = fc
+D.pg_finish_and_claim = fc  # what the PostgreSQL dialect calls
 _run = L.Dispatcher.run
 def run(self):
     ev = self._event

@@ -21,11 +21,12 @@ from .actions import cancel, cancel_many, reschedule, retry, retry_many, run_now
 from .announce import announce, announce_schedules, tell_others
 from .building import build_job
 from .creation import enqueue, enqueue_many, enqueue_many_created
+from .finishing import finish
 from .queues import ensure as ensure_queues
 from .queues import limited_queues, pause_queue, paused_queues, resume_queue, set_limits
 from .retention import prune
 from .states import BulkValidationError, DependencyFailed, InvalidTransition, JobTimeout, LeaseExpired, SnoozedTooOften
-from .transitions import claim, claim_limited, finish, release, renew_leases, rescue_expired, set_progress
+from .transitions import claim, claim_limited, release, renew_leases, rescue_expired, set_progress
 
 __all__ = [
     "BulkValidationError",

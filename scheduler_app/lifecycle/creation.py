@@ -58,9 +58,7 @@ def enqueue(task, args=(), kwargs=None, *, using="default", **options):
             if existing is not None:
                 return existing, False
         try:
-            if not job.unique_key and sql.is_postgres(using):
-                _insert_and_announce(job, using)
-            else:
+            if job.unique_key or not _insert_and_announce(job, using):
                 with transaction.atomic(using=using):
                     job.save(using=using, force_insert=True)
                     announce(jobs=[job], using=using)
@@ -74,18 +72,19 @@ def enqueue(task, args=(), kwargs=None, *, using="default", **options):
 
 
 def _insert_and_announce(job, using):
-    """PostgreSQL: INSERT and NOTIFY in one statement (one round trip outside a transaction).
+    """INSERT and NOTIFY in one statement (one round trip outside a transaction); return False where the dialect cannot.
 
     Same effect as ``save()`` + ``announce`` in a transaction, in a quarter
-    of the round trips: the enqueue is on the pickup path of every job.
+    of the round trips on PostgreSQL: the enqueue is on the pickup path of
+    every job.
     """
     prefix, suffix = WakeUp.template(job.execute_at.timestamp(), job.priority, job.queue)
-    job.pk = sql.pg_insert_and_notify(
-        job, channel=conf.get("NOTIFY_CHANNEL"), payload_parts=(prefix, suffix), using=using
-    )
+    if not sql.dialect(using).insert_one(job, channel=conf.get("NOTIFY_CHANNEL"), payload_parts=(prefix, suffix), using=using):
+        return False
     job._state.adding = False
     job._state.db = using
     signal_after_commit(WakeUp.of(jobs=[job_item(job)]), using)
+    return True
 
 
 def enqueue_many(specs, *, created_by=None, max_size=None, using="default"):
@@ -204,7 +203,7 @@ def _bulk_insert(jobs, using):
     """Insert ``jobs`` and set their ids, in the caller's transaction (one JSON document per batch on PostgreSQL)."""
     for start in range(0, len(jobs), BULK_BATCH):
         batch = jobs[start : start + BULK_BATCH]
-        if not (sql.is_postgres(using) and sql.pg_bulk_insert(batch, using=using)):
+        if not sql.dialect(using).insert_many(batch, using=using):
             Job.objects.using(using).bulk_create(batch, batch_size=1000)
 
 

@@ -88,13 +88,7 @@ def finish_outcomes(outcomes, *, now=None, using="default"):
 
 
 def _finish_batch(outcomes, now, using):
-    if sql.is_postgres(using):
-        won, _ = sql.pg_finish_and_claim(
-            finish_rows(outcomes), worker="", queues=[], limit=0, now=now, lease_until=now, ids=None,
-            logs=log_rows(outcomes), using=using,
-        )
-    else:
-        won = sql.sqlite_finish(finish_rows(outcomes), now=now, logs=log_rows(outcomes), using=using)
+    won = sql.dialect(using).finish(finish_rows(outcomes), now=now, logs=log_rows(outcomes), using=using)
     won |= _finish_rest(outcomes, won, now, using)
     return won
 
@@ -168,15 +162,10 @@ def _finish_rest(outcomes, won, now, using):
     rest = [o for o in outcomes if o.job_id not in won]
     if not rest:
         return {}
-    rows = finish_rows(rest)
     with transaction.atomic(using=using):
-        if sql.is_postgres(using):
-            won_here, _ = sql.pg_finish_and_claim(
-                rows, worker="", queues=[], limit=0, now=now, lease_until=now, ids=None, dependents=True,
-                logs=log_rows(rest), using=using,
-            )
-        else:
-            won_here = sql.sqlite_finish(rows, now=now, dependents=True, logs=log_rows(rest), using=using)
+        won_here = sql.dialect(using).finish(
+            finish_rows(rest), now=now, dependents=True, logs=log_rows(rest), using=using
+        )
         settle(won_here, now=now, using=using)
     return won_here
 

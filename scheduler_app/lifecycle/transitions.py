@@ -22,7 +22,7 @@ from ..vocabulary.jobs import ClaimedJob
 from ..vocabulary.policy import LEASE_EXPIRED_MESSAGE
 from .announce import announce
 from .dependencies import settle
-from .finishing import finish, finish_rows, log_rows, report_lost, with_outcomes
+from .finishing import finish_rows, log_rows, report_lost, with_outcomes
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ def claim(
     One statement: pending -> running, attempts + 1, lease and worker set.
     With ``ids``, only those jobs are candidates. Outcomes in ``finished``
     are recorded first (as :func:`finish` does), in the same round trip on
-    PostgreSQL. ``connection``, a psycopg connection to the same PostgreSQL
+    PostgreSQL (``sql.Dialect.finish_and_claim``). ``connection``, a psycopg connection to the same PostgreSQL
     database (the dispatcher's own), runs it as a prepared statement;
     without one it runs on Django's connection. Claimed jobs come back in
     claim order (priority, time, FIFO). ``due_by`` (default ``now``) is how
@@ -54,36 +54,17 @@ def claim(
     queues = sorted(queues) if limit > 0 else []
     lease_until = now + timedelta(seconds=lease)
     in_flight = sorted(in_flight)
-    if sql.is_postgres(using):
+    dialect = sql.dialect(using)
 
-        def statement(outcomes):
-            return sql.pg_finish_and_claim(
-                finish_rows(outcomes),
-                worker=worker,
-                queues=queues,
-                limit=max(limit, 0) if queues else 0,
-                now=now,
-                lease_until=lease_until,
-                ids=ids,
-                due_by=due_by,
-                limits=limits,
-                logs=log_rows(outcomes),
-                in_flight=in_flight,
-                connection=connection,
-                using=using,
-            )
+    def statement(outcomes):
+        return dialect.finish_and_claim(
+            finish_rows(outcomes), worker=worker, queues=queues, limit=max(limit, 0), now=now,
+            lease_until=lease_until, ids=ids, due_by=due_by, limits=limits, logs=log_rows(outcomes),
+            in_flight=in_flight, connection=connection, using=using,
+        )
 
-        won, rows = with_outcomes(statement, finished, now, using)
-        report_lost(finished, won)
-        return _claimed(rows, worker, now)
-    if finished:
-        finish(finished, now=now, using=using)
-    if limit <= 0 or not queues:
-        return []
-    rows = sql.sqlite_claim(
-        worker=worker, queues=queues, limit=limit, now=now, lease_until=lease_until, ids=ids,
-        due_by=due_by, limits=limits, in_flight=in_flight, using=using,
-    )
+    won, rows = with_outcomes(statement, finished, now, using)
+    report_lost(finished, won)
     return _claimed(rows, worker, now)
 
 
@@ -103,24 +84,16 @@ def claim_limited(
     queues = sorted(queues)
     lease_until = now + timedelta(seconds=lease)
     in_flight = sorted(in_flight)
-    if sql.is_postgres(using):
+    dialect = sql.dialect(using)
 
-        def statement(outcomes):
-            return sql.pg_limited_claim(
-                finish_rows(outcomes), worker=worker, queues=queues, limit=max(limit, 0), now=now,
-                lease_until=lease_until, logs=log_rows(outcomes), in_flight=in_flight, connection=connection,
-                using=using,
-            )
-
-        won, rows, rooms = with_outcomes(statement, finished, now, using)
-        report_lost(finished, won)
-    else:
-        if finished:
-            finish(finished, now=now, using=using)
-        rows, rooms = sql.sqlite_limited_claim(
-            worker=worker, queues=queues, limit=max(limit, 0), now=now, lease_until=lease_until,
-            in_flight=in_flight, using=using,
+    def statement(outcomes):
+        return dialect.finish_and_claim_limited(
+            finish_rows(outcomes), worker=worker, queues=queues, limit=max(limit, 0), now=now,
+            lease_until=lease_until, logs=log_rows(outcomes), in_flight=in_flight, connection=connection, using=using,
         )
+
+    won, rows, rooms = with_outcomes(statement, finished, now, using)
+    report_lost(finished, won)
     jobs = _claimed(rows, worker, now)
     return jobs, _blocked(rooms, jobs, now)
 

@@ -66,42 +66,14 @@ class DjangoStore:
         # PostgreSQL: a connection of the loop's own for claims and finishes,
         # where they run as one prepared statement. Loop thread only.
         self._raw = None
+        self._dialect = sql.dialect(using)
         self._data_version = None  # SQLite: PRAGMA data_version last seen
         self._statistics_checked = -STATISTICS_CHECK_INTERVAL  # monotonic time of the last check
 
     def _hot_connection(self):
-        if not sql.is_postgres(self.using):
-            return None
+        """PostgreSQL: the loop's own connection for claims and finishes (``sql.connections.hot``); None elsewhere."""
         if self._raw is None or self._raw.closed:
-            self._raw = pg.connect(self.using)
-            # Its only prepared statements are sql.pg_finish_and_claim's
-            # (and sql.limited's), written to be planned once: planning them took longer than
-            # running them (0.46 -> 0.17 ms per empty claim).
-            self._raw.execute("SET plan_cache_mode = force_generic_plan")
-            # ... and from the statistics of the moment it was planned: with
-            # none yet (a fresh table, a sudden backlog) the planner chose a
-            # bitmap scan + sort of every due row for the claim by query, 6 ms
-            # per claim at 20,000 due jobs until autovacuum analysed the
-            # table. Without sorts and bitmap scans the only plans left walk
-            # the claim index in order and reach rows by primary key.
-            self._raw.execute("SET enable_sort = off")
-            self._raw.execute("SET enable_bitmapscan = off")
-            # Nor sequential scans: planned on an empty table, the claim by id
-            # scanned the whole backlog that arrived after (7.6 ms per claim
-            # with 50,000 jobs, until an ANALYZE). Its statements reach rows
-            # by their ids or walk the claim index; their status tests are
-            # written so that no index serves them (sql.postgres.STATUS_AS_FILTER).
-            self._raw.execute("SET enable_seqscan = off")
-            # The claim of limited queues must sort (the best of two sets); a
-            # disabled sort's cost pushed its estimate past jit_above_cost
-            # and each claim spent 0.9 s compiling it. JIT never pays off on
-            # statements of a few rows.
-            self._raw.execute("SET jit = off")
-            # One statement per (kind, limit): at most 2 x the largest slot
-            # group, so keep them all rather than evict and re-plan.
-            self._raw.prepared_max = None
-            if not conf.get("SYNCHRONOUS_COMMIT"):
-                self._raw.execute("SET synchronous_commit = off")
+            self._raw = self._dialect.hot_connection(self.using, synchronous_commit=conf.get("SYNCHRONOUS_COMMIT"))
         return self._raw
 
     # -- this dispatcher's Worker row --------------------------------------
@@ -169,11 +141,9 @@ class DjangoStore:
         the web server long before its change poll would. True after a
         reconnect (the counter is per connection). Always True elsewhere.
         """
-        if not sql.is_sqlite(self.using):
+        version = self._dialect.data_version(self.using)
+        if version is None:
             return True
-        with connections[self.using].cursor() as cursor:
-            cursor.execute("PRAGMA data_version")
-            version = cursor.fetchone()[0]
         changed = version != self._data_version
         self._data_version = version
         return changed
@@ -203,16 +173,16 @@ class DjangoStore:
         The loop's statements were planned from the statistics of their
         first run (``_hot_connection``); a bulk enqueue into a table that was
         small then leaves them planned for a small table until autovacuum
-        analyses it (``sql.pg_analyze_if_outgrown``). Asked only after a
+        analyses it (``Dialect.analyze_if_outgrown``). Asked only after a
         large read, at most every ``STATISTICS_CHECK_INTERVAL`` seconds.
         """
-        if seen < STATISTICS_CHECK_ROWS or not sql.is_postgres(self.using):
+        if seen < STATISTICS_CHECK_ROWS:
             return
         now = time.monotonic()
         if now - self._statistics_checked < STATISTICS_CHECK_INTERVAL:
             return
         self._statistics_checked = now
-        if sql.pg_analyze_if_outgrown(seen, using=self.using):
+        if self._dialect.analyze_if_outgrown(seen, using=self.using):
             logger.info("analysed the jobs table: %d pending rows read, more than its statistics held", seen)
 
     def changes(self, queues, since, limit=None):
@@ -335,4 +305,4 @@ class DjangoStore:
             if deleted:
                 logger.info("pruned %d finished jobs past retention", deleted)
             rollups.prune(moment, using=self.using)
-        sql.sqlite_optimize(using=self.using)
+        self._dialect.optimize(using=self.using)

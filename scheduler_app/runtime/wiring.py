@@ -50,7 +50,7 @@ def create(groups, *, lease=None, using="default", clock=None, process_queues=()
         "rollup_interval": conf.get("ROLLUP_INTERVAL"),
         # SQLite has no NOTIFY: a cheap check for other processes' commits.
         "change_check_interval": (
-            conf.get("SQLITE_CHANGE_CHECK") if sql.is_sqlite(using) else None
+            conf.get("SQLITE_CHANGE_CHECK") if sql.dialect(using).checks_changes else None
         ),
     }
     defaults.update({k: v for k, v in options.items() if v is not None})
@@ -76,7 +76,8 @@ def create(groups, *, lease=None, using="default", clock=None, process_queues=()
 
 
 def uses_notify(using="default"):
-    return sql.is_postgres(using)
+    """Return whether other processes wake this dispatcher by NOTIFY (PostgreSQL)."""
+    return sql.dialect(using).notifies
 
 
 @contextlib.contextmanager

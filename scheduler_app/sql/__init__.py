@@ -1,8 +1,11 @@
-"""The dialect layer: raw SQL for the dispatcher's hot transitions, and every vendor check.
+"""The database package: raw SQL for the dispatcher's hot transitions, and every vendor branch.
 
 Everything that differs between PostgreSQL and SQLite lives here: SKIP
 LOCKED, array parameters, JSON append, NOTIFY, the planner's estimates.
-Each transition function runs one statement and returns its rows; the
+The service and the dispatcher's store ask :func:`dialect` for the
+database's ``Dialect`` (``dialect.py``: the declared interface, a PostgreSQL
+and an SQLite implementation) and never test the vendor themselves. Each
+transition function runs one statement and returns its rows; the
 lifecycle service (``scheduler_app.lifecycle``) decides what they mean.
 
 On PostgreSQL there is one statement for finishing and claiming
@@ -12,7 +15,6 @@ as a prepared statement and by everything else on Django's connection.
 
 from .base import (
     CLAIM_COLUMNS,
-    NOT_PAUSED,
     NOT_PAUSED_NOR_LIMITED,
     QUEUE_TABLE,
     TABLE,
@@ -27,11 +29,11 @@ from .base import (
     vendor,
 )
 from .bulk import pg_bulk_insert
+from .dialect import Dialect, dialect
 from .flow import DEPENDENCY_FAILED_CLASS, mark_dependencies, settle_dependents, take_unique_window
 from .leases import release, renew, rescue
 from .limited import pg_limited_claim, pg_limited_claim_text, sqlite_limited_claim
 from .postgres import (
-    _pg_array,
     pg_analyze_if_outgrown,
     pg_finish_and_claim,
     pg_finish_and_claim_params,
@@ -43,15 +45,15 @@ from .sqlite import sqlite_claim, sqlite_finish, sqlite_optimize
 
 __all__ = [
     "CLAIM_COLUMNS",
+    "Dialect",
     "DEPENDENCY_FAILED_CLASS",
-    "NOT_PAUSED",
     "NOT_PAUSED_NOR_LIMITED",
     "QUEUE_TABLE",
     "TABLE",
     "Epoch",
-    "_pg_array",
     "adapt_dt",
     "claim_returning",
+    "dialect",
     "estimated_rows",
     "estimated_value_counts",
     "is_postgres",

@@ -13,10 +13,9 @@ LOG_TABLE = "scheduler_app_joblog"
 DEPENDENCY_TABLE = "scheduler_app_jobdependency"
 START_TABLE = "scheduler_app_queuestart"
 UNIQUE_WINDOW_TABLE = "scheduler_app_uniquewindow"
-# Part of every claim's condition (invariant 11): a pause takes effect at its
-# commit, not when each dispatcher next reads the flags.
-NOT_PAUSED = f"queue NOT IN (SELECT name FROM {QUEUE_TABLE} WHERE paused)"
-# The plain claim's condition: no paused queue, and no limited one either.
+# The plain claim's condition (invariant 11): no paused queue, and no limited
+# one either. A pause takes effect at its commit, not when each dispatcher
+# next reads the flags.
 # Limited queues are claimed only by the claim that counts their use
 # (``pg_limited_claim_text``, ``sqlite_limited_claim``), so a limit set now
 # holds for every claim that starts after its commit.

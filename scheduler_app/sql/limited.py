@@ -45,11 +45,11 @@ from .base import (
 )
 from .postgres import (
     NOT_IN_FLIGHT,
-    _pg_array,
     claim_update,
     finish_ctes,
     finished_row,
     finished_statuses,
+    pg_array,
     pg_finish_and_claim_params,
 )
 
@@ -160,7 +160,7 @@ def pg_limited_claim(
             result = cursor.fetchall()
     else:
         with transaction.atomic(using=using):
-            _rows(PG_LOCK, {"queues": _pg_array(queues)}, using)
+            _rows(PG_LOCK, {"queues": pg_array(queues)}, using)
             result = _rows(statement, params, using)
     won = finished_statuses(result)
     claimed = [r[1:] for r in result if r[0] is None]

@@ -344,7 +344,7 @@ def pg_finish_and_claim_text(by_ids, limit, limits=True, dependents=False, logs=
     return statement
 
 
-def _pg_array(values):
+def pg_array(values):
     """A PostgreSQL array literal: one text parameter, cheaper to send than a list."""
     quoted = ('"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values)
     return "{" + ",".join(quoted) + "}"
@@ -375,9 +375,9 @@ def pg_finish_and_claim_params(rows, *, worker, queues, now, lease_until, ids, d
         "finished": json.dumps(finished),
         "now": now,
         "due": now if due_by is None else due_by,
-        "queues": _pg_array(queues),
-        "ids": _pg_array(ids) if ids is not None else None,
-        "in_flight": _pg_array(in_flight),
+        "queues": pg_array(queues),
+        "ids": pg_array(ids) if ids is not None else None,
+        "in_flight": pg_array(in_flight),
         "worker": worker,
         "lease": lease_until,
     }

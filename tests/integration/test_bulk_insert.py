@@ -36,7 +36,7 @@ def test_the_json_insert_stores_what_bulk_create_stores(monkeypatch):
     later = timezone.now() + timedelta(days=3, microseconds=123457)
     fast = lifecycle.enqueue_many(specs(later))
     Job.objects.filter(unique_key="bulk-a").update(unique_key="bulk-b")  # free the key for the second run
-    monkeypatch.setattr(sql, "pg_bulk_insert", lambda jobs, using: None)  # the bulk_create path
+    monkeypatch.setattr(sql.dialect(), "insert_many", lambda jobs, using: False)  # the bulk_create path
     slow = lifecycle.enqueue_many(specs(later))
     assert [j.pk for j in fast] == sorted(j.pk for j in fast)  # ids in the order of the items
     ignore = {"created_at", "updated_at", "unique_key", "execute_at"}  # now, or a key freed above

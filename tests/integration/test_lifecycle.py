@@ -12,6 +12,7 @@ from django.utils import timezone
 from scheduler_app import lifecycle
 from scheduler_app.lifecycle import InvalidTransition, creation
 from scheduler_app.models import Job, JobStatus
+from scheduler_app.sql.postgres import pg_array
 from scheduler_app.vocabulary.jobs import Outcome
 from scheduler_app.vocabulary.policy import RetryPolicy
 
@@ -513,11 +514,10 @@ class TestEnqueueAnnounces:
 @pytest.mark.postgres_only
 @pytest.mark.django_db
 def test_array_literals_for_the_claim_statement_round_trip():
-    from scheduler_app import sql
 
     values = ["default", 'with "quotes"', "back\\slash", "comma,brace}{", "", "NULL"]
     with connection.cursor() as cursor:
-        cursor.execute("SELECT %s::text[], %s::bigint[]", [sql._pg_array(values), sql._pg_array([1, 2, 3])])
+        cursor.execute("SELECT %s::text[], %s::bigint[]", [pg_array(values), pg_array([1, 2, 3])])
         assert cursor.fetchone() == (values, [1, 2, 3])
 
 

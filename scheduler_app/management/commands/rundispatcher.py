@@ -3,9 +3,8 @@ import logging
 import os
 
 from django.core.management.base import CommandError
-from django.db import connections
 
-from ... import conf
+from ... import conf, sql
 from ...dispatcher import shutdown
 from ...dispatcher.shutdown import StopRequest, graceful_signals
 from ...lifecycle.building import QUEUE
@@ -112,7 +111,7 @@ class Command(SchedulerCommand):
             supervisor.start()
             self.stdout.write(
                 f"supervisor {os.getpid()} | {options['processes']} dispatcher processes "
-                f"(pids {', '.join(map(str, supervisor.pids()))}) | database {connections['default'].vendor} | "
+                f"(pids {', '.join(map(str, supervisor.pids()))}) | database {sql.dialect().name} | "
                 f"each: {' '.join(child_options) or 'the defaults'}"
             )
             self.stdout.flush()
@@ -146,7 +145,7 @@ class Command(SchedulerCommand):
         )
 
     def _banner(self, dispatcher):
-        vendor = connections["default"].vendor
+        vendor = sql.dialect().name
         slots = ", ".join(
             f"{'all' if g == SHARED else g}:{n}" for g, (_, n) in dispatcher.groups.items()
         )

@@ -1,0 +1,170 @@
+"""The database dialect: what the scheduler asks of its database, declared once, done twice.
+
+Every difference between PostgreSQL and SQLite lives behind :class:`Dialect`
+(Oban's ``Engine``, procrastinate's connector): the service (``lifecycle``)
+and the dispatcher's store (``runtime.store``) ask :func:`dialect` for the
+connection's and never test the vendor themselves (the house test holds
+them to it). Rows go in and out as this package's statements shape them:
+outcome rows and log rows as ``lifecycle.finishing`` builds them, claimed
+rows as ``base.CLAIM_COLUMNS``, and the outcomes that won as
+``{job id: status it was left in}``.
+"""
+
+from typing import Protocol
+
+from django.db import connections
+
+from . import connections as pg_connections
+from .base import is_postgres
+from .bulk import pg_bulk_insert
+from .limited import pg_limited_claim, sqlite_limited_claim
+from .postgres import pg_analyze_if_outgrown, pg_finish_and_claim, pg_insert_and_notify
+from .sqlite import sqlite_claim, sqlite_finish, sqlite_optimize
+
+
+class Dialect(Protocol):
+    name: str  # "postgresql" or "sqlite", as Django calls it
+    # Whether other processes hear changes by NOTIFY (else: a change check and polls).
+    notifies: bool
+    # Whether a cheap check tells that another process committed (SQLite's data_version).
+    checks_changes: bool
+
+    def finish(self, rows, *, now, dependents=False, logs=(), using="default") -> dict:
+        """Record outcome ``rows`` (compare-and-set on each attempt); return ``{id: status}`` of those that won.
+
+        Without ``dependents`` the jobs others depend on are left alone
+        (``lifecycle.finishing`` finishes them with their dependents).
+        """
+
+    def finish_and_claim(self, rows, *, worker, queues, limit, now, lease_until, ids=None, due_by=None, limits=True,
+                         logs=(), in_flight=(), connection=None, using="default") -> tuple[dict, list]:
+        """Record outcome ``rows`` (as ``finish`` without dependents), then claim; return ``(won, claimed rows)``.
+
+        One statement on PostgreSQL (on ``connection``, the dispatcher's
+        own, as a prepared statement); a finish and a claim on SQLite.
+        """
+
+    def finish_and_claim_limited(self, rows, *, worker, queues, limit, now, lease_until, logs=(), in_flight=(),
+                                 connection=None, using="default") -> tuple[dict, list, list]:
+        """As ``finish_and_claim`` by query, within the limits of limited queues; return ``(won, claimed, rooms)``."""
+
+    def insert_one(self, job, *, channel, payload_parts, using="default") -> bool:
+        """Insert ``job`` and announce it in one statement, setting its id; return False where the dialect cannot."""
+
+    def insert_many(self, jobs, *, using="default") -> bool:
+        """Insert ``jobs`` in one statement, setting their ids; return False where the dialect cannot."""
+
+    def hot_connection(self, using="default", *, synchronous_commit=True):
+        """Return a new connection of the dispatcher's own for its claims (None: Django's connection serves)."""
+
+    def data_version(self, using="default") -> int | None:
+        """Return a counter that moves when another connection commits (None where there is none)."""
+
+    def analyze_if_outgrown(self, seen, *, using="default") -> bool:
+        """Have the jobs table analysed when its statistics hold fewer rows than ``seen``; return whether it was."""
+
+    def optimize(self, *, using="default") -> None:
+        """Let the planner have statistics, bounded (housekeeping)."""
+
+
+class Postgres:
+    name = "postgresql"
+    notifies = True
+    checks_changes = False
+
+    def finish(self, rows, *, now, dependents=False, logs=(), using="default"):
+        won, _ = pg_finish_and_claim(
+            rows, worker="", queues=[], limit=0, now=now, lease_until=now, ids=None, dependents=dependents,
+            logs=logs, using=using,
+        )
+        return won
+
+    def finish_and_claim(self, rows, *, worker, queues, limit, now, lease_until, ids=None, due_by=None, limits=True,
+                         logs=(), in_flight=(), connection=None, using="default"):
+        return pg_finish_and_claim(
+            rows, worker=worker, queues=queues, limit=limit if queues else 0, now=now, lease_until=lease_until,
+            ids=ids, due_by=due_by, limits=limits, logs=logs, in_flight=in_flight, connection=connection, using=using,
+        )
+
+    def finish_and_claim_limited(self, rows, *, worker, queues, limit, now, lease_until, logs=(), in_flight=(),
+                                 connection=None, using="default"):
+        return pg_limited_claim(
+            rows, worker=worker, queues=queues, limit=limit, now=now, lease_until=lease_until, logs=logs,
+            in_flight=in_flight, connection=connection, using=using,
+        )
+
+    def insert_one(self, job, *, channel, payload_parts, using="default"):
+        job.pk = pg_insert_and_notify(job, channel=channel, payload_parts=payload_parts, using=using)
+        return True
+
+    def insert_many(self, jobs, *, using="default"):
+        return pg_bulk_insert(jobs, using=using)
+
+    def hot_connection(self, using="default", *, synchronous_commit=True):
+        return pg_connections.hot(using, synchronous_commit=synchronous_commit)
+
+    def data_version(self, using="default"):
+        return None
+
+    def analyze_if_outgrown(self, seen, *, using="default"):
+        return pg_analyze_if_outgrown(seen, using=using)
+
+    def optimize(self, *, using="default"):
+        return None
+
+
+class SQLite:
+    name = "sqlite"
+    notifies = False
+    checks_changes = True
+
+    def finish(self, rows, *, now, dependents=False, logs=(), using="default"):
+        return sqlite_finish(rows, now=now, dependents=dependents, logs=logs, using=using)
+
+    def finish_and_claim(self, rows, *, worker, queues, limit, now, lease_until, ids=None, due_by=None, limits=True,
+                         logs=(), in_flight=(), connection=None, using="default"):
+        won = self.finish(rows, now=now, logs=logs, using=using) if rows else {}
+        if limit <= 0 or not queues:
+            return won, []
+        claimed = sqlite_claim(
+            worker=worker, queues=queues, limit=limit, now=now, lease_until=lease_until, ids=ids, due_by=due_by,
+            limits=limits, in_flight=in_flight, using=using,
+        )
+        return won, claimed
+
+    def finish_and_claim_limited(self, rows, *, worker, queues, limit, now, lease_until, logs=(), in_flight=(),
+                                 connection=None, using="default"):
+        won = self.finish(rows, now=now, logs=logs, using=using) if rows else {}
+        claimed, rooms = sqlite_limited_claim(
+            worker=worker, queues=queues, limit=limit, now=now, lease_until=lease_until, in_flight=in_flight,
+            using=using,
+        )
+        return won, claimed, rooms
+
+    def insert_one(self, job, *, channel, payload_parts, using="default"):
+        return False  # no NOTIFY: the ORM's INSERT, announced in-process
+
+    def insert_many(self, jobs, *, using="default"):
+        return False  # the ORM's bulk_create
+
+    def hot_connection(self, using="default", *, synchronous_commit=True):
+        return None
+
+    def data_version(self, using="default"):
+        with connections[using].cursor() as cursor:
+            cursor.execute("PRAGMA data_version")
+            return cursor.fetchone()[0]
+
+    def analyze_if_outgrown(self, seen, *, using="default"):
+        return False  # PRAGMA optimize at housekeeping does it
+
+    def optimize(self, *, using="default"):
+        sqlite_optimize(using=using)
+
+
+_POSTGRES, _SQLITE = Postgres(), SQLite()
+
+
+def dialect(using="default") -> Dialect:
+    """Return the dialect of Django's database ``using``."""
+    return _POSTGRES if is_postgres(using) else _SQLITE
