@@ -200,15 +200,12 @@ class JobChangeList(SafeChangeList):
                     for m in range(1, 13)
                 ],
             }
+        return {**base, "back": None, "choices": self._year_choices(link, names["year"])}
+
+    @staticmethod
+    def _year_choices(link, name):
         this_year = timezone.localdate().year
-        return {
-            **base,
-            "back": None,
-            "choices": [
-                {"link": link({names["year"]: y}), "title": str(y)}
-                for y in range(this_year - 2, this_year + 2)
-            ],
-        }
+        return [{"link": link({name: y}), "title": str(y)} for y in range(this_year - 2, this_year + 2)]
 
 
 def site_view(model_admin, view):

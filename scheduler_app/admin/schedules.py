@@ -18,6 +18,7 @@ from ..lifecycle.building import QUEUE, TASK
 from ..models import Schedule
 from ..validation.fields import ARGS, KWARGS, MAX_ATTEMPTS, PRIORITY, TIMEOUT
 from ..validation.schedules import EDITABLE, INTERVAL
+from ..vocabulary.bounds import PRIORITY_MAX, PRIORITY_MIN
 from .formatting import status_badge, when_html
 from .forms import EncodableDataMixin, JSONTextField, RuleChoiceField, RuleFormField, SplitDateTime
 from .lookups import SafeLookupsMixin
@@ -28,7 +29,7 @@ class ScheduleForm(EncodableDataMixin, forms.ModelForm):
 
     task = RuleChoiceField(TASK, required=True)
     queue = RuleChoiceField(QUEUE, help_text="Empty: the task's queue.")
-    priority = RuleFormField(PRIORITY, help_text="-100..100, higher runs first. Empty: the task's.")
+    priority = RuleFormField(PRIORITY, help_text=f"{PRIORITY_MIN}..{PRIORITY_MAX}, higher runs first. Empty: the task's.")
     max_attempts = RuleFormField(MAX_ATTEMPTS, help_text="Empty: the default.")
     timeout = RuleFormField(TIMEOUT, help_text="Seconds an attempt may run. Empty: no limit.")
     args = JSONTextField(ARGS, initial="[]", help_text='A JSON list, e.g. [1, "a"].')

@@ -15,7 +15,7 @@ from drf_spectacular.drainage import set_override
 
 from ..models import Job, JobStatus
 from ..validation.fields import NO_NUL
-from ..vocabulary.bounds import PRIORITY_MAX, PRIORITY_MIN
+from ..vocabulary.bounds import PRIORITY_MAX, PRIORITY_MIN, QUEUE_NAME_MAX, SEARCH_MAX, TASK_NAME_MAX
 
 # Largest value of a 64-bit primary key: a longer number cannot be an id.
 MAX_ID = 2**63 - 1
@@ -101,8 +101,8 @@ class JobFilter(django_filters.FilterSet):
         choices=JobStatus.choices,
         help_text="Comma-separated statuses, e.g. pending,running (waiting: on dependencies).",
     )
-    queue = TextFilter(field_name="queue", max_length=64, help_text="Exact queue name.")
-    task = TextFilter(field_name="task", max_length=255, help_text="Exact task name.")
+    queue = TextFilter(field_name="queue", max_length=QUEUE_NAME_MAX, help_text="Exact queue name.")
+    task = TextFilter(field_name="task", max_length=TASK_NAME_MAX, help_text="Exact task name.")
     priority_min = IntegerFilter(
         field_name="priority",
         lookup_expr="gte",
@@ -141,7 +141,7 @@ class JobFilter(django_filters.FilterSet):
     )
     search = TextFilter(
         method="filter_search",
-        max_length=255,
+        max_length=SEARCH_MAX,
         help_text="The job id, or text contained in task or unique_key.",
     )
     ordering = TieBreakingOrderingFilter(

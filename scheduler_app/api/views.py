@@ -151,7 +151,7 @@ class JobViewSet(
         return Response(data, status=status.HTTP_201_CREATED, headers={"Location": str(data["url"])})
 
     @extend_schema(
-        summary="Create up to 1,000 jobs in one transaction",
+        summary=f"Create up to {BULK_MAX:,} jobs in one transaction",
         request=BulkCreateSerializer,
         responses={
             201: OpenApiResponse(

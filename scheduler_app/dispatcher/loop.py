@@ -65,9 +65,7 @@ class Dispatcher:
         # Where other processes cannot notify (SQLite), ask the store this
         # often whether anyone committed since; a yes brings the poll forward.
         self.change_check_interval = change_check_interval
-        # Loop thread only: the window and its timeline, the per-minute tallies
-        # (None or 0: not kept), the limited queues that are full (the claim
-        # enforces the limits), the outcomes not yet written, the leases.
+        # Loop thread only: the window, the per-minute tallies (None: not kept), the full limited queues.
         self.rollups = Reporter(rollup_interval, logger) if rollup_interval else None
         self.timeline = Timeline(self._group_of, cap)
         self.window = Window(

@@ -101,38 +101,22 @@ QUEUE_RULES = {r.field: r for r in (CONCURRENCY_LIMIT, RATE_LIMIT, RATE_PERIOD)}
 
 
 def build_job(
-    task,
-    args=(),
-    kwargs=None,
-    *,
-    execute_at=None,
-    delay=None,
-    priority=None,
-    queue=None,
-    max_attempts=None,
-    timeout=None,
-    unique_key=None,
-    unique_for=None,
-    depends_on=None,
-    on_dependency_failure=None,
-    created_by=None,
-    schedule=None,
-    now=None,
-    backend_options=None,
+    task, args=(), kwargs=None, *, execute_at=None, delay=None, priority=None, queue=None, max_attempts=None,
+    timeout=None, unique_key=None, unique_for=None, depends_on=None, on_dependency_failure=None, created_by=None,
+    schedule=None, now=None, backend_options=None,
 ):
-    """Validate a job description and return an unsaved Job.
+    """Validate a job description and return an unsaved Job; raise ValidationError with errors keyed by field.
 
     ``None`` means "the default": now for the time, ``validation.jobs.PRECEDENCE``
     for priority, queue, max_attempts, timeout and unique_for (the task, its
-    ``@options``, the backend's ``OPTIONS``, default: those of the scheduler's
-    first backend, then ``settings.SCHEDULER``). ``delay`` (seconds from now)
-    is the other way to give ``execute_at``. The arguments must bind to the
-    task's signature, pass its ``@options(validate=...)``, and take at most
-    ``SCHEDULER["ARGS_MAX_BYTES"]`` together; ``unique_for`` may not exceed
-    the task's own. ``depends_on`` (job ids, or Jobs) and ``unique_for`` need
-    the database to be settled (``creation``): the job carries them as
-    ``_depends_on`` and ``_unique_for``. Raise ValidationError with errors
-    keyed by field name.
+    ``@options``, the backend's ``OPTIONS`` (``backend_options``, default:
+    the scheduler's first backend's), ``settings.SCHEDULER``). ``delay``
+    (seconds from now) is the other way to give ``execute_at``. The arguments
+    must bind to the task's signature, pass its ``@options(validate=...)``
+    and take at most ``SCHEDULER["ARGS_MAX_BYTES"]``; ``unique_for`` may not
+    exceed the task's own. ``depends_on`` (job ids, or Jobs) and
+    ``unique_for`` need the database (``creation``): the job carries them as
+    ``_depends_on`` and ``_unique_for``.
     """
     errors = Errors()
     now = now or timezone.now()

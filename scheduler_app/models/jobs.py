@@ -12,7 +12,15 @@ from django.utils import timezone
 
 from ..sql.readable import error_entries  # stored_json: what no page shows becomes U+FFFD
 from ..sql.readable import json_reader as stored_json
-from ..vocabulary.bounds import MAX_ATTEMPTS_MIN, PRIORITY_MAX, PRIORITY_MIN
+from ..vocabulary.bounds import (
+    MAX_ATTEMPTS_MIN,
+    PRIORITY_MAX,
+    PRIORITY_MIN,
+    QUEUE_NAME_MAX,
+    TASK_NAME_MAX,
+    UNIQUE_KEY_MAX,
+    WORKER_ID_MAX,
+)
 from ..vocabulary.jobs import Status
 
 
@@ -64,10 +72,10 @@ class JobQuerySet(models.QuerySet):
 
 
 class Job(models.Model):
-    task = models.CharField(max_length=255, help_text="Registered task path.")
+    task = models.CharField(max_length=TASK_NAME_MAX, help_text="Registered task path.")
     args = models.JSONField(default=list, blank=True, decoder=stored_json)
     kwargs = models.JSONField(default=dict, blank=True, decoder=stored_json)
-    queue = models.CharField(max_length=64, default="default")
+    queue = models.CharField(max_length=QUEUE_NAME_MAX, default="default")
     priority = models.SmallIntegerField(
         default=0, help_text=f"{PRIORITY_MIN}..{PRIORITY_MAX}; higher runs first."
     )
@@ -81,7 +89,7 @@ class Job(models.Model):
         null=True, blank=True, help_text="Seconds an attempt may run; empty: no limit."
     )
     unique_key = models.CharField(
-        max_length=255,
+        max_length=UNIQUE_KEY_MAX,
         null=True,
         blank=True,
         help_text="At most one pending, waiting or running job per key.",
@@ -94,7 +102,7 @@ class Job(models.Model):
     # The id of the dispatcher process (its Worker row) that claimed the
     # current or last attempt; not a thread. Part of every attempt's
     # compare-and-set (status, worker, attempts).
-    worker = models.CharField(max_length=100, blank=True, default="")
+    worker = models.CharField(max_length=WORKER_ID_MAX, blank=True, default="")
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         null=True,

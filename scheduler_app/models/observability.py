@@ -6,6 +6,7 @@ the admin, the API and the metrics; ``models`` imports this module.
 
 from django.db import models
 
+from ..vocabulary.bounds import CURSOR_NAME_MAX, LOGGER_MAX, QUEUE_NAME_MAX, TASK_NAME_MAX
 from ..vocabulary.tallies import SLOTS
 
 
@@ -29,7 +30,7 @@ class JobLog(models.Model):
     seq = models.PositiveIntegerField(help_text="The record's place in its attempt's log, from 1.")
     time = models.DateTimeField()
     level = models.PositiveSmallIntegerField(help_text="Python's level number: 20 INFO, 30 WARNING, 40 ERROR.")
-    logger = models.CharField(max_length=255)
+    logger = models.CharField(max_length=LOGGER_MAX)
     message = models.TextField()
     exc_text = models.TextField(blank=True, default="")
 
@@ -51,8 +52,8 @@ def _histogram_fields(model, prefix):
 class Tallies(models.Model):
     """Counts of attempts and their wait/run histograms (buckets: ``vocabulary.tallies.BUCKETS``)."""
 
-    queue = models.CharField(max_length=64)
-    task = models.CharField(max_length=255)
+    queue = models.CharField(max_length=QUEUE_NAME_MAX)
+    task = models.CharField(max_length=TASK_NAME_MAX)
     started = models.BigIntegerField(default=0, db_default=0)
     succeeded = models.BigIntegerField(default=0, db_default=0)
     failed = models.BigIntegerField(default=0, db_default=0)
@@ -92,7 +93,7 @@ class Counter(Tallies):
 class RollupCursor(models.Model):
     """Where a shared piece of rollup work has got to (``enqueued``: minutes counted so far)."""
 
-    name = models.CharField(max_length=32, primary_key=True)
+    name = models.CharField(max_length=CURSOR_NAME_MAX, primary_key=True)
     at = models.DateTimeField()
 
 

@@ -7,7 +7,15 @@ from django.utils import timezone
 
 from ..sql.readable import json_reader as stored_json
 from ..validation.schedules import MISFIRE_POLICIES
-from ..vocabulary.bounds import PRIORITY_MAX, PRIORITY_MIN
+from ..vocabulary.bounds import (
+    CRON_MAX,
+    PRIORITY_MAX,
+    PRIORITY_MIN,
+    QUEUE_NAME_MAX,
+    SCHEDULE_NAME_MAX,
+    TASK_NAME_MAX,
+    ZONE_NAME_MAX,
+)
 
 # The Schedule class body has a field called ``timezone``.
 _now = timezone.now
@@ -25,19 +33,19 @@ class Schedule(models.Model):
     ``next_run_at`` forward with one compare-and-set UPDATE per run.
     """
 
-    name = models.CharField(max_length=200, unique=True)
-    task = models.CharField(max_length=255, help_text="Registered task path.")
+    name = models.CharField(max_length=SCHEDULE_NAME_MAX, unique=True)
+    task = models.CharField(max_length=TASK_NAME_MAX, help_text="Registered task path.")
     args = models.JSONField(default=list, blank=True, decoder=stored_json)
     kwargs = models.JSONField(default=dict, blank=True, decoder=stored_json)
-    queue = models.CharField(max_length=64, default="default")
+    queue = models.CharField(max_length=QUEUE_NAME_MAX, default="default")
     priority = models.SmallIntegerField(default=0)
     max_attempts = models.PositiveIntegerField(default=3)
     timeout = models.FloatField(null=True, blank=True)
     cron = models.CharField(
-        max_length=200, blank=True, default="", help_text="Five-field cron expression."
+        max_length=CRON_MAX, blank=True, default="", help_text="Five-field cron expression."
     )
     interval_seconds = models.PositiveIntegerField(null=True, blank=True)
-    timezone = models.CharField(max_length=64, default="UTC", help_text="IANA time zone name.")
+    timezone = models.CharField(max_length=ZONE_NAME_MAX, default="UTC", help_text="IANA time zone name.")
     enabled = models.BooleanField(default=True)
     misfire_policy = models.CharField(
         max_length=16, choices=MisfirePolicy.choices, default=MisfirePolicy.RUN_ONCE

@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from .. import conf
 from ..sql.readable import json_reader as stored_json
+from ..vocabulary.bounds import HOSTNAME_MAX, WORKER_ID_MAX
 
 
 class WorkerState(models.TextChoices):
@@ -37,8 +38,8 @@ class Worker(models.Model):
     thread running an attempt a "worker thread".
     """
 
-    id = models.CharField(max_length=100, primary_key=True)
-    hostname = models.CharField(max_length=255)
+    id = models.CharField(max_length=WORKER_ID_MAX, primary_key=True)
+    hostname = models.CharField(max_length=HOSTNAME_MAX)
     pid = models.PositiveIntegerField()
     queues = models.JSONField(default=list, help_text="Queues served.", decoder=stored_json)
     slots = models.JSONField(default=dict, help_text="Worker slots per queue group.", decoder=stored_json)

@@ -1,4 +1,19 @@
-"""PostgreSQL: the one-statement enqueue (INSERT + NOTIFY) and the one finish+claim statement."""
+"""PostgreSQL: the one-statement enqueue (INSERT + NOTIFY) and the one finish+claim statement.
+
+The enqueue statement is a server-side prepared statement of the session:
+the first enqueue on a connection sends ``PREPARE`` in the same query, later
+ones ``EXECUTE`` (planning an INSERT into a table with fifteen indexes costs
+the server about as much as running it: 0.3-0.4 ms of an enqueue's round
+trip on the benchmark's guest). Django turns psycopg's own prepared
+statements off by default for connection poolers; this one statement keeps
+working behind them: where the session lacks it (a pooler in transaction
+mode, ``DISCARD ALL``) or already has it (an earlier client of a pooled
+session) that enqueue sends the plain statement instead (inside the
+savepoint, so the caller's transaction is untouched); a session that lacked
+it twice gets only plain statements. ``OPTIONS: {"prepare_threshold": None}``
+set explicitly in the database's settings also means plain statements
+(Django's default, the key absent, does not).
+"""
 
 import contextlib
 import json
@@ -18,29 +33,12 @@ def pg_insert_and_notify(obj, *, channel, payload_parts, using="default"):
 
     The INSERT is ``bulk.json_insert``'s (one JSON document of the row's
     values); a data-modifying CTE returns the new id and passes it to
-    ``pg_notify`` as ``payload_parts[0] || id || payload_parts[1]``. Run
-    outside a transaction it is one round trip and one commit, atomic like
-    any single statement; the NOTIFY is delivered when it commits. Inside
-    the caller's transaction it runs in a savepoint, as
-    ``transaction.atomic`` would, so a failed insert leaves that transaction
-    usable: ``SAVEPOINT; ...; RELEASE`` sent as one query, one round trip
-    instead of three; the rollback to the savepoint costs a second one only
-    when the insert failed.
-
-    The statement is a server-side prepared statement of the session: the
-    first enqueue on a connection sends ``PREPARE`` in the same query, later
-    ones ``EXECUTE`` (planning an INSERT into a table with fifteen indexes
-    costs the server about as much as running it: 0.3-0.4 ms of an
-    enqueue's round trip on the benchmark's guest). Django turns psycopg's
-    own prepared statements off by default for connection poolers; this
-    one statement keeps working behind them: where the session lacks it (a
-    pooler in transaction mode, ``DISCARD ALL``) or already has it (an
-    earlier client of a pooled session) that enqueue sends the plain
-    statement instead (inside the savepoint, so the caller's transaction is
-    untouched); a session that lacked it twice gets only plain statements.
-    ``OPTIONS: {"prepare_threshold": None}`` set explicitly in the
-    database's settings also means plain statements (Django's default,
-    the key absent, does not).
+    ``pg_notify`` as ``payload_parts[0] || id || payload_parts[1]``. Outside
+    a transaction it is one round trip and one commit; inside the caller's
+    it runs in a savepoint (``SAVEPOINT; ...; RELEASE`` as one query), so a
+    failed insert leaves that transaction usable. The statement is prepared
+    once per database session, and keeps working behind poolers: see
+    ``_PREPARED`` (module docstring).
     """
     statement, params, types = pg_insert_statement(obj, channel=channel, payload_parts=payload_parts, using=using)
     connection = connections[using]

@@ -10,6 +10,7 @@ from zoneinfo import available_timezones
 
 from cronsim import CronSim, CronSimError
 
+from ..vocabulary.bounds import CRON_MAX, SCHEDULE_NAME_MAX
 from .fields import LATEST_TEXT, Moment, Rule, Text, WholeNumber, shown
 
 CRON_HELP = "5 fields: minute hour day-of-month month day-of-week, e.g. '0 2 * * 1-5'."
@@ -27,8 +28,7 @@ def zone_names():
     return (frozenset(available_timezones()) | {"UTC"}) - {"localtime", "posixrules", "Factory"}
 
 
-NAME_MAX = 200
-CRON_MAX = 200
+NAME_MAX = SCHEDULE_NAME_MAX
 INTERVAL_MAX = 366 * 24 * 3600
 TIMING_FIELDS = ("cron", "interval_seconds", "timezone", "start_at", "end_at")
 JOB_FIELDS = ("task", "args", "kwargs", "queue", "priority", "max_attempts", "timeout")

@@ -252,7 +252,7 @@ DECLARED = {
     "HEAP_CAP": _setting(20_000, WholeNumber("HEAP_CAP", 1, limits.HEAP_CAP_MAX), "most pending jobs the heap holds"),
     "POLL_INTERVAL": _setting(1.0, Seconds("POLL_INTERVAL", limits.POLL_INTERVAL_MAX), "seconds between change polls (the fallback)"),
     "SQLITE_CHANGE_CHECK": _setting(
-        0.02, Seconds("SQLITE_CHANGE_CHECK", 60, zero_ok=True),
+        0.02, Seconds("SQLITE_CHANGE_CHECK", limits.SQLITE_CHANGE_CHECK_MAX, zero_ok=True),
         "SQLite: seconds between checks of PRAGMA data_version (a commit elsewhere brings the poll forward); 0: off",
     ),
     "FULL_SYNC_INTERVAL": _setting(30.0, Seconds("FULL_SYNC_INTERVAL", DAY), "seconds between full reloads of the window"),
@@ -265,9 +265,9 @@ DECLARED = {
         8, WholeNumber("MAX_ABANDONED_THREADS", 0, limits.CONCURRENCY_MAX), "timed-out threads allowed to linger"
     ),
     "DEAD_AFTER_LEASES": _setting(
-        2, WholeNumber("DEAD_AFTER_LEASES", 1, 100), "a dispatcher is dead when its heartbeat is this many leases old"
+        2, WholeNumber("DEAD_AFTER_LEASES", 1, limits.DEAD_AFTER_LEASES_MAX), "a dispatcher is dead when its heartbeat is this many leases old"
     ),
-    "PRUNE_BATCH": _setting(1000, WholeNumber("PRUNE_BATCH", 1, 100_000), "finished jobs deleted per statement when pruning"),
+    "PRUNE_BATCH": _setting(1000, WholeNumber("PRUNE_BATCH", 1, limits.PRUNE_BATCH_MAX), "finished jobs deleted per statement when pruning"),
     "NOTIFY_CHANNEL": _setting(
         "scheduler_app_jobs", ChannelName("NOTIFY_CHANNEL"), "PostgreSQL: the NOTIFY channel of the dispatchers' wake-ups"
     ),
@@ -280,7 +280,7 @@ DECLARED = {
         "a schedule's run this many seconds past its time is missed",
     ),
     "SCHEDULE_CATCH_UP_MAX": _setting(
-        10, WholeNumber("SCHEDULE_CATCH_UP_MAX", 1, 1000), "most jobs a catch_up schedule makes for missed runs"
+        10, WholeNumber("SCHEDULE_CATCH_UP_MAX", 1, limits.SCHEDULE_CATCH_UP_MAX), "most jobs a catch_up schedule makes for missed runs"
     ),
     "QUEUES": _setting(
         {}, QueueSettings("QUEUES"),

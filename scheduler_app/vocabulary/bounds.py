@@ -1,8 +1,9 @@
-"""The bounds of a job's fields, in one place.
+"""Every bound, in one place: a field's, a setting's, a column's.
 
-The lifecycle's validation enforces them (``lifecycle.validation``), the
-models' check constraints repeat them to the database, and the API schema
-and the admin's help texts quote them. Nothing else states a bound.
+The rules enforce them (``validation``), the models' columns and check
+constraints repeat them to the database, and the API's schema and filters,
+the admin's help texts and the docs strings quote them. Nothing else states
+a bound (the house test looks for the numbers).
 """
 
 import re
@@ -19,6 +20,19 @@ DELAY_MAX = 100 * 365 * 24 * 3600
 UNIQUE_KEY_MAX = 255
 TASK_NAME_MAX = 255
 QUEUE_NAME_MAX = 64
+# Columns: a dispatcher's id (host-pid-random) and host name, a log record's
+# logger name and level (a smallint), a schedule's name, cron text and zone.
+WORKER_ID_MAX = 100
+HOSTNAME_MAX = 255
+LOGGER_MAX = 255
+LOG_LEVEL_MAX = 32767
+SCHEDULE_NAME_MAX = 200
+CRON_MAX = 200
+ZONE_NAME_MAX = 64
+# A rollup cursor's name (the piece of shared work it tracks).
+CURSOR_NAME_MAX = 32
+# Characters of a list's ?search= text.
+SEARCH_MAX = 255
 # Every queue name, wherever it comes from (settings, a request, a command
 # line): it goes into URLs, log lines and LISTEN payloads as it is.
 QUEUE_NAME_PATTERN = rf"^[A-Za-z0-9_.-]{{1,{QUEUE_NAME_MAX}}}$"
@@ -72,6 +86,10 @@ LEASE_MAX = 24 * 3600
 GRACE_MAX = 24 * 3600
 HEAP_CAP_MAX = 10_000_000
 MAX_JOBS_MAX = 10**12
+SQLITE_CHANGE_CHECK_MAX = 60
+DEAD_AFTER_LEASES_MAX = 100
+PRUNE_BATCH_MAX = 100_000
+SCHEDULE_CATCH_UP_MAX = 1000
 # The built-in webhook task: at most this long a wait, this much body kept.
 WEBHOOK_TIMEOUT_MAX = 3600
 WEBHOOK_MAX_BODY_MAX = 16 * 1024 * 1024

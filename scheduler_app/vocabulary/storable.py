@@ -18,6 +18,8 @@ and :func:`log_rows` before the statement, whoever built the outcome.
 import json
 import re
 
+from .bounds import LOG_LEVEL_MAX, LOGGER_MAX
+
 # What replaces a NUL or a lone surrogate in stored text.
 REPLACEMENT = "\ufffd"
 
@@ -27,9 +29,7 @@ MESSAGE_MAX = 2000
 TRACEBACK_MAX = 20000
 
 # JobLog's columns: ``level`` is a PositiveSmallIntegerField, ``logger`` a
-# CharField(max_length=255).
-LOG_LEVEL_MAX = 32767
-LOGGER_MAX = 255
+# CharField (bounds: ``bounds.LOG_LEVEL_MAX``, ``bounds.LOGGER_MAX``).
 
 _BAD_CHARS = re.compile("[\x00\ud800-\udfff]")
 # In JSON text made with ensure_ascii (json.dumps's default): a NUL or a

@@ -1,15 +1,24 @@
-"""Rules of the house (issue #10): no module of the app over 450 lines, no import cycle.
+"""Rules of the house: the layout's (docs/ARCHITECTURE.md, "The packages") kept by a test.
 
-Both read the source only (no Django): module-level imports, including
-those under a top-level ``if``/``try``, count; imports inside functions and
-under ``if TYPE_CHECKING`` do not (they run later, or never).
+Read from the source only (no Django). "The app's packages" are the
+top-level entries of ``scheduler_app/``: a subpackage is one node, a root
+module another. Every import counts, those inside functions too (they run
+later, but a cycle they close is a cycle); only ``if TYPE_CHECKING`` ones do
+not.
 """
 
 import ast
+import sys
 from pathlib import Path
 
 APP = Path(__file__).resolve().parents[2] / "scheduler_app"
 MAX_LINES = 450
+MAX_ROOT_MODULES = 12
+LONG_FUNCTION = 60
+MAX_LONG_FUNCTIONS = 3
+# Packages that import nothing of the app but what is listed (and the standard library only).
+PURE = {"vocabulary": set(), "dispatcher": {"vocabulary"}}
+VENDOR_WORDS = ("is_postgres", "is_sqlite", ".vendor", "vendor(")
 
 
 def modules():
@@ -21,55 +30,58 @@ def modules():
         yield name, path
 
 
-def top_level_imports(tree):
-    def walk(body):
-        for node in body:
-            if isinstance(node, (ast.Import, ast.ImportFrom)):
-                yield node
-            elif isinstance(node, ast.If):
-                test = node.test
-                if isinstance(test, ast.Name) and test.id == "TYPE_CHECKING":
-                    yield from walk(node.orelse)
-                    continue
-                yield from walk(node.body)
-                yield from walk(node.orelse)
-            elif isinstance(node, ast.Try):
-                for block in (node.body, node.orelse, node.finalbody, *[h.body for h in node.handlers]):
-                    yield from walk(block)
-
-    yield from walk(tree.body)
+def node_of(module):
+    """Return the top-level entry of ``scheduler_app`` a module belongs to (``__init__`` for the package itself)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
 
 
-def edges(known):
-    graph = {}
-    for name, path in modules():
-        is_package = path.name == "__init__.py"
-        package = name if is_package else name.rpartition(".")[0]
-        targets = set()
-        for node in top_level_imports(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                targets.update(alias.name for alias in node.names)
-                continue
+def imports(path, name):
+    """Return every module ``path`` (module ``name``) imports, with the line; TYPE_CHECKING blocks left out."""
+    tree = ast.parse(path.read_text())
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    skipped = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", None)) == "TYPE_CHECKING":
+            skipped.update(id(n) for child in node.body for n in ast.walk(child))
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")
                 base = base[: len(base) - (node.level - 1)]
                 source = ".".join(base + ([node.module] if node.module else []))
             else:
                 source = node.module or ""
+            yield source, node.lineno
             for alias in node.names:
-                # `from pkg import sub` imports the submodule sub.
-                targets.add(f"{source}.{alias.name}" if f"{source}.{alias.name}" in known else source)
-        graph[name] = {t for t in targets if t in known and t != name}
-    return graph
+                yield f"{source}.{alias.name}", node.lineno
 
 
-def find_cycle(graph):
+def graph():
+    """Return ``{node: {node: [where]}}`` of the app's imports between its top-level entries."""
+    edges = {}
+    for name, path in modules():
+        for target, line in imports(path, name):
+            if not target.startswith("scheduler_app."):
+                continue
+            a, b = node_of(name), node_of(target)
+            if a != b and b != "__init__":
+                edges.setdefault(a, {}).setdefault(b, []).append(f"{name}:{line}")
+    return edges
+
+
+def find_cycle(edges):
     state, stack = {}, []
 
     def visit(node):
         state[node] = "open"
         stack.append(node)
-        for nxt in sorted(graph.get(node, ())):
+        for nxt in sorted(edges.get(node, ())):
             if state.get(nxt) == "open":
                 return stack[stack.index(nxt):] + [nxt]
             if nxt not in state:
@@ -80,7 +92,7 @@ def find_cycle(graph):
         state[node] = "done"
         return None
 
-    for node in sorted(graph):
+    for node in sorted(edges):
         if node not in state:
             found = visit(node)
             if found:
@@ -93,12 +105,75 @@ def test_no_module_is_over_450_lines():
     assert long == {}
 
 
-def test_no_import_cycle():
-    known = {name for name, _ in modules()}
-    cycle = find_cycle(edges(known))
-    assert cycle is None, " -> ".join(cycle)
+def test_imports_go_down_no_cycle_among_the_apps_packages():
+    edges = graph()
+    cycle = find_cycle(edges)
+    where = [f"{a} -> {b}: {edges[a][b][:3]}" for a, b in zip(cycle, cycle[1:])] if cycle else []
+    assert cycle is None, " -> ".join(cycle) + "\n" + "\n".join(where)
 
 
-def test_the_cycle_finder_finds_a_cycle():
-    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
-    assert find_cycle({"a": {"b"}, "b": set()}) is None
+def test_the_root_holds_at_most_twelve_modules():
+    root = sorted(p.name for p in APP.glob("*.py"))
+    assert len(root) <= MAX_ROOT_MODULES, root
+
+
+def test_the_pure_packages_import_only_the_standard_library_and_what_is_below_them():
+    allowed_outside = set(sys.stdlib_module_names)
+    found = []
+    for name, path in modules():
+        node = node_of(name)
+        if node not in PURE:
+            continue
+        for target, line in imports(path, name):
+            top = target.split(".")[0]
+            if top == "scheduler_app":
+                if node_of(target) not in {node, *PURE[node]} and target != "scheduler_app":
+                    found.append(f"{name}:{line} imports {target}")
+            elif top and top not in allowed_outside:
+                found.append(f"{name}:{line} imports {target}")
+    assert found == []
+
+
+def test_every_vendor_branch_is_in_the_database_package():
+    found = []
+    for name, path in modules():
+        if node_of(name) == "sql":
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if any(word in line for word in VENDOR_WORDS) and not line.lstrip().startswith("#"):
+                found.append(f"{name}:{number}: {line.strip()}")
+    assert found == []
+
+
+def test_at_most_three_functions_are_over_sixty_lines():
+    long = []
+    for name, path in modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > LONG_FUNCTION:
+                    long.append((length, f"{name}.{node.name}"))
+    assert len(long) <= MAX_LONG_FUNCTIONS, sorted(long, reverse=True)
+
+
+def test_columns_state_no_bound_of_their_own():
+    found = []
+    for name, path in modules():
+        if node_of(name) != "models":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.keyword) and node.arg == "max_length" and isinstance(node.value, ast.Constant):
+                if node.value.value > 16:  # the short status and policy columns are their choices' length
+                    found.append(f"{name}:{node.value.lineno} max_length={node.value.value}")
+    assert found == []
+
+
+def test_the_checks_find_what_they_look_for():
+    assert find_cycle({"a": {"b": []}, "b": {"c": []}, "c": {"a": []}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b": []}, "b": {}}) is None
+    assert node_of("scheduler_app.sql.dialect") == "sql" and node_of("scheduler_app.conf") == "conf"
+    code = "def f():\n    from scheduler_app.admin import jobs\n"
+    tmp = APP.parent / "test-artifacts" / "house_probe.py"
+    tmp.parent.mkdir(exist_ok=True)
+    tmp.write_text(code)
+    assert ("scheduler_app.admin", 2) in list(imports(tmp, "scheduler_app.models.probe"))  # inside a function too
