@@ -42,13 +42,13 @@ class TestPage:
             html = admin_client_.get(url).content.decode()
             assert f'<a href="{DASHBOARD}"' in html and ">Dashboard</a>" in html
 
-    def test_counts_and_sections(self, admin_client_, make_job):
+    def test_counts_and_sections(self, admin_client_, job_row):
         now = timezone.now()
-        make_job(execute_at=now - timedelta(seconds=30))
-        make_job(execute_at=now + timedelta(hours=1), queue="slow")
-        make_job(JobStatus.RUNNING, progress={"current": 3, "total": 4, "message": "m"})
-        failed = make_job(JobStatus.FAILED, errors=[{"attempt": 1, "exception_class": "builtins.ValueError", "message": "disk <full>", "traceback": "tb"}])
-        make_job(JobStatus.SUCCEEDED)
+        job_row(execute_at=now - timedelta(seconds=30))
+        job_row(execute_at=now + timedelta(hours=1), queue="slow")
+        job_row(JobStatus.RUNNING, progress={"current": 3, "total": 4, "message": "m"})
+        failed = job_row(JobStatus.FAILED, errors=[{"attempt": 1, "exception_class": "builtins.ValueError", "message": "disk <full>", "traceback": "tb"}])
+        job_row(JobStatus.SUCCEEDED)
         html = admin_client_.get(DASHBOARD).content.decode()
         assert 'id="sched-count-pending">2<' in html
         assert 'id="sched-count-running">1<' in html
@@ -105,12 +105,12 @@ class TestMounting:
 
 
 class TestData:
-    def test_json_numbers(self, admin_client_, make_job):
+    def test_json_numbers(self, admin_client_, job_row):
         now = timezone.now()
-        make_job(execute_at=now - timedelta(seconds=90))
-        make_job(execute_at=now + timedelta(minutes=10))
-        make_job(JobStatus.SUCCEEDED)
-        make_job(JobStatus.FAILED, errors=[{"attempt": 1, "exception_class": "x.Boom", "message": "boom", "traceback": ""}])
+        job_row(execute_at=now - timedelta(seconds=90))
+        job_row(execute_at=now + timedelta(minutes=10))
+        job_row(JobStatus.SUCCEEDED)
+        job_row(JobStatus.FAILED, errors=[{"attempt": 1, "exception_class": "x.Boom", "message": "boom", "traceback": ""}])
         data = admin_client_.get(DATA).json()
         assert data["counts"] == {"pending": 2, "waiting": 0, "running": 0, "succeeded": 1, "failed": 1, "cancelled": 0}
         default = next(q for q in data["queues"] if q["name"] == "default")
@@ -124,37 +124,37 @@ class TestData:
         assert isinstance(data["took_ms"], int)
         assert 'id="sched-count-pending">2<' in data["html"]["summary"]
 
-    def test_upcoming_order_due_by_priority_then_future_by_time(self, admin_client_, make_job):
+    def test_upcoming_order_due_by_priority_then_future_by_time(self, admin_client_, job_row):
         now = timezone.now()
-        due_low = make_job(execute_at=now - timedelta(minutes=5), priority=0)
-        due_high = make_job(execute_at=now - timedelta(minutes=1), priority=50)
-        due_low_newer = make_job(execute_at=now - timedelta(minutes=2), priority=0)
-        later = make_job(execute_at=now + timedelta(hours=2), priority=100)
-        sooner = make_job(execute_at=now + timedelta(minutes=2), priority=-10)
-        make_job(JobStatus.SUCCEEDED)
+        due_low = job_row(execute_at=now - timedelta(minutes=5), priority=0)
+        due_high = job_row(execute_at=now - timedelta(minutes=1), priority=50)
+        due_low_newer = job_row(execute_at=now - timedelta(minutes=2), priority=0)
+        later = job_row(execute_at=now + timedelta(hours=2), priority=100)
+        sooner = job_row(execute_at=now + timedelta(minutes=2), priority=-10)
+        job_row(JobStatus.SUCCEEDED)
         upcoming = admin_client_.get(DATA).json()["upcoming"]
         assert [j["id"] for j in upcoming] == [due_high.pk, due_low.pk, due_low_newer.pk, sooner.pk, later.pk]
         assert [j["due"] for j in upcoming] == [True, True, True, False, False]
         assert upcoming[3]["when"] == "in 2 min" or upcoming[3]["when"] == "in 1 min"
 
-    def test_upcoming_is_capped_at_20(self, admin_client_, make_job):
+    def test_upcoming_is_capped_at_20(self, admin_client_, job_row):
         for _ in range(25):
-            make_job(execute_at=timezone.now() + timedelta(minutes=1))
+            job_row(execute_at=timezone.now() + timedelta(minutes=1))
         assert len(admin_client_.get(DATA).json()["upcoming"]) == 20
 
-    def test_running_with_elapsed_and_failures_capped_at_10(self, admin_client_, make_job):
-        running = make_job(JobStatus.RUNNING, cancel_requested=True)
+    def test_running_with_elapsed_and_failures_capped_at_10(self, admin_client_, job_row):
+        running = job_row(JobStatus.RUNNING, cancel_requested=True)
         for i in range(12):
-            make_job(JobStatus.FAILED, finished_at=timezone.now() - timedelta(minutes=i), errors=[{"message": f"m{i}"}])
+            job_row(JobStatus.FAILED, finished_at=timezone.now() - timedelta(minutes=i), errors=[{"message": f"m{i}"}])
         data = admin_client_.get(DATA).json()
         assert data["running"][0]["id"] == running.pk
         assert 41 <= data["running"][0]["elapsed_seconds"] <= 60
         assert data["running"][0]["cancel_requested"] is True
         assert [f["message"] for f in data["failures"]] == [f"m{i}" for i in range(10)]
 
-    def test_running_elapsed_is_the_current_attempts(self, admin_client_, make_job):
+    def test_running_elapsed_is_the_current_attempts(self, admin_client_, job_row):
         now = timezone.now()
-        make_job(JobStatus.RUNNING, attempts=2, started_at=now - timedelta(hours=3), last_attempted_at=now - timedelta(seconds=42))
+        job_row(JobStatus.RUNNING, attempts=2, started_at=now - timedelta(hours=3), last_attempted_at=now - timedelta(seconds=42))
         [row] = admin_client_.get(DATA).json()["running"]
         assert 41 <= row["elapsed_seconds"] <= 60
 
@@ -189,7 +189,7 @@ class TestData:
         html = data["html"]["tasks"]
         assert "?task=tests.testapp.tasks.add&amp;status__exact=failed" in html and "25.0 %" in html
 
-    def test_query_count_does_not_grow_with_rows(self, admin_client_, make_job, monkeypatch):
+    def test_query_count_does_not_grow_with_rows(self, admin_client_, job_row, monkeypatch):
         from django.db import connection
         from django.test.utils import CaptureQueriesContext
 
@@ -205,12 +205,12 @@ class TestData:
             return len(ctx)
 
         for status in JobStatus.values:
-            make_job(status)
+            job_row(status)
         admin_client_.get(DATA)
         few = count()
         for status in JobStatus.values:
             for _ in range(15):
-                make_job(status)
+                job_row(status)
         Worker.objects.bulk_create(Worker(id=f"w{i}", hostname="h", pid=i) for i in range(5))
         # Two session/user queries, then a fixed set of stats queries (the
         # history's three and the task table's one among them).
@@ -247,8 +247,8 @@ class TestQueues:
         assert client.post(toggle_url("slow", "pause")).status_code == 403
         assert not Queue.objects.filter(paused=True).exists()
 
-    def test_paused_queue_flags_upcoming_jobs(self, admin_client_, make_job):
-        make_job(queue="slow")
+    def test_paused_queue_flags_upcoming_jobs(self, admin_client_, job_row):
+        job_row(queue="slow")
         admin_client_.post(toggle_url("slow", "pause"))
         data = admin_client_.get(DATA).json()
         assert data["upcoming"][0]["paused"] is True

@@ -6,8 +6,7 @@ from django.urls import reverse
 
 from scheduler_app import lifecycle
 from scheduler_app.models import Queue
-
-from .conftest import ADD, grant
+from tests.plumbing import ADD, grant
 
 pytestmark = pytest.mark.django_db
 
@@ -28,8 +27,8 @@ def form(**limits):
 
 class TestQueueAdmin:
     @override_settings(SCHEDULER={"QUEUES": {"slow": {"concurrency_limit": 2}}})
-    def test_the_list_shows_every_served_queue_with_its_limits_against_their_use(self, admin_client_, make_job):
-        make_job("running", queue="slow")
+    def test_the_list_shows_every_served_queue_with_its_limits_against_their_use(self, admin_client_, job_row):
+        job_row("running", queue="slow")
         page = admin_client_.get(QUEUES).content.decode()
         assert set(Queue.objects.values_list("name", flat=True)) == {"default", "slow", "other"}
         assert "1 / 2 running" in page and "no limit" in page
@@ -105,9 +104,9 @@ class TestWorkflowOnTheJobPage:
         assert [j.pk for j in admin_client_.get(changelist, {"depends_on": first.pk}).context["cl"].result_list] == [second.pk]
 
 
-def test_the_dashboard_shows_each_limit_against_its_use(admin_client_, make_job):
+def test_the_dashboard_shows_each_limit_against_its_use(admin_client_, job_row):
     lifecycle.set_limits("slow", concurrency_limit=3, rate_limit=10, rate_period=60)
-    make_job("running", queue="slow")
+    job_row("running", queue="slow")
     html = admin_client_.get(reverse("admin:scheduler_app_dashboard_data")).json()["html"]["queues"]
     assert '<td class="num" data-col="running" title="concurrency limit 3">1 / 3</td>' in html
     assert "0 / 10 per 60 s" in html

@@ -13,8 +13,7 @@ from django.utils import timezone
 from scheduler_app.admin import changelist
 from scheduler_app.admin import jobs as job_admin
 from scheduler_app.models import Job, JobStatus
-
-from .conftest import ADD
+from tests.plumbing import ADD
 
 pytestmark = pytest.mark.django_db
 
@@ -44,12 +43,12 @@ def split_dt(value):
 
 
 class TestList:
-    def test_columns_badges_and_relative_times(self, admin_client_, make_job):
+    def test_columns_badges_and_relative_times(self, admin_client_, job_row):
         now = timezone.now()
-        future = make_job(execute_at=now + timedelta(minutes=5, seconds=30))
-        late = make_job(execute_at=now - timedelta(minutes=3, seconds=10))
-        done = make_job(JobStatus.SUCCEEDED, started_at=now - timedelta(seconds=2), finished_at=now)
-        running = make_job(JobStatus.RUNNING, progress={"current": 1, "total": 4, "message": ""})
+        future = job_row(execute_at=now + timedelta(minutes=5, seconds=30))
+        late = job_row(execute_at=now - timedelta(minutes=3, seconds=10))
+        done = job_row(JobStatus.SUCCEEDED, started_at=now - timedelta(seconds=2), finished_at=now)
+        running = job_row(JobStatus.RUNNING, progress={"current": 1, "total": 4, "message": ""})
         response = admin_client_.get(CHANGELIST)
         html = response.content.decode()
         assert response.status_code == 200
@@ -64,24 +63,24 @@ class TestList:
         assert "1/3" in html and "host:1:abc" in html
         assert "4 jobs" in html
 
-    def test_a_later_attempt_runs_for_as_long_as_this_attempt(self, admin_client_, make_job):
+    def test_a_later_attempt_runs_for_as_long_as_this_attempt(self, admin_client_, job_row):
         now = timezone.now()
-        job = make_job(
+        job = job_row(
             JobStatus.RUNNING, attempts=2, started_at=now - timedelta(hours=3), last_attempted_at=now - timedelta(seconds=42)
         )
         assert "42 s so far" in admin_client_.get(CHANGELIST).content.decode()
         html = admin_client_.get(change_url(job)).content.decode()
         assert "Started at" in html and "Last attempt at" in html and "42 s so far" in html
 
-    def test_newest_first(self, admin_client_, make_job):
-        jobs = [make_job() for _ in range(3)]
+    def test_newest_first(self, admin_client_, job_row):
+        jobs = [job_row() for _ in range(3)]
         assert listed_ids(admin_client_.get(CHANGELIST)) == [j.pk for j in reversed(jobs)]
 
-    def test_filters(self, admin_client_, make_job):
-        pending = make_job()
-        failed = make_job(JobStatus.FAILED)
-        other = make_job(task="tests.testapp.tasks.noop", queue="other")
-        old = make_job(execute_at=timezone.now() - timedelta(days=40))
+    def test_filters(self, admin_client_, job_row):
+        pending = job_row()
+        failed = job_row(JobStatus.FAILED)
+        other = job_row(task="tests.testapp.tasks.noop", queue="other")
+        old = job_row(execute_at=timezone.now() - timedelta(days=40))
         assert set(listed_ids(admin_client_.get(CHANGELIST, {"status__exact": "failed"}))) == {failed.pk}
         assert set(listed_ids(admin_client_.get(CHANGELIST, {"queue": "other"}))) == {other.pk}
         assert set(listed_ids(admin_client_.get(CHANGELIST, {"task": "tests.testapp.tasks.noop"}))) == {other.pk}
@@ -93,22 +92,22 @@ class TestList:
         # An empty "Before" box means no upper bound.
         assert set(listed_ids(admin_client_.get(CHANGELIST, {"execute_at__gte": str(today - timedelta(days=50)), "execute_at__lt": ""}))) == {pending.pk, failed.pk, other.pk, old.pk}
 
-    def test_filter_sidebar_lists_registered_tasks_and_queues_and_range_form(self, admin_client_, make_job):
+    def test_filter_sidebar_lists_registered_tasks_and_queues_and_range_form(self, admin_client_, job_row):
         html = admin_client_.get(CHANGELIST).content.decode()
         assert "?task=tests.testapp.tasks.add" in html
         assert "?queue=slow" in html
         assert 'type="date" name="execute_at__gte"' in html
         assert 'type="date" name="finished_at__lt"' in html
 
-    def test_bad_filter_value_is_not_a_500(self, admin_client_, make_job):
-        make_job()
+    def test_bad_filter_value_is_not_a_500(self, admin_client_, job_row):
+        job_row()
         response = admin_client_.get(CHANGELIST, {"execute_at__gte": "not-a-date"})
         assert response.status_code in (200, 302)
         response = admin_client_.get(CHANGELIST, {"execute_at__year": "abc"})
         assert response.status_code in (200, 302)
 
-    def test_date_hierarchy_drills_down_without_scanning(self, admin_client_, make_job):
-        job = make_job()
+    def test_date_hierarchy_drills_down_without_scanning(self, admin_client_, job_row):
+        job = job_row()
         local = timezone.localtime(job.execute_at)
         html = admin_client_.get(CHANGELIST).content.decode()
         assert f"execute_at__year={local.year}" in html
@@ -118,9 +117,9 @@ class TestList:
         other_month = 1 if local.month != 1 else 2
         assert listed_ids(admin_client_.get(CHANGELIST, {"execute_at__year": local.year, "execute_at__month": other_month})) == []
 
-    def test_search_by_id_task_and_unique_key(self, admin_client_, make_job):
-        a = make_job(unique_key="report-2026")
-        b = make_job(task="tests.testapp.tasks.noop")
+    def test_search_by_id_task_and_unique_key(self, admin_client_, job_row):
+        a = job_row(unique_key="report-2026")
+        b = job_row(task="tests.testapp.tasks.noop")
         assert listed_ids(admin_client_.get(CHANGELIST, {"q": str(a.pk)})) == [a.pk]
         assert listed_ids(admin_client_.get(CHANGELIST, {"q": f" #{b.pk} "})) == [b.pk]
         assert listed_ids(admin_client_.get(CHANGELIST, {"q": "999999"})) == []
@@ -128,17 +127,17 @@ class TestList:
         assert listed_ids(admin_client_.get(CHANGELIST, {"q": "report-2026"})) == [a.pk]
         assert listed_ids(admin_client_.get(CHANGELIST, {"q": "report"})) == []  # unique_key is exact
 
-    def test_query_count_does_not_grow_with_rows(self, admin_client_, make_job, django_assert_num_queries):
+    def test_query_count_does_not_grow_with_rows(self, admin_client_, job_row, django_assert_num_queries):
         from django.db import connection
         from django.test.utils import CaptureQueriesContext
 
         for _ in range(3):
-            make_job(JobStatus.FAILED, errors=[{"attempt": 1, "message": "x", "traceback": "t" * 1000}])
+            job_row(JobStatus.FAILED, errors=[{"attempt": 1, "message": "x", "traceback": "t" * 1000}])
         admin_client_.get(CHANGELIST)  # warm the session and content types
         with CaptureQueriesContext(connection) as few:
             admin_client_.get(CHANGELIST)
         for _ in range(40):
-            make_job(JobStatus.RUNNING)
+            job_row(JobStatus.RUNNING)
         with CaptureQueriesContext(connection) as many:
             admin_client_.get(CHANGELIST)
         assert len(many) == len(few) <= 8
@@ -147,9 +146,9 @@ class TestList:
         select_rows = [q["sql"] for q in many.captured_queries if '"errors"' in q["sql"]]
         assert select_rows == []  # tracebacks are not loaded for the list
 
-    def test_count_is_capped(self, admin_client_, make_job):
+    def test_count_is_capped(self, admin_client_, job_row):
         for _ in range(8):
-            make_job()
+            job_row()
         with mock.patch.object(changelist.CappedCountPaginator, "cap", 5):
             html = admin_client_.get(CHANGELIST).content.decode()
         assert "More than 5 jobs" in html
@@ -234,8 +233,8 @@ class TestAddForm:
         enqueue.assert_called_once()
         assert Job.objects.count() == 1
 
-    def test_unique_key_held_by_an_active_job_creates_nothing(self, admin_client_, make_job):
-        held = make_job(unique_key="nightly")
+    def test_unique_key_held_by_an_active_job_creates_nothing(self, admin_client_, job_row):
+        held = job_row(unique_key="nightly")
         response = admin_client_.post(ADD_URL, {"task": ADD, "args": "[1, 2]", "kwargs": "{}", "unique_key": "nightly"})
         assert response.status_code == 302 and response["Location"] == change_url(held)
         assert Job.objects.count() == 1
@@ -252,8 +251,8 @@ class TestAddForm:
 
 
 class TestChangeView:
-    def test_pending_job_can_be_rescheduled_and_nothing_else(self, admin_client_, make_job):
-        job = make_job()
+    def test_pending_job_can_be_rescheduled_and_nothing_else(self, admin_client_, job_row):
+        job = job_row()
         response = admin_client_.get(change_url(job))
         html = response.content.decode()
         assert 'name="execute_at_0"' in html and 'name="priority"' in html
@@ -264,22 +263,22 @@ class TestChangeView:
         job.refresh_from_db()
         assert (job.execute_at, job.priority, job.task, job.status) == (when, 50, ADD, JobStatus.PENDING)
 
-    def test_reschedule_goes_through_the_lifecycle(self, admin_client_, make_job):
+    def test_reschedule_goes_through_the_lifecycle(self, admin_client_, job_row):
         from scheduler_app import lifecycle
 
-        job = make_job()
+        job = job_row()
         with mock.patch.object(lifecycle, "reschedule", wraps=lifecycle.reschedule) as reschedule:
             admin_client_.post(change_url(job), {**split_dt(job.execute_at), "priority": "3", "_save": "Save"})
         reschedule.assert_called_once_with(job.pk, priority=3)
 
-    def test_bad_priority_is_inline(self, admin_client_, make_job):
-        job = make_job()
+    def test_bad_priority_is_inline(self, admin_client_, job_row):
+        job = job_row()
         response = admin_client_.post(change_url(job), {**split_dt(job.execute_at), "priority": "101"})
         assert response.status_code == 200
         assert "Must be a whole number from -100 to 100." in response.content.decode()
 
-    def test_job_that_started_meanwhile_gets_an_error_not_a_500(self, admin_client_, make_job):
-        job = make_job()
+    def test_job_that_started_meanwhile_gets_an_error_not_a_500(self, admin_client_, job_row):
+        job = job_row()
         Job.objects.filter(pk=job.pk).update(status=JobStatus.RUNNING)
         response = admin_client_.post(change_url(job), {**split_dt(job.execute_at), "priority": "9", "_save": "Save"})
         assert response.status_code == 302 and response["Location"] == change_url(job)
@@ -289,17 +288,17 @@ class TestChangeView:
         job.refresh_from_db()
         assert job.priority == 0
 
-    def test_form_rechecks_the_state_when_it_validates(self, make_job):
+    def test_form_rechecks_the_state_when_it_validates(self, job_row):
         from scheduler_app.admin.forms import JobRescheduleForm
 
-        job = make_job()
+        job = job_row()
         Job.objects.filter(pk=job.pk).update(status=JobStatus.CANCELLED)
         form = JobRescheduleForm({**split_dt(job.execute_at), "priority": "9"}, instance=job)
         assert not form.is_valid()
         assert form.non_field_errors() == [f"Only pending or waiting jobs can be rescheduled; job {job.pk} is cancelled."]
 
-    def test_finished_job_is_read_only_with_result_errors_and_timings(self, admin_client_, make_job):
-        job = make_job(
+    def test_finished_job_is_read_only_with_result_errors_and_timings(self, admin_client_, job_row):
+        job = job_row(
             JobStatus.FAILED,
             attempts=2,
             errors=[
@@ -316,28 +315,28 @@ class TestChangeView:
         assert "Traceback (most recent call last)" in html and "Traceback two" in html
         assert "builtins.ValueError" in html and "Attempt 2" in html
         assert "3.0 s" in html  # duration
-        done = make_job(JobStatus.SUCCEEDED, result={"total": 3})
+        done = job_row(JobStatus.SUCCEEDED, result={"total": 3})
         html = admin_client_.get(change_url(done)).content.decode()
         assert "&quot;total&quot;: 3" in html
 
-    def test_post_to_a_finished_job_changes_nothing(self, admin_client_, make_job):
-        job = make_job(JobStatus.SUCCEEDED)
+    def test_post_to_a_finished_job_changes_nothing(self, admin_client_, job_row):
+        job = job_row(JobStatus.SUCCEEDED)
         response = admin_client_.post(change_url(job), {"priority": "50", "execute_at_0": "2030-01-01", "execute_at_1": "00:00:00", "_save": "Save"})
         assert response.status_code == 302
         job.refresh_from_db()
         assert job.priority == 0
 
-    def test_worker_link_on_the_change_page(self, admin_client_, make_job):
+    def test_worker_link_on_the_change_page(self, admin_client_, job_row):
         from scheduler_app.models import Worker
 
         Worker.objects.create(id="host:1:abc", hostname="host", pid=1, queues=["default"], slots={"*": 2})
-        job = make_job(JobStatus.RUNNING)
+        job = job_row(JobStatus.RUNNING)
         html = admin_client_.get(change_url(job)).content.decode()
         assert reverse("admin:scheduler_app_worker_change", args=["host:1:abc"]) in html
         assert "sched-worker-alive" in html
 
-    def test_only_finished_jobs_can_be_deleted(self, admin_client_, make_job):
-        pending, done = make_job(), make_job(JobStatus.SUCCEEDED)
+    def test_only_finished_jobs_can_be_deleted(self, admin_client_, job_row):
+        pending, done = job_row(), job_row(JobStatus.SUCCEEDED)
         assert admin_client_.post(reverse("admin:scheduler_app_job_delete", args=[pending.pk]), {"post": "yes"}).status_code == 403
         assert admin_client_.post(reverse("admin:scheduler_app_job_delete", args=[done.pk]), {"post": "yes"}).status_code == 302
         assert list(Job.objects.values_list("pk", flat=True)) == [pending.pk]
@@ -353,8 +352,8 @@ def act(client, action, jobs, url=CHANGELIST):
 
 
 class TestActions:
-    def test_cancel_counts_changed_requested_and_skipped(self, admin_client_, make_job):
-        pending, running, done = make_job(), make_job(JobStatus.RUNNING), make_job(JobStatus.SUCCEEDED)
+    def test_cancel_counts_changed_requested_and_skipped(self, admin_client_, job_row):
+        pending, running, done = job_row(), job_row(JobStatus.RUNNING), job_row(JobStatus.SUCCEEDED)
         response = act(admin_client_, "cancel_jobs", [pending, running, done])
         assert message_texts(response) == [
             "Cancelled 1 pending job; asked 1 running job to stop (cooperative cancel); "
@@ -364,43 +363,43 @@ class TestActions:
         assert statuses == {pending.pk: "cancelled", running.pk: "running", done.pk: "succeeded"}
         assert Job.objects.get(pk=running.pk).cancel_requested
 
-    def test_cancel_nothing_possible_is_a_warning(self, admin_client_, make_job):
-        done = make_job(JobStatus.SUCCEEDED)
+    def test_cancel_nothing_possible_is_a_warning(self, admin_client_, job_row):
+        done = job_row(JobStatus.SUCCEEDED)
         response = act(admin_client_, "cancel_jobs", [done])
         (message,) = list(get_messages(response.wsgi_request))
         assert message.level_tag == "warning"
         assert str(message) == "Skipped 1 job that had already finished or were already asked to stop."
 
-    def test_retry(self, admin_client_, make_job):
-        failed, cancelled, pending = make_job(JobStatus.FAILED), make_job(JobStatus.CANCELLED), make_job()
+    def test_retry(self, admin_client_, job_row):
+        failed, cancelled, pending = job_row(JobStatus.FAILED), job_row(JobStatus.CANCELLED), job_row()
         response = act(admin_client_, "retry_jobs", [failed, cancelled, pending])
         assert message_texts(response) == ["Queued 2 jobs to run again now; skipped 1 job that were not failed or cancelled (or whose unique key is taken)."]
         assert set(Job.objects.values_list("status", flat=True)) == {"pending"}
 
-    def test_run_now(self, admin_client_, make_job):
-        later = make_job(execute_at=timezone.now() + timedelta(hours=3))
-        done = make_job(JobStatus.SUCCEEDED)
+    def test_run_now(self, admin_client_, job_row):
+        later = job_row(execute_at=timezone.now() + timedelta(hours=3))
+        done = job_row(JobStatus.SUCCEEDED)
         before = timezone.now()
         response = act(admin_client_, "run_jobs_now", [later, done])
         assert message_texts(response) == ["Made 1 pending job due now; skipped 1 job that were not pending."]
         later.refresh_from_db()
         assert before <= later.execute_at <= timezone.now()
 
-    def test_select_across_all_matching(self, admin_client_, make_job):
-        jobs = [make_job() for _ in range(4)]
-        make_job(JobStatus.SUCCEEDED)
+    def test_select_across_all_matching(self, admin_client_, job_row):
+        jobs = [job_row() for _ in range(4)]
+        job_row(JobStatus.SUCCEEDED)
         response = admin_client_.post(CHANGELIST + "?status__exact=pending", {"action": "cancel_jobs", "select_across": "1", "_selected_action": [jobs[0].pk]}, follow=True)
         assert message_texts(response) == ["Cancelled 4 pending jobs."]
 
-    def test_too_many_selected_changes_nothing(self, admin_client_, make_job):
-        jobs = [make_job() for _ in range(3)]
+    def test_too_many_selected_changes_nothing(self, admin_client_, job_row):
+        jobs = [job_row() for _ in range(3)]
         with mock.patch.object(job_admin, "MAX_ACTION_JOBS", 2):
             response = act(admin_client_, "cancel_jobs", jobs)
         assert "nothing was changed" in message_texts(response)[0]
         assert set(Job.objects.values_list("status", flat=True)) == {"pending"}
 
-    def test_actions_on_the_change_page(self, admin_client_, make_job):
-        failed = make_job(JobStatus.FAILED)
+    def test_actions_on_the_change_page(self, admin_client_, job_row):
+        failed = job_row(JobStatus.FAILED)
         html = admin_client_.get(change_url(failed)).content.decode()
         assert 'value="retry_jobs"' in html
         response = admin_client_.post(
@@ -411,10 +410,10 @@ class TestActions:
         failed.refresh_from_db()
         assert failed.status == JobStatus.PENDING
 
-    def test_actions_use_the_lifecycle(self, admin_client_, make_job):
+    def test_actions_use_the_lifecycle(self, admin_client_, job_row):
         from scheduler_app import lifecycle
 
-        job = make_job()
+        job = job_row()
         with mock.patch.object(lifecycle, "cancel_many", wraps=lifecycle.cancel_many) as cancel_many:
             act(admin_client_, "cancel_jobs", [job])
         cancel_many.assert_called_once_with([job.pk])

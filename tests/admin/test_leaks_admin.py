@@ -8,8 +8,7 @@ from django.urls import reverse
 
 from scheduler_app import lifecycle
 from scheduler_app.models import Job
-
-from .conftest import ADD, grant
+from tests.plumbing import ADD, grant
 
 pytestmark = pytest.mark.django_db
 

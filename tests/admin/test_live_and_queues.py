@@ -11,8 +11,7 @@ from django.utils import timezone
 
 from scheduler_app.admin.formatting import exact_time, when_html
 from scheduler_app.models import Job, JobLog, JobStatus, Queue
-
-from .conftest import grant
+from tests.plumbing import grant
 
 pytestmark = pytest.mark.django_db
 
@@ -37,8 +36,8 @@ def test_the_one_date_format_names_the_zone_and_hints():
     assert "2026-11-26 03:39:02 UTC</time> <span class=\"sched-ago\">· 2 min ago</span>" in html
 
 
-def test_job_page_shows_logs_per_attempt_newest_first_with_levels(admin_client_, make_job):
-    job = add_logs(make_job(JobStatus.FAILED))
+def test_job_page_shows_logs_per_attempt_newest_first_with_levels(admin_client_, job_row):
+    job = add_logs(job_row(JobStatus.FAILED))
     html = admin_client_.get(reverse("admin:scheduler_app_job_change", args=[job.pk])).content.decode()
     logs = html[html.index('class="sched-logbook"'):]
     assert logs.index("Attempt 2") < logs.index("Attempt 1")
@@ -50,8 +49,8 @@ def test_job_page_shows_logs_per_attempt_newest_first_with_levels(admin_client_,
     assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC</time> <span class=\"sched-ago\">", html)
 
 
-def test_job_page_live_json_renders_the_changing_fields(admin_client_, make_job):
-    job = make_job(JobStatus.RUNNING, progress={"current": 1, "total": 4, "message": "m"})
+def test_job_page_live_json_renders_the_changing_fields(admin_client_, job_row):
+    job = job_row(JobStatus.RUNNING, progress={"current": 1, "total": 4, "message": "m"})
     url = reverse("admin:scheduler_app_job_page_live", args=[job.pk])
     data = admin_client_.get(url).json()
     assert data["status"] == "running" and "25%" in data["fields"]["status_badge"]
@@ -62,8 +61,8 @@ def test_job_page_live_json_renders_the_changing_fields(admin_client_, make_job)
     assert admin_client_.get("/admin/scheduler_app/job/abc/live/").status_code == 404
 
 
-def test_job_list_live_json_is_one_query_for_the_page(admin_client_, make_job):
-    jobs = [make_job(JobStatus.RUNNING) for _ in range(5)] + [make_job(JobStatus.SUCCEEDED)]
+def test_job_list_live_json_is_one_query_for_the_page(admin_client_, job_row):
+    jobs = [job_row(JobStatus.RUNNING) for _ in range(5)] + [job_row(JobStatus.SUCCEEDED)]
     url = reverse("admin:scheduler_app_job_live") + "?ids=" + ",".join(str(j.pk) for j in jobs) + ",x,99999999999999999999"
     admin_client_.get(url)
     with CaptureQueriesContext(connection) as queries:
@@ -76,8 +75,8 @@ def test_job_list_live_json_is_one_query_for_the_page(admin_client_, make_job):
     assert 'data-kind="job-list"' in listing
 
 
-def test_live_views_need_view_job(client, staff_user, make_job):
-    job = make_job()
+def test_live_views_need_view_job(client, staff_user, job_row):
+    job = job_row()
     client.force_login(staff_user)
     assert client.get(reverse("admin:scheduler_app_job_live")).status_code == 403
     assert client.get(reverse("admin:scheduler_app_job_page_live", args=[job.pk])).status_code == 403
@@ -85,10 +84,10 @@ def test_live_views_need_view_job(client, staff_user, make_job):
     assert client.get(reverse("admin:scheduler_app_job_page_live", args=[job.pk])).status_code == 200
 
 
-def test_queues_page_lists_load_history_and_pause(admin_client_, make_job):
+def test_queues_page_lists_load_history_and_pause(admin_client_, job_row):
     now = timezone.now()
-    make_job(execute_at=now - timedelta(seconds=20))
-    make_job(JobStatus.RUNNING, queue="slow")
+    job_row(execute_at=now - timedelta(seconds=20))
+    job_row(JobStatus.RUNNING, queue="slow")
     html = admin_client_.get(QUEUES).content.decode()
     assert "<h1>Queues</h1>" in html
     row = html[html.index('data-queue="default"'):]

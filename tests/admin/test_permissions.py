@@ -4,8 +4,7 @@ import pytest
 from django.urls import reverse
 
 from scheduler_app.models import Job, JobStatus, Queue
-
-from .conftest import ADD, grant
+from tests.plumbing import ADD, grant
 
 pytestmark = pytest.mark.django_db
 
@@ -29,8 +28,8 @@ def pages(job):
 
 
 @pytest.mark.parametrize("who", ["anonymous", "plain_user"])
-def test_non_staff_see_nothing_and_change_nothing(client, request, who, make_job):
-    job = make_job()
+def test_non_staff_see_nothing_and_change_nothing(client, request, who, job_row):
+    job = job_row()
     if who == "plain_user":
         client.force_login(request.getfixturevalue("plain_user"))
     for url in pages(job):
@@ -44,8 +43,8 @@ def test_non_staff_see_nothing_and_change_nothing(client, request, who, make_job
     assert list(Job.objects.values_list("status", flat=True)) == [JobStatus.PENDING]
 
 
-def test_staff_without_permissions_get_403_and_no_dashboard_link(client, staff_user, make_job):
-    job = make_job()
+def test_staff_without_permissions_get_403_and_no_dashboard_link(client, staff_user, job_row):
+    job = job_row()
     client.force_login(staff_user)
     for url in pages(job):
         assert client.get(url).status_code == 403, url
@@ -54,9 +53,9 @@ def test_staff_without_permissions_get_403_and_no_dashboard_link(client, staff_u
     assert DASHBOARD not in index
 
 
-def test_view_only_staff_can_watch_but_not_act(client, staff_user, make_job):
+def test_view_only_staff_can_watch_but_not_act(client, staff_user, job_row):
     grant(staff_user, "view_job", "view_worker")
-    job = make_job()
+    job = job_row()
     client.force_login(staff_user)
     assert client.get(DASHBOARD).status_code == 200
     assert client.get(DATA).status_code == 200
@@ -75,9 +74,9 @@ def test_view_only_staff_can_watch_but_not_act(client, staff_user, make_job):
     assert not Queue.objects.filter(paused=True).exists()
 
 
-def test_staff_with_change_permissions_can_act(client, staff_user, make_job):
+def test_staff_with_change_permissions_can_act(client, staff_user, job_row):
     grant(staff_user, "view_job", "change_job", "add_job", "change_queue")
-    job = make_job()
+    job = job_row()
     client.force_login(staff_user)
     client.post(CHANGELIST, {"action": "cancel_jobs", "_selected_action": [job.pk]})
     job.refresh_from_db()
@@ -98,7 +97,8 @@ def test_staff_with_change_permissions_can_act(client, staff_user, make_job):
     ],
 )
 def test_who_sees_the_dashboard(client, staff_user, perms, status):
-    grant(staff_user, *perms)
+    if perms:  # grant() with none gives every permission
+        grant(staff_user, *perms)
     client.force_login(staff_user)
     assert client.get(DASHBOARD).status_code == status
     assert client.get(DATA).status_code == status
@@ -106,9 +106,9 @@ def test_who_sees_the_dashboard(client, staff_user, perms, status):
     assert listed is (status == 200)
 
 
-def test_view_dashboard_alone_watches_the_dashboard_only(client, staff_user, make_job):
+def test_view_dashboard_alone_watches_the_dashboard_only(client, staff_user, job_row):
     grant(staff_user, "view_dashboard")
-    make_job()
+    job_row()
     client.force_login(staff_user)
     page = client.get(DASHBOARD).content.decode()
     assert 'id="sched-count-pending">1<' in page and ">Pause</button>" not in page

@@ -15,8 +15,7 @@ from django.utils import timezone
 
 from scheduler_app import schedules
 from scheduler_app.models import JobStatus, Worker
-
-from .conftest import ADD
+from tests.plumbing import ADD
 
 pytestmark = pytest.mark.django_db
 
@@ -85,11 +84,11 @@ CHANGELISTS = ["job", "schedule", "worker"]
 
 
 @pytest.fixture
-def rows(make_job, db):
+def rows(job_row, db):
     now = timezone.now()
     s = schedules.create(name="hourly", task=ADD, args=[1, 2], cron="0 * * * *")
-    make_job(schedule=s)
-    make_job(JobStatus.SUCCEEDED, execute_at=now - timedelta(days=1))
+    job_row(schedule=s)
+    job_row(JobStatus.SUCCEEDED, execute_at=now - timedelta(days=1))
     Worker.objects.create(
         id="host:1:abc", hostname="host", pid=1, queues=["default"], slots={"*": 4},
         started_at=now, last_heartbeat=now, lease_seconds=30,

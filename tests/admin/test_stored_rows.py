@@ -13,8 +13,7 @@ from django.test import override_settings
 
 from scheduler_app.models import Job, Worker
 from scheduler_app.sql.readable import END_OF_TIME, START_OF_TIME
-
-from .. import planted
+from tests import planted
 
 pytestmark = pytest.mark.django_db
 
@@ -180,7 +179,7 @@ def test_json_nested_deeper_than_any_page_can_show(admin_client_, depth):
 
 @override_settings(TIME_ZONE="Asia/Tokyo")
 def test_a_job_at_the_last_instant_is_refused_at_creation_in_tokyo(admin_client_):
-    from .conftest import ADD
+    from tests.plumbing import ADD
 
     data = {"task": ADD, "args": "[1, 2]", "kwargs": "{}", "execute_at_0": "10000-01-01", "execute_at_1": "08:59:59"}
     response = admin_client_.post("/admin/scheduler_app/job/add/", data)

@@ -65,7 +65,7 @@ def test_create_under_a_real_wsgi_server_sets_a_plain_location_header(live_serve
 
     from rest_framework.authtoken.models import Token
 
-    from .conftest import grant
+    from tests.plumbing import grant
 
     grant(staff_user, "scheduler_app.add_job")
     token = Token.objects.create(user=staff_user)

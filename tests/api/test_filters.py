@@ -5,8 +5,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from scheduler_app.models import Job
-
-from .conftest import ADD
+from tests.plumbing import ADD
 
 pytestmark = pytest.mark.django_db
 
@@ -19,13 +18,13 @@ def ids(response):
 
 
 @pytest.fixture
-def jobs(make_job, set_status):
+def jobs(enqueue_job, set_status):
     """Five jobs with distinct status, queue, task, priority, time and key."""
-    a = make_job(ADD, priority=-50, queue="default", execute_at=T0, unique_key="alpha-1")
-    b = make_job(ADD, priority=0, queue="slow", execute_at=T0 + timedelta(hours=1), unique_key="beta-2")
-    c = make_job("tests.testapp.tasks.important", priority=10, execute_at=T0 + timedelta(hours=2))
-    d = make_job("tests.testapp.tasks.boom", priority=50, execute_at=T0 + timedelta(hours=3))
-    e = make_job("tests.testapp.tasks.noop", priority=100, execute_at=T0 + timedelta(hours=4))
+    a = enqueue_job(ADD, priority=-50, queue="default", execute_at=T0, unique_key="alpha-1")
+    b = enqueue_job(ADD, priority=0, queue="slow", execute_at=T0 + timedelta(hours=1), unique_key="beta-2")
+    c = enqueue_job("tests.testapp.tasks.important", priority=10, execute_at=T0 + timedelta(hours=2))
+    d = enqueue_job("tests.testapp.tasks.boom", priority=50, execute_at=T0 + timedelta(hours=3))
+    e = enqueue_job("tests.testapp.tasks.noop", priority=100, execute_at=T0 + timedelta(hours=4))
     set_status(b, "running")
     set_status(c, "succeeded", finished_at=T0 + timedelta(days=2))
     set_status(d, "failed", finished_at=T0 + timedelta(days=1))
@@ -107,16 +106,16 @@ def test_ordering_by_finished_at(api, jobs):
     assert got == [jobs[4].pk, jobs[2].pk, jobs[3].pk]
 
 
-def test_ordering_ties_break_by_id(api, make_job):
-    made = [make_job(priority=5) for _ in range(4)]
+def test_ordering_ties_break_by_id(api, enqueue_job):
+    made = [enqueue_job(priority=5) for _ in range(4)]
     assert ids(api.get("/api/jobs/?ordering=priority")) == [j.pk for j in made]
     assert ids(api.get("/api/jobs/?ordering=-priority")) == [j.pk for j in reversed(made)]
 
 
-def test_two_orderings(api, make_job):
-    a = make_job(priority=1, execute_at=T0 + timedelta(hours=1))
-    b = make_job(priority=1, execute_at=T0)
-    c = make_job(priority=2, execute_at=T0)
+def test_two_orderings(api, enqueue_job):
+    a = enqueue_job(priority=1, execute_at=T0 + timedelta(hours=1))
+    b = enqueue_job(priority=1, execute_at=T0)
+    c = enqueue_job(priority=2, execute_at=T0)
     assert ids(api.get("/api/jobs/?ordering=-priority,execute_at")) == [c.pk, b.pk, a.pk]
 
 

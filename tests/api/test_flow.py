@@ -6,15 +6,14 @@ from django.test.utils import CaptureQueriesContext
 
 from scheduler_app import lifecycle
 from scheduler_app.models import Job, Queue
-
-from .conftest import ADD
+from tests.plumbing import ADD
 
 pytestmark = pytest.mark.django_db
 
 
 class TestDependencies:
-    def test_a_job_with_dependencies_shows_them_and_they_show_it(self, api, make_job):
-        first = make_job()
+    def test_a_job_with_dependencies_shows_them_and_they_show_it(self, api, enqueue_job):
+        first = enqueue_job()
         response = api.post("/api/jobs/", {"task": ADD, "args": [1, 2], "depends_on": [first.pk]}, format="json")
         assert response.status_code == 201, response.data
         body = response.json()
@@ -82,10 +81,10 @@ class TestDependencies:
         assert index == "0" and errors["depends_on_index"][0].startswith("Jobs 0 -> 1 -> 2 -> ")
         assert errors["depends_on_index"][0].endswith(" -> 999 -> 0 of this request depend on each other in a cycle.")
 
-    def test_a_page_of_jobs_reads_their_links_in_two_queries_at_most(self, api, make_job):
-        roots = [make_job() for _ in range(5)]
+    def test_a_page_of_jobs_reads_their_links_in_two_queries_at_most(self, api, enqueue_job):
+        roots = [enqueue_job() for _ in range(5)]
         for root in roots:
-            make_job(depends_on=[root.pk])
+            enqueue_job(depends_on=[root.pk])
         with CaptureQueriesContext(connection) as linked:
             body = api.get("/api/jobs/?page_size=10").json()
         # A page without links takes 6 (test_pagination); links both ways add one query each.
@@ -117,12 +116,12 @@ class TestUniqueFor:
 
 
 class TestQueueLimits:
-    def test_patch_sets_and_clears_limits_and_get_shows_their_use(self, api, make_job, set_status):
+    def test_patch_sets_and_clears_limits_and_get_shows_their_use(self, api, enqueue_job, set_status):
         response = api.patch("/api/queues/slow/", {"concurrency_limit": 5, "rate_limit": 100, "rate_period": 60}, format="json")
         assert response.status_code == 200, response.data
         body = response.json()
         assert (body["concurrency_limit"], body["rate_limit"], body["rate_period"], body["rate_used"]) == (5, 100, 60.0, 0)
-        set_status(make_job(queue="slow"), "running")
+        set_status(enqueue_job(queue="slow"), "running")
         shown = api.get("/api/queues/slow/").json()
         assert (shown["running"], shown["concurrency_limit"]) == (1, 5)
         cleared = api.patch("/api/queues/slow/", {"concurrency_limit": None}, format="json").json()

@@ -7,8 +7,7 @@ import pytest
 from django.utils import timezone
 
 from scheduler_app.models import Job
-
-from .conftest import ADD
+from tests.plumbing import ADD
 
 IMPORTANT = "tests.testapp.tasks.important"
 JOB_FIELDS = {
@@ -76,15 +75,15 @@ class TestCreate:
         assert response.status_code == 201
         assert Job.objects.get().execute_at <= timezone.now()
 
-    def test_unique_key_of_an_active_job_returns_it_with_200(self, api, make_job):
-        existing = make_job(unique_key="once")
+    def test_unique_key_of_an_active_job_returns_it_with_200(self, api, enqueue_job):
+        existing = enqueue_job(unique_key="once")
         response = api.post("/api/jobs/", {"task": ADD, "args": [1, 2], "unique_key": "once"}, format="json")
         assert response.status_code == 200
         assert response.json()["id"] == existing.pk
         assert Job.objects.count() == 1
 
-    def test_unique_key_of_a_finished_job_creates_a_new_one(self, api, make_job, set_status):
-        set_status(make_job(unique_key="again"), "succeeded")
+    def test_unique_key_of_a_finished_job_creates_a_new_one(self, api, enqueue_job, set_status):
+        set_status(enqueue_job(unique_key="again"), "succeeded")
         response = api.post("/api/jobs/", {"task": ADD, "args": [1, 2], "unique_key": "again"}, format="json")
         assert response.status_code == 201
         assert Job.objects.count() == 2
@@ -261,8 +260,8 @@ class TestBulk:
         }
         assert Job.objects.count() == 0
 
-    def test_unique_key_held_by_an_active_job_yields_that_job(self, api, make_job):
-        existing = make_job(unique_key="held")
+    def test_unique_key_held_by_an_active_job_yields_that_job(self, api, enqueue_job):
+        existing = enqueue_job(unique_key="held")
         jobs = [{"task": ADD, "args": [1, 2], "unique_key": "held"}, {"task": ADD, "args": [1, 2]}]
         response = api.post("/api/jobs/bulk/", {"jobs": jobs}, format="json")
         assert response.status_code == 201
@@ -291,9 +290,9 @@ class TestBulk:
 
 
 class TestRetrieve:
-    def test_one_job(self, api, make_job, set_status):
+    def test_one_job(self, api, enqueue_job, set_status):
         job = set_status(
-            make_job(), "failed", result=None, errors=[{"attempt": 1, "message": "x"}], attempts=1
+            enqueue_job(), "failed", result=None, errors=[{"attempt": 1, "message": "x"}], attempts=1
         )
         body = api.get(f"/api/jobs/{job.pk}/").json()
         assert set(body) == JOB_FIELDS
@@ -312,8 +311,8 @@ class TestRetrieve:
             assert response.status_code == 404
             assert "detail" in response.json()
 
-    def test_wrong_methods_are_405(self, api, make_job):
-        job = make_job()
+    def test_wrong_methods_are_405(self, api, enqueue_job):
+        job = enqueue_job()
         for method, url in [
             ("put", f"/api/jobs/{job.pk}/"),
             ("delete", f"/api/jobs/{job.pk}/"),
@@ -331,8 +330,8 @@ class TestRetrieve:
 
 
 class TestReschedule:
-    def test_execute_at_and_priority(self, api, make_job):
-        job = make_job()
+    def test_execute_at_and_priority(self, api, enqueue_job):
+        job = enqueue_job()
         response = api.patch(
             f"/api/jobs/{job.pk}/",
             {"execute_at": "2031-05-06T07:08:09-03:00", "priority": 42},
@@ -344,17 +343,17 @@ class TestReschedule:
         assert job.priority == 42
         assert response.json()["priority"] == 42
 
-    def test_priority_only(self, api, make_job):
-        job = make_job()
+    def test_priority_only(self, api, enqueue_job):
+        job = enqueue_job()
         before = job.execute_at
         assert api.patch(f"/api/jobs/{job.pk}/", {"priority": -5}, format="json").status_code == 200
         job.refresh_from_db()
         assert (job.priority, job.execute_at) == (-5, before)
 
-    def test_wakes_the_dispatcher(self, api, make_job, django_capture_on_commit_callbacks):
+    def test_wakes_the_dispatcher(self, api, enqueue_job, django_capture_on_commit_callbacks):
         from scheduler_app import signals
 
-        job = make_job()
+        job = enqueue_job()
         seen = []
 
         def receiver(sender, message, **kwargs):
@@ -381,8 +380,8 @@ class TestReschedule:
             ({}, "non_field_errors"),
         ],
     )
-    def test_anything_else_is_400_naming_the_field(self, api, make_job, body, field):
-        job = make_job()
+    def test_anything_else_is_400_naming_the_field(self, api, enqueue_job, body, field):
+        job = enqueue_job()
         response = api.patch(f"/api/jobs/{job.pk}/", body, format="json")
         assert response.status_code == 400
         assert field in response.json()
@@ -391,14 +390,14 @@ class TestReschedule:
             job.priority, job.execute_at, job.queue,
         )
 
-    def test_unknown_key_message(self, api, make_job):
-        job = make_job()
+    def test_unknown_key_message(self, api, enqueue_job):
+        job = enqueue_job()
         response = api.patch(f"/api/jobs/{job.pk}/", {"queue": "slow"}, format="json")
         assert "only set execute_at and priority" in response.json()["queue"][0]
 
     @pytest.mark.parametrize("status", ["running", "succeeded", "failed", "cancelled"])
-    def test_not_pending_is_409(self, api, make_job, set_status, status):
-        job = set_status(make_job(), status)
+    def test_not_pending_is_409(self, api, enqueue_job, set_status, status):
+        job = set_status(enqueue_job(), status)
         response = api.patch(f"/api/jobs/{job.pk}/", {"priority": 5}, format="json")
         assert response.status_code == 409
         assert set(response.json()) == {"detail"}
@@ -407,40 +406,40 @@ class TestReschedule:
 
 
 class TestCancel:
-    def test_pending_is_cancelled_at_once(self, api, make_job):
-        job = make_job()
+    def test_pending_is_cancelled_at_once(self, api, enqueue_job):
+        job = enqueue_job()
         response = api.post(f"/api/jobs/{job.pk}/cancel/")
         assert response.status_code == 200
         assert response.json()["status"] == "cancelled"
         assert has_offset(response.json()["finished_at"])
         assert Job.objects.get(pk=job.pk).status == "cancelled"
 
-    def test_running_gets_cancel_requested(self, api, make_job, set_status):
-        job = set_status(make_job(), "running")
+    def test_running_gets_cancel_requested(self, api, enqueue_job, set_status):
+        job = set_status(enqueue_job(), "running")
         response = api.post(f"/api/jobs/{job.pk}/cancel/")
         assert response.status_code == 200
         body = response.json()
         assert (body["status"], body["cancel_requested"]) == ("running", True)
 
     @pytest.mark.parametrize("status", ["succeeded", "failed", "cancelled"])
-    def test_finished_is_409(self, api, make_job, set_status, status):
-        job = set_status(make_job(), status)
+    def test_finished_is_409(self, api, enqueue_job, set_status, status):
+        job = set_status(enqueue_job(), status)
         response = api.post(f"/api/jobs/{job.pk}/cancel/")
         assert response.status_code == 409
         assert "cancel" in response.json()["detail"]
 
-    def test_body_is_ignored(self, api, make_job):
-        job = make_job()
+    def test_body_is_ignored(self, api, enqueue_job):
+        job = enqueue_job()
         response = api.post(f"/api/jobs/{job.pk}/cancel/", {"anything": 1}, format="json")
         assert response.status_code == 200
 
 
 class TestRetry:
     @pytest.mark.parametrize("status", ["failed", "cancelled"])
-    def test_back_to_pending_now_keeping_errors(self, api, make_job, set_status, status):
+    def test_back_to_pending_now_keeping_errors(self, api, enqueue_job, set_status, status):
         errors = [{"attempt": 1, "message": "boom"}]
         job = set_status(
-            make_job(execute_at=timezone.now() + timedelta(days=1)),
+            enqueue_job(execute_at=timezone.now() + timedelta(days=1)),
             status,
             errors=errors,
             attempts=3,
@@ -455,8 +454,8 @@ class TestRetry:
         assert job.max_attempts >= 4
 
     @pytest.mark.parametrize("status", ["pending", "running", "succeeded"])
-    def test_otherwise_409(self, api, make_job, set_status, status):
-        job = make_job()
+    def test_otherwise_409(self, api, enqueue_job, set_status, status):
+        job = enqueue_job()
         if status != "pending":
             set_status(job, status)
         response = api.post(f"/api/jobs/{job.pk}/retry/")

@@ -16,8 +16,7 @@ from rest_framework.test import APIClient
 
 from scheduler_app import lifecycle
 from scheduler_app.models import Job
-
-from .conftest import ADD, grant
+from tests.plumbing import ADD, grant
 
 pytestmark = pytest.mark.django_db
 

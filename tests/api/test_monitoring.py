@@ -7,8 +7,7 @@ from django.utils import timezone
 
 from scheduler_app import lifecycle, registry
 from scheduler_app.models import Job, Queue, Worker, WorkerState
-
-from .conftest import ADD
+from tests.plumbing import ADD
 
 pytestmark = pytest.mark.django_db
 
@@ -72,10 +71,10 @@ def test_workers(api, workers):
     assert [r["alive"] for r in rows] == [True, False, False]
 
 
-def test_queues(api, workers, make_job, set_status):
-    old = make_job(queue="default", execute_at=timezone.now() - timedelta(seconds=30))
-    make_job(queue="default", execute_at=timezone.now() + timedelta(hours=1))
-    set_status(make_job(queue="slow"), "running")
+def test_queues(api, workers, enqueue_job, set_status):
+    old = enqueue_job(queue="default", execute_at=timezone.now() - timedelta(seconds=30))
+    enqueue_job(queue="default", execute_at=timezone.now() + timedelta(hours=1))
+    set_status(enqueue_job(queue="slow"), "running")
     lifecycle.pause_queue("slow")
     body = {q["name"]: q for q in api.get("/api/queues/").json()}
     assert set(body) == {"default", "slow", "other"}
@@ -88,7 +87,7 @@ def test_queues(api, workers, make_job, set_status):
     assert old.pk
 
 
-def test_pause_and_resume(api, make_job, django_capture_on_commit_callbacks):
+def test_pause_and_resume(api, enqueue_job, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
         response = api.post("/api/queues/default/pause/")
     assert response.status_code == 200
@@ -122,15 +121,15 @@ def test_unknown_queue_is_404(api, name):
     assert not Queue.objects.exists()
 
 
-def test_stats(api, workers, make_job, set_status):
+def test_stats(api, workers, enqueue_job, set_status):
     now = timezone.now()
-    make_job(queue="default", execute_at=now - timedelta(seconds=10))
-    make_job(queue="slow", execute_at=now + timedelta(hours=1))
-    set_status(make_job(), "running")
-    set_status(make_job(), "succeeded", finished_at=now - timedelta(seconds=10))
-    set_status(make_job(), "failed", finished_at=now - timedelta(minutes=10))
-    set_status(make_job(), "succeeded", finished_at=now - timedelta(hours=2))
-    set_status(make_job(), "cancelled")
+    enqueue_job(queue="default", execute_at=now - timedelta(seconds=10))
+    enqueue_job(queue="slow", execute_at=now + timedelta(hours=1))
+    set_status(enqueue_job(), "running")
+    set_status(enqueue_job(), "succeeded", finished_at=now - timedelta(seconds=10))
+    set_status(enqueue_job(), "failed", finished_at=now - timedelta(minutes=10))
+    set_status(enqueue_job(), "succeeded", finished_at=now - timedelta(hours=2))
+    set_status(enqueue_job(), "cancelled")
     body = api.get("/api/stats/").json()
     assert set(body) == {"jobs", "queues", "oldest_due_lag_seconds", "throughput", "workers"}
     assert body["jobs"] == {"pending": 2, "waiting": 0, "running": 1, "succeeded": 2, "failed": 1, "cancelled": 1}

@@ -11,8 +11,8 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def job_with_logs(make_job):
-    job = make_job()
+def job_with_logs(enqueue_job):
+    job = enqueue_job()
     now = timezone.now()
     JobLog.objects.bulk_create(
         [JobLog(job=job, attempt=a, seq=i + 1, time=now, level=20 if i else 40, logger="app", message=f"a{a} m{i}", exc_text="" if i else "Traceback")

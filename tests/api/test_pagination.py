@@ -7,8 +7,7 @@ from django.utils import timezone
 
 from scheduler_app.api.pagination import EstimatedCountPagination
 from scheduler_app.models import Job
-
-from .conftest import ADD
+from tests.plumbing import ADD
 
 pytestmark = pytest.mark.django_db
 
@@ -90,9 +89,9 @@ def test_count_never_scans_past_the_cap(api, monkeypatch):
     assert not [q for q in ctx.captured_queries if "COUNT(" in q["sql"].upper()]
 
 
-def test_list_query_count_is_constant(api, django_assert_max_num_queries, make_job, staff_user):
+def test_list_query_count_is_constant(api, django_assert_max_num_queries, enqueue_job, staff_user):
     for _ in range(30):
-        make_job(created_by=staff_user)
+        enqueue_job(created_by=staff_user)
     # Token auth, the user's and their groups' permissions, the page (with
     # created_by joined), the bounded count.
     with django_assert_max_num_queries(6):

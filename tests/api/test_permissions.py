@@ -17,8 +17,7 @@ from rest_framework.test import APIClient
 
 from scheduler_app import schedules
 from scheduler_app.models import Job, Queue, Schedule
-
-from .conftest import ADD, grant
+from tests.plumbing import ADD, grant
 
 pytestmark = pytest.mark.django_db
 
@@ -62,10 +61,10 @@ def endpoint_id(endpoint):
 
 
 @pytest.fixture
-def world(make_job, set_status):
+def world(enqueue_job, set_status):
     """A pending job (with a secret-looking key), a failed job and a schedule; the ids by name."""
-    pending = make_job(unique_key="secret-key")
-    failed = set_status(make_job(), "failed")
+    pending = enqueue_job(unique_key="secret-key")
+    failed = set_status(enqueue_job(), "failed")
     schedule = schedules.create(**SCHEDULE)
     return {"pending": pending.pk, "failed": failed.pk, "schedule": schedule.pk}
 

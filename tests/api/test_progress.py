@@ -10,14 +10,14 @@ from scheduler_app.models import Job
 pytestmark = pytest.mark.django_db
 
 
-def test_no_progress_is_null(api, make_job):
-    job = make_job()
+def test_no_progress_is_null(api, enqueue_job):
+    job = enqueue_job()
     assert api.get(f"/api/jobs/{job.pk}/").json()["progress"] is None
     assert api.get("/api/jobs/").json()["results"][0]["progress"] is None
 
 
-def test_a_reported_progress_with_its_time(api, make_job):
-    job = make_job()
+def test_a_reported_progress_with_its_time(api, enqueue_job):
+    job = enqueue_job()
     (claimed,) = lifecycle.claim("w1", queues=["default"], limit=1, lease=30)
     at = datetime(2026, 3, 1, 9, 0, 0, 123456, tzinfo=UTC)
     progress = {"current": 3, "total": 4, "message": "step 3 of 4"}
@@ -36,8 +36,8 @@ def test_a_reported_progress_with_its_time(api, make_job):
         ([1, 2], None),
     ],
 )
-def test_rows_written_before_updated_at_or_by_odd_tasks_keep_the_shape(api, make_job, stored, shown):
-    job = make_job()
+def test_rows_written_before_updated_at_or_by_odd_tasks_keep_the_shape(api, enqueue_job, stored, shown):
+    job = enqueue_job()
     Job.objects.filter(pk=job.pk).update(progress=stored)
     assert api.get(f"/api/jobs/{job.pk}/").json()["progress"] == shown
 
@@ -65,13 +65,13 @@ BAD_REPORTS = [
 
 
 @pytest.mark.parametrize("args, error, message", BAD_REPORTS)
-def test_set_progress_refuses_what_breaks_the_rule_in_the_task(make_job, args, error, message):
+def test_set_progress_refuses_what_breaks_the_rule_in_the_task(enqueue_job, args, error, message):
     from scheduler_app.context import JobContext
 
     with pytest.raises(error) as caught:
         JobContext(task_result=None, job_id=1).set_progress(*args)
     assert str(caught.value) == message
-    job = make_job()
+    job = enqueue_job()
     (claimed,) = lifecycle.claim("w1", queues=["default"], limit=1, lease=30)
     keys = ("current", "total", "message")
     with pytest.raises(error):
@@ -80,8 +80,8 @@ def test_set_progress_refuses_what_breaks_the_rule_in_the_task(make_job, args, e
 
 
 @pytest.mark.parametrize("args", [(None, 10), (0, 0), (2.5, None), (3, 10, "step \x00 \ud800")])
-def test_set_progress_accepts_numbers_or_none(make_job, args):
-    job = make_job()
+def test_set_progress_accepts_numbers_or_none(enqueue_job, args):
+    job = enqueue_job()
     (claimed,) = lifecycle.claim("w1", queues=["default"], limit=1, lease=30)
     keys = ("current", "total", "message")
     assert lifecycle.set_progress(claimed.id, "w1", claimed.attempt, dict(zip(keys, args, strict=False)))

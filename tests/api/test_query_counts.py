@@ -15,8 +15,7 @@ from django.utils import timezone
 
 from scheduler_app import lifecycle, schedules
 from scheduler_app.models import Job, Queue, Worker
-
-from .conftest import ADD
+from tests.plumbing import ADD
 
 pytestmark = pytest.mark.django_db
 

@@ -7,8 +7,7 @@ import pytest
 from scheduler_app import schedules
 from scheduler_app.api.renderers import SafeJSONRenderer
 from scheduler_app.models import Job, Schedule
-
-from .conftest import ADD
+from tests.plumbing import ADD
 
 pytestmark = pytest.mark.django_db
 
@@ -37,8 +36,8 @@ def send(api, method, path, raw):
 
 
 @pytest.fixture
-def targets(make_job):
-    job = make_job()
+def targets(enqueue_job):
+    job = enqueue_job()
     schedule = schedules.create(name="nightly", task=ADD, args=[1, 2], cron="0 2 * * *")
     return {"job": job.pk, "schedule": schedule.pk}
 

@@ -65,8 +65,8 @@ def test_a_missing_slash_is_named(api):
     "method, path",
     [("put", "/api/jobs/1/"), ("delete", "/api/jobs/"), ("post", "/api/stats/"), ("get", "/api/jobs/1/cancel/"), ("post", "/api/")],
 )
-def test_a_wrong_method_is_a_json_405_with_allow(api, make_job, method, path):
-    make_job()
+def test_a_wrong_method_is_a_json_405_with_allow(api, enqueue_job, method, path):
+    enqueue_job()
     response = getattr(api, method)(path)
     assert response.status_code == 405
     assert response["Content-Type"] == "application/json"

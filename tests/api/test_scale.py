@@ -117,7 +117,7 @@ def million(django_db_setup, django_db_blocker):
     from rest_framework.authtoken.models import Token
     from rest_framework.test import APIClient
 
-    from .conftest import grant
+    from tests.plumbing import grant
 
     with django_db_blocker.unblock():
         assert not Job.objects.exists() and not Schedule.objects.exists(), "needs empty tables"

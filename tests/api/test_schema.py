@@ -26,8 +26,7 @@ from schemathesis.openapi.checks import RejectedPositiveData
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from scheduler_app import schedules
-
-from .conftest import ADD
+from tests.plumbing import ADD
 
 pytestmark = pytest.mark.django_db
 
@@ -181,9 +180,9 @@ def fuzz_token(superuser):
 
 
 @pytest.fixture
-def seeded(make_job, set_status):
+def seeded(enqueue_job, set_status):
     """Jobs in each state and a schedule, so that generated ids sometimes exist."""
-    jobs = [set_status(make_job(), s) for s in ("pending", "running", "failed", "succeeded")]
+    jobs = [set_status(enqueue_job(), s) for s in ("pending", "running", "failed", "succeeded")]
     schedule = schedules.create(name="seeded", task=ADD, args=[1, 2], cron="0 2 * * *")
     return jobs, schedule
 

@@ -12,9 +12,8 @@ from django.test import override_settings
 
 from scheduler_app.models import Job, Worker
 from scheduler_app.sql.readable import END_OF_TIME, START_OF_TIME
-
-from .. import planted
-from .conftest import ADD
+from tests import planted
+from tests.plumbing import ADD
 
 pytestmark = pytest.mark.django_db
 

@@ -9,8 +9,7 @@ from scheduler_app import lifecycle, schedules
 from scheduler_app.models import Job, JobStatus
 from scheduler_app.observability import rollups
 from scheduler_app.vocabulary.tallies import Tally
-
-from ..integration.helpers import dispatcher_thread, wait_for
+from tests.plumbing import dispatcher_thread, wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -15,7 +15,7 @@ import pytest
 
 from scheduler_app.vocabulary.clock import SystemClock
 from scheduler_app.vocabulary.policy import RetryPolicy
-from tests.unit.fakes import FakeStore
+from tests.dispatcher.fakes import FakeStore
 
 LEASE = 30.0
 # Both stores' retry policy: a rescued attempt's job runs again BACKOFF * 2 ** (attempt - 1) s later.

@@ -8,10 +8,10 @@ Times are what the cases pass as ``now``: leases expire because a later
 ``now`` is given, in the SQL as in the fake, so lease expiry is pinned on
 both. What the fake does not model, and where it is tested instead:
 announcements of changes (NOTIFY, the in-process signal:
-tests/integration), claims racing from several processes at once (SKIP
-LOCKED, SQLite's write lock: tests/integration/test_dispatcher_processes.py),
+tests/runtime), claims racing from several processes at once (SKIP
+LOCKED, SQLite's write lock: tests/runtime/test_dispatcher_processes.py),
 and another process's commits (the fake's ``data_changed`` always answers
-True, "cannot tell"; SQLite's data_version: tests/integration).
+True, "cannot tell"; SQLite's data_version: tests/runtime).
 """
 
 import dataclasses
@@ -22,8 +22,7 @@ import pytest
 from scheduler_app.dispatcher.timeline import Entry, schedule_entry
 from scheduler_app.vocabulary.jobs import ClaimedJob, Outcome, Status
 from scheduler_app.vocabulary.policy import LEASE_EXPIRED_CLASS, error_entry
-
-from .conftest import ARGS, BACKOFF, LEASE, TASK, at
+from tests.contract.conftest import ARGS, BACKOFF, LEASE, TASK, at
 
 QUEUES = frozenset({"default", "slow"})
 

@@ -7,9 +7,8 @@ databases), as in ``test_store_contract.py``.
 import pytest
 
 from scheduler_app.vocabulary.jobs import Status, attempt_end
-
-from .conftest import BACKOFF, LEASE, at
-from .test_store_contract import QUEUES, an_error, done
+from tests.contract.conftest import BACKOFF, LEASE, at
+from tests.contract.test_store_contract import QUEUES, an_error, done
 
 
 @pytest.mark.parametrize(

@@ -1,14 +1,13 @@
 """The store contract, continued: limited queues, their claim, and snoozes (the fake and DjangoStore alike).
 
 What no single store can show is tested with processes instead: several
-dispatchers obeying one limit at once (tests/integration/test_limit_processes.py).
+dispatchers obeying one limit at once (tests/runtime/test_limit_processes.py).
 """
 
 import pytest
 
 from scheduler_app.vocabulary.jobs import Outcome, Status
-
-from .conftest import at
+from tests.contract.conftest import at
 
 QUEUES = frozenset({"default", "slow"})
 

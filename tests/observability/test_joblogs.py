@@ -8,8 +8,7 @@ from django.test import override_settings
 from scheduler_app import lifecycle
 from scheduler_app.models import Job, JobLog
 from scheduler_app.observability import joblogs
-
-from ..integration.helpers import dispatcher_thread, wait_for
+from tests.plumbing import dispatcher_thread, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

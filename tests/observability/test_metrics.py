@@ -14,8 +14,7 @@ from scheduler_app import lifecycle
 from scheduler_app.models import Job, Worker
 from scheduler_app.observability import rollups
 from scheduler_app.vocabulary.tallies import BUCKETS, Tally
-
-from ..api.conftest import grant
+from tests.plumbing import grant
 
 pytestmark = pytest.mark.django_db
 

@@ -9,8 +9,7 @@ from django.utils import timezone
 from scheduler_app import lifecycle
 from scheduler_app.models import Counter, Job, Rollup, RollupCursor
 from scheduler_app.observability import history, rollups
-
-from ..integration.helpers import dispatcher_thread, wait_for
+from tests.plumbing import dispatcher_thread, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from .test_fresh_project import BILLING_TASKS, BILLING_TESTS, SETTINGS_ADDITIONS, URLS_ADDITION
+from tests.packaging.test_fresh_project import BILLING_TASKS, BILLING_TESTS, SETTINGS_ADDITIONS, URLS_ADDITION
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 

@@ -11,8 +11,7 @@ from scheduler_app import schedules
 from scheduler_app.dispatcher.timeline import ScheduleKey
 from scheduler_app.models import Job, Schedule, Worker
 from scheduler_app.runtime.store import to_datetime
-
-from ..integration.helpers import fake_clock, run_until, settle, start_dispatcher, ticking_dispatcher, wait_for
+from tests.plumbing import fake_clock, run_until, settle, start_dispatcher, ticking_dispatcher, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

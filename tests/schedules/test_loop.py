@@ -2,8 +2,7 @@
 
 from scheduler_app.dispatcher.timeline import SCHEDULES, ScheduleKey
 from scheduler_app.vocabulary.wakeup import WakeUp
-
-from ..unit.test_loop import make, settle
+from tests.dispatcher.test_loop import make, settle
 
 
 def quiet(**kw):
