@@ -12,6 +12,7 @@ from django.utils.html import format_html, format_html_join
 
 from ..models import JobStatus
 from ..observability import stats
+from ..vocabulary.bounds import DEPENDENTS_SHOWN
 from .formatting import status_badge
 
 # The job page's "Workflow" fieldset.
@@ -63,7 +64,7 @@ class DependenciesMixin:
     def dependents_display(self, obj):
         pairs = stats.job_links([obj])[obj.pk]["dependents"]
         more = ""
-        if len(pairs) >= 100:
+        if len(pairs) >= DEPENDENTS_SHOWN:
             url = reverse("admin:scheduler_app_job_changelist")
             more = format_html(' <a href="{}?depends_on={}">all of them</a>', url, obj.pk)
         return format_html("{}{}", _linked_jobs(pairs), more)

@@ -83,7 +83,7 @@ class JobSerializer(DirectAttributesMixin, serializers.ModelSerializer):
     progress = ProgressField()
     depends_on = serializers.SerializerMethodField(help_text="The jobs this one runs after, with their statuses.")
     dependents = serializers.SerializerMethodField(
-        help_text="The jobs that run after this one (at most 100; GET /api/jobs/?depends_on=ID lists them all)."
+        help_text=f"The jobs that run after this one (at most {limits.DEPENDENTS_SHOWN}; GET /api/jobs/?depends_on=ID lists them all)."
     )
     truncated = serializers.SerializerMethodField(
         help_text=f"Which of args, kwargs and result GET /api/jobs/ cut: each is then a string, the first "

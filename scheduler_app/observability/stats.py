@@ -14,7 +14,7 @@ from .. import conf, schedules, sql
 from ..models import ACTIVE_STATUSES, FINISHED_STATUSES, Job, JobDependency, JobStatus, Queue, QueueStart, Worker
 from ..sql import readable
 from ..sql.readable import END_OF_TIME
-from ..vocabulary.bounds import RATE_PERIOD_MAX
+from ..vocabulary.bounds import DEPENDENTS_SHOWN, RATE_PERIOD_MAX
 
 # Past this many rows (PostgreSQL's own estimate), finished-status counts come
 # from the planner's statistics instead of a scan of every finished row.
@@ -127,7 +127,7 @@ def _rate_used(queue, now):
     return QueueStart.objects.filter(queue=queue.name, started_at__gt=since).count()
 
 
-def job_links(jobs, limit=100):
+def job_links(jobs, limit=DEPENDENTS_SHOWN):
     """Return ``{job id: {"depends_on": [(id, status)], "dependents": [(id, status)]}}`` for ``jobs``.
 
     At most two queries, none for jobs without dependencies or dependents;

@@ -61,8 +61,9 @@ VALUE_BYTES_MAX = 64 * 1024 * 1024
 # The job list (GET /api/jobs/) shows at most this many bytes of each job's
 # args, kwargs and result; the job's own page shows them whole.
 LIST_VALUE_BYTES = 4096
-# Jobs one job may depend on (``depends_on``).
+# Jobs one job may depend on (``depends_on``), and a job's dependents its page and representation list.
 DEPENDENCIES_MAX = 1000
+DEPENDENTS_SHOWN = 100
 # A queue's limits: jobs running at once across every dispatcher; jobs
 # started per sliding window (each claim counts the window's starts, so a
 # window holds at most this many rows) and the window's length.
