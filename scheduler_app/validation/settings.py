@@ -239,7 +239,7 @@ RENAMED = {"ALLOWED_COMMANDS": "RUN_COMMAND_ALLOWED"}
 DECLARED = {
     "DEFAULT_MAX_ATTEMPTS": _setting(3, MAX_ATTEMPTS, "attempts a job gets unless its task or the caller says otherwise"),
     "RETRY_BACKOFF_BASE": _setting(2.0, Seconds("RETRY_BACKOFF_BASE", DAY), "retry backoff: base * 2 ** (attempt - 1) seconds"),
-    "RETRY_BACKOFF_MAX": _setting(3600.0, Seconds("RETRY_BACKOFF_MAX", limits.TIMEOUT_MAX), "the longest retry backoff (seconds)"),
+    "RETRY_BACKOFF_MAX": _setting(3600.0, Seconds("RETRY_BACKOFF_MAX", limits.TIMEOUT_MAX), "the longest retry backoff (seconds) before its jitter"),
     "RETRY_JITTER": _setting(0.25, Fraction("RETRY_JITTER"), "a retry's backoff varies by up to this fraction either way"),
     "RETENTION": _setting(
         {"succeeded": timedelta(days=14), "failed": timedelta(days=30), "cancelled": timedelta(days=30)},
