@@ -1,4 +1,4 @@
-"""The models: jobs, dispatchers (``Worker``), queues, schedules, the flow between jobs, and run records.
+"""The models: jobs, workflows, dispatchers (``Worker``), queues, schedules, the flow between jobs, and run records.
 
 State changes never happen here: they live in ``scheduler_app.lifecycle``.
 The QuerySets only select, and are named after states.
@@ -17,10 +17,11 @@ from .jobs import (
 from .observability import Counter, JobLog, Rollup, RollupCursor, Tallies
 from .queues import Queue
 from .schedules import MisfirePolicy, Schedule
+from .workflows import Workflow, WorkflowStatus
 from .workers import Worker, WorkerQuerySet, WorkerState, stale_before
 
 __all__ = [
     "ACTIVE_STATUSES", "FINISHED_STATUSES", "Counter", "Dashboard", "DependencyFailure", "Job", "JobDependency",
     "JobLog", "JobQuerySet", "JobStatus", "MisfirePolicy", "Queue", "QueueStart", "Rollup", "RollupCursor",
-    "Schedule", "Tallies", "UniqueWindow", "Worker", "WorkerQuerySet", "WorkerState", "stale_before",
+    "Schedule", "Tallies", "UniqueWindow", "Worker", "WorkerQuerySet", "WorkerState", "Workflow", "WorkflowStatus", "stale_before",
 ]

@@ -18,6 +18,7 @@ from ..vocabulary.bounds import (
     PRIORITY_MIN,
     QUEUE_NAME_MAX,
     TASK_NAME_MAX,
+    CONCURRENCY_KEY_MAX,
     UNIQUE_KEY_MAX,
     WORKER_ID_MAX,
 )
@@ -152,6 +153,22 @@ class Job(models.Model):
     dependencies_left = models.PositiveIntegerField(default=0, db_default=0)
     has_dependencies = models.BooleanField(default=False, db_default=False)
     has_dependents = models.BooleanField(default=False, db_default=False)
+    # pass_results: the job receives its dependencies' results as its first
+    # argument (one dependency: its result; several: the list in depends_on order).
+    pass_results = models.BooleanField(default=False, db_default=False)
+    # The workflow this job belongs to (scheduler_app.workflows), if any.
+    workflow = models.ForeignKey(
+        "Workflow", null=True, blank=True, on_delete=models.SET_NULL, related_name="jobs",
+        db_index=False,  # a partial index below: most jobs are in no workflow
+    )
+    # Operators' labels and free-form data, set at creation.
+    tags = models.JSONField(default=list, blank=True, db_default=[])
+    meta = models.JSONField(default=dict, blank=True, db_default={})
+    # A job not started by this time never starts (it ends cancelled, "Expired: ...").
+    expires_at = models.DateTimeField(null=True, blank=True)
+    # At most concurrency_limit jobs with the same key run at once, across every dispatcher.
+    concurrency_key = models.CharField(max_length=CONCURRENCY_KEY_MAX, null=True, blank=True)
+    concurrency_limit = models.PositiveIntegerField(default=1, db_default=1)
 
     objects = JobQuerySet.as_manager()
 
@@ -232,6 +249,16 @@ class Job(models.Model):
                 name="job_finished_idx",
             ),
             models.Index(fields=["status", "id"], name="job_status_id_idx"),
+            models.Index(
+                fields=["workflow", "id"],
+                condition=Q(workflow__isnull=False),
+                name="job_workflow_idx",
+            ),
+            models.Index(
+                fields=["concurrency_key"],
+                condition=Q(concurrency_key__isnull=False, status=JobStatus.RUNNING),
+                name="job_running_key_idx",
+            ),
             # The history's "enqueued": jobs counted by the minute they were made.
             models.Index(fields=["created_at"], name="job_created_at_idx"),
         ]

@@ -105,3 +105,14 @@ HISTORY_MINUTES_MAX = 7 * 24 * 60
 # JSON reader holds them exactly), a message of at most this many characters.
 PROGRESS_NUMBER_MAX = 2**53
 PROGRESS_MESSAGE_MAX = 1000
+# A job's tags (each a short label matching TAG_PATTERN) and its meta (a JSON
+# object, compact UTF-8), set at creation.
+TAGS_MAX = 20
+TAG_MAX = 64
+TAG_PATTERN = rf"^[A-Za-z0-9_.:-]{{1,{TAG_MAX}}}$"
+TAG_RE = re.compile(TAG_PATTERN)
+META_MAX_BYTES = 8 * 1024
+# A job's concurrency key (at most concurrency_limit jobs with one key run at
+# once, across every dispatcher) and a workflow's name.
+CONCURRENCY_KEY_MAX = 255
+WORKFLOW_NAME_MAX = 200
