@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from django.tasks import TaskContext
 
 from .validation.fields import PROGRESS
-from .vocabulary.endings import JobCancelled, Snooze
+from .validation.durations import Snooze
+from .vocabulary.endings import JobCancelled
 
 __all__ = ["JobCancelled", "JobContext"]
 

@@ -217,7 +217,7 @@ class JobAddForm(_LifecycleValidatedForm):
     max_attempts = RuleFormField(
         MAX_ATTEMPTS, help_text="Attempts before the job fails for good. Empty: the scheduler's default."
     )
-    timeout = RuleFormField(TIMEOUT, help_text="Seconds an attempt may run. Empty: no limit.")
+    timeout = RuleFormField(TIMEOUT, help_text="Seconds an attempt may run, or a duration (90s, 30m, 1h30m). Empty: no limit.")
     unique_key = RuleFormField(
         UNIQUE_KEY,
         strip=False,

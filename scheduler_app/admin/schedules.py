@@ -31,7 +31,7 @@ class ScheduleForm(EncodableDataMixin, forms.ModelForm):
     queue = RuleChoiceField(QUEUE, help_text="Empty: the task's queue.")
     priority = RuleFormField(PRIORITY, help_text=f"{PRIORITY_MIN}..{PRIORITY_MAX}, higher runs first. Empty: the task's.")
     max_attempts = RuleFormField(MAX_ATTEMPTS, help_text="Empty: the default.")
-    timeout = RuleFormField(TIMEOUT, help_text="Seconds an attempt may run. Empty: no limit.")
+    timeout = RuleFormField(TIMEOUT, help_text="Seconds an attempt may run, or a duration (90s, 30m, 1h30m). Empty: no limit.")
     args = JSONTextField(ARGS, initial="[]", help_text='A JSON list, e.g. [1, "a"].')
     kwargs = JSONTextField(KWARGS, initial="{}", help_text='A JSON object, e.g. {"x": 1}.')
     interval_seconds = RuleFormField(INTERVAL, help_text="Run every this many seconds. Leave empty for a cron expression.")

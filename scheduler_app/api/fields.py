@@ -19,7 +19,7 @@ from rest_framework.relations import PKOnlyObject
 from rest_framework.settings import api_settings
 from rest_framework.utils import html
 
-from ..validation.fields import PROGRESS
+from ..validation.fields import PROGRESS, Duration
 
 
 def rule_messages(exc):
@@ -60,10 +60,11 @@ class RuleField(serializers.Field):
                 if not isinstance(data, str):
                     self.rule.fail()
                 return self.rule.parse(data)
-            self.rule.check(data)
+            checked = self.rule.check(data)
         except DjangoValidationError as exc:
             raise serializers.ValidationError(rule_messages(exc)) from None
-        return data
+        # A duration's text ("2h") is stored as its seconds; other values go on as given.
+        return checked if isinstance(self.rule, Duration) else data
 
     def to_representation(self, value):
         return value

@@ -189,11 +189,11 @@ class JobCreateSerializer(StrictKeysMixin, PresentKeysMixin, serializers.Seriali
     execute_at = RuleField(
         EXECUTE_AT, text=True, help_text="When to run, ISO 8601 with an offset. Not with delay. Default: now."
     )
-    delay = RuleField(DELAY, help_text="Run this many seconds from now. Not with execute_at.")
+    delay = RuleField(DELAY, help_text="Run this many seconds from now (a number, or text such as \"90s\", \"2h\", \"1h30m\"). Not with execute_at.")
     priority = RuleField(PRIORITY, help_text="Higher runs first. Default: the task's.")
     queue = RuleField(QUEUE, help_text="A queue the backend serves. Default: the task's.")
     max_attempts = RuleField(MAX_ATTEMPTS, help_text="Attempts before the job fails for good. Default: the setting's.")
-    timeout = RuleField(TIMEOUT, help_text="Seconds an attempt may run. Default: no limit.")
+    timeout = RuleField(TIMEOUT, help_text="Seconds an attempt may run (a number, or text such as \"30m\"). Default: no limit.")
     unique_key = RuleField(
         UNIQUE_KEY,
         help_text="At most one pending, waiting or running job per key; a match returns that job "
@@ -201,7 +201,7 @@ class JobCreateSerializer(StrictKeysMixin, PresentKeysMixin, serializers.Seriali
     )
     unique_for = RuleField(
         UNIQUE_FOR,
-        help_text="Seconds the unique key stays taken, whatever becomes of the job unless it is cancelled (the key "
+        help_text="Seconds (or text such as \"1d\") the unique key stays taken, whatever becomes of the job unless it is cancelled (the key "
         "defaults to the task and its arguments); a match within them returns that job. At most the task's "
         "@options(unique_for).",
     )

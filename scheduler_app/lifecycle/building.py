@@ -205,8 +205,8 @@ def _execute_at(errors, execute_at, delay, now):
     if delay is not None:
         if execute_at is not None:
             errors.add("delay", BOTH_WHEN)
-        elif errors.run(DELAY, delay) is not None:
-            return now + timedelta(seconds=delay)
+        elif (seconds := errors.run(DELAY, delay)) is not None:
+            return now + timedelta(seconds=seconds)
     if execute_at is None:
         return now
     return errors.run(EXECUTE_AT, execute_at)

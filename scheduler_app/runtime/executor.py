@@ -17,7 +17,7 @@ from django.tasks.signals import task_finished, task_started
 from .. import lifecycle, registry, taskresults
 from ..context import JobCancelled, JobContext
 from ..observability import joblogs
-from ..vocabulary.endings import Snooze
+from ..validation.durations import Snooze
 from ..vocabulary.jobs import Status
 from ..vocabulary.policy import TIMEOUT_CLASS
 

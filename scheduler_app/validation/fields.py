@@ -18,6 +18,8 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from ..vocabulary import storable
+from . import durations
+from .jsonvalues import NO_NUL, json_problem  # the rules below use them; other modules import them here
 from ..vocabulary.bounds import (
     CONCURRENCY_LIMIT_MAX,
     DELAY_MAX,
@@ -137,6 +139,33 @@ class Seconds(Rule):
         return {"type": "number", "minimum": self.low, "maximum": self.high}
 
 
+class Duration(Seconds):
+    """A ``Seconds`` rule that also reads durations people type: ``"90"``, ``"90s"``, ``"2h"``, ``"3d"``, ``"1h30m"``.
+
+    The one duration rule (``durations.seconds_of``, pytimeparse2), bounded
+    as seconds are; ``check`` takes text too, since JSON bodies,
+    ``enqueue(delay="2h")`` and ``@options(unique_for="1d")`` carry it.
+    """
+
+    def __init__(self, field, high, *, zero_ok=False):
+        super().__init__(field, high, zero_ok=zero_ok)
+        self.message = durations.wording(self.low, high)
+
+    def check(self, value):
+        seconds = durations.seconds_of(value)
+        if seconds is None or not self.low <= seconds <= self.high:
+            self.fail()
+        return seconds
+
+    def parse(self, text):
+        return self.check(str(text))
+
+    def schema(self):
+        number = super().schema()
+        text = {"type": "string", "example": "1h30m", "description": f"seconds as text, or {durations.FORMS}"}
+        return {"oneOf": [number, text]}
+
+
 def _utc_text(moment):
     return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
 
@@ -206,48 +235,6 @@ class Text(Rule):
 
     def schema(self):
         return {"type": "string", "maxLength": self.max_length, "pattern": NO_NUL}
-
-
-# JSON schema (ECMA 262) of text without NUL characters, which no database stores.
-NO_NUL = "^[^\\u0000]*$"
-
-
-def json_problem(value, *, max_depth=JSON_DEPTH_MAX):
-    """Return why ``value`` cannot be stored as JSON text, or None.
-
-    Catches what JSON parsers let through but the databases refuse (NUL
-    characters in PostgreSQL's jsonb, lone surrogates in UTF-8), values that
-    are not JSON (objects, NaN), and nesting deep enough to exhaust the
-    recursion limit of whatever reads the document later.
-    """
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > max_depth:
-            return f"Nested more than {max_depth} levels deep."
-        if isinstance(item, dict):
-            for key, child in item.items():
-                if not isinstance(key, str):
-                    return "Object keys must be text."
-                stack.append((key, depth))
-                stack.append((child, depth + 1))
-        elif isinstance(item, (list, tuple)):
-            stack.extend((child, depth + 1) for child in item)
-        elif isinstance(item, str):
-            if "\x00" in item:
-                return "Text may not contain NUL (\\u0000) characters."
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError:
-                return "Text may not contain lone surrogate characters."
-        elif isinstance(item, float):
-            if not math.isfinite(item):
-                return "Numbers must be finite (no NaN or Infinity)."
-        elif item is None or isinstance(item, (bool, int)):
-            pass
-        else:
-            return f"Must be JSON: {type(item).__name__} values cannot be stored."
-    return None
 
 
 # Built once: json.dumps with options builds an encoder per call (on every enqueue's path).
@@ -433,13 +420,13 @@ PROGRESS = Progress()
 ARGS = JSONContainer("args", list)
 KWARGS = JSONContainer("kwargs", dict)
 EXECUTE_AT = Moment("execute_at")
-DELAY = Seconds("delay", DELAY_MAX, zero_ok=True)
+DELAY = Duration("delay", DELAY_MAX, zero_ok=True)
 PRIORITY = WholeNumber("priority", PRIORITY_MIN, PRIORITY_MAX)
 MAX_ATTEMPTS = WholeNumber("max_attempts", MAX_ATTEMPTS_MIN, MAX_ATTEMPTS_MAX)
-TIMEOUT = Seconds("timeout", TIMEOUT_MAX)
+TIMEOUT = Duration("timeout", TIMEOUT_MAX)
 BACKOFF = Seconds("backoff", TIMEOUT_MAX, zero_ok=True)
 UNIQUE_KEY = Text("unique_key", UNIQUE_KEY_MAX)
-UNIQUE_FOR = Seconds("unique_for", UNIQUE_FOR_MAX)
+UNIQUE_FOR = Duration("unique_for", UNIQUE_FOR_MAX)
 DEPENDS_ON = WholeNumbers("depends_on", "job ids", 1, ID_MAX, DEPENDENCIES_MAX)
 DEPENDS_ON_INDEX = WholeNumbers("depends_on_index", "indexes of jobs of this request", 0, ID_MAX, DEPENDENCIES_MAX)
 ON_DEPENDENCY_FAILURE = Choice("on_dependency_failure", ("cancel", "run"))

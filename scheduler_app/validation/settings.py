@@ -11,11 +11,11 @@ import re
 from dataclasses import dataclass
 from datetime import timedelta
 
-import pytimeparse2
 from django.core.exceptions import ValidationError
 
 from ..vocabulary import bounds as limits
 from ..vocabulary.jobs import Status
+from . import durations
 from .fields import (
     CONCURRENCY_LIMIT,
     MAX_ATTEMPTS,
@@ -79,8 +79,11 @@ def _host_shape(item):
     return None
 
 
-class Duration(Rule):
-    """How old something may get: a timedelta from code; from a command line 3600, 90s, 30m, 12h, 7d or 2w."""
+class Age(Rule):
+    """How old something may get: a timedelta from code; from a command line 3600, 90s, 30m, 12h, 7d or 2w.
+
+    The text is read as every duration is (``durations.seconds_of``).
+    """
 
     def __init__(self, field, high):
         super().__init__(
@@ -95,10 +98,10 @@ class Duration(Rule):
         return value
 
     def parse(self, text):
+        seconds = durations.seconds_of(str(text))
         try:
-            seconds = pytimeparse2.parse(str(text), raise_exception=True)
             value = timedelta(seconds=seconds)
-        except Exception:  # any text the parser cannot read, or a length no timedelta holds
+        except (TypeError, OverflowError):  # text that is no duration, or a length no timedelta holds
             self.fail()
         return self.check(value)
 
@@ -170,7 +173,7 @@ class QueueSettings(Rule):
             self.fail(f"{name}: {rule.field}: {' '.join(exc.messages)}")
 
 
-RETENTION_AGE = Duration("older_than", limits.RETENTION_MAX)
+RETENTION_AGE = Age("older_than", limits.RETENTION_MAX)
 
 
 class Retention(Rule):
@@ -334,7 +337,7 @@ DECLARED = {
         "seconds between a dispatcher's writes of its per-minute history; 0: none",
     ),
     "ROLLUP_RETENTION": _setting(
-        timedelta(days=7), Duration("ROLLUP_RETENTION", limits.RETENTION_MAX), "how long the per-minute history is kept"
+        timedelta(days=7), Age("ROLLUP_RETENTION", limits.RETENTION_MAX), "how long the per-minute history is kept"
     ),
     "METRICS_TOKEN": _setting(
         None, Secret("METRICS_TOKEN"), "GET /metrics also answers 'Authorization: Bearer <this>'; None: staff only"

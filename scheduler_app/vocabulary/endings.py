@@ -1,13 +1,14 @@
 """How a task ends its attempt on purpose: ``Snooze`` ("not now") and ``JobCancelled`` ("stopped, as asked").
 
-``Snooze``: "not now, try again in a while", without failing.
+``Snooze`` (defined in ``validation.durations``: it reads durations such as
+"10m"): "not now, try again in a while", without failing.
 
     from scheduler_app import Snooze
 
     @task
     def sync(account_id):
         if provider_busy():
-            raise Snooze(600)   # pending again in 10 minutes
+            raise Snooze("10m")   # pending again in 10 minutes (or Snooze(600))
         ...
 
 The job goes back to pending at now + seconds; the attempt does not count
@@ -21,22 +22,6 @@ it ends the job as cancelled.
 
 Pure: no Django (``scheduler_app`` exports both without loading Django).
 """
-
-import math
-
-from .bounds import SNOOZE_MAX
-
-
-class Snooze(Exception):  # a request, not an error: no "Error" in its name
-    """Raise from a task to run its job again ``seconds`` from now, without counting an attempt."""
-
-    def __init__(self, seconds):
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
-            raise ValueError(f"Snooze takes a number of seconds, not {seconds!r}.")
-        if not 0 <= seconds <= SNOOZE_MAX:
-            raise ValueError(f"Snooze takes a number of seconds from 0 to {SNOOZE_MAX}, not {seconds!r}.")
-        self.seconds = float(seconds)
-        super().__init__(f"snoozed for {self.seconds:g}s")
 
 
 class JobCancelled(Exception):

@@ -188,7 +188,7 @@ class TestAddForm:
             ("kwargs", "{'a': 1}", "Not valid JSON"),
             ("priority", "500", "Must be a whole number from -100 to 100."),
             ("priority", "high", "Must be a whole number from -100 to 100."),
-            ("timeout", "-1", "Must be a number of seconds from 0.001 to 31536000."),
+            ("timeout", "-1", "Must be a number of seconds from 0.001 to 31536000, or a duration such as 90s, 2h, 3d or 1h30m."),
             ("max_attempts", "0", "Must be a whole number from 1 to 100."),
             ("queue", "nope", "Unknown queue 'nope'. Known queues: default, other, slow."),
         ],

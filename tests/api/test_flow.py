@@ -112,7 +112,7 @@ class TestUniqueFor:
         again = api.post("/api/jobs/", body, format="json")
         assert again.status_code == 201 and again.json()["id"] != first["id"]
         bad = api.post("/api/jobs/", {**body, "unique_for": 0}, format="json")
-        assert bad.json() == {"unique_for": ["Must be a number of seconds from 0.001 to 31622400."]}
+        assert bad.json() == {"unique_for": ["Must be a number of seconds from 0.001 to 31622400, or a duration such as 90s, 2h, 3d or 1h30m."]}
 
 
 class TestQueueLimits:

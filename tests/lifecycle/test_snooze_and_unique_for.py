@@ -21,7 +21,7 @@ NONE_LEFT = {"succeeded": 0, "failed": 0, "cancelled": 0, "snoozed": 0}
 
 def test_snooze_is_a_pure_exception_with_checked_seconds():
     assert Snooze(2.5).seconds == 2.5
-    for bad in (-1, float("nan"), "10", True, 10**12):
+    for bad in (-1, float("nan"), "soon", "-2h", True, 10**12):
         with pytest.raises(ValueError):
             Snooze(bad)
 
@@ -101,7 +101,7 @@ class TestUniqueFor:
     def test_a_bad_period_is_refused(self):
         with pytest.raises(ValidationError) as caught:
             enqueue("tests.testapp.tasks.add", [1, 2], unique_for=-5)
-        assert caught.value.message_dict == {"unique_for": ["Must be a number of seconds from 0.001 to 31622400."]}
+        assert caught.value.message_dict == {"unique_for": ["Must be a number of seconds from 0.001 to 31622400, or a duration such as 90s, 2h, 3d or 1h30m."]}
 
 
 @pytest.mark.django_db(transaction=True)

@@ -43,13 +43,13 @@ def test_enqueue_with_dependencies_and_a_unique_period(capsys):
         (["tests.testapp.tasks.add", "--kwargs", "[]"], "Must be a JSON object of keyword arguments."),
         (["tests.testapp.tasks.add", "--at", "2026-01-01T10:00:00"], "Must carry a time zone offset"),
         (["tests.testapp.tasks.add", "--at", "tomorrow"], "Must be an ISO 8601 date and time"),
-        (["tests.testapp.tasks.add", "--in", "-5"], "Must be a number of seconds from 0 to 3153600000."),
+        (["tests.testapp.tasks.add", "--in", "-5"], "Must be a number of seconds from 0 to 3153600000, or a duration such as 90s, 2h, 3d or 1h30m."),
         (["tests.testapp.tasks.add", "--priority", "500"], "Must be a whole number from -100 to 100."),
         (["tests.testapp.tasks.add", "--queue", "nope"], "Unknown queue"),
         (["tests.testapp.tasks.add", "--at", "2026-01-01T10:00:00+00:00", "--in", "5"], "not allowed with"),
         # Past the end of time: the rules refuse them (no OverflowError, no row in year 10000).
-        (["tests.testapp.tasks.add", "--in", "1e20"], "Must be a number of seconds from 0 to 3153600000."),
-        (["tests.testapp.tasks.add", "--in", "nan"], "Must be a number of seconds from 0 to 3153600000."),
+        (["tests.testapp.tasks.add", "--in", "1e20"], "Must be a number of seconds from 0 to 3153600000, or a duration such as 90s, 2h, 3d or 1h30m."),
+        (["tests.testapp.tasks.add", "--in", "nan"], "Must be a number of seconds from 0 to 3153600000, or a duration such as 90s, 2h, 3d or 1h30m."),
         (["tests.testapp.tasks.add", "--at", "9999-12-31T23:59:59-01:00"], "Must be no later than 9999-12-30T23:59:59Z."),
         # Year 10000 in Asia/Tokyo: refused, so that every zone can show every job.
         (["tests.testapp.tasks.add", "--at", "9999-12-31T00:00:00Z"], "Must be no later than 9999-12-30T23:59:59Z."),

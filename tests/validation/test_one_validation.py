@@ -43,11 +43,11 @@ ROWS = [
     ("priority", "high", "high", None, "Must be a whole number from -100 to 100."),
     ("max_attempts", 0, "0", None, "Must be a whole number from 1 to 100."),
     ("max_attempts", 101, "101", None, "Must be a whole number from 1 to 100."),
-    ("timeout", -1, "-1", None, "Must be a number of seconds from 0.001 to 31536000."),
-    ("timeout", 0, "0", None, "Must be a number of seconds from 0.001 to 31536000."),
+    ("timeout", -1, "-1", None, "Must be a number of seconds from 0.001 to 31536000, or a duration such as 90s, 2h, 3d or 1h30m."),
+    ("timeout", 0, "0", None, "Must be a number of seconds from 0.001 to 31536000, or a duration such as 90s, 2h, 3d or 1h30m."),
     # A positive number that rounds to nothing added to a time.
-    ("timeout", 5e-324, "5e-324", None, "Must be a number of seconds from 0.001 to 31536000."),
-    ("timeout", 0.0009, "0.0009", None, "Must be a number of seconds from 0.001 to 31536000."),
+    ("timeout", 5e-324, "5e-324", None, "Must be a number of seconds from 0.001 to 31536000, or a duration such as 90s, 2h, 3d or 1h30m."),
+    ("timeout", 0.0009, "0.0009", None, "Must be a number of seconds from 0.001 to 31536000, or a duration such as 90s, 2h, 3d or 1h30m."),
     (
         "queue",
         "nope",

@@ -28,14 +28,14 @@ class Command(SchedulerCommand):
         parser.add_argument("--kwargs", dest="job_kwargs", type=arguments.rule(KWARGS), default={}, help="JSON object.")
         when = parser.add_mutually_exclusive_group()
         when.add_argument("--at", type=arguments.rule(EXECUTE_AT), help="ISO 8601 time with offset.")
-        when.add_argument("--in", dest="delay", type=arguments.rule(DELAY), help="Seconds from now.")
+        when.add_argument("--in", dest="delay", type=arguments.rule(DELAY), help="Seconds from now, or a duration: 90s, 2h, 3d, 1h30m.")
         parser.add_argument("--priority", type=arguments.rule(PRIORITY))
         parser.add_argument("--queue", type=arguments.rule(QUEUE))
         parser.add_argument("--max-attempts", type=arguments.rule(MAX_ATTEMPTS))
-        parser.add_argument("--timeout", type=arguments.rule(TIMEOUT))
+        parser.add_argument("--timeout", type=arguments.rule(TIMEOUT), help="Seconds an attempt may run, or a duration (30m).")
         parser.add_argument("--unique-key")
         parser.add_argument("--unique-for", type=arguments.rule(UNIQUE_FOR),
-                            help="Seconds the unique key stays taken, whatever becomes of the job unless it is cancelled.")
+                            help="Seconds (or a duration: 1d) the unique key stays taken, whatever becomes of the job unless it is cancelled.")
         parser.add_argument("--depends-on", type=arguments.rule(DEPENDS_ON), metavar="ID[,ID...]",
                             help="Ids of jobs that must succeed first.")
         parser.add_argument("--on-dependency-failure", type=arguments.rule(ON_DEPENDENCY_FAILURE),
