@@ -127,3 +127,32 @@ def describe(task):
         "takes_context": task.takes_context,
         "options": options_of(task).describe(),
     }
+
+
+# Task paths an ambiguous name's refusal lists at most (and the jobs table is asked for at most one more).
+MATCHES_SHOWN = 10
+
+
+def paths_named(text):
+    """Return the known task paths ``text`` means, sorted: a list filters take one of, or refuse.
+
+    Known paths are the registered tasks' and those in the jobs table (a
+    task removed since still has jobs). A known path means itself; any
+    other text means the paths it ends at a dot: "echo" and "tasks.echo"
+    both mean "myapp.tasks.echo". Nothing known: ``[]``.
+    """
+    from .models import Job  # the registry loads before the models are ready
+
+    if text in _tasks or Job.objects.filter(task=text).exists():
+        return [text]
+    suffix = "." + text
+    found = {name for name in _tasks if name.endswith(suffix)}
+    stored = Job.objects.filter(task__endswith=suffix).order_by().values_list("task", flat=True).distinct()
+    found.update(stored[: MATCHES_SHOWN + 1])
+    return sorted(found)
+
+
+def ambiguity(text, paths):
+    """Return the refusal of a name that means several task paths."""
+    listed = ", ".join(paths[:MATCHES_SHOWN]) + (", ..." if len(paths) > MATCHES_SHOWN else "")
+    return f"{shown(text)} names more than one task: {listed}. Give the full path (or more of its end)."

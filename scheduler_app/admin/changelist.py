@@ -10,7 +10,7 @@ import calendar
 import datetime
 from functools import update_wrapper
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.core.paginator import Paginator
 from django.utils import formats, timezone
@@ -68,9 +68,15 @@ class TaskFilter(admin.SimpleListFilter):
         return [(n, mark_safe("<wbr>.".join(escape(p) for p in n.split(".")))) for n in registry.names()]
 
     def queryset(self, request, queryset):
-        if self.value():
-            return queryset.filter(task=self.value())
-        return queryset
+        """Filter by the task ``?task=`` names: a path, or its end when one known task has it (``registry.paths_named``)."""
+        value = self.value()
+        if not value:
+            return queryset
+        paths = registry.paths_named(value)
+        if len(paths) > 1:
+            messages.error(request, registry.ambiguity(value, paths))
+            return queryset.none()
+        return queryset.filter(task=paths[0] if paths else value)
 
 
 class ScheduleFilter(admin.SimpleListFilter):

@@ -12,7 +12,9 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from drf_spectacular.drainage import set_override
+from rest_framework.exceptions import ValidationError
 
+from .. import registry
 from ..models import Job, JobStatus
 from ..validation.fields import NO_NUL
 from ..vocabulary.bounds import PRIORITY_MAX, PRIORITY_MIN, QUEUE_NAME_MAX, SEARCH_MAX, TASK_NAME_MAX
@@ -102,7 +104,12 @@ class JobFilter(django_filters.FilterSet):
         help_text="Comma-separated statuses, e.g. pending,running (waiting: on dependencies).",
     )
     queue = TextFilter(field_name="queue", max_length=QUEUE_NAME_MAX, help_text="Exact queue name.")
-    task = TextFilter(field_name="task", max_length=TASK_NAME_MAX, help_text="Exact task name.")
+    task = TextFilter(
+        method="filter_task",
+        max_length=TASK_NAME_MAX,
+        help_text="A task's path, or its end when only one known task has it (\"echo\" for myapp.tasks.echo); "
+        "a name several tasks end with is a 400 listing them.",
+    )
     priority_min = IntegerFilter(
         field_name="priority",
         lookup_expr="gte",
@@ -153,6 +160,12 @@ class JobFilter(django_filters.FilterSet):
     class Meta:
         model = Job
         fields = []
+
+    def filter_task(self, queryset, name, value):
+        paths = registry.paths_named(value)
+        if len(paths) > 1:
+            raise ValidationError({"task": [registry.ambiguity(value, paths)]})
+        return queryset.filter(task=paths[0] if paths else value)
 
     def filter_search(self, queryset, name, value):
         match = Q(task__icontains=value) | Q(unique_key__icontains=value)
