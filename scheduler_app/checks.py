@@ -106,7 +106,7 @@ def check_settings(app_configs=None, **kwargs):
     if overrides is None:
         return []
     if not isinstance(overrides, dict):
-        return [checks.Error("SCHEDULER must be a dict.", hint="See the settings in the README (validation/settings.py declares them).", id="scheduler_app.E008")]
+        return [checks.Error("SCHEDULER must be a dict.", hint="See docs/CONFIGURATION.md (validation/settings.py declares them).", id="scheduler_app.E008")]
     errors = []
     for key in sorted(set(overrides) & set(RENAMED)):
         # A warning, not an error: the old key is ignored, so the change
@@ -142,7 +142,7 @@ _HINTS = {"RETENTION": 'e.g. {"succeeded": timedelta(days=14), "failed": timedel
 
 def _setting_errors(key, setting, exc):
     """Return the system check errors of a setting's refusal: one per message for RETENTION, else one."""
-    hint = _HINTS.get(key, "See the settings in the README (validation/settings.py declares them).")
+    hint = _HINTS.get(key, "See docs/CONFIGURATION.md (validation/settings.py declares them).")
     ident = f"scheduler_app.{setting.check_id}"
     if key == "RETENTION":
         return [

@@ -238,7 +238,7 @@ def _setting(default, rule, doc, check_id=None):
 RENAMED = {"ALLOWED_COMMANDS": "RUN_COMMAND_ALLOWED"}
 
 # Every key of settings.SCHEDULER, declared once: ``conf.get`` reads its
-# default, the system checks its rule, the README its meaning.
+# default, the system checks its rule, docs/CONFIGURATION.md its meaning.
 DECLARED = {
     "DEFAULT_MAX_ATTEMPTS": _setting(3, MAX_ATTEMPTS, "attempts a job gets unless its task or the caller says otherwise"),
     "RETRY_BACKOFF_BASE": _setting(2.0, Seconds("RETRY_BACKOFF_BASE", DAY), "retry backoff: base * 2 ** (attempt - 1) seconds"),
@@ -276,7 +276,7 @@ DECLARED = {
     ),
     "SYNCHRONOUS_COMMIT": _setting(
         True, Flag("SYNCHRONOUS_COMMIT"),
-        "PostgreSQL: wait for the WAL flush of the dispatcher's claims and results (False: faster; README)",
+        "PostgreSQL: wait for the WAL flush of the dispatcher's claims and results (False: faster; docs/CONFIGURATION.md)",
     ),
     "SCHEDULE_MISFIRE_GRACE": _setting(
         30.0, Seconds("SCHEDULE_MISFIRE_GRACE", limits.HORIZON_MAX, zero_ok=True),

@@ -1,21 +1,24 @@
-"""The installable app, tried as a new user would: build the wheel, install it into a fresh
-virtual environment, start a project with ``django-admin startproject``, and follow the
-README's "Add to an existing project" and "Testing your tasks" to the letter.
+"""The installable app, tried as a new user would: in a fresh virtual environment, start a
+project with ``django-admin startproject`` and follow the README's "Add to an existing
+project" and "Testing your tasks" word for word.
 
-The steps below are the README's (tests/packaging/test_readme_steps.py checks that the
-README still says them). Runs once, in the SQLite pass of ``make test``: nothing in it
-depends on the test database.
+The steps are read from the README (``readme.steps``): every command of its ``sh`` blocks
+runs as written (the checkout's path is a copy of this one; ``createsuperuser`` gets its
+answers from the environment, as ``--no-input`` reads them), and every file it shows is
+written or appended as it says. Runs once, in the SQLite pass of ``make test``: nothing in
+it depends on the test database.
 """
 
 import os
 import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 from django.db import connection
+
+from tests.packaging import readme
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,53 +27,8 @@ pytestmark = [
     pytest.mark.skipif(connection.vendor != "sqlite", reason="runs once, in the SQLite pass"),
 ]
 
-# -- The README's steps, as files and commands --------------------------------
-
-SETTINGS_ADDITIONS = """
-INSTALLED_APPS += [
-    "rest_framework.authtoken",  # the API's tokens
-    "scheduler_app",
-    "billing",
-]
-TASKS = {"default": {"BACKEND": "scheduler_app.backends.SchedulerBackend"}}
-"""
-
-URLS_ADDITION = """
-from django.urls import include
-
-urlpatterns += [path("scheduler/", include("scheduler_app.urls"))]
-"""
-
-BILLING_TASKS = '''
-from django.tasks import task
-
-from scheduler_app import options
-
-
-@options(max_attempts=5, timeout=30)
-@task
-def charge(account_id, cents):
-    return {"account": account_id, "charged": cents}
-'''
-
-BILLING_TESTS = '''
-from django.test import TestCase
-
-from scheduler_app.testing import assert_enqueued, drain
-
-from .tasks import charge
-
-
-class ChargeTests(TestCase):
-    def test_charge_runs(self):
-        charge.enqueue(42, 1999)
-        assert_enqueued(charge, args=[42, 1999])
-        self.assertEqual(drain(), {"succeeded": 1, "failed": 0, "cancelled": 0, "snoozed": 0})
-        result = charge.get_result(charge.enqueue(7, 5).id)
-        drain()
-        result.refresh()
-        self.assertEqual(result.return_value, {"account": 7, "charged": 5})
-'''
+# -- What the README's steps must have made -----------------------------------
+# The steps themselves are read from the README (tests/packaging/readme.py).
 
 CHECKS = '''
 from django.contrib.auth.models import Permission, User
@@ -84,6 +42,8 @@ assert (job.status, job.result, job.max_attempts, job.timeout) == (
     "succeeded", {"account": 42, "charged": 1999}, 5, 30.0
 ), (job.status, job.result, job.errors)
 
+# createsuperuser made the README's admin.
+assert User.objects.filter(username="admin", is_superuser=True).exists()
 staff = User.objects.create_user("ops", password="x", is_staff=True)
 staff.user_permissions.add(
     Permission.objects.get(codename="view_dashboard"), Permission.objects.get(codename="view_job")
@@ -121,48 +81,65 @@ def run(cmd, cwd, env=None, timeout=300, check=True):
     return result
 
 
-def build_wheel(tmp):
-    """Build the wheel from a copy of the package's files (the build writes egg-info next to them)."""
-    source = tmp / "source"
+def checkout_copy(tmp):
+    """Return a copy of the package's files: the README's checkout (building writes egg-info into it)."""
+    source = tmp / "django-scheduler-app"
     source.mkdir()
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, source / name)
     shutil.copytree(ROOT / "scheduler_app", source / "scheduler_app", ignore=shutil.ignore_patterns("__pycache__"))
-    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp / "dist"), str(source)], cwd=tmp)
-    (wheel,) = (tmp / "dist").glob("django_scheduler_app-*.whl")
-    return wheel
+    return source
+
+
+def follow(step, site, env, source):
+    """Do one of the README's steps in the project's directory; return the command's result."""
+    if step[0] in ("write", "append"):
+        with open(site / step[1], "a" if step[0] == "append" else "w") as fh:
+            fh.write(("\n" if step[0] == "append" else "") + step[2])
+        return None
+    command = step[1].replace(readme.CHECKOUT, str(source))
+    if command.endswith("manage.py createsuperuser"):
+        # What a person types at its prompts.
+        env = {**env, "DJANGO_SUPERUSER_USERNAME": "admin", "DJANGO_SUPERUSER_EMAIL": "admin@example.com",
+               "DJANGO_SUPERUSER_PASSWORD": "a-long-password-1"}
+        command += " --no-input"
+    return run(["bash", "-c", command], cwd=site, env=env, timeout=600, check=False)
 
 
 def test_a_fresh_project_follows_the_readme(tmp_path):
-    wheel = build_wheel(tmp_path)
+    source = checkout_copy(tmp_path)
     venv = tmp_path / "venv"
     run([sys._base_executable, "-m", "venv", str(venv)], cwd=tmp_path)
-    python = venv / "bin" / "python"
-    # pip install django-scheduler-app (the wheel this checkout builds; its
-    # dependencies come from the package index, or pip's cache).
-    run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(wheel)], cwd=tmp_path)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "SCHEDULER_", "DATABASE_URL"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "SCHEDULER_", "DATABASE_URL", "VIRTUAL_ENV"))}
+    # The virtualenv activated: its python, pip and django-admin come first.
     env["PATH"] = f"{venv / 'bin'}:{env.get('PATH', '')}"
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     site = tmp_path / "site"
     site.mkdir()
-    run(["django-admin", "startproject", "mysite", "."], cwd=site, env=env)
-    run([str(python), "manage.py", "startapp", "billing"], cwd=site, env=env)
-    (site / "billing" / "tasks.py").write_text(textwrap.dedent(BILLING_TASKS))
-    (site / "billing" / "tests.py").write_text(textwrap.dedent(BILLING_TESTS))
-    with open(site / "mysite" / "settings.py", "a") as fh:
-        fh.write(SETTINGS_ADDITIONS)
-    with open(site / "mysite" / "urls.py", "a") as fh:
-        fh.write(URLS_ADDITION)
+    results = {}
+    steps = readme.steps()
+    # pip's steps come first; then, in an empty directory, the project the README says to start.
+    installs = [s for s in steps if s[0] == "run" and s[1].startswith("pip ")]
+    for step in installs:
+        done = follow(step, site, env, source)
+        assert done.returncode == 0, (step, done.stdout[-3000:], done.stderr[-3000:])
+    run(readme.START_PROJECT.split(), cwd=site, env=env)
+    for step in steps:
+        if step in installs:
+            continue
+        done = follow(step, site, env, source)
+        if done is not None:
+            results[step[1]] = done
+            if "manage.py test" not in step[1]:
+                assert done.returncode == 0, (step, done.stdout[-3000:], done.stderr[-3000:])
 
-    manage = [str(python), "manage.py"]
-    check = run([*manage, "check"], cwd=site, env=env)
-    assert "System check identified no issues" in check.stdout, check.stdout + check.stderr
-    run([*manage, "migrate", "--no-input"], cwd=site, env=env)
-    run([*manage, "shell", "-c", "from billing.tasks import charge; charge.enqueue(42, 1999)"], cwd=site, env=env)
-    burst = run([*manage, "rundispatcher", "--burst"], cwd=site, env=env, timeout=120)
+    burst = next(r for c, r in results.items() if "rundispatcher" in c)
     assert "dispatcher " in burst.stdout and "database sqlite" in burst.stdout, burst.stdout
-    checked = run([*manage, "shell", "-c", CHECKS], cwd=site, env=env)
+    python = venv / "bin" / "python"
+    check = run([str(python), "manage.py", "check"], cwd=site, env=env)
+    assert "System check identified no issues" in check.stdout, check.stdout + check.stderr
+    checked = run([str(python), "manage.py", "shell", "-c", CHECKS], cwd=site, env=env)
     assert "FRESH PROJECT OK" in checked.stdout, checked.stdout + checked.stderr
     # "Testing your tasks": the user's own TestCase, with Django's runner.
-    tests = run([*manage, "test", "billing", "-v", "1"], cwd=site, env=env, check=False)
+    tests = next(r for c, r in results.items() if "manage.py test" in c)
     assert tests.returncode == 0 and "OK" in tests.stderr, tests.stdout + tests.stderr
