@@ -5,6 +5,8 @@ thread.
 """
 
 import contextlib
+import logging
+import sys
 
 from .. import conf, signals, sql
 from ..dispatcher.loop import Dispatcher
@@ -107,3 +109,35 @@ def wakeups(dispatcher, using="default"):
             dispatcher.listen_with(previous)
             listener.stop()
             waiter.close()
+
+
+# The dispatcher's lines when the project configured no logging for them (as Celery's worker prints its own).
+CONSOLE_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+
+
+def log_to_stderr_unless_configured(stream=None, app=None):
+    """Give the ``scheduler_app`` logger a stderr handler at INFO when no handler would show its records.
+
+    A fresh project configures no logging for the app: without this, the
+    dispatcher's banner was its last word (no summaries, retries, failures
+    or shutdown lines; Python's last resort shows WARNING and worse, bare).
+    A handler on ``scheduler_app``, on one of its loggers, or on an ancestor
+    its records reach (the root logger), means the project chose: nothing
+    changes. A level the project set on ``scheduler_app`` is kept. Return
+    the handler added, or None. (``app``: the logger, for tests.)
+    """
+    app = app or logging.getLogger("scheduler_app")
+    node = app
+    while node is not None:
+        if node.handlers:
+            return None
+        node = node.parent if node.propagate else None
+    for name, child in list(app.manager.loggerDict.items()):
+        if name.startswith("scheduler_app.") and getattr(child, "handlers", None):
+            return None
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(logging.Formatter(CONSOLE_FORMAT))
+    app.addHandler(handler)
+    if app.level == logging.NOTSET:
+        app.setLevel(logging.INFO)
+    return handler

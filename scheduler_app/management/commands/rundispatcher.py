@@ -68,6 +68,8 @@ class Command(SchedulerCommand):
                             help="Exit after running this many jobs.")
 
     def handle(self, *args, **options):
+        # With no logging configured for the app, its lines go to stderr at INFO (a project's LOGGING wins).
+        wiring.log_to_stderr_unless_configured()
         if options["processes"] > 1:
             return self._supervise(options)
         # From the first moment: a SIGTERM while the dispatcher is being
