@@ -32,6 +32,12 @@ class JobContext(TaskContext):
     deadline: float | None = None  # epoch seconds; None: no timeout
     cancel_event: threading.Event = field(default_factory=threading.Event)
     progress_callback: Callable[[dict], bool] | None = None
+    workflow_lookup: Callable[[], int | None] | None = None
+
+    @property
+    def workflow_id(self):
+        """Return the id of the workflow this job belongs to (its callbacks' jobs too), or None."""
+        return self.workflow_lookup() if self.workflow_lookup is not None else None
 
     @property
     def cancel_requested(self):

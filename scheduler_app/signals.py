@@ -5,8 +5,15 @@ queue was paused or resumed, or a schedule changed. ``message`` is a
 ``scheduler_app.vocabulary.wakeup.WakeUp``, the same message a PostgreSQL
 NOTIFY carries (its wire format is documented there). A dispatcher in the
 same process connects to it to wake at once.
+
+``workflow_closed(workflow, using)``: see below.
 """
 
 from django.dispatch import Signal
 
 jobs_changed = Signal()
+
+# ``workflow_closed(workflow, using)``: a ``with Workflow(...)`` block ended
+# without an exception, inside its transaction. ``lifecycle.workflows``
+# receives it (models cannot call the service: they are below it).
+workflow_closed = Signal()

@@ -13,7 +13,9 @@ backend, the management commands and the dispatcher all call this package:
 - ``transitions``: the dispatcher's claim, finish, lease renewal, rescue, release;
 - ``retention``: pruning of finished jobs;
 - ``announce``: the wake-up message sent to dispatchers on commit;
-- ``states``: which status allows which change, and the refusal's wording.
+- ``states``: which status allows which change, and the refusal's wording;
+- ``workflows``: a workflow's status (``derive_status``: the one rule), its
+  callbacks, retrying and cancelling a workflow as a whole.
 """
 
 from ..validation.errors import error_text
@@ -27,6 +29,7 @@ from .queues import limited_queues, pause_queue, paused_queues, resume_queue, se
 from .retention import prune
 from .states import BulkValidationError, DependencyFailed, InvalidTransition, JobTimeout, LeaseExpired, SnoozedTooOften
 from .transitions import claim, claim_limited, release, renew_leases, rescue_expired, set_progress
+from .workflows import cancel_workflow, derive_status, retry_workflow, workflow_of
 
 __all__ = [
     "BulkValidationError",
@@ -40,8 +43,10 @@ __all__ = [
     "build_job",
     "cancel",
     "cancel_many",
+    "cancel_workflow",
     "claim",
     "claim_limited",
+    "derive_status",
     "enqueue",
     "enqueue_many",
     "enqueue_many_created",
@@ -59,8 +64,10 @@ __all__ = [
     "resume_queue",
     "retry",
     "retry_many",
+    "retry_workflow",
     "run_now_many",
     "set_limits",
     "set_progress",
     "tell_others",
+    "workflow_of",
 ]

@@ -14,7 +14,7 @@ from .. import sql
 from ..models import FINISHED_STATUSES, DependencyFailure, Job, JobDependency, JobStatus
 from ..validation.fields import EXECUTE_AT, PRIORITY
 from .announce import announce
-from .dependencies import FAILED_ENDS, settle
+from .dependencies import FAILED_ENDS, pass_results, settle
 from .states import InvalidTransition, allowed_from
 
 # A pending or waiting job is cancelled at once.
@@ -117,9 +117,15 @@ def retry(job_id, *, now=None, using="default"):
                 updated_at=now,
             )
             if won:
+                if not left:
+                    pass_results([job_id], using=using)
                 job = jobs.get()
                 if job.status == JobStatus.PENDING:
                     announce(jobs=[job], using=using)
+                if job.workflow_id is not None:
+                    from .workflows import refresh
+
+                    refresh(job.workflow_id, now=now, using=using)
                 return job
     except IntegrityError:
         raise InvalidTransition(

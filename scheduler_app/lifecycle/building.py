@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from .. import conf, registry
 from ..models import Job
+from ..models.workflows import current_workflow
 from ..validation.errors import Errors
 from ..validation.fields import (
     ARGS,
@@ -44,6 +45,7 @@ from ..validation.fields import (
 )
 from ..validation.jobs import BOTH_WHEN, UNIQUE_FOR_PAST_TASK, arguments_size_problem, chosen
 from ..validation.options import options_of
+from ..validation.workflows import PASS_RESULTS
 from ..vocabulary.bounds import QUEUE_NAME_MAX, QUEUE_NAME_RE
 
 
@@ -93,7 +95,7 @@ RULES = {
     r.field: r
     for r in (
         TASK, ARGS, KWARGS, EXECUTE_AT, DELAY, PRIORITY, QUEUE, MAX_ATTEMPTS, TIMEOUT, UNIQUE_KEY, UNIQUE_FOR,
-        DEPENDS_ON, ON_DEPENDENCY_FAILURE,
+        DEPENDS_ON, ON_DEPENDENCY_FAILURE, PASS_RESULTS,
     )
 }
 # The limits of a queue (``lifecycle.queues``).
@@ -103,7 +105,7 @@ QUEUE_RULES = {r.field: r for r in (CONCURRENCY_LIMIT, RATE_LIMIT, RATE_PERIOD)}
 def build_job(
     task, args=(), kwargs=None, *, execute_at=None, delay=None, priority=None, queue=None, max_attempts=None,
     timeout=None, unique_key=None, unique_for=None, depends_on=None, on_dependency_failure=None, created_by=None,
-    schedule=None, now=None, backend_options=None,
+    schedule=None, now=None, backend_options=None, pass_results=False, workflow=None,
 ):
     """Validate a job description and return an unsaved Job; raise ValidationError with errors keyed by field.
 
@@ -116,13 +118,14 @@ def build_job(
     and take at most ``SCHEDULER["ARGS_MAX_BYTES"]``; ``unique_for`` may not
     exceed the task's own. ``depends_on`` (job ids, or Jobs) and
     ``unique_for`` need the database (``creation``): the job carries them as
-    ``_depends_on`` and ``_unique_for``.
+    ``_depends_on`` and ``_unique_for``. ``workflow``: see ``_membership``.
     """
     errors = Errors()
     now = now or timezone.now()
     task_obj = errors.run(TASK, task)
     task_options = options_of(task_obj) if task_obj is not None else None
-    args, kwargs = _arguments(errors, task_obj, task_options, args, kwargs)
+    pass_results = bool(errors.run(PASS_RESULTS, pass_results))  # the results come first in ``args``
+    args, kwargs = _arguments(errors, task_obj, task_options, args, kwargs, pass_results)
     given = {"priority": priority, "queue": queue, "max_attempts": max_attempts, "timeout": timeout, "unique_for": unique_for}
     values = _chosen_fields(errors, given, _sources(task_obj, task_options, backend_options))
     if values["unique_for"] is not None:
@@ -151,7 +154,7 @@ def build_job(
         created_at=now,
         updated_at=now,
         on_dependency_failure=on_dependency_failure,
-        has_dependencies=bool(depends_on),
+        has_dependencies=bool(depends_on), pass_results=pass_results, **_membership(workflow),
     )
     if created_by is not None and not isinstance(created_by, int):
         job.created_by = created_by  # the instance, cached as Job(created_by=...) would
@@ -184,15 +187,32 @@ def _chosen_fields(errors, given, sources):
     return values
 
 
-def _arguments(errors, task_obj, task_options, args, kwargs):
-    """Return ``(args, kwargs)`` checked: their shapes, their size, the task's signature and its own check."""
+def _membership(workflow):
+    """Return the workflow fields of a new job: its workflow's id, and ``has_dependents``.
+
+    A job of a workflow takes the finish path of jobs with dependents (a
+    transaction that settles what its ending changes): the workflow's status
+    and callbacks depend on it.
+    """
+    workflow = current_workflow() if workflow is None else workflow
+    if workflow is None:
+        return {}
+    return {"workflow_id": getattr(workflow, "pk", workflow), "has_dependents": True}
+
+
+def _arguments(errors, task_obj, task_options, args, kwargs, pass_results=False):
+    """Return ``(args, kwargs)`` checked: their shapes, their size, the task's signature and its own check.
+
+    With ``pass_results`` the signature must take one more first positional
+    argument (the results it will receive; a None stands for them here).
+    """
     args, args_size = errors.run(ARGS, [] if args is None else args, "sized") or (None, 0)
     kwargs, kwargs_size = errors.run(KWARGS, {} if kwargs is None else kwargs, "sized") or (None, 0)
     size_problem = arguments_size_problem(args_size, kwargs_size, conf.get("ARGS_MAX_BYTES"))
     if size_problem:
         errors.add("kwargs" if kwargs_size > args_size else "args", size_problem)
     if task_obj is not None and args is not None and kwargs is not None:
-        problem = signature_problem(task_obj, args, kwargs)
+        problem = signature_problem(task_obj, [None, *args] if pass_results else args, kwargs)
         if problem:
             errors.add("args", problem)
         elif task_options.validate is not None:

@@ -23,7 +23,7 @@ from ..validation.fields import DEPENDS_ON_INDEX
 from ..vocabulary.wakeup import WakeUp
 from .announce import announce, job_item, signal_after_commit
 from .building import build_job
-from .dependencies import order, record_failure, start_state
+from .dependencies import order, pass_results, record_failure, start_state
 from .states import BulkValidationError
 
 
@@ -275,6 +275,12 @@ def _create(built, links, *, using):
         if job._unique_for:
             UniqueWindow.objects.using(using).filter(key=job.unique_key).update(job=job)
     pending = [j for j in jobs if j.status == JobStatus.PENDING]
+    given = [j.pk for j in pending if j.pass_results and j.has_dependencies]
+    if given:  # their dependencies had all succeeded already
+        pass_results(given, using=using)
+        by_id = {j.pk: j for j in pending}
+        for pk, args in Job.objects.using(using).filter(pk__in=given).values_list("pk", "args"):
+            by_id[pk].args, by_id[pk].results_passed = args, True
     if pending:
         announce(jobs=pending, using=using)
     return [(resolved[i], False) if i in resolved else (built[i], True) for i in range(len(built))]

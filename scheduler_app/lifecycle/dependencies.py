@@ -14,29 +14,74 @@ must be acyclic (``order``).
 """
 
 from .. import sql
-from ..models import DependencyFailure, JobStatus
+from ..models import DependencyFailure, Job, JobDependency, JobStatus
 from .announce import announce
 from .states import BulkValidationError
 
 FAILED_ENDS = (JobStatus.FAILED, JobStatus.CANCELLED)
 
 
-def settle(ended, *, now, using="default"):
+def settle(ended, *, now, using="default", report=None):
     """Settle the waiting dependents of jobs that ended (``{id: status}``), down the chain; return how many moved.
 
     Run inside the transaction that ended them. Dependents that become
-    pending are announced to the dispatchers on commit.
+    pending receive their dependencies' results if made so (:func:`pass_results`)
+    and are announced to the dispatchers on commit. The workflows of every
+    job that ended here (those given and the dependents cancelled because of
+    them) are brought up to date (``workflows.progress``: status, callbacks).
+    ``report``, a dict, receives ``{id: status}`` of the dependents that ended.
     """
+    from .workflows import progress
+
     ended = {job_id: status for job_id, status in ended.items() if status in (JobStatus.SUCCEEDED, *FAILED_ENDS)}
+    everything = dict(ended)
     promoted, moved = [], 0
     while ended:
         rows = sql.settle_dependents(ended, now=now, using=using)
         moved += len(rows)
         promoted += [(i, at, p, q) for i, status, at, p, q, _ in rows if status == JobStatus.PENDING and at is not None]
+        cancelled = {i: status for i, status, *_ in rows if status == JobStatus.CANCELLED}
+        everything |= cancelled
+        if report is not None:
+            report |= cancelled
         ended = {i: status for i, status, _, _, _, has in rows if status == JobStatus.CANCELLED and has}
     if promoted:
+        pass_results([i for i, *_ in promoted], using=using)
         announce(items=promoted, using=using)
+    progress(everything, now=now, using=using)
     return moved
+
+
+def pass_results(job_ids, *, using="default"):
+    """Prepend their dependencies' results to the ``args`` of the jobs of ``job_ids`` made with ``pass_results``.
+
+    Once per job (``results_passed``): the result itself for one dependency,
+    the list in ``depends_on`` order (the order the links were made) for
+    several. A result is the stored JSON value. Run in the transaction that
+    makes the jobs pending, so a claim finds them complete.
+    """
+    jobs = list(
+        Job.objects.using(using)
+        .filter(pk__in=list(job_ids), pass_results=True, results_passed=False, has_dependencies=True)
+        .values_list("pk", "args")
+    )
+    if not jobs:
+        return
+    links = (
+        JobDependency.objects.using(using)
+        .filter(job_id__in=[pk for pk, _ in jobs])
+        .order_by("job_id", "pk")
+        .values_list("job_id", "depends_on__result")
+    )
+    results = {}
+    for job_id, result in links:
+        results.setdefault(job_id, []).append(result)
+    changed = []
+    for job_id, args in jobs:
+        got = results.get(job_id, [])
+        value = got[0] if len(got) == 1 else got
+        changed.append(Job(pk=job_id, args=[value, *(args if isinstance(args, list) else [])], results_passed=True))
+    Job.objects.using(using).bulk_update(changed, ["args", "results_passed"], batch_size=500)
 
 
 def failure_reason(dependency_id, status):

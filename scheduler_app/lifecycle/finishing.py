@@ -66,14 +66,19 @@ def finish(outcomes, *, now=None, using="default"):
     return set(finish_outcomes(outcomes, now=now, using=using))
 
 
-def finish_outcomes(outcomes, *, now=None, using="default"):
-    """As :func:`finish`; return ``{id: status it was left in}`` of the outcomes that won."""
+def finish_outcomes(outcomes, *, now=None, using="default", cascaded=None):
+    """As :func:`finish`; return ``{id: status it was left in}`` of the outcomes that won.
+
+    ``cascaded``, a dict, receives ``{id: status}`` of the dependents that
+    ended because of these outcomes (cancelled by a failure), which are not
+    outcomes of their own (``testing.drain`` counts them).
+    """
     outcomes = list(outcomes)
     if not outcomes:
         return {}
     now = now or timezone.now()
     try:
-        won = _finish_batch(outcomes, now, using)
+        won = _finish_batch(outcomes, now, using, cascaded)
     except Exception as exc:
         if is_transient(exc):
             raise
@@ -82,18 +87,18 @@ def finish_outcomes(outcomes, *, now=None, using="default"):
                 "the database refused a batch of %d outcomes (%s); writing them one by one",
                 len(outcomes), _reason(exc), extra={"action": "finish_refused"},
             )
-        won = _finish_each(outcomes, now, using)
+        won = _finish_each(outcomes, now, using, cascaded)
     report_lost(outcomes, won)
     return won
 
 
-def _finish_batch(outcomes, now, using):
+def _finish_batch(outcomes, now, using, cascaded=None):
     won = sql.dialect(using).finish(finish_rows(outcomes), now=now, logs=log_rows(outcomes), using=using)
-    won |= _finish_rest(outcomes, won, now, using)
+    won |= _finish_rest(outcomes, won, now, using, cascaded)
     return won
 
 
-def _finish_each(outcomes, now, using):
+def _finish_each(outcomes, now, using, cascaded=None):
     """Write ``outcomes`` one at a time; an outcome the database refuses is replaced by the failure that says why.
 
     Return ``{id: status}`` of those that won. A replacement that is refused
@@ -105,7 +110,7 @@ def _finish_each(outcomes, now, using):
     won = {}
     for outcome in outcomes:
         try:
-            won |= _finish_batch([outcome], now, using)
+            won |= _finish_batch([outcome], now, using, cascaded)
             continue
         except Exception as exc:
             if is_transient(exc):
@@ -118,7 +123,7 @@ def _finish_each(outcomes, now, using):
         )
         replacement = RetryPolicy.unstorable(outcome, reason, now)
         try:
-            won |= _finish_batch([replacement], now, using)
+            won |= _finish_batch([replacement], now, using, cascaded)
         except Exception as exc:
             if is_transient(exc):
                 raise
@@ -150,7 +155,7 @@ def _reason(exc):
     return f"{type(exc).__name__}: {text[0][:500] if text else ''}".rstrip(": ")
 
 
-def _finish_rest(outcomes, won, now, using):
+def _finish_rest(outcomes, won, now, using, cascaded=None):
     """Finish the outcomes the plain statement left alone, settling dependents; return ``{id: status}`` of those that won.
 
     The plain finish skips jobs that others depend on; they are finished
@@ -166,7 +171,7 @@ def _finish_rest(outcomes, won, now, using):
         won_here = sql.dialect(using).finish(
             finish_rows(rest), now=now, dependents=True, logs=log_rows(rest), using=using
         )
-        settle(won_here, now=now, using=using)
+        settle(won_here, now=now, using=using, report=cascaded)
     return won_here
 
 

@@ -156,6 +156,9 @@ class Job(models.Model):
     # pass_results: the job receives its dependencies' results as its first
     # argument (one dependency: its result; several: the list in depends_on order).
     pass_results = models.BooleanField(default=False, db_default=False)
+    # Set by the transaction that prepended those results to ``args`` (once:
+    # a retried job keeps them; one cancelled while waiting gets them later).
+    results_passed = models.BooleanField(default=False, db_default=False)
     # The workflow this job belongs to (scheduler_app.workflows), if any.
     workflow = models.ForeignKey(
         "Workflow", null=True, blank=True, on_delete=models.SET_NULL, related_name="jobs",

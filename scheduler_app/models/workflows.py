@@ -8,11 +8,15 @@ transaction that ends the workflow's last job sets it only where it is
 still empty. State changes live in ``scheduler_app.lifecycle``.
 """
 
+import sys
+from contextvars import ContextVar
+
 from django.conf import settings
-from django.db import models
+from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from ..signals import workflow_closed
 from ..sql.readable import json_reader as stored_json
 from ..vocabulary.bounds import WORKFLOW_NAME_MAX
 
@@ -25,7 +29,34 @@ class WorkflowStatus(models.TextChoices):
     CANCELLED = "cancelled", "Cancelled"
 
 
+# The workflow of the ``with Workflow(...)`` block the code runs in: every
+# job built inside it (``lifecycle.building.build_job``, whatever the API)
+# belongs to it.
+CURRENT = ContextVar("scheduler_app_workflow", default=None)
+
+# The callbacks a workflow takes, in the order they are enqueued.
+CALLBACKS = ("on_success", "on_failure", "on_finish")
+
+
+def current_workflow():
+    """Return the workflow of the innermost ``with Workflow(...)`` block, or None."""
+    return CURRENT.get()
+
+
 class Workflow(models.Model):
+    """A set of jobs whose status is derived from theirs, with callbacks run once when the last one ends.
+
+    ``Workflow(name=..., on_success=step, on_failure=step, on_finish=step)``:
+    callbacks are ``scheduler_app.workflows.step`` objects (anything with a
+    ``spec()`` method) or job specs (dicts of ``build_job`` arguments).
+    As a context manager the workflow is saved on entry and the block is one
+    transaction: every job enqueued inside it, by any API, joins the
+    workflow, and they all become visible at once when the block ends (an
+    exception rolls all of them back). Closing the block sends
+    ``signals.workflow_closed`` (``lifecycle.workflows`` settles a workflow
+    whose jobs all ended already).
+    """
+
     name = models.CharField(max_length=WORKFLOW_NAME_MAX, blank=True, default="")
     status = models.CharField(
         max_length=16, choices=WorkflowStatus.choices, default=WorkflowStatus.PENDING,
@@ -53,6 +84,35 @@ class Workflow(models.Model):
             models.Index(fields=["status", "id"], name="workflow_status_id_idx"),
             models.Index(fields=["name", "id"], name="workflow_name_id_idx"),
         ]
+
+    def __init__(self, *args, on_success=None, on_failure=None, on_finish=None, using=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        given = {"on_success": on_success, "on_failure": on_failure, "on_finish": on_finish}
+        for name, callback in given.items():
+            if callback is not None:
+                self.callbacks = {**self.callbacks, name: callback.spec() if hasattr(callback, "spec") else dict(callback)}
+        self._using = using
+
+    def __enter__(self):
+        self._atomic = transaction.atomic(using=self._using or "default")
+        self._atomic.__enter__()
+        try:
+            self.save(using=self._using or "default")
+        except BaseException:
+            self._atomic.__exit__(*sys.exc_info())
+            raise
+        self._token = CURRENT.set(self)
+        return self
+
+    def __exit__(self, kind, value, traceback):
+        CURRENT.reset(self._token)
+        if kind is None:
+            try:
+                workflow_closed.send(type(self), workflow=self, using=self._state.db)
+            except BaseException:
+                self._atomic.__exit__(*sys.exc_info())
+                raise
+        return self._atomic.__exit__(kind, value, traceback)
 
     def __str__(self):
         return f"Workflow #{self.pk} {self.name or ''} ({self.status})".replace("  ", " ")

@@ -145,6 +145,7 @@ class Executor:
             deadline=deadline,
             cancel_event=cancel_event,
             progress_callback=report,
+            workflow_lookup=lambda: lifecycle.workflow_of(job.id, using=self.using),
         )
 
 

@@ -51,9 +51,13 @@ def drain(queue=None, *, with_scheduled=False, with_retries=True, using="default
     they succeeded (in the same drain, when they run in it); a job that
     snoozed runs again only ``with_scheduled`` (its new time is later).
 
+    Workflows run too: the jobs they make pending, and their callbacks
+    (enqueued by the finish that ends a workflow's last job).
+
     Return ``{"succeeded": n, "failed": n, "cancelled": n, "snoozed": n}``:
     jobs that reached each end (a job retried twice and then successful
-    counts once, as succeeded), and how many times a job snoozed.
+    counts once, as succeeded; a dependent that a failure cancelled counts
+    as cancelled), and how many times a job snoozed.
     """
     queues = [queue] if queue is not None else sorted(conf.known_queues())
     summary = {"succeeded": 0, "failed": 0, "cancelled": 0, "snoozed": 0}
@@ -74,11 +78,14 @@ def drain(queue=None, *, with_scheduled=False, with_retries=True, using="default
             outcome = dataclasses.replace(outcome, retry_at=now)
         # What the job was left in: a requested cancel turns a retry into a
         # cancel (the one rule of how an attempt ends).
-        status = finish_outcomes([outcome], now=now, using=using).get(job.id, outcome.status)
+        cascaded = {}
+        status = finish_outcomes([outcome], now=now, using=using, cascaded=cascaded).get(job.id, outcome.status)
         if outcome.snoozed and status == Status.PENDING:
             summary["snoozed"] += 1
         elif status in summary:
             summary[status] += 1
+        for ended in cascaded.values():  # dependents its failure cancelled
+            summary[ended] += 1
     raise RuntimeError(
         f"drain() ran {MAX_RUNS} jobs and more keep coming: does a task enqueue itself?"
     )

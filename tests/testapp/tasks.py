@@ -382,3 +382,33 @@ def even(n, note="", broken=False):
 def reports(context, current, total=None, message=""):
     """Report the progress it is given, as it is (the rule of set_progress judges it)."""
     return context.set_progress(current, total, message)
+
+
+# Workflows (tests/lifecycle/test_workflows.py): results passed along.
+@task
+def double(x):
+    return x * 2
+
+
+@task
+def total(values, extra=0):
+    return sum(values) + extra
+
+
+@task
+def echo(*args):
+    return list(args)
+
+
+@task(takes_context=True)
+def workflow_seen(context, *args):
+    return context.workflow_id
+
+
+@task
+def stamp(marker_dir, name, *passed):
+    """Write a file named ``name`` in ``marker_dir`` (one per run: the callbacks' exactly-once test counts them)."""
+    import uuid
+
+    _write(os.path.join(marker_dir, f"{name}-{uuid.uuid4().hex}"), name)
+    return name

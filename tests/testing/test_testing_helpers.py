@@ -103,3 +103,12 @@ def test_the_pytest_fixture(scheduler):
     assert scheduler.drain() == {**NONE_LEFT, "succeeded": 1}
     scheduler.refute_enqueued(tasks.add)
     assert scheduler.enqueued() == []
+
+
+def test_drain_counts_the_dependents_a_failure_cancelled(db):
+    from scheduler_app import enqueue
+
+    failing, _ = enqueue("tests.testapp.tasks.boom", max_attempts=1)
+    child, _ = enqueue("tests.testapp.tasks.noop", depends_on=[failing])
+    enqueue("tests.testapp.tasks.noop", depends_on=[child])
+    assert drain() == {"succeeded": 0, "failed": 1, "cancelled": 2, "snoozed": 0}

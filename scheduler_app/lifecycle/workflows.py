@@ -1,0 +1,296 @@
+"""Workflows: their status, their callbacks (each enqueued once), retrying and cancelling one as a whole.
+
+A workflow's jobs have ``has_dependents`` set, so every path that ends one
+(the dispatcher's finish, a cancel, a rescue, a release, a dependency's
+failure) runs ``dependencies.settle`` in its transaction, which calls
+:func:`progress`: the workflow's row is locked, its jobs are counted by a
+statement that runs after the lock was granted (so it sees every ending
+committed before, PostgreSQL's read committed), its status is stored, and
+the transaction that finds every job ended sets ``callbacks_enqueued_at``
+by compare-and-set and enqueues the callbacks. Two dispatchers ending the
+last two jobs at once take the lock in turn: the second sees both endings.
+
+The callbacks' own jobs belong to the workflow (a task sees
+``context.workflow_id``) but are not among the jobs its status is derived
+from: their ids are recorded in ``callbacks["enqueued"]``.
+"""
+
+import logging
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.db.models import Count, F
+from django.db.models.functions import Greatest
+from django.dispatch import receiver
+from django.utils import timezone
+
+from .. import sql
+from ..models import Job, JobDependency, JobStatus, Workflow, WorkflowStatus
+from ..models.workflows import CALLBACKS
+from ..signals import workflow_closed
+from ..validation.fields import EXECUTE_AT
+from .actions import cancel_many
+from .announce import announce
+from .building import build_job
+from .creation import enqueue_many
+from .dependencies import pass_results
+from .states import InvalidTransition
+
+logger = logging.getLogger(__name__)
+
+ACTIVE = (JobStatus.PENDING, JobStatus.WAITING, JobStatus.RUNNING)
+ENDED = (WorkflowStatus.SUCCEEDED, WorkflowStatus.FAILED, WorkflowStatus.CANCELLED)
+
+
+def derive_status(counts):
+    """Return a workflow's status from ``{job status: how many of its jobs}``: the one rule.
+
+    ``pending`` until one of its jobs runs or ends; ``running`` while any is
+    pending, waiting or running; then ``failed`` if any failed, else
+    ``cancelled`` if any was cancelled, else ``succeeded`` (a workflow
+    without jobs too).
+    """
+    active = sum(counts.get(s, 0) for s in ACTIVE)
+    ended = sum(n for s, n in counts.items() if s not in ACTIVE)
+    if active:
+        return WorkflowStatus.RUNNING if counts.get(JobStatus.RUNNING) or ended else WorkflowStatus.PENDING
+    if counts.get(JobStatus.FAILED):
+        return WorkflowStatus.FAILED
+    if counts.get(JobStatus.CANCELLED):
+        return WorkflowStatus.CANCELLED
+    return WorkflowStatus.SUCCEEDED
+
+
+def callback_ids(workflow):
+    """Return the ids of the jobs enqueued as ``workflow``'s callbacks."""
+    entries = (workflow.callbacks or {}).get("enqueued") if isinstance(workflow.callbacks, dict) else None
+    return [e["job"] for e in entries or () if isinstance(e, dict) and isinstance(e.get("job"), int)]
+
+
+def members(workflow, *, using="default"):
+    """Return the QuerySet of ``workflow``'s jobs, its callbacks' jobs left out."""
+    return Job.objects.using(using).filter(workflow_id=workflow.pk).exclude(pk__in=callback_ids(workflow))
+
+
+def counts(workflows, *, using="default"):
+    """Return ``{workflow id: {job status: count}}`` of ``workflows``' jobs (callbacks left out), one query."""
+    workflows = list(workflows)
+    if not workflows:
+        return {}
+    left_out = [pk for w in workflows for pk in callback_ids(w)]
+    rows = (
+        Job.objects.using(using)
+        .filter(workflow_id__in=[w.pk for w in workflows])
+        .exclude(pk__in=left_out)
+        .order_by()
+        .values_list("workflow_id", "status")
+        .annotate(n=Count("pk"))
+    )
+    found = {w.pk: {} for w in workflows}
+    for workflow_id, status, n in rows:
+        found[workflow_id][status] = n
+    return found
+
+
+def statuses(workflows, *, using="default"):
+    """Return ``{workflow id: status}`` derived now from the jobs (one query)."""
+    return {pk: derive_status(c) for pk, c in counts(workflows, using=using).items()}
+
+
+def progress(ended, *, now=None, using="default"):
+    """Bring the workflows of the jobs that just ended (``ended``: their ids) up to date, in the caller's transaction."""
+    ids = list(ended)
+    if not ids:
+        return
+    found = (
+        Job.objects.using(using).filter(pk__in=ids, workflow__isnull=False).order_by().values_list("workflow_id", flat=True)
+    )
+    for workflow_id in sorted(set(found)):
+        refresh(workflow_id, now=now, using=using)
+
+
+def refresh(workflow_id, *, now=None, using="default"):
+    """Store a workflow's status; enqueue its callbacks if its last job ended and nobody did yet. Return the workflow.
+
+    Runs in the transaction that changed its jobs (after their rows were
+    written: jobs first, then the workflow, in every path).
+    """
+    now = now or timezone.now()
+    with transaction.atomic(using=using):
+        workflow = Workflow.objects.using(using).select_for_update().filter(pk=workflow_id).first()
+        if workflow is None:
+            return None
+        # A statement of its own, after the lock: it sees every ending committed before.
+        status = statuses([workflow], using=using)[workflow.pk]
+        ended = status in ENDED
+        changes = {"status": status, "updated_at": now, "finished_at": now if ended else None}
+        Workflow.objects.using(using).filter(pk=workflow.pk).update(**changes)
+        for field, value in changes.items():
+            setattr(workflow, field, value)
+        if ended and workflow.callbacks_enqueued_at is None:
+            won = Workflow.objects.using(using).filter(pk=workflow.pk, callbacks_enqueued_at__isnull=True).update(
+                callbacks_enqueued_at=now
+            )
+            if won:
+                workflow.callbacks_enqueued_at = now
+                _enqueue_callbacks(workflow, status, using)
+    return workflow
+
+
+def due_callbacks(status):
+    """Return the callbacks a workflow that ended in ``status`` runs, in order."""
+    failed = status in (WorkflowStatus.FAILED, WorkflowStatus.CANCELLED)
+    return [name for name in CALLBACKS if name == "on_finish" or (name == "on_failure") == failed]
+
+
+def _enqueue_callbacks(workflow, status, using):
+    """Enqueue the workflow's callbacks for ``status`` as jobs of the workflow; record their ids.
+
+    A callback that can no longer be made (its task is gone) is logged and
+    recorded; it never holds up the finish that ended the workflow.
+    """
+    callbacks = dict(workflow.callbacks) if isinstance(workflow.callbacks, dict) else {}
+    enqueued = list(callbacks.get("enqueued") or [])
+    for name in due_callbacks(status):
+        spec = callbacks.get(name)
+        if not isinstance(spec, dict):
+            continue
+        spec = {**callback_spec(spec), "workflow": workflow.pk}
+        try:
+            with transaction.atomic(using=using):
+                [job] = enqueue_many([spec], created_by=workflow.created_by_id, using=using)
+            enqueued.append({"callback": name, "job": job.pk})
+        except (ValidationError, IntegrityError, TypeError, KeyError) as exc:
+            logger.error(
+                "workflow %s: its %s callback could not be enqueued: %s", workflow.pk, name, exc,
+                extra={"action": "workflow_callback_refused"},
+            )
+            enqueued.append({"callback": name, "job": None, "error": str(exc)[:1000]})
+    callbacks["enqueued"] = enqueued
+    workflow.callbacks = callbacks
+    Workflow.objects.using(using).filter(pk=workflow.pk).update(callbacks=callbacks)
+
+
+def callback_spec(spec):
+    """Return a stored callback spec as ``build_job`` arguments (its time, stored as text, parsed)."""
+    spec = dict(spec)
+    if isinstance(spec.get("execute_at"), str):
+        spec["execute_at"] = EXECUTE_AT.parse(spec["execute_at"])
+    return spec
+
+
+def check_callbacks(callbacks):
+    """Raise ValidationError ``{callback: ["field: error", ...]}`` for callbacks that could not be enqueued."""
+    errors = {}
+    for name in CALLBACKS:
+        spec = callbacks.get(name)
+        if spec is None:
+            continue
+        try:
+            spec = callback_spec(spec)
+            build_job(spec.pop("task"), **spec)
+        except KeyError:
+            errors[name] = {"task": ["This field is required."]}
+        except TypeError as exc:
+            errors[name] = {"non_field_errors": [str(exc)]}
+        except ValidationError as exc:
+            errors[name] = exc.message_dict
+    if errors:
+        raise ValidationError(
+            {name: [f"{field}: {m}" for field, messages in e.items() for m in messages] for name, e in errors.items()}
+        )
+
+
+@receiver(workflow_closed, dispatch_uid="scheduler_app.lifecycle.workflows.closed")
+def closed(sender, workflow, using, **kwargs):
+    """A ``with Workflow(...)`` block ended: check its callbacks; settle it now if its jobs all ended (or it has none)."""
+    check_callbacks(workflow.callbacks or {})
+    refresh(workflow.pk, using=using)
+
+
+def workflow_of(job_id, *, using="default"):
+    """Return the id of the workflow job ``job_id`` belongs to, or None."""
+    return Job.objects.using(using).filter(pk=job_id).values_list("workflow_id", flat=True).first()
+
+
+def cancel_workflow(workflow_id, *, now=None, using="default"):
+    """Cancel every job of a workflow that has not ended (running ones cooperatively); return the workflow."""
+    workflow = Workflow.objects.using(using).get(pk=workflow_id)
+    active = list(members(workflow, using=using).filter(status__in=ACTIVE).values_list("pk", flat=True))
+    if active:
+        cancel_many(active, now=now, using=using)
+    return refresh(workflow_id, now=now, using=using)
+
+
+def retry_workflow(workflow_id, *, now=None, using="default"):
+    """Retry a workflow's jobs that failed or were cancelled; return the workflow.
+
+    Each such job waits again for those of its dependencies that have not
+    succeeded (the ones retried here among them), or is pending at once;
+    so the dependents cancelled because of a failure come back to
+    ``waiting``. Their ``errors`` keep what happened; a job that used all
+    its attempts gets one more. The workflow runs again and its callbacks
+    are enqueued (once) when it ends again. Raise InvalidTransition when a
+    job it depends on outside the workflow failed, or a unique key is held.
+    """
+    now = now or timezone.now()
+    try:
+        with transaction.atomic(using=using):
+            workflow = Workflow.objects.using(using).get(pk=workflow_id)
+            chosen = dict(
+                members(workflow, using=using)
+                .filter(status__in=(JobStatus.FAILED, JobStatus.CANCELLED))
+                .select_for_update()
+                .order_by("pk")
+                .values_list("pk", "pass_results")
+            )
+            if not chosen:
+                return refresh(workflow_id, now=now, using=using)
+            left = _dependencies_left(chosen, using)
+            _revive(chosen, left, now, using)
+            Workflow.objects.using(using).filter(pk=workflow_id).update(callbacks_enqueued_at=None)
+            return refresh(workflow_id, now=now, using=using)
+    except IntegrityError:
+        raise InvalidTransition(
+            workflow_id, "", "retry", "another pending, waiting or running job holds a unique_key of its jobs."
+        ) from None
+
+
+def _dependencies_left(chosen, using):
+    """Return ``{job id: dependencies it waits for}`` of the jobs ``chosen`` to be retried, their dependencies locked."""
+    links = list(JobDependency.objects.using(using).filter(job_id__in=list(chosen)).values_list("job_id", "depends_on_id"))
+    outside = sql.mark_dependencies({d for _, d in links if d not in chosen}, using=using)
+    left = dict.fromkeys(chosen, 0)
+    for job_id, dependency in links:
+        if dependency in chosen:
+            left[job_id] += 1
+        elif outside.get(dependency) in (JobStatus.FAILED, JobStatus.CANCELLED):
+            raise InvalidTransition(
+                job_id, "", "retry", f"job {dependency}, which it depends on, is {outside[dependency]}; retry that one first."
+            )
+        elif outside.get(dependency) != JobStatus.SUCCEEDED:
+            left[job_id] += 1
+    return left
+
+
+def _revive(chosen, left, now, using):
+    """Put the ``chosen`` jobs back: waiting for ``left`` dependencies, or pending (compare-and-set on their status)."""
+    by_count = {}
+    for job_id, n in left.items():
+        by_count.setdefault(n, []).append(job_id)
+    for n, ids in sorted(by_count.items()):
+        Job.objects.using(using).filter(pk__in=ids, status__in=(JobStatus.FAILED, JobStatus.CANCELLED)).update(
+            status=JobStatus.WAITING if n else JobStatus.PENDING,
+            dependencies_left=n,
+            execute_at=now,
+            max_attempts=Greatest(F("max_attempts"), F("attempts") + 1),
+            cancel_requested=False,
+            lease_expires_at=None,
+            finished_at=None,
+            result=None,
+            updated_at=now,
+        )
+    pending = by_count.get(0, [])
+    if pending:
+        pass_results([pk for pk in pending if chosen[pk]], using=using)
+        announce(jobs=list(Job.objects.using(using).filter(pk__in=pending, status=JobStatus.PENDING)), using=using)

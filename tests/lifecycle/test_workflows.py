@@ -1,0 +1,227 @@
+"""Workflows (scheduler_app.workflows over lifecycle.workflows): results passed along, callbacks, status, retry.
+
+Run through ``testing.drain`` (the dispatcher's claim and finish, in this
+thread), on SQLite and PostgreSQL. The race of dispatcher processes ending
+a workflow's last jobs is in ``tests/runtime/test_workflow_processes.py``.
+"""
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from scheduler_app import enqueue, lifecycle
+from scheduler_app.lifecycle import enqueue_many
+from scheduler_app.lifecycle.workflows import derive_status, members
+from scheduler_app.models import Job, JobStatus
+from scheduler_app.testing import drain
+from scheduler_app.workflows import Workflow, chain, chord, group, step
+from tests.testapp.tasks import add, boom, double, echo, noop, total, workflow_seen
+
+pytestmark = pytest.mark.django_db
+
+ECHO = "tests.testapp.tasks.echo"
+
+
+def results(workflow):
+    workflow.refresh_from_db()  # the callbacks' jobs it lists are left out
+    return [j.result for j in members(workflow).order_by("pk")]
+
+
+def job_of(workflow, index):
+    return members(workflow).order_by("pk")[index]
+
+
+def callback_jobs(workflow):
+    workflow.refresh_from_db()
+    return {e["callback"]: Job.objects.get(pk=e["job"]) for e in workflow.callbacks.get("enqueued", [])}
+
+
+def test_a_chain_passes_each_result_to_the_next_step_first():
+    wf = chain(step(add, 1, 2), step(add, 10), step(double)).enqueue(name="sums")
+    assert wf.pk and wf.name == "sums" and wf.status == "pending"
+    assert drain() == {"succeeded": 3, "failed": 0, "cancelled": 0, "snoozed": 0}
+    assert results(wf) == [3, 13, 26]
+    wf.refresh_from_db()
+    assert wf.status == "succeeded" and wf.finished_at is not None
+
+
+def test_a_group_in_a_chain_gives_the_next_step_the_list_in_group_order():
+    wf = chain(step(add, 1, 1), group(step(double), step(add, 5), step(echo)), step(echo)).enqueue()
+    drain()
+    assert results(wf) == [2, 4, 7, [2], [[4, 7, [2]]]]  # echo returns its arguments: the list is one
+
+
+def test_a_chord_runs_its_body_with_the_members_results():
+    wf = chord(group(step(add, 1, 2), step(add, 3, 4), step(add, 5, 6)), step(total, extra=100)).enqueue()
+    drain()
+    assert results(wf) == [3, 7, 11, 121]
+
+
+def test_nested_chains_groups_and_chords():
+    inner = chain(step(add, 1, 1), step(double))  # 4
+    canvas = chain(
+        chord([inner, group(step(add, 2, 3), chain(step(add, 0, 1), step(double)))], step(echo)),  # [4, 5, 2]
+        step(echo, "tail"),
+    )
+    wf = canvas.enqueue()
+    drain()
+    assert results(wf)[-2:] == [[[4, 5, 2]], [[[4, 5, 2]], "tail"]]
+    wf.refresh_from_db()
+    assert wf.status == "succeeded"
+
+
+def test_an_immutable_step_receives_nothing():
+    wf = chain(step(add, 1, 2), step(echo, "alone").immutable()).enqueue()
+    drain()
+    assert results(wf) == [3, ["alone"]]
+
+
+def test_depends_on_with_pass_results_on_plain_enqueue():
+    a, _ = enqueue(add, [1, 2])
+    b, _ = enqueue(add, [3, 4])
+    one, _ = enqueue(ECHO, ["x"], depends_on=[a], pass_results=True)
+    two, _ = enqueue(ECHO, [], depends_on=[b, a], pass_results=True)
+    plain, _ = enqueue(ECHO, [], depends_on=[a])
+    drain()
+    got = {j.pk: j.result for j in Job.objects.filter(pk__in=[one.pk, two.pk, plain.pk])}
+    assert got == {one.pk: [3, "x"], two.pk: [[7, 3]], plain.pk: []}
+
+
+def test_pass_results_to_a_job_whose_dependencies_already_succeeded():
+    a, _ = enqueue(add, [2, 2])
+    drain()
+    b, _ = enqueue(ECHO, [], depends_on=[a], pass_results=True)
+    assert b.args == [4]
+    drain()
+    assert Job.objects.get(pk=b.pk).result == [4]
+
+
+def test_pass_results_checks_the_signature_with_the_result():
+    with pytest.raises(ValidationError) as caught:
+        enqueue(add, [1, 2], depends_on=[enqueue(noop)[0]], pass_results=True)
+    assert "args" in caught.value.message_dict
+    with pytest.raises(ValidationError) as caught:
+        enqueue(add, [1], pass_results="yes")
+    assert caught.value.message_dict["pass_results"] == ["Must be true or false."]
+
+
+def test_a_job_cancelled_while_waiting_gets_the_results_when_retried():
+    a, _ = enqueue(add, [1, 2])
+    b, _ = enqueue(ECHO, [], depends_on=[a], pass_results=True)
+    lifecycle.cancel(b.pk)
+    drain()
+    lifecycle.retry(b.pk)
+    drain()
+    assert Job.objects.get(pk=b.pk).result == [3]
+
+
+def test_the_block_collects_jobs_from_every_api_and_runs_callbacks_once(marker_dir):
+    with Workflow(name="block", on_success=step(echo, "ok"), on_finish=step(echo, "done"),
+                  on_failure=step(echo, "bad")) as wf:
+        first = add.enqueue(1, 2)
+        second, _ = enqueue(noop)
+        [third] = enqueue_many([{"task": "tests.testapp.tasks.noop"}])
+        assert chain(step(add, 5, 5), step(double)).enqueue() == wf
+    ids = set(members(wf).values_list("pk", flat=True))
+    assert {int(first.id), second.pk, third.pk} <= ids and len(ids) == 5
+    assert drain() == {"succeeded": 7, "failed": 0, "cancelled": 0, "snoozed": 0}
+    callbacks = callback_jobs(wf)
+    assert sorted(callbacks) == ["on_finish", "on_success"]
+    assert callbacks["on_success"].result == ["ok"] and callbacks["on_finish"].result == ["done"]
+    wf.refresh_from_db()
+    assert wf.status == "succeeded" and wf.callbacks_enqueued_at is not None
+    assert members(wf).count() == 5  # the callbacks' jobs are not among those it is derived from
+    assert drain()["succeeded"] == 0
+
+
+def test_a_failure_cancels_the_chord_body_fails_the_workflow_and_runs_on_failure():
+    body = step(total)
+    wf = chord(group(step(add, 1, 2), step(boom, "no")), body).enqueue(
+        on_success=step(echo, "ok"), on_failure=step(echo, "bad"), on_finish=step(echo, "done")
+    )
+    Job.objects.filter(workflow=wf).update(max_attempts=1)
+    summary = drain()
+    assert summary == {"succeeded": 3, "failed": 1, "cancelled": 1, "snoozed": 0}  # the body counts, cancelled
+    body_job = job_of(wf, 2)
+    assert body_job.status == "cancelled" and body_job.result is None
+    assert "failed and this job depends on it" in body_job.errors[-1]["message"]
+    assert sorted(callback_jobs(wf)) == ["on_failure", "on_finish"]
+    wf.refresh_from_db()
+    assert wf.status == "failed"
+
+
+def test_cancelling_a_workflow_cancels_its_jobs_and_runs_on_failure():
+    wf = chain(step(add, 1, 2), step(double)).enqueue(on_failure=step(echo, "bad"))
+    lifecycle.cancel_workflow(wf.pk)
+    wf.refresh_from_db()
+    assert wf.status == "cancelled"
+    assert set(members(wf).values_list("status", flat=True)) == {"cancelled"}
+    assert list(callback_jobs(wf)) == ["on_failure"]
+
+
+def test_retrying_a_workflow_revives_the_dependents_a_failure_cancelled():
+    wf = chain(step(add, 1, 2), step(boom, "first").immutable(), step(echo), step(echo)).enqueue(
+        on_finish=step(echo, "done")
+    )
+    Job.objects.filter(workflow=wf).update(max_attempts=1)
+    assert drain() == {"succeeded": 2, "failed": 1, "cancelled": 2, "snoozed": 0}
+    failing = job_of(wf, 1)
+    # The failing step now names a task that works: retried, it passes its result on.
+    Job.objects.filter(pk=failing.pk).update(task="tests.testapp.tasks.echo")
+    wf = lifecycle.retry_workflow(wf.pk)
+    assert wf.status == "running" and wf.callbacks_enqueued_at is None
+    statuses = list(members(wf).order_by("pk").values_list("status", flat=True))
+    assert statuses == ["succeeded", "pending", "waiting", "waiting"]
+    third = job_of(wf, 2)
+    assert third.errors[-1]["message"].startswith("Cancelled: job")  # what happened is kept
+    assert drain()["succeeded"] == 4  # three steps and on_finish again
+    assert results(wf)[1:] == [["first"], [["first"]], [[["first"]]]]
+    wf.refresh_from_db()
+    assert wf.status == "succeeded"
+
+
+def test_a_takes_context_task_sees_its_workflow_callbacks_too():
+    wf = chain(step(workflow_seen), step(workflow_seen)).enqueue(on_finish=step(workflow_seen))
+    drain()
+    assert results(wf) == [wf.pk, wf.pk]
+    assert callback_jobs(wf)["on_finish"].result == wf.pk
+    lone, _ = enqueue(workflow_seen)
+    drain()
+    assert Job.objects.get(pk=lone.pk).result is None
+
+
+def test_an_empty_block_ends_at_once_and_an_exception_rolls_the_block_back():
+    with Workflow(name="empty", on_finish=step(echo, "done")) as wf:
+        pass
+    wf.refresh_from_db()
+    assert wf.status == "succeeded" and list(callback_jobs(wf)) == ["on_finish"]
+    before = Job.objects.count()
+    with pytest.raises(RuntimeError), Workflow(name="broken") as broken:
+        add.enqueue(1, 2)
+        raise RuntimeError("no")
+    assert Job.objects.count() == before
+    assert not type(broken).objects.filter(pk=broken.pk).exists()
+
+
+def test_a_bad_callback_is_refused_when_the_block_closes():
+    with pytest.raises(ValidationError) as caught, Workflow(on_success=step("no.such.task")):
+        add.enqueue(1, 2)
+    assert "on_success" in caught.value.message_dict
+    assert not Job.objects.exists()
+
+
+def test_the_status_rule():
+    assert derive_status({}) == "succeeded"
+    assert derive_status({JobStatus.PENDING: 2, JobStatus.WAITING: 1}) == "pending"
+    assert derive_status({JobStatus.PENDING: 2, JobStatus.SUCCEEDED: 1}) == "running"
+    assert derive_status({JobStatus.RUNNING: 1}) == "running"
+    assert derive_status({JobStatus.SUCCEEDED: 2, JobStatus.CANCELLED: 1}) == "cancelled"
+    assert derive_status({JobStatus.FAILED: 1, JobStatus.CANCELLED: 3}) == "failed"
+    assert derive_status({JobStatus.SUCCEEDED: 3}) == "succeeded"
+
+
+def test_step_using_sets_job_options_like_task_using():
+    wf = chain(step(add, 1, 2).using(priority=7, queue_name="other", max_attempts=4, timeout=9)).enqueue()
+    job = job_of(wf, 0)
+    assert (job.priority, job.queue, job.max_attempts, job.timeout) == (7, "other", 4, 9)
+    with pytest.raises(TypeError):
+        step(add, 1, 2).using(colour="red")
