@@ -13,7 +13,9 @@ from django.utils.html import format_html, format_html_join
 from ..models import JobLog, JobStatus, Schedule, Worker
 from ..sql.readable import error_entries
 from ..validation.fields import PROGRESS
-from .formatting import exact_time, humanize_seconds, pretty_json, status_badge, task_html, when_html, worker_state
+from .formatting import (
+    exact_time, humanize_seconds, pretty_json, status_badge, task_html, task_short_html, when_html, worker_short_html, worker_state,
+)
 
 
 class JobFields:
@@ -21,7 +23,11 @@ class JobFields:
 
     @admin.display(description="task", ordering="task")
     def task_name(self, obj):
-        return task_html(obj.task)
+        return task_short_html(obj.task)
+
+    @admin.display(description="worker", ordering="worker")
+    def worker_short(self, obj):
+        return worker_short_html(obj.worker)
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, obj):

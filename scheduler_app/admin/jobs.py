@@ -39,7 +39,7 @@ class JobAdmin(DependenciesMixin, JobLive, JobFields, SafeLookupsMixin, admin.Mo
         "execute_at_display",
         "attempts_display",
         "duration_display",
-        "worker",
+        "worker_short",
     ]
     list_display_links = ["id"]
     list_filter = [

@@ -22,7 +22,7 @@ PAGE_FIELDS = [
     "errors_display", "logs_display", "due_display",
 ]
 # The list's cells that change (its other columns are fixed once made).
-LIST_FIELDS = ["status_badge", "execute_at_display", "attempts_display", "duration_display", "worker"]
+LIST_FIELDS = ["status_badge", "execute_at_display", "attempts_display", "duration_display", "worker_short"]
 LIST_COLUMNS = [
     "id", "status", "execute_at", "attempts", "max_attempts", "started_at", "last_attempted_at", "finished_at",
     "progress", "cancel_requested", "worker",
