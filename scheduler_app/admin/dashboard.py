@@ -30,7 +30,7 @@ from ..observability import history, stats
 from ..sql import readable
 from ..validation.fields import PROGRESS
 from .changelist import site_view
-from .formatting import humanize_seconds, relative_time, task_html, when_html, worker_state
+from .formatting import clock, humanize_seconds, relative_time, task_html, when_html, worker_state
 
 UPCOMING_LIMIT = 20
 RUNNING_LIMIT = 50
@@ -258,7 +258,7 @@ class DashboardAdmin(admin.ModelAdmin):
             "refresh_ms": REFRESH_SECONDS * 1000,
             "refresh_seconds": REFRESH_SECONDS,
             "generated_at": data["generated_at"],
-            "generated_time": timezone.localtime(now).strftime("%H:%M:%S"),
+            "generated_time": clock(now),
             "history": data["history"],
             "ranges": RANGES,
             "minutes": data["minutes"],

@@ -122,3 +122,9 @@ def worker_short_html(worker_id):
     if not worker_id:
         return "–"
     return format_html('<span class="sched-worker-id" title="{}">{}</span>', worker_id, worker_short(worker_id))
+
+
+def clock(value):
+    """Return a time of day in the site's zone, 24-hour, with the zone: '07:26:46 UTC' (the live bars' clock)."""
+    local = in_zone(value)
+    return f"{local.strftime('%H:%M:%S')} {local.strftime('%Z') or formats.date_format(local, 'O')}"

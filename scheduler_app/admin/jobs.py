@@ -18,6 +18,7 @@ from .changelist import CappedCountPaginator, DateRangeFilter, JobChangeList, Qu
 from .dependencies import WORKFLOW_FIELDS, DependenciesMixin, DependencyFilter
 from .forms import JobAddForm, JobRescheduleForm
 from .job_fields import JobFields
+from .job_summary import JobSummary
 from .live import JobLive
 from .lookups import SafeLookupsMixin
 
@@ -29,7 +30,7 @@ BOTH_LOCATIONS = [ActionLocation.CHANGE_LIST, ActionLocation.CHANGE_FORM]
 
 
 @admin.register(Job)
-class JobAdmin(DependenciesMixin, JobLive, JobFields, SafeLookupsMixin, admin.ModelAdmin):
+class JobAdmin(DependenciesMixin, JobSummary, JobLive, JobFields, SafeLookupsMixin, admin.ModelAdmin):
     list_display = [
         "id",
         "task_name",
@@ -73,7 +74,7 @@ class JobAdmin(DependenciesMixin, JobLive, JobFields, SafeLookupsMixin, admin.Mo
     change_fieldsets = [
         (None, {"fields": ["status_badge", "task", "queue", "args_display", "kwargs_display", "unique_key", "created_by", "schedule_link", "created_at_display"]}),
         ("Schedule", {"fields": ["execute_at", "priority", "due_display", "max_attempts", "timeout"]}),
-        ("Execution", {"fields": ["attempts_display", "worker_display", "started_at_display", "last_attempted_at_display", "finished_at_display", "duration_display", "lease_display", "progress_display", "cancel_requested"]}),
+        ("Execution", {"fields": ["attempts_display", "worker_display", "started_at_display", "last_attempted_at_display", "finished_at_display", "duration_display", "lease_display", "progress_display", "cancel_requested_display"]}),
         ("Workflow", {"fields": WORKFLOW_FIELDS}),
         ("Result", {"fields": ["result_display"]}),
         ("Errors", {"fields": ["errors_display"]}),
@@ -103,10 +104,16 @@ class JobAdmin(DependenciesMixin, JobLive, JobFields, SafeLookupsMixin, admin.Mo
     def get_fieldsets(self, request, obj=None):
         if obj is None:
             return self.add_fieldsets
-        if obj.status == JobStatus.PENDING and self.has_change_permission(request, obj):
-            return self.change_fieldsets
-        # View only: "when" shows execute_at in the admin's one date format.
-        return [(name, {**opts, "fields": [f for f in opts["fields"] if f != "execute_at"]}) for name, opts in self.change_fieldsets]
+        # "Cancel requested" only when it was (a running job asked to stop).
+        hidden = set() if obj.cancel_requested else {"cancel_requested_display"}
+        fieldsets = self.change_fieldsets
+        if obj.status not in allowed_from("reschedule"):
+            # A job that ran: under the summary, its errors and logs first.
+            first = ("Result", "Errors", "Logs") if obj.status == JobStatus.SUCCEEDED else ("Errors", "Logs")
+            fieldsets = [fs for name in first for fs in fieldsets if fs[0] == name] + [fs for fs in fieldsets if fs[0] not in first]
+        if not (obj.status == JobStatus.PENDING and self.has_change_permission(request, obj)):
+            hidden.add("execute_at")  # view only: "when" shows execute_at in the admin's one date format
+        return [(name, {**opts, "fields": [f for f in opts["fields"] if f not in hidden]}) for name, opts in fieldsets]
 
     def get_readonly_fields(self, request, obj=None):
         if obj is None:
@@ -205,6 +212,10 @@ class JobAdmin(DependenciesMixin, JobLive, JobFields, SafeLookupsMixin, admin.Mo
                 self.message_user(request, f"Not rescheduled: {refusal('reschedule', obj.pk, obj.status)}", messages.ERROR)
                 return HttpResponseRedirect(request.path)
         extra_context = {**(extra_context or {}), "show_save_and_add_another": False}
+        if request.method == "GET":
+            obj = self.get_object(request, object_id)
+            if obj is not None and self.has_view_permission(request, obj):
+                extra_context["sched_summary"] = self.summary_html(request, obj)
         return super().change_view(request, object_id, form_url, extra_context)
 
     # -- actions -------------------------------------------------------------

@@ -51,7 +51,8 @@ class JobLive:
         if not self.has_view_permission(request, job):
             raise PermissionDenied
         fields = {name: str(getattr(self, name)(job)) for name in PAGE_FIELDS}
-        return JsonResponse({"id": job.pk, "status": job.status, "logs_count": job.logs_count, "fields": fields, "at": timezone.now().isoformat()})
+        summary = str(self.summary_html(request, job))
+        return JsonResponse({"id": job.pk, "status": job.status, "logs_count": job.logs_count, "fields": fields, "summary": summary, "at": timezone.now().isoformat()})
 
     def list_live_view(self, request):
         """Return the changing cells of the listed jobs: ``{"rows": {id: {name: html}}}``, one query."""
