@@ -128,3 +128,19 @@ def clock(value):
     """Return a time of day in the site's zone, 24-hour, with the zone: '07:26:46 UTC' (the live bars' clock)."""
     local = in_zone(value)
     return f"{local.strftime('%H:%M:%S')} {local.strftime('%Z') or formats.date_format(local, 'O')}"
+
+
+def slots_text(slots, queues):
+    """Return a dispatcher's slots so a shared pool never reads as one pool per queue.
+
+    ``slots`` is its stored ``{queue or "*": count}``, ``queues`` the queues
+    it serves: '4 slots shared by default, slow', 'slow: 2; 4 slots shared
+    by default, mail', 'default: 4, slow: 2'.
+    """
+    own = {q: n for q, n in slots.items() if q != "*"}
+    parts = [", ".join(f"{q}: {n}" for q, n in sorted(own.items()))] if own else []
+    if "*" in slots:
+        sharing = [q for q in queues if q not in own]
+        word = "slot" if slots["*"] == 1 else "slots"
+        parts.append(f"{slots['*']} {word} shared by {', '.join(sharing)}" if sharing else f"{slots['*']} shared {word}")
+    return "; ".join(parts) or "–"
