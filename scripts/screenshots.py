@@ -64,6 +64,27 @@ for minute in [*range(0, 120), *range(120, 7 * 24 * 60, 10)]:
     Rollup.objects.update_or_create(minute=at, queue="default", task="", defaults={"depth": depth, "due": depth // 4, "lag": rng.uniform(0, 0.4)})
 '''
 
+# What is on screen while the pictures are taken: a running job, a paused
+# queue with due jobs, a rate-limited queue with more due jobs than its rate,
+# a job waiting on a dependency, jobs due later.
+STAGE = '''
+from datetime import timedelta
+from django.utils import timezone
+from scheduler_app import lifecycle
+D = "scheduler_app.demo.tasks."
+now = timezone.now()
+lifecycle.enqueue(D + "progress", [], {"steps": 400, "delay": 0.3})
+lifecycle.pause_queue("slow")
+for n in range(3):
+    lifecycle.enqueue(D + "sleep", [], {"seconds": 1}, priority=5)
+lifecycle.set_limits("mail", rate_limit=1, rate_period=600)
+for n in range(4):
+    lifecycle.enqueue(D + "echo", ["newsletter", n], queue="mail")
+later = lifecycle.enqueue(D + "echo", ["nightly export"], execute_at=now + timedelta(minutes=20))[0]
+lifecycle.enqueue(D + "echo", ["after the export"], depends_on=[later.pk])
+lifecycle.enqueue(D + "noop", [], execute_at=now + timedelta(minutes=5))
+'''
+
 
 def free_port():
     with socket.socket() as s:
@@ -90,6 +111,7 @@ def main():
         "DATABASE_URL": f"sqlite:///{tmp / 'db.sqlite3'}",
         "SCHEDULER_LOG_LEVEL": "INFO",  # the demo tasks log under scheduler_app.demo
         "TIME_ZONE": "UTC",
+        "SCHEDULER_QUEUES": "default,slow,mail",
     }
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
     py = sys.executable
@@ -101,7 +123,7 @@ def main():
     manage("shell", "-c", SEED % {"password": PASSWORD})
     manage("rundispatcher", "--burst", timeout=120)
     # A job still running while the pictures are taken (its progress moves).
-    manage("shell", "-c", "from scheduler_app import lifecycle; lifecycle.enqueue('scheduler_app.demo.tasks.progress', [], {'steps': 200, 'delay': 0.3})")
+    manage("shell", "-c", STAGE)
     port = free_port()
     server = subprocess.Popen([py, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     dispatcher = subprocess.Popen([py, "manage.py", "rundispatcher", "--grace", "1"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -128,7 +150,7 @@ def shoot(base, chromium, out, widths):
         browser = p.chromium.launch(executable_path=chromium, args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
         for scheme in ("light", "dark"):
             for width in widths if scheme == "light" else [1280]:
-                context = browser.new_context(viewport={"width": width, "height": 900}, color_scheme=scheme, locale="en-GB", timezone_id="UTC")
+                context = browser.new_context(viewport={"width": width, "height": 800}, color_scheme=scheme, locale="en-GB", timezone_id="UTC")
                 page = context.new_page()
                 page.goto(base + "/admin/login/?next=/admin/")
                 page.fill("#id_username", "admin")

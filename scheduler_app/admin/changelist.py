@@ -13,15 +13,17 @@ from functools import update_wrapper
 from django.contrib import admin, messages
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.core.paginator import Paginator
+from django.db import DatabaseError, transaction
 from django.utils import formats, timezone
 from django.utils.dateparse import parse_date
 from django.utils.functional import cached_property
-from django.utils.html import escape
+from django.utils.html import escape, format_html
 from django.utils.safestring import mark_safe
 from django.utils.text import capfirst
 
 from .. import conf, registry
 from ..models import Queue, Schedule
+from ..sql.readable import in_zone
 from .lookups import SafeChangeList
 
 
@@ -64,8 +66,14 @@ class TaskFilter(admin.SimpleListFilter):
     parameter_name = "task"
 
     def lookups(self, request, model_admin):
-        # Long dotted paths: allow line breaks after the dots in the sidebar.
-        return [(n, mark_safe("<wbr>.".join(escape(p) for p in n.split(".")))) for n in registry.names()]
+        # Short names where they are unambiguous, the whole path on hover;
+        # long dotted paths may break after their dots.
+        names = registry.names()
+        shorts = [n.rpartition(".")[2] for n in names]
+        return [
+            (n, format_html('<span title="{}">{}</span>', n, short) if shorts.count(short) == 1 else mark_safe("<wbr>.".join(escape(p) for p in n.split("."))))
+            for n, short in zip(names, shorts)
+        ]
 
     def queryset(self, request, queryset):
         """Filter by the task ``?task=`` names: a path, or its end when one known task has it (``registry.paths_named``)."""
@@ -206,12 +214,35 @@ class JobChangeList(SafeChangeList):
                     for m in range(1, 13)
                 ],
             }
-        return {**base, "back": None, "choices": self._year_choices(link, names["year"])}
+        return {**base, "back": None, "choices": [{"link": link({names["year"]: y}), "title": str(y)} for y in self.job_years()]}
 
-    @staticmethod
-    def _year_choices(link, name):
-        this_year = timezone.localdate().year
-        return [{"link": link({name: y}), "title": str(y)} for y in range(this_year - 2, this_year + 2)]
+    def job_years(self):
+        """Return the years (in the site's zone) that hold jobs of this list.
+
+        A list of at most ``CappedCountPaginator.cap`` rows (already counted)
+        asks for its distinct years; a bigger one gets the span from its
+        oldest job to its latest execute_at, from indexed reads only (the
+        primary key, the pending jobs' time index), never a scan of the table.
+        """
+        if not getattr(self.paginator, "capped", False):
+            # A stored time no year holds (text in SQLite, year 10000 in the site's
+            # zone) leaves no year out for the others: no drill-down then.
+            try:
+                with transaction.atomic(using=self.queryset.db):
+                    dates = list(self.queryset.order_by().datetimes(self.date_hierarchy, "year"))
+                return sorted({d.year for d in dates if d is not None})
+            except (DatabaseError, ValueError, OverflowError, TypeError):
+                return []
+        jobs = self.root_queryset.order_by()
+        first = jobs.order_by("pk").values_list("created_at", "execute_at").first()
+        last = jobs.order_by("-pk").values_list("execute_at", flat=True).first()
+        pending = jobs.filter(status="pending").order_by("-execute_at").values_list("execute_at", flat=True).first()
+        starts = [t for t in (first or ()) if t is not None]
+        ends = [t for t in (last, pending) if t is not None]
+        if not starts or not ends:
+            return []
+        low, high = (in_zone(min(starts)).year, in_zone(max(ends)).year)
+        return list(range(low, min(high, low + 50) + 1))
 
 
 def site_view(model_admin, view):

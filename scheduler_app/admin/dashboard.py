@@ -30,7 +30,9 @@ from ..observability import history, stats
 from ..sql import readable
 from ..validation.fields import PROGRESS
 from .changelist import site_view
-from .formatting import humanize_seconds, relative_time, task_html, when_html, worker_state
+from .formatting import (
+    clock, humanize_seconds, relative_time, slots_text, task_html, task_short_html, when_html, worker_short, worker_short_html, worker_state,
+)
 
 UPCOMING_LIMIT = 20
 RUNNING_LIMIT = 50
@@ -58,7 +60,7 @@ def task_row(obj, **fields):
         "task": obj.task,
         "task_module": module,
         "task_name": name,
-        "task_html": task_html(obj.task),
+        "task_html": task_short_html(obj.task),
         "queue": obj.queue,
         **fields,
         "url": reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[obj.pk]),
@@ -94,6 +96,7 @@ def running_row(job, now):
     return task_row(
         job,
         worker=job.worker,
+        worker_html=worker_short_html(job.worker),
         attempt=f"{job.attempts}/{job.max_attempts}",
         started_at=attempt_started.isoformat() if attempt_started else None,
         elapsed_seconds=round(elapsed, 1) if elapsed is not None else None,
@@ -133,8 +136,9 @@ def worker_row(worker, now):
         "pid": worker.pid,
         "queues": readable.worker_queues(worker.queues),
         "slots": slots,
-        "slots_text": ", ".join(f"{q}: {n}" for q, n in sorted(slots.items())) or "–",
+        "slots_text": slots_text(readable.worker_slots(worker.slots), readable.worker_queues(worker.queues)),
         "shared": "*" in readable.worker_slots(worker.slots),
+        "short_id": worker_short(worker.id),
         "state": worker_state(worker, now),
         "heartbeat_age_seconds": round(age, 1) if age is not None else None,
         "heartbeat_age": humanize_seconds(age) if age is not None else "–",
@@ -154,7 +158,7 @@ def minutes_of(request):
 def task_rows(minutes, now):
     rows = history.per_task(minutes, now=now)
     for row in rows:
-        row["task_html"] = task_html(row["task"])
+        row["task_html"] = task_short_html(row["task"])
         row["p50_text"] = humanize_seconds(row["p50"]) if row["p50"] is not None else "–"
         row["p95_text"] = humanize_seconds(row["p95"]) if row["p95"] is not None else "–"
         row["rate_text"] = f"{row['failure_rate'] * 100:.1f} %"
@@ -170,7 +174,8 @@ def dashboard_data(now=None, minutes=60):
     paused = {q["name"] for q in queues if q["paused"]}
     for q in queues:
         q["lag"] = humanize_seconds(q["oldest_due_lag_seconds"]) if q["due"] else "–"
-    upcoming = [upcoming_row(item, now, paused) for item in stats.upcoming(now, UPCOMING_LIMIT)]
+    # Ranked by what will run: a paused queue's jobs are left out (and counted).
+    upcoming = [upcoming_row(item, now, paused) for item in stats.upcoming(now, UPCOMING_LIMIT, skip_queues=paused)]
     running = [running_row(job, now) for job in stats.running_jobs(RUNNING_LIMIT)]
     failures = [failure_row(job, now) for job in stats.recent_failures(FAILURES_LIMIT)]
     workers = [worker_row(w, now) for w in stats.recent_workers(now, WORKERS_LIMIT)]
@@ -193,6 +198,7 @@ def dashboard_data(now=None, minutes=60):
         "tasks": task_rows(minutes, now),
         "queues": queues,
         "upcoming": upcoming,
+        "upcoming_paused": [{"name": q["name"], "pending": q["pending"]} for q in queues if q["paused"] and q["pending"]],
         "running": running,
         "running_more": max(counts[JobStatus.RUNNING] - len(running), 0),
         "failures": failures,
@@ -258,7 +264,7 @@ class DashboardAdmin(admin.ModelAdmin):
             "refresh_ms": REFRESH_SECONDS * 1000,
             "refresh_seconds": REFRESH_SECONDS,
             "generated_at": data["generated_at"],
-            "generated_time": timezone.localtime(now).strftime("%H:%M:%S"),
+            "generated_time": clock(now),
             "history": data["history"],
             "ranges": RANGES,
             "minutes": data["minutes"],

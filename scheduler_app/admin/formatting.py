@@ -101,3 +101,46 @@ def task_html(task):
 def pretty_json(value):
     """Return ``value`` as indented JSON in a <pre>."""
     return format_html('<pre class="sched-json">{}</pre>', json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False))
+
+
+def task_short_html(task):
+    """Return a task's short name (the last dotted part, bold) with its full path on hover."""
+    return format_html('<span class="sched-task sched-task-short" title="{}"><strong>{}</strong></span>', task, task.rpartition(".")[2])
+
+
+def worker_short(worker_id):
+    """Return a dispatcher id ('host.example.com-12157-33d100') as 'host-12157': the host's first label and the pid."""
+    host, _, rest = (worker_id or "").rpartition("-")
+    host, _, pid = host.rpartition("-")
+    if not host or not pid.isdigit():
+        return worker_id or "–"
+    return f"{host.split('.')[0]}-{pid}"
+
+
+def worker_short_html(worker_id):
+    """Return ``worker_short`` with the whole id on hover ('–' for none)."""
+    if not worker_id:
+        return "–"
+    return format_html('<span class="sched-worker-id" title="{}">{}</span>', worker_id, worker_short(worker_id))
+
+
+def clock(value):
+    """Return a time of day in the site's zone, 24-hour, with the zone: '07:26:46 UTC' (the live bars' clock)."""
+    local = in_zone(value)
+    return f"{local.strftime('%H:%M:%S')} {local.strftime('%Z') or formats.date_format(local, 'O')}"
+
+
+def slots_text(slots, queues):
+    """Return a dispatcher's slots so a shared pool never reads as one pool per queue.
+
+    ``slots`` is its stored ``{queue or "*": count}``, ``queues`` the queues
+    it serves: '4 slots shared by default, slow', 'slow: 2; 4 slots shared
+    by default, mail', 'default: 4, slow: 2'.
+    """
+    own = {q: n for q, n in slots.items() if q != "*"}
+    parts = [", ".join(f"{q}: {n}" for q, n in sorted(own.items()))] if own else []
+    if "*" in slots:
+        sharing = [q for q in queues if q not in own]
+        word = "slot" if slots["*"] == 1 else "slots"
+        parts.append(f"{slots['*']} {word} shared by {', '.join(sharing)}" if sharing else f"{slots['*']} shared {word}")
+    return "; ".join(parts) or "–"

@@ -22,7 +22,9 @@ from ..lifecycle.building import QUEUE, TASK
 from ..lifecycle.states import allowed_from, refusal
 from ..models import Job
 from ..sql.readable import in_zone
-from ..validation.fields import ARGS, EXECUTE_AT, KWARGS, MAX_ATTEMPTS, PRIORITY, TIMEOUT, UNIQUE_KEY
+from ..validation import fields as rules
+from ..validation.fields import ARGS, DEPENDS_ON, EXECUTE_AT, KWARGS, MAX_ATTEMPTS, PRIORITY, TIMEOUT, UNIQUE_KEY
+from ..vocabulary.bounds import TAG_MAX, TAG_RE, TAGS_MAX
 
 
 def _task_label(task):
@@ -193,6 +195,62 @@ class _LifecycleValidatedForm(EncodableDataMixin, forms.ModelForm):
                 self.add_error(target, message)
 
 
+def zone_help(text):
+    """Return a date field's help text, naming the zone its boxes are in (the site's TIME_ZONE)."""
+    return f"In {timezone.get_current_timezone_name()} (the site's time zone). {text}"
+
+
+class JobIdsWidget(forms.TextInput):
+    """Job ids typed as text (``12, 15``), with the admin's raw-id lookup: a magnifier opens the
+    job list in a popup, and each job picked there is added to the box."""
+
+    template_name = "admin/scheduler_app/job/ids_widget.html"
+
+    def __init__(self, attrs=None):
+        super().__init__({"class": "vManyToManyRawIdAdminField", "placeholder": "e.g. 12, 15", **(attrs or {})})
+
+    def get_context(self, name, value, attrs):
+        from django.urls import reverse
+
+        context = super().get_context(name, value, attrs)
+        context["lookup_url"] = reverse("admin:scheduler_app_job_changelist") + "?_to_field=id"
+        return context
+
+
+def check_tags(tags):
+    """Return ``tags`` checked by the tags rule (``validation.fields.TAGS``) if there is one, else by the bounds."""
+    rule = getattr(rules, "TAGS", None)
+    if rule is not None:
+        return rule.check(tags)
+    if len(tags) > TAGS_MAX:
+        raise ValidationError(f"At most {TAGS_MAX} tags.")
+    bad = [t for t in tags if not TAG_RE.match(t)]
+    if bad:
+        raise ValidationError(
+            f"Not a tag: {', '.join(bad)}. A tag is 1 to {TAG_MAX} letters, digits, and _ . : - characters."
+        )
+    return list(dict.fromkeys(tags))
+
+
+class TagsField(forms.CharField):
+    """Tags typed as comma-separated text (``billing, nightly``); a list of strings."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("required", False)
+        super().__init__(**kwargs)
+
+    def prepare_value(self, value):
+        return ", ".join(value) if isinstance(value, list) else value
+
+    def to_python(self, value):
+        text = super().to_python(value) or ""
+        tags = [t.strip() for t in text.split(",") if t.strip()]
+        try:
+            return check_tags(tags)
+        except ValidationError as exc:
+            raise _field_error(exc) from None
+
+
 class JobAddForm(_LifecycleValidatedForm):
     task = RuleChoiceField(
         TASK,
@@ -224,6 +282,14 @@ class JobAddForm(_LifecycleValidatedForm):
         help_text="Optional. While a pending, waiting or running job holds this key (or a job made with "
         "unique_for, for its period), no second one is created.",
     )
+    depends_on = RuleFormField(
+        DEPENDS_ON,
+        widget=JobIdsWidget,
+        label="Depends on",
+        help_text="Ids of jobs that must succeed first, separated by commas (the magnifier picks them from the job list). "
+        "Empty: none; the job waits until they have succeeded.",
+    )
+    tags = TagsField(label="Tags", help_text=f"Optional labels, separated by commas (at most {TAGS_MAX}), e.g. <code>billing, nightly</code>.")
 
     class Meta:
         model = Job
@@ -237,7 +303,9 @@ class JobAddForm(_LifecycleValidatedForm):
         self.fields["queue"].choices = [("", "(the task's queue)")] + [
             (q, q) for q in sorted(conf.known_queues())
         ]
+        self.fields["execute_at"].help_text = zone_help(self.fields["execute_at"].help_text)
         self.job_options = None
+        self.tags = []
 
     def clean(self):
         data = super().clean()
@@ -248,7 +316,14 @@ class JobAddForm(_LifecycleValidatedForm):
             "max_attempts": data.get("max_attempts"),
             "timeout": data.get("timeout"),
             "unique_key": data.get("unique_key") or None,
+            "depends_on": data.get("depends_on") or None,
         }
+        self.tags = data.get("tags") or []
+        if options["depends_on"]:
+            # Ids of no job are refused by enqueue (in its transaction); say so on the box before.
+            known = set(Job.objects.filter(pk__in=options["depends_on"]).values_list("pk", flat=True))
+            for missing in [d for d in options["depends_on"] if d not in known]:
+                self.add_error("depends_on", f"No job has the id {missing}.")
         try:
             self.instance = lifecycle.build_job(
                 data.get("task"), data.get("args", []), data.get("kwargs", {}), **options
@@ -273,6 +348,10 @@ class JobRescheduleForm(_LifecycleValidatedForm):
     class Meta:
         model = Job
         fields = ["execute_at", "priority"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["execute_at"].help_text = zone_help("")
 
     def clean(self):
         data = super().clean()

@@ -13,7 +13,9 @@ from django.utils.html import format_html, format_html_join
 from ..models import JobLog, JobStatus, Schedule, Worker
 from ..sql.readable import error_entries
 from ..validation.fields import PROGRESS
-from .formatting import exact_time, humanize_seconds, pretty_json, status_badge, task_html, when_html, worker_state
+from .formatting import (
+    exact_time, humanize_seconds, pretty_json, status_badge, task_html, task_short_html, when_html, worker_short_html, worker_state,
+)
 
 
 class JobFields:
@@ -21,7 +23,11 @@ class JobFields:
 
     @admin.display(description="task", ordering="task")
     def task_name(self, obj):
-        return task_html(obj.task)
+        return task_short_html(obj.task)
+
+    @admin.display(description="worker", ordering="worker")
+    def worker_short(self, obj):
+        return worker_short_html(obj.worker)
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, obj):
@@ -125,30 +131,38 @@ class JobFields:
             return "–"
         return pretty_json(obj.result)
 
+    @admin.display(description="cancel requested")
+    def cancel_requested_display(self, obj):
+        if not obj.cancel_requested:
+            return "–"
+        if obj.status == JobStatus.RUNNING:
+            return "Yes: the task was asked to stop at its next check."
+        return "Yes"
+
     @admin.display(description="errors")
     def errors_display(self, obj):
+        """Each attempt's error, newest first: one line (exception and message), the traceback under it (the newest open)."""
         entries = error_entries(obj.errors)  # any shape a row holds
         if not entries:
             return "None"
         rows = format_html_join(
             "",
-            '<div class="sched-error"><p><strong>Attempt {}</strong> · {} · worker {}</p>'
-            "<p><code>{}</code>: {}</p><details{}><summary>Traceback</summary><pre>{}</pre></details></div>",
+            '<details class="sched-error" data-key="error-{}"{}><summary><strong>Attempt {}</strong> · <code>{}</code>: {}'
+            '<span class="sched-error-meta"> · {} · worker {}</span></summary><pre>{}</pre></details>',
             (
                 (
+                    i, " open" if i == len(entries) - 1 else "",
                     "?" if e["attempt"] is None else e["attempt"],
-                    error_time(e["time"]),
-                    e["worker"] or "–",
                     e["exception_class"],
                     e["message"],
-                    " open" if i == len(entries) - 1 else "",
-                    e["traceback"] or "(none)",
+                    error_time(e["time"]),
+                    e["worker"] or "–",
+                    e["traceback"] or "(no traceback)",
                 )
-                for i, e in enumerate(entries)
+                for i, e in reversed(list(enumerate(entries)))
             ),
         )
         return format_html('<div class="sched-errors">{}</div>', rows)
-
 
     @admin.display(description="logs")
     def logs_display(self, obj):
@@ -179,8 +193,8 @@ class JobFields:
                 ),
             )
             parts.append(format_html(
-                '<details class="sched-logs-attempt"{}><summary>Attempt {} · {} {}</summary><ol class="sched-logs">{}</ol></details>',
-                " open" if not parts else "", attempt, len(rows), "record" if len(rows) == 1 else "records", lines,
+                '<details class="sched-logs-attempt" data-key="logs-{}"{}><summary>Attempt {} · {} {}</summary><ol class="sched-logs">{}</ol></details>',
+                attempt, " open" if not parts else "", attempt, len(rows), "record" if len(rows) == 1 else "records", lines,
             ))
         more = ""
         if obj.logs_count > len(records):

@@ -5,8 +5,11 @@ with ``enqueue``, reschedule with ``reschedule``, cancel/retry/run-now with
 the ``*_many`` functions).
 """
 
+import inspect
+
 from django.contrib import admin, messages
 from django.contrib.admin.options import ActionLocation
+from django.core.exceptions import ValidationError
 from django.http import HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html
@@ -18,18 +21,20 @@ from .changelist import CappedCountPaginator, DateRangeFilter, JobChangeList, Qu
 from .dependencies import WORKFLOW_FIELDS, DependenciesMixin, DependencyFilter
 from .forms import JobAddForm, JobRescheduleForm
 from .job_fields import JobFields
+from .job_summary import JobSummary
 from .live import JobLive
 from .lookups import SafeLookupsMixin
 
 # Actions on "all N matching jobs" stop where the list stops counting: past
 # it, narrow the filter.
 MAX_ACTION_JOBS = CappedCountPaginator.cap
+ENQUEUE_TAKES_TAGS = "tags" in inspect.signature(lifecycle.build_job).parameters
 ACTION_CHUNK = 1000
 BOTH_LOCATIONS = [ActionLocation.CHANGE_LIST, ActionLocation.CHANGE_FORM]
 
 
 @admin.register(Job)
-class JobAdmin(DependenciesMixin, JobLive, JobFields, SafeLookupsMixin, admin.ModelAdmin):
+class JobAdmin(DependenciesMixin, JobSummary, JobLive, JobFields, SafeLookupsMixin, admin.ModelAdmin):
     list_display = [
         "id",
         "task_name",
@@ -39,7 +44,7 @@ class JobAdmin(DependenciesMixin, JobLive, JobFields, SafeLookupsMixin, admin.Mo
         "execute_at_display",
         "attempts_display",
         "duration_display",
-        "worker",
+        "worker_short",
     ]
     list_display_links = ["id"]
     list_filter = [
@@ -69,11 +74,12 @@ class JobAdmin(DependenciesMixin, JobLive, JobFields, SafeLookupsMixin, admin.Mo
     add_fieldsets = [
         (None, {"fields": ["task", "args", "kwargs"]}),
         ("When and how", {"fields": ["execute_at", "priority", "queue", "max_attempts", "timeout", "unique_key"]}),
+        ("Workflow", {"fields": ["depends_on", "tags"]}),
     ]
     change_fieldsets = [
         (None, {"fields": ["status_badge", "task", "queue", "args_display", "kwargs_display", "unique_key", "created_by", "schedule_link", "created_at_display"]}),
         ("Schedule", {"fields": ["execute_at", "priority", "due_display", "max_attempts", "timeout"]}),
-        ("Execution", {"fields": ["attempts_display", "worker_display", "started_at_display", "last_attempted_at_display", "finished_at_display", "duration_display", "lease_display", "progress_display", "cancel_requested"]}),
+        ("Execution", {"fields": ["attempts_display", "worker_display", "started_at_display", "last_attempted_at_display", "finished_at_display", "duration_display", "lease_display", "progress_display", "cancel_requested_display"]}),
         ("Workflow", {"fields": WORKFLOW_FIELDS}),
         ("Result", {"fields": ["result_display"]}),
         ("Errors", {"fields": ["errors_display"]}),
@@ -103,10 +109,16 @@ class JobAdmin(DependenciesMixin, JobLive, JobFields, SafeLookupsMixin, admin.Mo
     def get_fieldsets(self, request, obj=None):
         if obj is None:
             return self.add_fieldsets
-        if obj.status == JobStatus.PENDING and self.has_change_permission(request, obj):
-            return self.change_fieldsets
-        # View only: "when" shows execute_at in the admin's one date format.
-        return [(name, {**opts, "fields": [f for f in opts["fields"] if f != "execute_at"]}) for name, opts in self.change_fieldsets]
+        # "Cancel requested" only when it was (a running job asked to stop).
+        hidden = set() if obj.cancel_requested else {"cancel_requested_display"}
+        fieldsets = self.change_fieldsets
+        if obj.status not in allowed_from("reschedule"):
+            # A job that ran: under the summary, its errors and logs first.
+            first = ("Result", "Errors", "Logs") if obj.status == JobStatus.SUCCEEDED else ("Errors", "Logs")
+            fieldsets = [fs for name in first for fs in fieldsets if fs[0] == name] + [fs for fs in fieldsets if fs[0] not in first]
+        if not (obj.status == JobStatus.PENDING and self.has_change_permission(request, obj)):
+            hidden.add("execute_at")  # view only: "when" shows execute_at in the admin's one date format
+        return [(name, {**opts, "fields": [f for f in opts["fields"] if f not in hidden]}) for name, opts in fieldsets]
 
     def get_readonly_fields(self, request, obj=None):
         if obj is None:
@@ -140,7 +152,17 @@ class JobAdmin(DependenciesMixin, JobLive, JobFields, SafeLookupsMixin, admin.Mo
 
     def save_model(self, request, obj, form, change):
         if not change:
-            job, created = lifecycle.enqueue(created_by=request.user, **form.job_options)
+            options = dict(form.job_options)
+            if form.tags and ENQUEUE_TAKES_TAGS:
+                options["tags"] = form.tags
+            try:
+                job, created = lifecycle.enqueue(created_by=request.user, **options)
+            except ValidationError as exc:  # a dependency deleted since the form was checked
+                obj._scheduler_error = "; ".join(exc.messages)
+                return
+            if created and form.tags and not ENQUEUE_TAKES_TAGS:
+                # Until build_job takes tags: the new row gets them right after its insert.
+                Job.objects.filter(pk=job.pk).update(tags=form.tags)
             obj.pk, obj.id = job.pk, job.pk
             obj._scheduler_created = created
             return
@@ -156,11 +178,14 @@ class JobAdmin(DependenciesMixin, JobLive, JobFields, SafeLookupsMixin, admin.Mo
         pass  # a job has no related objects the form edits
 
     def log_addition(self, request, obj, message):
-        if getattr(obj, "_scheduler_created", True):
+        if getattr(obj, "_scheduler_created", True) and obj.pk is not None:
             return super().log_addition(request, obj, message)
         return None
 
     def response_add(self, request, obj, post_url_continue=None):
+        if getattr(obj, "_scheduler_error", None):
+            self.message_user(request, f"No job was created: {obj._scheduler_error}", messages.ERROR)
+            return HttpResponseRedirect(request.path)
         if getattr(obj, "_scheduler_created", True):
             return super().response_add(request, obj, post_url_continue)
         existing = Job.objects.get(pk=obj.pk)
@@ -205,6 +230,10 @@ class JobAdmin(DependenciesMixin, JobLive, JobFields, SafeLookupsMixin, admin.Mo
                 self.message_user(request, f"Not rescheduled: {refusal('reschedule', obj.pk, obj.status)}", messages.ERROR)
                 return HttpResponseRedirect(request.path)
         extra_context = {**(extra_context or {}), "show_save_and_add_another": False}
+        if request.method == "GET":
+            obj = self.get_object(request, object_id)
+            if obj is not None and self.has_view_permission(request, obj):
+                extra_context["sched_summary"] = self.summary_html(request, obj)
         return super().change_view(request, object_id, form_url, extra_context)
 
     # -- actions -------------------------------------------------------------

@@ -22,7 +22,7 @@ PAGE_FIELDS = [
     "errors_display", "logs_display", "due_display",
 ]
 # The list's cells that change (its other columns are fixed once made).
-LIST_FIELDS = ["status_badge", "execute_at_display", "attempts_display", "duration_display", "worker"]
+LIST_FIELDS = ["status_badge", "execute_at_display", "attempts_display", "duration_display", "worker_short"]
 LIST_COLUMNS = [
     "id", "status", "execute_at", "attempts", "max_attempts", "started_at", "last_attempted_at", "finished_at",
     "progress", "cancel_requested", "worker",
@@ -51,7 +51,8 @@ class JobLive:
         if not self.has_view_permission(request, job):
             raise PermissionDenied
         fields = {name: str(getattr(self, name)(job)) for name in PAGE_FIELDS}
-        return JsonResponse({"id": job.pk, "status": job.status, "logs_count": job.logs_count, "fields": fields, "at": timezone.now().isoformat()})
+        summary = str(self.summary_html(request, job))
+        return JsonResponse({"id": job.pk, "status": job.status, "logs_count": job.logs_count, "fields": fields, "summary": summary, "at": timezone.now().isoformat()})
 
     def list_live_view(self, request):
         """Return the changing cells of the listed jobs: ``{"rows": {id: {name: html}}}``, one query."""

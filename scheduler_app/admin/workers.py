@@ -6,7 +6,7 @@ from django.utils.html import format_html
 
 from ..models import Worker
 from ..sql.readable import worker_queues, worker_slots
-from .formatting import humanize_seconds, when_html, worker_state
+from .formatting import humanize_seconds, when_html, worker_state, slots_text
 from .lookups import SafeLookupsMixin
 
 
@@ -54,10 +54,7 @@ class WorkerAdmin(SafeLookupsMixin, admin.ModelAdmin):
 
     @admin.display(description="slots")
     def slots_display(self, obj):
-        slots = worker_slots(obj.slots)
-        if set(slots) == {"*"}:
-            return f"{slots['*']} shared"
-        return ", ".join(f"{q}: {n}" for q, n in sorted(slots.items())) or "–"
+        return slots_text(worker_slots(obj.slots), worker_queues(obj.queues))
 
     @admin.display(description="status")
     def alive_badge(self, obj):

@@ -2,7 +2,9 @@
 
 from django.conf import settings
 from drf_spectacular.views import SpectacularAPIView
-from rest_framework.exceptions import NotFound
+from django.contrib.auth.views import redirect_to_login
+from django.urls import reverse as django_reverse
+from rest_framework.exceptions import AuthenticationFailed, NotAuthenticated, NotFound, PermissionDenied
 from rest_framework.renderers import TemplateHTMLRenderer
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
@@ -81,6 +83,16 @@ class DocsView(APIView):
     required_permissions = {ANY: STAFF}
     renderer_classes = [TemplateHTMLRenderer]
     template_name = "scheduler_app/api/swagger_ui.html"
+
+    def handle_exception(self, exc):
+        # A browser that is not signed in goes to the admin's login and comes
+        # back here; an API client (no text/html in Accept) gets the JSON 401.
+        signed_out = isinstance(exc, (NotAuthenticated, AuthenticationFailed)) or (
+            isinstance(exc, PermissionDenied) and not self.request.user.is_authenticated
+        )
+        if signed_out and "text/html" in self.request.headers.get("Accept", ""):
+            return redirect_to_login(self.request.get_full_path(), login_url=django_reverse("admin:login"))
+        return super().handle_exception(exc)
 
     def get(self, request):
         header = settings.CSRF_HEADER_NAME.removeprefix("HTTP_").replace("_", "-")

@@ -11,7 +11,7 @@ from django.db import IntegrityError
 from django.shortcuts import get_object_or_404
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiResponse, PolymorphicProxySerializer
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, PolymorphicProxySerializer
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, ValidationError
@@ -127,6 +127,17 @@ class JobViewSet(
     @extend_schema(
         summary="Create a job",
         request=JobCreateSerializer,
+        # Swagger UI's "Try it out" starts from this body (not from every
+        # property, which would send execute_at and delay together).
+        examples=[
+            OpenApiExample("In a minute", request_only=True, value={
+                "task": "scheduler_app.tasks.send_email", "kwargs": {"to": "ops@example.com", "subject": "Report", "body": "Ready."}, "delay": 60,
+            }),
+            OpenApiExample("At a time", request_only=True, value={
+                "task": "scheduler_app.tasks.send_email", "kwargs": {"to": "ops@example.com", "subject": "Report", "body": "Ready."},
+                "execute_at": "2030-01-01T09:00:00+00:00", "priority": 5,
+            }),
+        ],
         responses={
             201: OpenApiResponse(JobSerializer, description="Created."),
             200: OpenApiResponse(_job_or_duplicate(), description=DUPLICATE_TEXT),

@@ -178,25 +178,26 @@ def throughput(now=None):
 # Rows for the dashboard: model instances with only the columns it shows.
 
 
-def upcoming_jobs(now=None, limit=20):
+def upcoming_jobs(now=None, limit=20, *, skip_queues=()):
     """Return the next pending jobs in the order they will run.
 
     Due jobs first, in claim order (priority desc, execute_at, id); then
     future jobs by execute_at, id. Each half is served by a partial pending
-    index. Jobs of paused queues are listed, since they keep their place
-    once the queue resumes. With several queues the dispatcher claims per
-    queue, so across queues this order is the global intent, not a promise.
+    index. ``skip_queues`` (the paused ones) are left out: their jobs do not
+    run until the queue resumes. With several queues the dispatcher claims
+    per queue, so across queues this order is the global intent, not a promise.
     """
     now = now or timezone.now()
     fields = ["id", "task", "queue", "priority", "execute_at", "attempts", "max_attempts"]
-    due = list(Job.objects.due(now).in_claim_order().only(*fields)[:limit])
+    pending = Job.objects.exclude(queue__in=list(skip_queues)) if skip_queues else Job.objects
+    due = list(pending.due(now).in_claim_order().only(*fields)[:limit])
     if len(due) >= limit:
         return due
-    future = Job.objects.pending().filter(execute_at__gt=now).order_by("execute_at", "id").only(*fields)
+    future = pending.pending().filter(execute_at__gt=now).order_by("execute_at", "id").only(*fields)
     return due + list(future[: limit - len(due)])
 
 
-def upcoming(now=None, limit=20):
+def upcoming(now=None, limit=20, *, skip_queues=()):
     """Return the next pending jobs and the next runs of enabled schedules, in run order.
 
     A list of ``Job`` and ``Schedule`` instances: due jobs keep their claim
@@ -204,8 +205,8 @@ def upcoming(now=None, limit=20):
     before a schedule run at the same time).
     """
     now = now or timezone.now()
-    jobs = upcoming_jobs(now, limit)
-    runs = schedules.upcoming(now, limit)
+    jobs = upcoming_jobs(now, limit, skip_queues=skip_queues)
+    runs = [run for run in schedules.upcoming(now, limit) if run.queue not in skip_queues]
     if not runs:
         return jobs
     # A time that is None (SQLite text that is no time: readable.py) is due, as the dispatcher takes it.

@@ -168,6 +168,8 @@ class TestData:
         assert set(workers) == {"a", "b"}  # "gone" stopped two days ago
         assert workers["a"]["state"] == "alive" and workers["b"]["state"] == "dead"
         assert workers["a"]["slots"] == {"default": 4, "slow": 4} and workers["a"]["shared"]
+        # One pool of 4 for both queues never reads like 8 slots.
+        assert workers["a"]["slots_text"] == "4 slots shared by default, slow" and workers["b"]["slots_text"] == "other: 2"
         assert (workers["a"]["processed"], workers["a"]["failed"]) == (7, 1)
         assert 299 <= workers["b"]["heartbeat_age_seconds"] <= 320
         assert data["workers_alive"] == 1
@@ -247,12 +249,17 @@ class TestQueues:
         assert client.post(toggle_url("slow", "pause")).status_code == 403
         assert not Queue.objects.filter(paused=True).exists()
 
-    def test_paused_queue_flags_upcoming_jobs(self, admin_client_, job_row):
-        job_row(queue="slow")
+    def test_upcoming_ranks_what_will_run_and_counts_paused_queues_apart(self, admin_client_, job_row):
+        paused = job_row(queue="slow", priority=100)
+        runs = job_row(queue="default", execute_at=timezone.now() + timedelta(minutes=5))
         admin_client_.post(toggle_url("slow", "pause"))
         data = admin_client_.get(DATA).json()
-        assert data["upcoming"][0]["paused"] is True
+        assert [j["id"] for j in data["upcoming"]] == [runs.pk]  # not the paused queue's job, due and urgent as it is
+        assert data["upcoming_paused"] == [{"name": "slow", "pending": 1}]
+        assert "Not listed, paused:" in data["html"]["upcoming"] and "1 pending in slow" in data["html"]["upcoming"]
         assert next(q for q in data["queues"] if q["name"] == "slow")["paused"] is True
+        admin_client_.post(toggle_url("slow", "resume"))
+        assert [j["id"] for j in admin_client_.get(DATA).json()["upcoming"]] == [paused.pk, runs.pk]
 
 
 class TestWorkerAdmin:
@@ -262,10 +269,26 @@ class TestWorkerAdmin:
         Worker.objects.create(id="w-dead", hostname="h", pid=2, queues=["slow"], slots={"*": 2}, last_heartbeat=now - timedelta(minutes=10))
         html = admin_client_.get(reverse("admin:scheduler_app_worker_changelist")).content.decode()
         assert "sched-worker-alive" in html and "sched-worker-dead" in html
-        assert "default: 3" in html and "2 shared" in html
+        assert "default: 3" in html and "2 slots shared by slow" in html
         assert "10 min ago" in html
         assert admin_client_.get(reverse("admin:scheduler_app_worker_add")).status_code == 403
         detail = admin_client_.get(reverse("admin:scheduler_app_worker_change", args=["w-alive"]))
         assert detail.status_code == 200 and 'name="hostname"' not in detail.content.decode()
         assert admin_client_.post(reverse("admin:scheduler_app_worker_delete", args=["w-alive"]), {"post": "yes"}).status_code == 403
         assert Worker.objects.count() == 2
+
+
+@pytest.mark.parametrize(
+    "slots, queues, text",
+    [
+        ({"*": 4}, ["default", "slow"], "4 slots shared by default, slow"),
+        ({"*": 1}, ["default"], "1 slot shared by default"),
+        ({"slow": 2, "*": 4}, ["default", "slow", "mail"], "slow: 2; 4 slots shared by default, mail"),
+        ({"default": 4, "slow": 2}, ["default", "slow"], "default: 4, slow: 2"),
+        ({}, [], "–"),
+    ],
+)
+def test_slots_text_never_reads_a_shared_pool_as_one_per_queue(slots, queues, text):
+    from scheduler_app.admin.formatting import slots_text
+
+    assert slots_text(slots, queues) == text

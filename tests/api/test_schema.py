@@ -303,3 +303,23 @@ def test_fuzz_finds_nothing(case, fuzz_token, seeded, wsgi_keeps_the_test_connec
         excluded_checks=[positive_data_acceptance],
         additional_checks=[valid_data_is_accepted_unless_a_rule_is_stated_only_in_words],
     )
+
+
+def test_the_create_example_never_sends_execute_at_and_delay_together(api):
+    schema = api.get("/api/schema/?format=json").json()
+    body = schema["paths"]["/api/jobs/"]["post"]["requestBody"]["content"]["application/json"]
+    examples = [e["value"] for e in body["examples"].values()]
+    assert examples and all(not ({"execute_at", "delay"} <= set(e)) for e in examples)
+    for example in examples:  # each one is a body the API takes
+        assert api.post("/api/jobs/", example, format="json").status_code == 201, example
+
+
+def test_a_browser_that_is_not_signed_in_goes_to_the_admin_login_and_back(client, staff_user):
+    response = client.get("/api/docs/", HTTP_ACCEPT="text/html,application/xhtml+xml,*/*;q=0.8")
+    assert response.status_code == 302 and response["Location"] == "/admin/login/?next=/api/docs/"
+    login = client.post("/admin/login/?next=/api/docs/", {"username": "staff", "password": "pw-staff-123", "next": "/api/docs/"})
+    assert login.status_code == 302 and login["Location"] == "/api/docs/"
+    assert client.get("/api/docs/", HTTP_ACCEPT="text/html").status_code == 200
+    # An API client (no text/html) still gets the JSON 401.
+    client.logout()
+    assert client.get("/api/docs/").status_code == 401

@@ -1,12 +1,14 @@
 /* History charts in plain SVG (no library, no CDN): stacked bars of
    outcomes, and lines of depth, lag and wait/run percentiles, drawn from a
-   GET /api/stats/history/ document. The SVG scales to its box (viewBox), so
-   a chart never makes a page wider than the screen. */
+   GET /api/stats/history/ document. Each SVG is drawn at its box's own
+   width (one unit a pixel), so labels keep their 11 px at every width, and
+   is drawn again when the window is resized; it never makes a page wider
+   than the screen. Times are 24-hour in the site's zone (SchedTime, live.js). */
 (function () {
     "use strict";
 
     var NS = "http://www.w3.org/2000/svg";
-    var W = 600, H = 170, LEFT = 46, RIGHT = 6, TOP = 10, BOTTOM = 20;
+    var W = 600, H = 170, LEFT = 50, RIGHT = 8, TOP = 10, BOTTOM = 22;
 
     function el(name, attrs, text) {
         var node = document.createElementNS(NS, name);
@@ -38,8 +40,14 @@
 
     function label(iso, step) {
         var d = new Date(iso);
-        var hm = d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+        if (window.SchedTime) { return window.SchedTime.hm(d, step >= 3600); }
+        var hm = d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", hourCycle: "h23" });
         return step >= 3600 ? d.toLocaleDateString([], { month: "short", day: "numeric" }) + " " + hm : hm;
+    }
+
+    function noData(svg) {
+        svg.appendChild(el("text", { "class": "label sched-no-data", x: LEFT + (W - LEFT - RIGHT) / 2, y: TOP + (H - TOP - BOTTOM) / 2, "text-anchor": "middle" }, "no data"));
+        svg.dataset.empty = "true";
     }
 
     function frame(svg, buckets, step, top, format, caption) {
@@ -50,17 +58,18 @@
         svg.appendChild(el("text", { "class": "label", x: LEFT - 4, y: TOP + 4, "text-anchor": "end" }, format(top)));
         svg.appendChild(el("text", { "class": "label", x: LEFT - 4, y: TOP + plotH / 2 + 4, "text-anchor": "end" }, format(top / 2)));
         svg.appendChild(el("text", { "class": "label", x: LEFT - 4, y: TOP + plotH + 4, "text-anchor": "end" }, format(0)));
-        var n = buckets.length, every = Math.max(1, Math.ceil(n / 6));
+        var n = buckets.length, fits = Math.max(2, Math.floor((W - LEFT - RIGHT) / (step >= 3600 ? 110 : 64)));
+        var every = Math.max(1, Math.ceil(n / fits));
         for (var i = 0; i < n; i += every) {
             var x = LEFT + (i + 0.5) * (W - LEFT - RIGHT) / n;
-            svg.appendChild(el("text", { "class": "label", x: x, y: H - 5, "text-anchor": "middle" }, label(buckets[i].start, step)));
+            svg.appendChild(el("text", { "class": "label", x: x, y: H - 6, "text-anchor": "middle" }, label(buckets[i].start, step)));
         }
         svg.setAttribute("aria-label", caption);
         return plotH;
     }
 
     function svgBox() {
-        return el("svg", { "class": "sched-chart", viewBox: "0 0 " + W + " " + H, role: "img", preserveAspectRatio: "xMidYMid meet" });
+        return el("svg", { "class": "sched-chart", viewBox: "0 0 " + W + " " + H, width: W, height: H, role: "img", preserveAspectRatio: "xMidYMid meet" });
     }
 
     function legend(series) {
@@ -94,6 +103,7 @@
             svg.appendChild(g);
         });
         series.forEach(function (s) { s.total = b.reduce(function (a, x) { return a + x[s.key]; }, 0); });
+        if (peak <= 0) { noData(svg); }
         box.replaceChildren(svg, legend(series));
     }
 
@@ -120,6 +130,7 @@
             g.appendChild(el("title", {}, label(x.start, step) + ": " + series.map(function (s) { return s.label + " " + format(s.get(x)); }).join(", ")));
             svg.appendChild(g);
         });
+        if (peak <= 0) { noData(svg); }
         box.replaceChildren(svg, legend(series));
     }
 
@@ -140,23 +151,32 @@
 
     /* Draw every [data-chart] box inside `root` from `history`. */
     function render(root, history) {
+        drawn.set(root, history);
         Array.prototype.forEach.call(root.querySelectorAll("[data-chart]"), function (box) {
             var kind = box.dataset.chart;
+            W = Math.max(200, Math.floor(box.clientWidth || 600));
             var copy = function (list) { return list.map(function (s) { return Object.assign({}, s); }); };
             if (kind === "throughput") {
                 bars(box, history, copy(OUTCOMES), "Attempts finished per bucket, by outcome");
             } else if (kind === "depth") {
                 lines(box, history, [
                     { label: "pending", cls: "c-depth", get: function (x) { return x.depth; } },
-                    { label: "due", cls: "c-due", get: function (x) { return x.due; } }
-                ], count, "Queue depth: pending and due jobs");
+                    { label: "due now", cls: "c-due", get: function (x) { return x.due; } }
+                ], count, "Pending and due now");
             } else if (kind === "lag") {
-                lines(box, history, [{ label: "oldest due job's lag", cls: "c-lag", get: function (x) { return x.lag; } }], seconds, "Lag of the oldest due job");
+                lines(box, history, [{ label: "oldest due lag", cls: "c-lag", get: function (x) { return x.lag; } }], seconds, "Oldest due lag");
             } else if (kind === "wait" || kind === "run") {
                 lines(box, history, timing(kind), seconds, kind === "wait" ? "Wait time, due to start" : "Run time, start to finish");
             }
         });
     }
+
+    // Drawn again at the new width when the window is resized.
+    var drawn = new Map(), resizing = null;
+    window.addEventListener("resize", function () {
+        window.clearTimeout(resizing);
+        resizing = window.setTimeout(function () { drawn.forEach(function (history, root) { render(root, history); }); }, 150);
+    });
 
     window.SchedCharts = { render: render, seconds: seconds };
 })();

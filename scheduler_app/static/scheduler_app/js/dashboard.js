@@ -15,7 +15,6 @@
         var root = document.getElementById("sched-dashboard");
         if (!root) { return; }
         var bar = document.getElementById("sched-live");
-        var updated = document.getElementById("sched-updated");
         var history = root.querySelector(".sched-history");
         var minutes = root.dataset.minutes || "60";
         var initial = document.getElementById("sched-history-data");
@@ -28,8 +27,6 @@
                 if (el && el.innerHTML !== data.html[name]) { el.innerHTML = data.html[name]; }
             });
             if (data.history && window.SchedCharts) { window.SchedCharts.render(history, data.history); }
-            updated.setAttribute("datetime", data.generated_at);
-            updated.textContent = new Date(data.generated_at).toLocaleTimeString();
             root.dataset.refreshes = String((parseInt(root.dataset.refreshes || "0", 10)) + 1);
         }
 

@@ -8,12 +8,24 @@
         if (document.readyState !== "loading") { fn(); } else { document.addEventListener("DOMContentLoaded", fn); }
     }
 
+    // What the reader opened or closed (a <details data-key>): kept across
+    // refreshes; the others take the server's default (the newest open).
+    var chosen = {};
+    document.addEventListener("click", function (event) {
+        var summary = event.target.closest && event.target.closest("details[data-key] > summary");
+        if (summary) { chosen[summary.parentNode.dataset.key] = !summary.parentNode.open; }
+    });
+
     function swap(el, html) {
         // Skip unchanged cells so hover, focus and open <details> survive.
         if (el && el.innerHTML !== html) {
-            var open = Array.prototype.map.call(el.querySelectorAll("details[open]"), function (d) { return d.querySelector("summary") && d.querySelector("summary").textContent; });
+            var open = Array.prototype.map.call(el.querySelectorAll("details[open]:not([data-key])"), function (d) { return d.querySelector("summary") && d.querySelector("summary").textContent; });
             el.innerHTML = html;
             Array.prototype.forEach.call(el.querySelectorAll("details"), function (d) {
+                if (d.dataset.key) {
+                    if (Object.prototype.hasOwnProperty.call(chosen, d.dataset.key)) { d.open = chosen[d.dataset.key]; }
+                    return;
+                }
                 var s = d.querySelector("summary");
                 if (s && open.indexOf(s.textContent) >= 0) { d.open = true; }
             });
@@ -30,6 +42,7 @@
                     Object.keys(data.fields).forEach(function (name) {
                         swap(document.querySelector(".field-" + name + " .readonly"), data.fields[name]);
                     });
+                    if (data.summary !== undefined) { swap(document.getElementById("sched-summary"), data.summary); }
                     document.body.dataset.jobStatus = data.status;
                 }
             });

@@ -64,7 +64,13 @@
                     options.apply(data);
                     var took = Date.now() - started;
                     delay = Math.max(ms, 10 * took);
-                    if (updated) { updated.textContent = new Date().toLocaleTimeString(); }
+                    if (updated) {
+                        var at = data.generated_at || data.at;
+                        at = at ? new Date(at) : new Date();
+                        updated.textContent = SchedTime.clock(at);
+                        updated.setAttribute("datetime", at.toISOString());
+                        updated.parentNode.hidden = false;
+                    }
                     say(paused ? "Paused" : "Live", false);
                     dot.classList.remove("sched-pulse");
                     void dot.offsetWidth; // restart the pulse
@@ -103,5 +109,30 @@
         return { refresh: function () { return refresh().then(schedule); }, bar: bar };
     }
 
+    /* One clock on every page: 24-hour, in the site's time zone (TIME_ZONE,
+       named on the live bar), as the server writes its times. */
+    var SchedTime = {
+        zone: function () {
+            var bar = document.getElementById("sched-live");
+            return (bar && bar.dataset.timeZone) || undefined;
+        },
+        parts: function (date, options) {
+            var base = { hourCycle: "h23", timeZone: SchedTime.zone() };
+            try { return new Intl.DateTimeFormat("en-GB", Object.assign(base, options)).format(date); }
+            catch (e) { delete base.timeZone; return new Intl.DateTimeFormat("en-GB", Object.assign(base, options)).format(date); }
+        },
+        /* "07:26:46 UTC" */
+        clock: function (date) {
+            var zone = SchedTime.parts(date, { timeZoneName: "short" }).split(" ").pop();
+            return SchedTime.parts(date, { hour: "2-digit", minute: "2-digit", second: "2-digit" }) + " " + zone;
+        },
+        /* "07:26", or "27 Nov 07:00" (withDay) */
+        hm: function (date, withDay) {
+            var hm = SchedTime.parts(date, { hour: "2-digit", minute: "2-digit" });
+            return withDay ? SchedTime.parts(date, { day: "numeric", month: "short" }) + " " + hm : hm;
+        }
+    };
+
     window.SchedLive = SchedLive;
+    window.SchedTime = SchedTime;
 })();
