@@ -26,7 +26,7 @@ from .queues import ensure as ensure_queues
 from .queues import limited_queues, pause_queue, paused_queues, resume_queue, set_limits
 from .retention import prune
 from .states import BulkValidationError, DependencyFailed, InvalidTransition, JobTimeout, LeaseExpired, SnoozedTooOften
-from .transitions import claim, claim_limited, release, renew_leases, rescue_expired, set_progress
+from .transitions import claim, claim_keyed, claim_limited, release, renew_leases, rescue_expired, set_progress
 
 __all__ = [
     "BulkValidationError",
@@ -41,6 +41,7 @@ __all__ = [
     "cancel",
     "cancel_many",
     "claim",
+    "claim_keyed",
     "claim_limited",
     "enqueue",
     "enqueue_many",

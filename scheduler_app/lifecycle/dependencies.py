@@ -32,8 +32,11 @@ def settle(ended, *, now, using="default"):
     while ended:
         rows = sql.settle_dependents(ended, now=now, using=using)
         moved += len(rows)
-        promoted += [(i, at, p, q) for i, status, at, p, q, _ in rows if status == JobStatus.PENDING and at is not None]
-        ended = {i: status for i, status, _, _, _, has in rows if status == JobStatus.CANCELLED and has}
+        promoted += [
+            (i, at, p, q, 1) if keyed else (i, at, p, q)
+            for i, status, at, p, q, _, keyed in rows if status == JobStatus.PENDING and at is not None
+        ]
+        ended = {i: status for i, status, _, _, _, has, _ in rows if status == JobStatus.CANCELLED and has}
     if promoted:
         announce(items=promoted, using=using)
     return moved

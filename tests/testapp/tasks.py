@@ -382,3 +382,19 @@ def even(n, note="", broken=False):
 def reports(context, current, total=None, message=""):
     """Report the progress it is given, as it is (the rule of set_progress judges it)."""
     return context.set_progress(current, total, message)
+
+
+# -- concurrency keys and expiry (scheduler_app.validation.admission) --------------------------
+
+
+@options(concurrency_key="account:{account_id}", concurrency_limit=2, expires_in="1h")
+@task(takes_context=True)
+def keyed_span(context, marker_dir, account_id, seconds=0.1):
+    """``span`` under a key per account: the file's name says the account, its text the start and end."""
+    started = time.time()
+    time.sleep(seconds)
+    ended = time.time()
+    name = f"{account_id}-{context.job_id}-{context.attempt}-{os.getpid()}"
+    with open(os.path.join(marker_dir, name), "w") as fh:
+        fh.write(f"{started} {ended}")
+    return context.job_id
