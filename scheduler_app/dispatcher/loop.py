@@ -348,6 +348,7 @@ class Dispatcher:
         if cancel:
             self.pool.request_cancel(cancel)
         self.store.rescue(now)
+        self.store.expire(now)  # the claims refuse expired jobs already: this makes their status say so
         self.store.heartbeat(
             now, running=self.pool.busy(), processed=self.processed, failed=self.failed
         )

@@ -135,6 +135,9 @@ class Store(Protocol):
         pending are announced like any other change.
         """
 
+    def expire(self, now: float) -> int:
+        """End pending and waiting jobs past their ``expires_at`` cancelled (dependents settled); return how many."""
+
     def release(self, jobs: Sequence[ClaimedJob], now: float) -> set[int]:
         """Give this dispatcher's unfinished attempts back to pending (shutdown); return their ids.
 

@@ -294,6 +294,9 @@ class DjangoStore:
         # Rescued jobs are announced by the lifecycle; this process hears it too.
         return lifecycle.rescue_expired(now=to_datetime(now), retry_at=self.policy.retry_at, using=self.using)
 
+    def expire(self, now):
+        return lifecycle.expire_due(now=to_datetime(now), using=self.using)
+
     def release(self, jobs, now):
         return lifecycle.release(
             self.worker_id,

@@ -426,6 +426,17 @@ class FakeStore:
                 row.updated = now
             return len(expired)
 
+    def expire(self, now):
+        with self._tables.lock:
+            self._maybe_fail()
+            expired = [
+                j for j in self.jobs.values()
+                if j.status in (Status.PENDING, Status.WAITING) and j.expires is not None and j.expires <= now
+            ]
+            for row in expired:
+                row.status, row.updated = Status.CANCELLED, now
+            return len(expired)
+
     def release(self, jobs, now):
         with self._tables.lock:
             self._maybe_fail()
