@@ -30,6 +30,7 @@ from ..validation.fields import (
     UNIQUE_FOR,
     UNIQUE_KEY,
 )
+from ..validation.admission import CONCURRENCY_KEY, EXPIRES_AT, EXPIRES_IN, JOB_CONCURRENCY_LIMIT
 from ..vocabulary import bounds as limits
 from . import previews
 from .fields import (
@@ -58,6 +59,7 @@ class JobListSerializer(serializers.ListSerializer):
     def to_representation(self, data):
         jobs = list(data.all() if hasattr(data, "all") else data)
         self.context["links"] = stats.job_links(jobs)
+        self.context["held"] = stats.held_by_key(jobs)
         return super().to_representation(jobs)
 
 
@@ -84,6 +86,10 @@ class JobSerializer(DirectAttributesMixin, serializers.ModelSerializer):
     depends_on = serializers.SerializerMethodField(help_text="The jobs this one runs after, with their statuses.")
     dependents = serializers.SerializerMethodField(
         help_text=f"The jobs that run after this one (at most {limits.DEPENDENTS_SHOWN}; GET /api/jobs/?depends_on=ID lists them all)."
+    )
+    held_by = serializers.SerializerMethodField(
+        help_text='"concurrency_key" while the job is pending and due but held back because concurrency_limit '
+        "jobs with its concurrency_key run; null otherwise."
     )
     truncated = serializers.SerializerMethodField(
         help_text=f"Which of args, kwargs and result GET /api/jobs/ cut: each is then a string, the first "
@@ -126,6 +132,10 @@ class JobSerializer(DirectAttributesMixin, serializers.ModelSerializer):
             "dependencies_left",
             "depends_on",
             "dependents",
+            "concurrency_key",
+            "concurrency_limit",
+            "expires_at",
+            "held_by",
             "truncated",
         ]
         read_only_fields = fields
@@ -137,6 +147,13 @@ class JobSerializer(DirectAttributesMixin, serializers.ModelSerializer):
     @extend_schema_field(JobLinkSerializer(many=True))
     def get_dependents(self, job):
         return _links(self, job, "dependents")
+
+    @extend_schema_field({"type": "string", "enum": ["concurrency_key"], "nullable": True})
+    def get_held_by(self, job):
+        held = self.context.get("held")
+        if held is None:
+            held = stats.held_by_key([job])
+        return "concurrency_key" if job.pk in held else None
 
     @extend_schema_field({"type": "array", "items": {"type": "string", "enum": list(previews.BOUNDED)}})
     def get_truncated(self, job):
@@ -210,6 +227,15 @@ class JobCreateSerializer(StrictKeysMixin, PresentKeysMixin, serializers.Seriali
         ON_DEPENDENCY_FAILURE,
         help_text='When a dependency fails or is cancelled: "cancel" this job too (default), or "run" it anyway.',
     )
+
+    concurrency_key = RuleField(
+        CONCURRENCY_KEY, help_text="At most concurrency_limit jobs with this key run at once, across every dispatcher."
+    )
+    concurrency_limit = RuleField(JOB_CONCURRENCY_LIMIT, help_text="How many jobs with the key may run at once (default 1).")
+    expires_in = RuleField(
+        EXPIRES_IN, help_text='Seconds (or a duration such as "2h") after which the job never starts. Not with expires_at.'
+    )
+    expires_at = RuleField(EXPIRES_AT, text=True, help_text="When the job expires if not started by then. Not with expires_in.")
 
     @staticmethod
     def enqueue_spec(validated_data):

@@ -5,7 +5,10 @@ explicitly; loop thread only. Per slot group with free slots: the window's
 best due jobs by id while this dispatcher is alone on them; by query (the
 database picks, skipping rows others hold) when the window may not hold the
 best ones or another dispatcher was seen taking them; and, for a group with
-limited queues, one claim that obeys their limits. Every claim also records
+limited queues, one claim that obeys their limits; for a group whose window
+holds a due job with a concurrency key, the keyed claim (the database counts
+each key's running jobs), after which a group whose keys are all at their
+limit waits for a change (a job ending) instead of asking again. Every claim also records
 the outcomes collected so far (``outcomes``), and never takes a job this
 dispatcher still runs (``pool.in_flight()``).
 """
@@ -36,6 +39,9 @@ class Claimer:
         # same due jobs, so claiming the window's ids would mostly miss.
         self.contended_until = 0.0
         self.held = {}  # job id -> Entry: due, but its job still runs here (released by release_held)
+        # group -> until when its keyed jobs wait: the last keyed claim found
+        # their keys at their limits. Cleared by keys_changed (a job ended).
+        self.keys_blocked = {}
 
     def done(self):
         """Return whether ``max_jobs`` were claimed."""
@@ -55,12 +61,58 @@ class Claimer:
         if SCHEDULES in due_groups:
             due_groups.discard(SCHEDULES)
             self._materialize(now)
+        keyed = {g for g in self.timeline.keyed_due(now) if self.keys_blocked.get(g, 0.0) <= now}
+        for group in keyed:
+            free = self._free(group)
+            if free > 0:
+                self._claim_keyed(group, free, now, paused)
         for group in due_groups:
-            free = self.pool.free(group)
-            if self.max_jobs is not None:
-                free = min(free, self.max_jobs - self.claimed_total)
+            free = self._free(group)
             if free > 0:
                 self._claim_group(group, free, now, paused, by_query)
+
+    def _free(self, group):
+        free = self.pool.free(group)
+        if self.max_jobs is not None:
+            free = min(free, self.max_jobs - self.claimed_total)
+        return free
+
+    def _claim_keyed(self, group, free, now, paused):
+        """Claim for a group whose window holds due keyed jobs: the keyed claim, then jobs without a key by query.
+
+        The outcomes are written first: the claim counts a key's running
+        jobs as committed. When keys held jobs back, the group's keyed jobs
+        wait until a job ends (``keys_changed``) or ``retry_interval``.
+        """
+        queues = self.groups[group][0] - paused - self.gate.limited
+        if not queues:
+            return
+        outcomes = self.outcomes.pending
+        if outcomes:
+            self.store.finish(outcomes, now)
+            self.outcomes.written(self.store, self.clock.time())
+        jobs, held = self.store.claim_keyed(queues, free, now, in_flight=self.pool.in_flight())
+        self._start(group, jobs, now)
+        if held:
+            self.keys_blocked[group] = now + self.gate.retry_interval
+        if len(jobs) < free:
+            if not held:
+                self.timeline.drop_keyed_due(group, now)
+            # The claim took every due job without a key it could: the rest are stale.
+            self.timeline.drop_due(group, skip=paused | self.gate.limited)
+
+    def keys_changed(self):
+        """A job ended (here or elsewhere): keys may have room again."""
+        self.keys_blocked.clear()
+
+    def next_moment(self, now):
+        """Return when the keyed jobs of the window next need a claim (a block ends, one comes due), or None."""
+        blocked = {g for g, until in self.keys_blocked.items() if until > now}
+        moments = [self.keys_blocked[g] for g in blocked]
+        at = self.timeline.keyed_next_at(now, skip=blocked)
+        if at is not None:
+            moments.append(at)
+        return min(moments) if moments else None
 
     def _claim_group(self, group, free, now, paused, by_query):
         queues = self.groups[group][0] - paused

@@ -269,6 +269,7 @@ class Dispatcher:
                 self.window.need_poll = True
                 # Another process committed: perhaps a finish in a full queue (no NOTIFY here).
                 self.gate.free(self.gate.limited, only_concurrency=True)
+                self.claims.keys_changed()
                 if self.pool.busy():
                     # Where no NOTIFY carries a cancel (SQLite), the same
                     # cheap check brings it to the running task at once.
@@ -314,9 +315,11 @@ class Dispatcher:
                 self.gate.free(message.queues)
             if message.freed:
                 self.gate.free(message.freed, only_concurrency=True)
+                self.claims.keys_changed()
 
     def _collect(self, now):
         moment = _moment(now)
+        collected = len(self.outcomes.pending)
         for job, outcome, error in self.pool.collect():
             if outcome is None:
                 outcome = self.policy.raised(job, error, moment)
@@ -328,6 +331,8 @@ class Dispatcher:
             )
             self.leases.lost.discard(job.id)
             self.outcomes.add(job, self.policy.timed_out(job, moment), now)
+        if len(self.outcomes.pending) != collected:
+            self.claims.keys_changed()  # a job ended: its key may have room
         self.claims.release_held()
 
     def _write_rollups(self, now):
@@ -343,6 +348,7 @@ class Dispatcher:
         if cancel:
             self.pool.request_cancel(cancel)
         self.store.rescue(now)
+        self.store.expire(now)  # the claims refuse expired jobs already: this makes their status say so
         self.store.heartbeat(
             now, running=self.pool.busy(), processed=self.processed, failed=self.failed
         )
@@ -415,6 +421,9 @@ class Dispatcher:
         unblock = self.gate.next_moment(self.timeline.due_queues()) if not self._stopping else None
         if unblock is not None:
             moments.append(unblock)
+        keyed = self.claims.next_moment(now) if not self._stopping else None
+        if keyed is not None:
+            moments.append(keyed)
         if self.burst:
             moments.append(now + 0.05)
         return max(0.0, min(moments) - now)

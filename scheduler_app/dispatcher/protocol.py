@@ -99,6 +99,17 @@ class Store(Protocol):
         to end.
         """
 
+    def claim_keyed(self, queues: Iterable[str], limit: int, now: float, in_flight: Iterable[int] = ()) -> tuple[list[ClaimedJob], bool]:
+        """Claim up to ``limit`` due jobs of ``queues`` by query: those with a concurrency key first, within their keys' limits.
+
+        At most ``concurrency_limit`` jobs of one key run at once across
+        every dispatcher; the slots left go to jobs without a key. Paused
+        and limited queues, expired jobs and ``in_flight`` are left alone.
+        Return the jobs in claim order and whether a due job with a key was
+        held back because its key was at its limit. Outcomes are not
+        written here: the caller finishes them first.
+        """
+
     def notify_freed(self, queues: Iterable[str]) -> None:
         """Tell every dispatcher that running jobs of these limited queues ended (room to claim again)."""
 
@@ -123,6 +134,9 @@ class Store(Protocol):
         whose cancel was requested ends cancelled. Jobs that go back to
         pending are announced like any other change.
         """
+
+    def expire(self, now: float) -> int:
+        """End pending and waiting jobs past their ``expires_at`` cancelled (dependents settled); return how many."""
 
     def release(self, jobs: Sequence[ClaimedJob], now: float) -> set[int]:
         """Give this dispatcher's unfinished attempts back to pending (shutdown); return their ids.

@@ -27,6 +27,9 @@ class Entry:
     at: float  # execute_at, epoch seconds (None in a schedule change: it has no next run)
     priority: int
     queue: str
+    # Whether the job has a concurrency key: such jobs are claimed by the keyed
+    # claim only (``claiming.Claimer``), so they wait apart from the others.
+    keyed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,20 +64,26 @@ class Timeline:
         self._waiting = IndexedHeap()  # by (execute_at, -priority, id)
         self._due = {}  # queue -> IndexedHeap by (-priority, execute_at, id): claim order
         self._due_queue = {}  # id -> queue, for due entries
+        # Jobs with a concurrency key, per group, by (execute_at, -priority, id):
+        # the keyed claim asks the database for them by query when one is due.
+        self._keyed = {}  # group -> IndexedHeap
+        self._keyed_group = {}  # id -> group
         self.edge = -math.inf
         self.truncated = False
 
     def __len__(self):
-        return len(self._waiting) + len(self._due_queue)
+        return len(self._waiting) + len(self._due_queue) + len(self._keyed_group)
 
     def __contains__(self, job_id):
-        return job_id in self._waiting or job_id in self._due_queue
+        return job_id in self._waiting or job_id in self._due_queue or job_id in self._keyed_group
 
     def reload(self, entries, *, edge, truncated):
         """Replace the whole window with ``entries`` (at most ``cap`` of them)."""
         self._waiting.clear()
         self._due.clear()
         self._due_queue.clear()
+        self._keyed.clear()
+        self._keyed_group.clear()
         self.edge = edge
         self.truncated = truncated
         for entry in entries[: self.cap]:
@@ -86,6 +95,8 @@ class Timeline:
         if group is None or entry.at > self.edge:
             self.remove(entry.id)
             return False
+        if entry.keyed or entry.id in self._keyed_group:
+            return self._upsert_keyed(entry, group)
         queue = self._due_queue.get(entry.id)
         known = self._waiting.get(entry.id) if queue is None else self._due[queue].get(entry.id)
         if known == entry:
@@ -102,11 +113,59 @@ class Timeline:
         self._waiting.push(entry.id, (entry.at, -entry.priority), entry)
         return True
 
+    def _upsert_keyed(self, entry, group):
+        known_group = self._keyed_group.get(entry.id)
+        if known_group is not None and self._keyed[known_group].get(entry.id) == entry:
+            return True
+        self.remove(entry.id)
+        if not entry.keyed:
+            return self.upsert(entry)
+        if len(self) >= self.cap:
+            self.edge = min(self.edge, entry.at - 1e-6)
+            self.truncated = True
+            return False
+        heap = self._keyed.get(group)
+        if heap is None:
+            heap = self._keyed[group] = IndexedHeap()
+        heap.push(entry.id, (entry.at, -entry.priority), entry)
+        self._keyed_group[entry.id] = group
+        return True
+
     def remove(self, job_id):
         """Forget an id; return whether it was there."""
         if self._waiting.remove(job_id) is not None:
             return True
+        group = self._keyed_group.pop(job_id, None)
+        if group is not None:
+            heap = self._keyed[group]
+            heap.remove(job_id)
+            if not heap:
+                del self._keyed[group]
+            return True
         return self._remove_due(job_id)
+
+    def keyed_due(self, now):
+        """Return the groups with an entry of a keyed job due at ``now``."""
+        return {group for group, heap in self._keyed.items() if heap.peek()[0][0] <= now}
+
+    def keyed_next_at(self, now, skip=()):
+        """Return the earliest time after ``now`` a keyed entry of a group not in ``skip`` is due, or None."""
+        times = [
+            heap.peek()[0][0] for group, heap in self._keyed.items() if group not in skip and heap.peek()[0][0] > now
+        ]
+        return min(times) if times else None
+
+    def drop_keyed_due(self, group, now):
+        """Forget the keyed entries of ``group`` due at ``now`` (the database had no more of them); return how many."""
+        heap = self._keyed.get(group)
+        dropped = 0
+        while heap and heap.peek()[0][0] <= now:
+            _, job_id, _ = heap.pop()
+            del self._keyed_group[job_id]
+            dropped += 1
+        if heap is not None and not heap:
+            del self._keyed[group]
+        return dropped
 
     def _remove_due(self, job_id):
         queue = self._due_queue.pop(job_id, None)

@@ -40,8 +40,8 @@ class Window:
         """Apply a WakeUp's jobs, removals and schedules (the loop handles the rest)."""
         if message.sync:
             self.need_poll = True
-        for job_id, at, priority, queue in message.jobs:
-            self.timeline.upsert(Entry(job_id, at, priority, queue))
+        for job_id, at, priority, queue, *keyed in message.jobs:
+            self.timeline.upsert(Entry(job_id, at, priority, queue, bool(keyed)))
         for job_id in message.removed:
             self.timeline.remove(job_id)
         for schedule_id, at in message.schedules:

@@ -12,6 +12,7 @@ backend, the management commands and the dispatcher all call this package:
   dependency does to its dependents;
 - ``transitions``: the dispatcher's claim, finish, lease renewal, rescue, release;
 - ``retention``: pruning of finished jobs;
+- ``expiry``: the sweep that ends expired jobs cancelled;
 - ``announce``: the wake-up message sent to dispatchers on commit;
 - ``states``: which status allows which change, and the refusal's wording;
 - ``workflows``: a workflow's status (``derive_status``: the one rule), its
@@ -23,12 +24,13 @@ from .actions import cancel, cancel_many, reschedule, retry, retry_many, run_now
 from .announce import announce, announce_schedules, tell_others
 from .building import build_job
 from .creation import enqueue, enqueue_many, enqueue_many_created
+from .expiry import expire_due
 from .finishing import finish
 from .queues import ensure as ensure_queues
 from .queues import limited_queues, pause_queue, paused_queues, resume_queue, set_limits
 from .retention import prune
 from .states import BulkValidationError, DependencyFailed, InvalidTransition, JobTimeout, LeaseExpired, SnoozedTooOften
-from .transitions import claim, claim_limited, release, renew_leases, rescue_expired, set_progress
+from .transitions import claim, claim_keyed, claim_limited, release, renew_leases, rescue_expired, set_progress
 from .workflows import cancel_workflow, derive_status, retry_workflow, workflow_of
 
 __all__ = [
@@ -45,6 +47,7 @@ __all__ = [
     "cancel_many",
     "cancel_workflow",
     "claim",
+    "claim_keyed",
     "claim_limited",
     "derive_status",
     "enqueue",
@@ -52,6 +55,7 @@ __all__ = [
     "enqueue_many_created",
     "ensure_queues",
     "error_text",
+    "expire_due",
     "finish",
     "limited_queues",
     "pause_queue",

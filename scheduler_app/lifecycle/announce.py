@@ -15,8 +15,9 @@ from ..vocabulary.wakeup import WakeUp
 
 
 def job_item(job):
-    """Return a pending job's entry in a WakeUp: (id, execute_at epoch, priority, queue)."""
-    return (job.pk, job.execute_at.timestamp(), job.priority, job.queue)
+    """Return a pending job's entry in a WakeUp: (id, execute_at epoch, priority, queue[, 1 when it has a key])."""
+    item = (job.pk, job.execute_at.timestamp(), job.priority, job.queue)
+    return item + (1,) if job.concurrency_key else item
 
 
 def announce(*, jobs=(), items=(), removed=(), cancel=(), queues=(), freed=(), queues_changed=False, using="default"):

@@ -25,6 +25,7 @@ from django.utils import timezone
 from .. import conf, registry
 from ..models import Job
 from ..models.workflows import current_workflow
+from ..validation import admission
 from ..validation.errors import Errors
 from ..validation.fields import (
     ARGS,
@@ -105,7 +106,8 @@ QUEUE_RULES = {r.field: r for r in (CONCURRENCY_LIMIT, RATE_LIMIT, RATE_PERIOD)}
 def build_job(
     task, args=(), kwargs=None, *, execute_at=None, delay=None, priority=None, queue=None, max_attempts=None,
     timeout=None, unique_key=None, unique_for=None, depends_on=None, on_dependency_failure=None, created_by=None,
-    schedule=None, now=None, backend_options=None, pass_results=False, workflow=None,
+    schedule=None, now=None, backend_options=None, pass_results=False, workflow=None, concurrency_key=None,
+    concurrency_limit=None, expires_in=None, expires_at=None,
 ):
     """Validate a job description and return an unsaved Job; raise ValidationError with errors keyed by field.
 
@@ -119,6 +121,9 @@ def build_job(
     exceed the task's own. ``depends_on`` (job ids, or Jobs) and
     ``unique_for`` need the database (``creation``): the job carries them as
     ``_depends_on`` and ``_unique_for``. ``workflow``: see ``_membership``.
+    ``concurrency_key``/``concurrency_limit`` and ``expires_in``/``expires_at``
+    follow ``validation.admission`` (the task's ``@options`` give them when
+    the caller does not).
     """
     errors = Errors()
     now = now or timezone.now()
@@ -128,16 +133,14 @@ def build_job(
     args, kwargs = _arguments(errors, task_obj, task_options, args, kwargs, pass_results)
     given = {"priority": priority, "queue": queue, "max_attempts": max_attempts, "timeout": timeout, "unique_for": unique_for}
     values = _chosen_fields(errors, given, _sources(task_obj, task_options, backend_options))
-    if values["unique_for"] is not None:
-        longest = getattr(task_options, "unique_for", None)
-        if longest is not None and values["unique_for"] > longest:
-            # The task's author chose how long its key stays taken; a job may not take it for longer.
-            errors.add("unique_for", UNIQUE_FOR_PAST_TASK.format(longest=longest))
+    _unique_for_within_tasks(errors, values["unique_for"], task_options)
     execute_at = _execute_at(errors, execute_at, delay, now)
     depends_on = [] if depends_on is None else errors.run(DEPENDS_ON, depends_on) or []
     on_dependency_failure = on_dependency_failure or "cancel"
     errors.run(ON_DEPENDENCY_FAILURE, on_dependency_failure)
     unique_key = _unique_key(errors, unique_key, task_obj, task_options, args, kwargs, values["unique_for"])
+    admitted = _admission(errors, task_obj, task_options, args, kwargs, concurrency_key, concurrency_limit,
+                          expires_in, expires_at, now)
     errors.raise_if_any()
     job = new_job(
         task=registry.name_of(task_obj),
@@ -155,6 +158,7 @@ def build_job(
         updated_at=now,
         on_dependency_failure=on_dependency_failure,
         has_dependencies=bool(depends_on), pass_results=pass_results, **_membership(workflow),
+        **admitted,
     )
     if created_by is not None and not isinstance(created_by, int):
         job.created_by = created_by  # the instance, cached as Job(created_by=...) would
@@ -244,6 +248,43 @@ def _unique_key(errors, unique_key, task_obj, task_options, args, kwargs, unique
     if unique_key is not None:
         errors.run(UNIQUE_KEY, unique_key)
     return unique_key
+
+
+def _unique_for_within_tasks(errors, unique_for, task_options):
+    longest = getattr(task_options, "unique_for", None)
+    if unique_for is not None and longest is not None and unique_for > longest:
+        # The task's author chose how long its key stays taken; a job may not take it for longer.
+        errors.add("unique_for", UNIQUE_FOR_PAST_TASK.format(longest=longest))
+
+
+def _admission(errors, task_obj, task_options, args, kwargs, key, limit, expires_in, expires_at, now):
+    """Return the job's ``concurrency_key``, ``concurrency_limit`` and ``expires_at``: the caller's, else ``@options``'."""
+    if key == "":
+        key = None
+    if key is None and task_options is not None and task_options.concurrency_key is not None:
+        if not {"args", "kwargs"} & set(errors.errors):
+            try:
+                key = admission.render_key(
+                    task_options.concurrency_key, task_obj.func, args, kwargs, takes_context=task_obj.takes_context
+                )
+            except ValueError as exc:
+                errors.add("concurrency_key", f"The task's concurrency key could not be made: {exc}")
+    if key is not None:
+        key = errors.run(admission.CONCURRENCY_KEY, key)
+    if limit is None:
+        limit = getattr(task_options, "concurrency_limit", None) or 1
+    elif key is None and concurrency_key_missing(errors):
+        errors.add("concurrency_limit", admission.KEY_WITHOUT_LIMIT)
+    limit = errors.run(admission.JOB_CONCURRENCY_LIMIT, limit)
+    if expires_in is None and expires_at is None:
+        expires_in = getattr(task_options, "expires_in", None)
+    expires = admission.expiry(errors, expires_in, expires_at, now)
+    return {"concurrency_key": key, "concurrency_limit": limit, "expires_at": expires}
+
+
+def concurrency_key_missing(errors):
+    """Whether a limit without a key is the caller's mistake (not the echo of a key that failed its rule)."""
+    return "concurrency_key" not in errors.errors
 
 
 def _validate_arguments(errors, validate, args, kwargs):

@@ -78,6 +78,8 @@ def _insert_and_announce(job, using):
     of the round trips on PostgreSQL: the enqueue is on the pickup path of
     every job.
     """
+    if job.concurrency_key:
+        return False  # the template's entry has no key mark: saved and announced as a whole
     prefix, suffix = WakeUp.template(job.execute_at.timestamp(), job.priority, job.queue)
     if not sql.dialect(using).insert_one(job, channel=conf.get("NOTIFY_CHANNEL"), payload_parts=(prefix, suffix), using=using):
         return False

@@ -39,12 +39,15 @@ def settle(ended, *, now, using="default", report=None):
     while ended:
         rows = sql.settle_dependents(ended, now=now, using=using)
         moved += len(rows)
-        promoted += [(i, at, p, q) for i, status, at, p, q, _ in rows if status == JobStatus.PENDING and at is not None]
+        promoted += [
+            (i, at, p, q, 1) if keyed else (i, at, p, q)
+            for i, status, at, p, q, _, keyed in rows if status == JobStatus.PENDING and at is not None
+        ]
         cancelled = {i: status for i, status, *_ in rows if status == JobStatus.CANCELLED}
         everything |= cancelled
         if report is not None:
             report |= cancelled
-        ended = {i: status for i, status, _, _, _, has in rows if status == JobStatus.CANCELLED and has}
+        ended = {i: status for i, status, _, _, _, has, _ in rows if status == JobStatus.CANCELLED and has}
     if promoted:
         pass_results([i for i, *_ in promoted], using=using)
         announce(items=promoted, using=using)

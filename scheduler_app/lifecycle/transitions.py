@@ -98,6 +98,30 @@ def claim_limited(
     return jobs, _blocked(rooms, jobs, now)
 
 
+def claim_keyed(worker, *, queues, limit, lease, now=None, in_flight=(), connection=None, using="default"):
+    """Claim up to ``limit`` due jobs of ``queues``: those with a concurrency key within their keys' limits first.
+
+    Return ``(claimed jobs in claim order, held)``; ``held`` is True when a
+    due job with a key was left pending because its key was at its limit
+    (``sql.keys``). The slots keyed jobs leave free go to a claim by query
+    of jobs without a key (:func:`claim`). Outcomes are written before
+    (``finish``): a claim counts the running jobs of a key as committed.
+    """
+    now = now or timezone.now()
+    rows, held = sql.dialect(using).claim_keyed(
+        worker=worker, queues=sorted(queues), limit=max(limit, 0), now=now,
+        lease_until=now + timedelta(seconds=lease), in_flight=sorted(in_flight), using=using,
+    )
+    jobs = _claimed(rows, worker, now)
+    if len(jobs) < limit:
+        jobs += claim(
+            worker, queues=queues, limit=limit - len(jobs), lease=lease, now=now,
+            in_flight=[*in_flight, *(j.id for j in jobs)], connection=connection, using=using,
+        )
+    jobs.sort(key=lambda j: (-j.priority, j.execute_at, j.id))
+    return jobs, held
+
+
 def _blocked(rooms, jobs, now):
     """Return ``{queue: when}`` for the limited queues this claim left without room."""
     taken = {}

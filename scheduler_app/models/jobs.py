@@ -262,6 +262,18 @@ class Job(models.Model):
                 condition=Q(concurrency_key__isnull=False, status=JobStatus.RUNNING),
                 name="job_running_key_idx",
             ),
+            # The keyed claim (sql.keys): pending jobs with a key, in claim order.
+            models.Index(
+                fields=["-priority", "execute_at", "id"],
+                condition=Q(concurrency_key__isnull=False, status=JobStatus.PENDING),
+                name="job_pending_key_claim_idx",
+            ),
+            # The expiry sweep: jobs that may still expire, by when.
+            models.Index(
+                fields=["expires_at"],
+                condition=Q(expires_at__isnull=False, status__in=[JobStatus.PENDING, JobStatus.WAITING]),
+                name="job_expiring_idx",
+            ),
             # The history's "enqueued": jobs counted by the minute they were made.
             models.Index(fields=["created_at"], name="job_created_at_idx"),
         ]

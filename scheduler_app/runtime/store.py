@@ -162,10 +162,10 @@ class DjangoStore:
             .filter(queue__in=sorted(queues), execute_at__lte=to_datetime(until))
             .order_by("execute_at", "id")
             .annotate(at=sql.Epoch("execute_at"))
-            .values_list("id", "at", "priority", "queue")[: limit - len(planned)]
+            .values_list("id", "at", "priority", "queue", "concurrency_key")[: limit - len(planned)]
         )
         self._check_statistics(len(rows))
-        return planned + [Entry(i, at, p, q) for i, at, p, q in rows if at is not None]
+        return planned + [Entry(i, at, p, q, k is not None) for i, at, p, q, k in rows if at is not None]
 
     def _check_statistics(self, seen):
         """PostgreSQL: after reading ``seen`` pending rows, have the table analysed if its statistics say fewer.
@@ -199,7 +199,7 @@ class DjangoStore:
             .pending()
             .filter(queue__in=sorted(queues), updated_at__gte=to_datetime(since))
             .annotate(at=sql.Epoch("execute_at"))
-            .values_list("id", "at", "priority", "queue")
+            .values_list("id", "at", "priority", "queue", "concurrency_key")
         )
         if limit is not None:
             rows = list(rows[: limit + 1])
@@ -207,7 +207,7 @@ class DjangoStore:
                 return None  # the reload that follows checks the statistics
             self._check_statistics(len(rows))
         # SQLite text that is not a time is never due, never claimed: no entry.
-        entries.extend(Entry(i, at, p, q) for i, at, p, q in rows if at is not None)
+        entries.extend(Entry(i, at, p, q, k is not None) for i, at, p, q, k in rows if at is not None)
         return entries
 
     def cancel_requests(self):
@@ -261,6 +261,18 @@ class DjangoStore:
             using=self.using,
         )
 
+    def claim_keyed(self, queues, limit, now, in_flight=()):
+        return lifecycle.claim_keyed(
+            self.worker_id,
+            queues=sorted(queues),
+            limit=limit,
+            lease=self.lease,
+            now=to_datetime(now),
+            in_flight=in_flight,
+            connection=self._hot_connection(),
+            using=self.using,
+        )
+
     def notify_freed(self, queues):
         # Other processes only: this loop freed its own gate already.
         lifecycle.tell_others(WakeUp.of(freed=sorted(queues)), using=self.using)
@@ -281,6 +293,9 @@ class DjangoStore:
     def rescue(self, now):
         # Rescued jobs are announced by the lifecycle; this process hears it too.
         return lifecycle.rescue_expired(now=to_datetime(now), retry_at=self.policy.retry_at, using=self.using)
+
+    def expire(self, now):
+        return lifecycle.expire_due(now=to_datetime(now), using=self.using)
 
     def release(self, jobs, now):
         return lifecycle.release(

@@ -24,6 +24,19 @@ NOT_PAUSED_NOR_LIMITED = (
     "WHERE paused OR concurrency_limit IS NOT NULL OR rate_limit IS NOT NULL)"
 )
 
+# What every claim but the keyed one adds (invariant 11): no job with a
+# concurrency key (``sql.keys`` claims those, counting their keys' running
+# jobs), and no expired job (``expires_at``: a job not started by then never
+# starts, whether or not the sweep has ended it yet). ``{now}`` is the claim's
+# time as the statement spells its parameter.
+def unkeyed_unexpired(now):
+    return f"concurrency_key IS NULL AND (expires_at IS NULL OR expires_at > {now})"
+
+
+def unexpired(now):
+    return f"(expires_at IS NULL OR expires_at > {now})"
+
+
 def ending(status, cancel="cancel_requested"):
     """Return SQL for the status an attempt ending as ``status`` leaves its job in (``types.attempt_end``).
 

@@ -17,6 +17,7 @@ from django.db import connections
 from . import connections as pg_connections
 from .base import is_postgres
 from .bulk import pg_bulk_insert
+from .keys import claim_keyed
 from .limited import pg_limited_claim, sqlite_limited_claim
 from .postgres import pg_analyze_if_outgrown, pg_finish_and_claim, pg_insert_and_notify
 from .sqlite import sqlite_claim, sqlite_finish, sqlite_optimize
@@ -47,6 +48,9 @@ class Dialect(Protocol):
     def finish_and_claim_limited(self, rows, *, worker, queues, limit, now, lease_until, logs=(), in_flight=(),
                                  connection=None, using="default") -> tuple[dict, list, list]:
         """As ``finish_and_claim`` by query, within the limits of limited queues; return ``(won, claimed, rooms)``."""
+
+    def claim_keyed(self, *, worker, queues, limit, now, lease_until, in_flight=(), using="default") -> tuple[list, bool]:
+        """Claim due jobs with a concurrency key within their keys' limits; return ``(claimed rows, held)`` (``sql.keys``)."""
 
     def insert_one(self, job, *, channel, payload_parts, using="default") -> bool:
         """Insert ``job`` and announce it in one statement, setting its id; return False where the dialect cannot."""
@@ -91,6 +95,11 @@ class Postgres:
         return pg_limited_claim(
             rows, worker=worker, queues=queues, limit=limit, now=now, lease_until=lease_until, logs=logs,
             in_flight=in_flight, connection=connection, using=using,
+        )
+
+    def claim_keyed(self, *, worker, queues, limit, now, lease_until, in_flight=(), using="default"):
+        return claim_keyed(
+            worker=worker, queues=queues, limit=limit, now=now, lease_until=lease_until, in_flight=in_flight, using=using
         )
 
     def insert_one(self, job, *, channel, payload_parts, using="default"):
@@ -140,6 +149,11 @@ class SQLite:
             using=using,
         )
         return won, claimed, rooms
+
+    def claim_keyed(self, *, worker, queues, limit, now, lease_until, in_flight=(), using="default"):
+        return claim_keyed(
+            worker=worker, queues=queues, limit=limit, now=now, lease_until=lease_until, in_flight=in_flight, using=using
+        )
 
     def insert_one(self, job, *, channel, payload_parts, using="default"):
         return False  # no NOTIFY: the ORM's INSERT, announced in-process

@@ -47,7 +47,7 @@ def settle_dependents(ended, *, now, using="default"):
     dependency; at zero it becomes pending. A failed or cancelled dependency
     cancels it instead (with an ``errors`` entry naming the dependency),
     unless it was made with ``on_dependency_failure="run"``. Return
-    ``[(id, new status, execute_at epoch, priority, queue, has_dependents)]``.
+    ``[(id, new status, execute_at epoch, priority, queue, has_dependents, has a concurrency key)]``.
 
     Must run in the transaction that finished ``ended``, as a statement of
     its own: on PostgreSQL its snapshot is then taken after the finish
@@ -83,7 +83,8 @@ def settle_dependents(ended, *, now, using="default"):
             "ELSE j.errors END, "
             "updated_at = %(now)s "
             "FROM d WHERE j.id = d.job_id AND j.id IN (SELECT id FROM lk) AND j.status = 'waiting' "
-            "RETURNING j.id, j.status, EXTRACT(EPOCH FROM j.execute_at)::float8, j.priority, j.queue, j.has_dependents"
+            "RETURNING j.id, j.status, EXTRACT(EPOCH FROM j.execute_at)::float8, j.priority, j.queue, j.has_dependents, "
+            "j.concurrency_key IS NOT NULL"
         )
         params = {
             "bad": bad, "failed": failed, "ended": list(ended), "now": t, "time": time_text,
@@ -114,7 +115,7 @@ def settle_dependents(ended, *, now, using="default"):
         "updated_at = %s "
         "FROM d WHERE j.id = d.job_id AND j.status = 'waiting' "
         f"RETURNING id, status, {SQLITE_EPOCH.replace('%(expressions)s', 'execute_at').replace('%%%%', '%%')}, "
-        "priority, queue, has_dependents"
+        "priority, queue, has_dependents, concurrency_key IS NOT NULL"
     )
     # The message's placeholders come after the time and class in the text.
     all_params = params + [t, time_text, DEPENDENCY_FAILED_CLASS] + set_params + [t]

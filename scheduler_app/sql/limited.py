@@ -42,9 +42,11 @@ from .base import (
     _rows,
     adapt_dt,
     claim_returning,
+    unkeyed_unexpired,
 )
 from .postgres import (
     NOT_IN_FLIGHT,
+    UNKEYED,
     claim_update,
     finish_ctes,
     finished_row,
@@ -102,12 +104,12 @@ def _pg_limited_claim_text(limit, logs=False):
         # of every due row of it per claim.
         f"a AS (SELECT p.id, p.priority, p.execute_at FROM unnest(%(queues)s::text[]) AS fq(name) "
         f"CROSS JOIN LATERAL (SELECT id, priority, execute_at FROM {TABLE} WHERE status = 'pending' "
-        f"AND queue = fq.name AND execute_at <= %(due)s AND {NOT_IN_FLIGHT} "
+        f"AND queue = fq.name AND execute_at <= %(due)s AND {NOT_IN_FLIGHT} AND {UNKEYED} "
         f"ORDER BY priority DESC, execute_at, id LIMIT {limit} FOR UPDATE SKIP LOCKED) p "
         f"WHERE fq.name NOT IN (SELECT name FROM {QUEUE_TABLE} WHERE paused OR {LIMITED})), "
         "b AS (SELECT p.id, p.priority, p.execute_at FROM room CROSS JOIN LATERAL "
         f"(SELECT id, priority, execute_at FROM {TABLE} WHERE status = 'pending' AND queue = room.name "
-        f"AND execute_at <= %(due)s AND {NOT_IN_FLIGHT} ORDER BY priority DESC, execute_at, id "
+        f"AND execute_at <= %(due)s AND {NOT_IN_FLIGHT} AND {UNKEYED} ORDER BY priority DESC, execute_at, id "
         f"LIMIT GREATEST(LEAST(COALESCE(room.by_concurrency, {limit}), COALESCE(room.by_rate, {limit}), {limit}), 0) "
         "FOR UPDATE SKIP LOCKED) p), "
         "c AS (SELECT id FROM (SELECT * FROM a UNION ALL SELECT * FROM b) x "
@@ -202,7 +204,9 @@ def sqlite_limited_claim(*, worker, queues, limit, now, lease_until, in_flight=(
         due = adapt_dt(now, using)
         # Never a job this dispatcher still runs (invariant 14).
         skip = f"AND id NOT IN ({', '.join(['%s'] * len(in_flight))}) " if in_flight else ""
-        skipped = list(in_flight)
+        # No keyed job (``sql.keys`` claims those) and no expired one.
+        skip = f"AND {unkeyed_unexpired('%s')} {skip}"
+        skipped = [t, *in_flight]
         others = sorted(set(queues) - {name for name, *_ in rooms})
         if others:
             free = []

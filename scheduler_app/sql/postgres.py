@@ -24,7 +24,9 @@ import zlib
 from django.db import DatabaseError, OperationalError, connections, transaction
 from django.db.models.sql import InsertQuery
 
-from .base import CLAIM_COLUMNS, LOG_TABLE, NOT_PAUSED_NOR_LIMITED, TABLE, _rows, claim_returning, ending
+from .base import (
+    CLAIM_COLUMNS, LOG_TABLE, NOT_PAUSED_NOR_LIMITED, TABLE, _rows, claim_returning, ending, unkeyed_unexpired,
+)
 from .bulk import json_insert, rows_document
 
 
@@ -217,6 +219,8 @@ STATUS_AS_FILTER = "({alias}status = '{status}') IS TRUE"
 # A claim never takes a job its dispatcher still runs (invariant 14): after an
 # outage longer than the lease, a rescue may have made one pending again.
 NOT_IN_FLIGHT = "id <> ALL(%(in_flight)s::bigint[])"
+# No keyed job (``sql.keys`` claims those) and no expired one.
+UNKEYED = unkeyed_unexpired("%(now)s")
 
 # The status an outcome leaves its job in: its own, unless a cancel was
 # requested (``ending``: the one rule, ``types.attempt_end``).
@@ -294,7 +298,7 @@ def _pg_finish_and_claim_text(by_ids, limit, limits, dependents=False, logs=Fals
         f"WITH {finish_ctes(dependents=dependents, logs=logs)}"
         f"c AS (SELECT id FROM {TABLE} WHERE {pending} AND execute_at <= %(due)s "
         f"AND queue = ANY(%(queues)s::text[]) {'AND ' + NOT_PAUSED_NOR_LIMITED if limits else ''} {id_filter}"
-        f"AND {NOT_IN_FLIGHT} "
+        f"AND {NOT_IN_FLIGHT} AND {UNKEYED} "
         f"{order}LIMIT {int(limit)} FOR UPDATE SKIP LOCKED), "
         f"{claim_update('c')} "
         f"SELECT NULL::bigint AS finished, * FROM u "

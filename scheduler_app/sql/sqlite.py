@@ -14,6 +14,7 @@ from .base import (
     claim_returning,
     ending,
     is_sqlite,
+    unkeyed_unexpired,
 )
 
 
@@ -51,6 +52,9 @@ def sqlite_claim(
         where.append(NOT_PAUSED_NOR_LIMITED)
     if ids is not None:
         where.append(_in_list("id", ids, params, using))
+    # No keyed job (``sql.keys`` claims those) and no expired one.
+    where.append(unkeyed_unexpired("%s"))
+    params.append(adapt_dt(now, using))
     if in_flight:
         # Never a job this dispatcher still runs (invariant 14).
         where.append(f"NOT {_in_list('id', in_flight, params, using)}")

@@ -42,11 +42,17 @@ class TaskOptions:
     # making a job refuses them, with the callable's message (a plain one
     # is the "args" field's).
     validate: object = None
+    # A format string over the task's bound arguments ("account:{account_id}"):
+    # at most concurrency_limit jobs with the key it makes run at once.
+    concurrency_key: str | None = None
+    concurrency_limit: int | None = None
+    # Seconds after its creation that a job of the task expires if not started by then.
+    expires_in: float | None = None
 
     def describe(self):
         """Return the options as JSON-friendly values (the API's task list, the admin)."""
         data = {}
-        for name in ("max_attempts", "timeout", "backoff", "unique_for"):
+        for name in ("max_attempts", "timeout", "backoff", "unique_for", "concurrency_key", "concurrency_limit", "expires_in"):
             value = getattr(self, name)
             if value is not None:
                 data[name] = value
@@ -80,14 +86,22 @@ NONE = TaskOptions()
 
 
 def options(
-    *, max_attempts=None, timeout=None, retry_on=None, backoff=None, unique=None, unique_for=None, validate=None
+    *, max_attempts=None, timeout=None, retry_on=None, backoff=None, unique=None, unique_for=None, validate=None,
+    concurrency_key=None, concurrency_limit=None, expires_in=None,
 ):
     """Attach scheduling options to a task (above ``@task``) or to its function (below it)."""
     from django.core.exceptions import ImproperlyConfigured, ValidationError
 
+    from . import admission
     from . import fields as rules
 
     try:
+        if concurrency_key is not None:
+            admission.KEY_TEMPLATE.check(concurrency_key)
+        if concurrency_limit is not None:
+            admission.JOB_CONCURRENCY_LIMIT.check(concurrency_limit)
+        if expires_in is not None:
+            expires_in = admission.EXPIRES_IN.check(expires_in)
         if max_attempts is not None:
             rules.MAX_ATTEMPTS.check(max_attempts)
         if timeout is not None:
@@ -114,10 +128,17 @@ def options(
         unique=unique,
         unique_for=unique_for,
         validate=validate,
+        concurrency_key=concurrency_key,
+        concurrency_limit=concurrency_limit,
+        expires_in=expires_in,
     )
 
     def decorate(target):
         func = getattr(target, "func", target)  # a django.tasks Task, or its function
+        if concurrency_key is not None:
+            problem = admission.key_template_problem(concurrency_key, func)
+            if problem:
+                raise ImproperlyConfigured(f"@options: concurrency_key: {problem}")
         setattr(func, OPTIONS_ATTRIBUTE, chosen)
         return target
 

@@ -10,6 +10,7 @@ Wire format (JSON object, every key optional)::
 
     {"queues": ["default"],                # queues the change touches
      "jobs": [[id, execute_at epoch, priority, queue], ...],   # now pending
+                                           # (a fifth item, 1, marks a job with a concurrency key)
      "removed": [id, ...],                 # no longer pending
      "cancel": [id, ...],                  # running jobs asked to stop
      "schedules": [[id, next run epoch or null], ...],
@@ -36,7 +37,7 @@ _ID_MARK = -918_273_645_546_372_819
 @dataclass(frozen=True, slots=True)
 class WakeUp:
     queues: tuple = ()
-    jobs: tuple = ()  # (id, execute_at epoch, priority, queue)
+    jobs: tuple = ()  # (id, execute_at epoch, priority, queue[, 1 if it has a concurrency key])
     removed: tuple = ()
     cancel: tuple = ()
     schedules: tuple = ()  # (schedule id, next run epoch or None)
@@ -97,9 +98,7 @@ class WakeUp:
                 raise ValueError("not an object")
             return cls(
                 queues=tuple(str(q) for q in data.get("queues", ())),
-                jobs=tuple(
-                    (int(i), float(at), int(p), str(q)) for i, at, p, q in data.get("jobs", ())
-                ),
+                jobs=tuple(_job(item) for item in data.get("jobs", ())),
                 removed=tuple(int(i) for i in data.get("removed", ())),
                 cancel=tuple(int(i) for i in data.get("cancel", ())),
                 schedules=tuple(
@@ -123,6 +122,14 @@ class WakeUp:
         """
         prefix, middle, end = _template_parts(priority, queue)
         return prefix, f"{middle}{float(execute_at)!r}{end}"
+
+
+def _job(item):
+    """Return a decoded job item: ``(id, at, priority, queue)``, with ``1`` after it for a keyed job."""
+    i, at, p, q, *keyed = item
+    if len(keyed) > 1:
+        raise ValueError("a job item has four or five values")
+    return (int(i), float(at), int(p), str(q)) + ((1,) if keyed and keyed[0] else ())
 
 
 @functools.lru_cache(maxsize=256)

@@ -195,6 +195,8 @@ STATEABLE_ONLY_IN_WORDS = [
     ("non_field_errors", "Give either a cron expression or an interval, not both."),
     ("non_field_errors", "Give a cron expression or an interval in seconds."),
     ("end_at", "Must be after start_at."),
+    ("expires_in", "Give either expires_in or expires_at, not both."),
+    ("concurrency_limit", "concurrency_limit needs a concurrency_key."),
     # The database's state.
     ("name", "A schedule named "),
     ("unique_key", "Same unique_key as job "),  # one item of a bulk request against another
@@ -210,7 +212,7 @@ STATEABLE_ONLY_IN_WORDS = [
     ("cron", "The cron expression "),
     # "date-time" cannot bound the instant: the scheduler's time ends a day
     # before Python's (every zone can show it), and an offset moves one further.
-    *[(field, f"Must be no {edge} than ") for field in ("execute_at", "start_at", "end_at") for edge in ("later", "earlier")],
+    *[(field, f"Must be no {edge} than ") for field in ("execute_at", "start_at", "end_at", "expires_at") for edge in ("later", "earlier")],
     # Anything at any depth of free JSON: the schema says "any JSON value".
     ("args", "Text may not contain NUL"),
     ("kwargs", "Text may not contain NUL"),

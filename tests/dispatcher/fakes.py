@@ -62,6 +62,9 @@ class FakeRow:
     errors: list = field(default_factory=list)
     snoozes: int = 0
     updated: float = 0.0
+    key: str | None = None  # concurrency_key
+    key_limit: int = 1  # concurrency_limit
+    expires: float | None = None  # expires_at
 
 
 @dataclass
@@ -208,7 +211,7 @@ class FakeStore:
                 (j for j in self.jobs.values() if j.status == Status.PENDING and j.queue in queues and j.at <= until),
                 key=lambda j: (j.at, j.id),
             )[: limit - len(planned)]
-            return planned + [Entry(j.id, j.at, j.priority, j.queue) for j in rows]
+            return planned + [Entry(j.id, j.at, j.priority, j.queue, j.key is not None) for j in rows]
 
     def changes(self, queues, since, limit=None):
         with self._tables.lock:
@@ -222,7 +225,7 @@ class FakeStore:
             if limit is not None and len(rows) > limit:
                 return None
             self.changed_rows_read += len(rows)
-            return entries + [Entry(j.id, j.at, j.priority, j.queue) for j in rows]
+            return entries + [Entry(j.id, j.at, j.priority, j.queue, j.key is not None) for j in rows]
 
     def data_changed(self):
         self._maybe_fail()
@@ -266,12 +269,13 @@ class FakeStore:
             self.claims.append((set(queues), limit, [j.id for j in due]))
             return [self._claimed(row) for row in due]
 
-    def _due(self, queues, now, wanted=None, in_flight=frozenset()):
+    def _due(self, queues, now, wanted=None, in_flight=frozenset(), keyed=False):
         return sorted(
             (
                 j for j in self.jobs.values()
                 if j.status == Status.PENDING and j.queue in queues and j.at <= now
                 and (wanted is None or j.id in wanted) and j.id not in in_flight
+                and (j.key is not None) == keyed and (j.expires is None or j.expires > now)
             ),
             key=lambda j: (-j.priority, j.at, j.id),
         )
@@ -320,6 +324,29 @@ class FakeStore:
                     full[queue] = (now if oldest is None else oldest) + lim.period
             self.limited_claims.append((set(queues), limit, [j.id for j in chosen], full))
             return [self._claimed(row) for row in chosen], full
+
+    def claim_keyed(self, queues, limit, now, in_flight=()):
+        """As the SQL (``sql.keys``): keyed jobs within their keys' room, then jobs without a key by query."""
+        with self._tables.lock:
+            self._maybe_fail()
+            free = set(queues) - self._tables.paused - set(self._tables.limits)
+            in_flight = set(in_flight)
+            running = {}
+            for j in self.jobs.values():
+                if j.status == Status.RUNNING and j.key is not None:
+                    running[j.key] = running.get(j.key, 0) + 1
+            chosen, held = [], False
+            for j in self._due(free, now, in_flight=in_flight, keyed=True):
+                if running.get(j.key, 0) >= j.key_limit:
+                    held = True
+                elif len(chosen) < limit:
+                    chosen.append(j)
+                    running[j.key] = running.get(j.key, 0) + 1
+            chosen += self._due(free, now, in_flight=in_flight)[: max(limit - len(chosen), 0)]
+            chosen.sort(key=lambda j: (-j.priority, j.at, j.id))
+            self._take(chosen, now)
+            self.claims.append((set(queues), limit, [j.id for j in chosen]))
+            return [self._claimed(row) for row in chosen], held
 
     def notify_freed(self, queues):
         self._maybe_fail()
@@ -397,6 +424,17 @@ class FakeStore:
                     row.at = self.policy.retry_at(row.task, row.attempts, to_datetime(now)).timestamp()
                 row.lease_until = None
                 row.updated = now
+            return len(expired)
+
+    def expire(self, now):
+        with self._tables.lock:
+            self._maybe_fail()
+            expired = [
+                j for j in self.jobs.values()
+                if j.status in (Status.PENDING, Status.WAITING) and j.expires is not None and j.expires <= now
+            ]
+            for row in expired:
+                row.status, row.updated = Status.CANCELLED, now
             return len(expired)
 
     def release(self, jobs, now):

@@ -412,3 +412,19 @@ def stamp(marker_dir, name, *passed):
 
     _write(os.path.join(marker_dir, f"{name}-{uuid.uuid4().hex}"), name)
     return name
+
+
+# -- concurrency keys and expiry (scheduler_app.validation.admission) --------------------------
+
+
+@options(concurrency_key="account:{account_id}", concurrency_limit=2, expires_in="1h")
+@task(takes_context=True)
+def keyed_span(context, marker_dir, account_id, seconds=0.1):
+    """``span`` under a key per account: the file's name says the account, its text the start and end."""
+    started = time.time()
+    time.sleep(seconds)
+    ended = time.time()
+    name = f"{account_id}-{context.job_id}-{context.attempt}-{os.getpid()}"
+    with open(os.path.join(marker_dir, name), "w") as fh:
+        fh.write(f"{started} {ended}")
+    return context.job_id

@@ -3,6 +3,7 @@ from django.core.management.base import CommandError
 
 from ... import lifecycle
 from ...lifecycle.building import QUEUE
+from ...validation.admission import CONCURRENCY_KEY, EXPIRES_AT, EXPIRES_IN, JOB_CONCURRENCY_LIMIT
 from ...validation.fields import (
     ARGS,
     DELAY,
@@ -40,6 +41,13 @@ class Command(SchedulerCommand):
                             help="Ids of jobs that must succeed first.")
         parser.add_argument("--on-dependency-failure", type=arguments.rule(ON_DEPENDENCY_FAILURE),
                             help='"cancel" (default) or "run".')
+        expiry = parser.add_mutually_exclusive_group()
+        expiry.add_argument("--expires-in", type=arguments.rule(EXPIRES_IN),
+                            help='Seconds or a duration ("2h"): not started by then, the job never starts.')
+        expiry.add_argument("--expires-at", type=arguments.rule(EXPIRES_AT), help="ISO 8601 time with offset.")
+        parser.add_argument("--concurrency-key", type=arguments.rule(CONCURRENCY_KEY),
+                            help="At most --concurrency-limit jobs with this key run at once.")
+        parser.add_argument("--concurrency-limit", type=arguments.rule(JOB_CONCURRENCY_LIMIT), help="Default 1.")
 
     def handle(self, *args, **options):
         try:
@@ -57,6 +65,10 @@ class Command(SchedulerCommand):
                 unique_for=options["unique_for"],
                 depends_on=options["depends_on"],
                 on_dependency_failure=options["on_dependency_failure"],
+                expires_in=options["expires_in"],
+                expires_at=options["expires_at"],
+                concurrency_key=options["concurrency_key"],
+                concurrency_limit=options["concurrency_limit"],
             )
         except ValidationError as exc:
             raise CommandError(lifecycle.error_text(exc), returncode=2) from None

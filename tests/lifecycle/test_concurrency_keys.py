@@ -1,0 +1,188 @@
+"""Concurrency keys in the service: one rule for every entry point, a claim that counts each key's running jobs."""
+
+import threading
+from datetime import timedelta
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured, ValidationError
+from django.db import connection, connections
+from django.utils import timezone
+
+from scheduler_app import lifecycle, options
+from scheduler_app.models import Job
+from scheduler_app.sql import keys
+from scheduler_app.sql.keys import choose
+
+pytestmark = pytest.mark.django_db
+
+ADD = "tests.testapp.tasks.add"
+KEYED = "tests.testapp.tasks.keyed_span"
+
+
+def claim_keyed(limit=4, worker="w", queues=("default",), now=None):
+    return lifecycle.claim_keyed(worker, queues=list(queues), limit=limit, lease=30, now=now)
+
+
+def test_a_job_takes_its_key_and_limit_from_the_caller_or_the_tasks_options():
+    job, _ = lifecycle.enqueue(ADD, [1, 2], concurrency_key="tenant:7", concurrency_limit=3)
+    assert (job.concurrency_key, job.concurrency_limit) == ("tenant:7", 3)
+    made, _ = lifecycle.enqueue(KEYED, ["/tmp", 42])
+    assert (made.concurrency_key, made.concurrency_limit) == ("account:42", 2)
+    by_name, _ = lifecycle.enqueue(KEYED, [], {"marker_dir": "/tmp", "account_id": "a b"})
+    assert by_name.concurrency_key == "account:a b"
+    mine, _ = lifecycle.enqueue(KEYED, ["/tmp", 42], concurrency_key="mine", concurrency_limit=1)
+    assert (mine.concurrency_key, mine.concurrency_limit) == ("mine", 1)
+    plain, _ = lifecycle.enqueue(ADD, [1, 2])
+    assert (plain.concurrency_key, plain.concurrency_limit) == (None, 1)
+
+
+@pytest.mark.parametrize(
+    ("spec", "field", "message"),
+    [
+        ({"concurrency_key": "k" * 256}, "concurrency_key", "Must be text of at most 255 characters."),
+        ({"concurrency_key": 5}, "concurrency_key", "Must be text of at most 255 characters."),
+        ({"concurrency_key": "k", "concurrency_limit": 0}, "concurrency_limit", "Must be a whole number from 1 to 100000."),
+        ({"concurrency_limit": 2}, "concurrency_limit", "concurrency_limit needs a concurrency_key."),
+    ],
+)
+def test_bad_keys_and_limits_are_field_errors(spec, field, message):
+    with pytest.raises(ValidationError) as caught:
+        lifecycle.enqueue(ADD, [1, 2], **spec)
+    assert caught.value.message_dict[field] == [message]
+    assert not Job.objects.exists()
+
+
+def test_options_refuse_a_bad_key_template_at_import():
+    def sync(account_id):
+        return account_id
+
+    with pytest.raises(ImproperlyConfigured, match="not a parameter of sync"):
+        options(concurrency_key="account:{acount_id}")(sync)
+    with pytest.raises(ImproperlyConfigured, match="Not a valid format string"):
+        options(concurrency_key="account:{account_id")(sync)
+    with pytest.raises(ImproperlyConfigured, match="not positions"):
+        options(concurrency_key="account:{0}")(sync)
+    with pytest.raises(ImproperlyConfigured, match="concurrency_limit"):
+        options(concurrency_key="a:{account_id}", concurrency_limit=0)(sync)
+
+
+def test_a_key_the_arguments_cannot_fill_is_a_field_error():
+    with pytest.raises(ValidationError) as caught:
+        lifecycle.enqueue(KEYED, ["/tmp"])  # account_id missing: the arguments' error, no key made
+    assert "args" in caught.value.message_dict
+    assert "concurrency_key" not in caught.value.message_dict
+
+
+def test_choose_counts_running_and_taken_jobs_per_key_in_claim_order():
+    candidates = [(1, "a", 2), (2, "a", 2), (3, "b", 1), (4, "a", 2), (5, "c", 1)]
+    assert choose(candidates, {"a": 1}, 10) == ([1, 3, 5], True)
+    assert choose(candidates, {}, 2) == ([1, 2], False)
+    assert choose(candidates, {"a": 2, "b": 1, "c": 1}, 10) == ([], True)
+
+
+def test_the_claim_holds_a_key_at_its_limit_and_takes_the_others():
+    a = [lifecycle.enqueue(ADD, [i, i], concurrency_key="a", concurrency_limit=2)[0] for i in range(4)]
+    b = lifecycle.enqueue(ADD, [9, 9], concurrency_key="b")[0]
+    plain = lifecycle.enqueue(ADD, [7, 7])[0]
+    jobs, held = claim_keyed(limit=10)
+    assert sorted(j.id for j in jobs) == sorted([a[0].id, a[1].id, b.id, plain.id])
+    assert held
+    assert claim_keyed(limit=10) == ([], True)
+    # The plain claim never takes a keyed job, whatever the limit.
+    assert lifecycle.claim("w", queues=["default"], limit=10, lease=30) == []
+    Job.objects.filter(pk=a[0].pk).update(status="succeeded")
+    jobs, held = claim_keyed(limit=10)
+    assert [j.id for j in jobs] == [a[2].id]
+    assert held
+
+
+def test_a_held_key_does_not_hold_back_jobs_below_it():
+    for i in range(30):
+        lifecycle.enqueue(ADD, [i, i], concurrency_key="busy", priority=50)
+    others = [lifecycle.enqueue(ADD, [i, i], concurrency_key=f"k{i}")[0] for i in range(3)]
+    plain = lifecycle.enqueue(ADD, [0, 0], priority=-50)[0]
+    jobs, held = claim_keyed(limit=8)
+    ids = {j.id for j in jobs}
+    assert {o.id for o in others} | {plain.id} <= ids
+    assert len(ids) == 5 and held
+
+
+def test_paused_and_limited_queues_and_expired_jobs_are_left_alone():
+    lifecycle.enqueue(ADD, [1, 1], concurrency_key="k", queue="slow")
+    lifecycle.set_limits("slow", concurrency_limit=5)
+    expired = lifecycle.enqueue(ADD, [1, 1], concurrency_key="k2", expires_in=10)[0]
+    later = timezone.now() + timedelta(seconds=11)
+    assert claim_keyed(queues=("slow", "default"), now=later) == ([], False)
+    Job.objects.filter(pk=expired.pk).update(expires_at=later + timedelta(seconds=5))
+    assert [j.id for j in claim_keyed(queues=("default",), now=later)[0]] == [expired.id]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_claim_waits_for_another_claim_of_the_same_key_and_sees_it(monkeypatch):
+    """A claim of key K that has counted but not committed makes a second claim of K wait, then count it.
+
+    Without the per-key lock (PostgreSQL) or the single writer (SQLite), the
+    second claim would count K's running jobs from before the first's
+    commit and take a second job of a key whose limit is 1.
+    """
+    for i in range(4):
+        lifecycle.enqueue(ADD, [i, i], concurrency_key="K")
+    counted, go = threading.Event(), threading.Event()
+    real = keys.choose
+
+    def slow_choose(candidates, running, limit):
+        chosen = real(candidates, running, limit)
+        if threading.current_thread().name == "first":
+            counted.set()
+            go.wait(10)
+        return chosen
+
+    monkeypatch.setattr(keys, "choose", slow_choose)
+    results = {}
+
+    def claimer(name):
+        try:
+            results[name] = claim_keyed(limit=2, worker=name)
+        finally:
+            connections.close_all()
+
+    first = threading.Thread(target=claimer, args=("first",), name="first")
+    first.start()
+    assert counted.wait(10)
+    second = threading.Thread(target=claimer, args=("second",), name="second")
+    second.start()
+    second.join(0.5)
+    assert second.is_alive()  # waiting for the first claim's key
+    go.set()
+    first.join(30)
+    second.join(30)
+    assert len(results["first"][0]) == 1
+    assert results["second"] == ([], True)
+    assert Job.objects.filter(status="running").count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_claims_never_take_more_than_the_limit():
+    """Threads each with their own connection claim one key's jobs at once: the limit holds (PostgreSQL's locks)."""
+    for i in range(40):
+        lifecycle.enqueue(ADD, [i, i], concurrency_key="shared", concurrency_limit=3)
+    barrier = threading.Barrier(6)
+    taken = []
+
+    def claimer(n):
+        try:
+            barrier.wait(10)
+            for _ in range(5):
+                jobs, _ = claim_keyed(limit=2, worker=f"w{n}")
+                taken.extend(jobs)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=claimer, args=(n,)) for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(taken) == 3
+    assert Job.objects.filter(status="running", concurrency_key="shared").count() == 3
+    assert connection.vendor in ("postgresql", "sqlite")
