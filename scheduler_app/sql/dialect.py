@@ -18,6 +18,7 @@ from . import connections as pg_connections
 from .base import is_postgres
 from .bulk import pg_bulk_insert
 from .limited import pg_limited_claim, sqlite_limited_claim
+from .livelogs import pg_append_logs, sqlite_append_logs
 from .postgres import pg_analyze_if_outgrown, pg_finish_and_claim, pg_insert_and_notify
 from .sqlite import sqlite_claim, sqlite_finish, sqlite_optimize
 
@@ -47,6 +48,12 @@ class Dialect(Protocol):
     def finish_and_claim_limited(self, rows, *, worker, queues, limit, now, lease_until, logs=(), in_flight=(),
                                  connection=None, using="default") -> tuple[dict, list, list]:
         """As ``finish_and_claim`` by query, within the limits of limited queues; return ``(won, claimed, rooms)``."""
+
+    def append_logs(self, attempts, logs, *, using="default") -> set:
+        """Write running ``attempts``' (``(job, worker, attempt, count)``) log rows ``logs``; return the job ids that won.
+
+        Compare-and-set on each running attempt; ``logs_count`` grows by its count.
+        """
 
     def insert_one(self, job, *, channel, payload_parts, using="default") -> bool:
         """Insert ``job`` and announce it in one statement, setting its id; return False where the dialect cannot."""
@@ -92,6 +99,9 @@ class Postgres:
             rows, worker=worker, queues=queues, limit=limit, now=now, lease_until=lease_until, logs=logs,
             in_flight=in_flight, connection=connection, using=using,
         )
+
+    def append_logs(self, attempts, logs, *, using="default"):
+        return pg_append_logs(attempts, logs, using=using)
 
     def insert_one(self, job, *, channel, payload_parts, using="default"):
         job.pk = pg_insert_and_notify(job, channel=channel, payload_parts=payload_parts, using=using)
@@ -140,6 +150,9 @@ class SQLite:
             using=using,
         )
         return won, claimed, rooms
+
+    def append_logs(self, attempts, logs, *, using="default"):
+        return sqlite_append_logs(attempts, logs, using=using)
 
     def insert_one(self, job, *, channel, payload_parts, using="default"):
         return False  # no NOTIFY: the ORM's INSERT, announced in-process

@@ -382,3 +382,17 @@ def even(n, note="", broken=False):
 def reports(context, current, total=None, message=""):
     """Report the progress it is given, as it is (the rule of set_progress judges it)."""
     return context.set_progress(current, total, message)
+
+
+@task
+def logs_then_waits(marker_dir, lines=3, more=2, seconds=60.0):
+    """Log ``lines`` lines, wait until ``marker_dir/release`` exists, log ``more``: a running job's live log (threads and processes)."""
+    for i in range(lines):
+        log.info("line %d", i + 1)
+    release = os.path.join(marker_dir, "release")
+    end = time.monotonic() + seconds
+    while not os.path.exists(release) and time.monotonic() < end:
+        time.sleep(0.02)
+    for i in range(lines, lines + more):
+        log.info("line %d", i + 1)
+    return lines + more
