@@ -209,9 +209,12 @@ def finish_rows(outcomes):
 
 
 def log_rows(outcomes):
-    """Return ``(job id, attempt, seq, time, level, logger, message, exc_text)`` for every kept log record, storable."""
+    """Return ``(job id, attempt, seq, time, level, logger, message, exc_text)`` for every kept log record, storable.
+
+    Numbered after the records written while the attempt ran (``logs_before``).
+    """
     return [
         (o.job_id, o.attempt, seq, *storable.log_record(record))
         for o in outcomes
-        for seq, record in enumerate(o.logs, 1)
+        for seq, record in enumerate(o.logs, o.logs_before + 1)
     ]

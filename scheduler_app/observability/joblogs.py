@@ -11,13 +11,17 @@ not the task's.
 
 Bounded per attempt (``JOB_LOG_MAX_RECORDS``, ``JOB_LOG_MAX_BYTES``): past
 either, records are counted, and one "N more records dropped" line ends
-the attempt's log. The records travel in the attempt's Outcome and are
-written by the statement that records it (``sql``), never one by one.
+the attempt's log. While the attempt runs, a :class:`~.logflush.LogFlusher`
+(the executor's, in the dispatcher's process and in each worker process)
+writes what its captures hold every second or so, batched; the records not
+written yet travel in the attempt's Outcome and are written by the
+statement that records it (``sql``), numbered after those; never one by one.
 """
 
 import contextlib
 import contextvars
 import logging
+import threading
 import time
 
 from .. import conf
@@ -29,6 +33,8 @@ from ..vocabulary.storable import utf8_size
 OWN = ("scheduler_app", "django.tasks")
 TASK_MODULES = ("scheduler_app.tasks", "scheduler_app.demo")
 DROPPED_LOGGER = "scheduler_app.joblogs"
+# Unwritten records that make a running attempt's flusher write at once.
+FLUSH_RECORDS = 500
 _current = contextvars.ContextVar("scheduler_job_capture", default=None)
 _formatter = logging.Formatter()
 
@@ -43,15 +49,22 @@ def is_own(name):
 class Capture:
     """The records of one attempt, in the order they were emitted."""
 
-    __slots__ = ("level", "max_records", "max_bytes", "records", "size", "dropped")
+    __slots__ = ("level", "max_records", "max_bytes", "records", "size", "dropped", "attempt", "flusher", "flushed",
+                 "lock", "closed")
 
-    def __init__(self, level, max_records, max_bytes):
+    def __init__(self, level, max_records, max_bytes, attempt=None, flusher=None):
         self.level = level
         self.max_records = max_records
         self.max_bytes = max_bytes
-        self.records = []
+        self.records = []  # appended by the attempt's thread only; read by the flusher up to a length it took
         self.size = 0
         self.dropped = 0
+        # ``(job id, worker, attempt)`` whose running attempt the flusher writes for (None: nothing live).
+        self.attempt = attempt
+        self.flusher = flusher
+        self.flushed = 0  # records already written while the attempt ran; under ``lock``
+        self.lock = threading.Lock()  # held by the flusher while it writes, and by the attempt's end
+        self.closed = False  # the attempt ended: the flusher leaves it alone; under ``lock``
 
     def add(self, record):
         if record.levelno < self.level:
@@ -77,10 +90,20 @@ class Capture:
         self.size += size
         # As emitted: the writer makes them storable (``storable.log_record``).
         self.records.append((record.created, record.levelno, name, message, exc_text))
+        if self.flusher is not None and len(self.records) - self.flushed >= FLUSH_RECORDS:
+            self.flusher.wake()
+
+    def close(self):
+        """End the attempt's capture: wait for a write in progress; from now on only the Outcome writes."""
+        with self.lock:
+            self.closed = True
 
     def rows(self):
-        """Return the records as Outcome.logs rows, with the "dropped" line last when any were."""
-        rows = list(self.records)
+        """Return the records not written yet as Outcome.logs rows, with the "dropped" line last when any were.
+
+        They are numbered from ``flushed + 1`` (``Outcome.logs_before``).
+        """
+        rows = list(self.records[self.flushed:])
         if self.dropped:
             noun = "record" if self.dropped == 1 else "records"
             rows.append(
@@ -133,9 +156,13 @@ def installed():
 
 
 @contextlib.contextmanager
-def capture():
+def capture(attempt=None, flusher=None):
     """Keep the current thread's (and context's) records while the block runs; yield the Capture.
 
+    With a ``flusher`` (a ``logflush.LogFlusher``), the records of running
+    ``attempt`` ``(job id, worker, attempt)`` are written while it runs; at
+    the block's end the Capture is closed (a write in progress finishes
+    first), so ``rows()`` then holds exactly what is left to write.
     Yields None when nothing is captured (no handler installed, or
     ``JOB_LOG_MAX_RECORDS`` is 0).
     """
@@ -143,9 +170,16 @@ def capture():
     if not _installed or not max_records:
         yield None
         return
-    box = Capture(level(), max_records, conf.get("JOB_LOG_MAX_BYTES"))
+    live = flusher if attempt is not None else None
+    box = Capture(level(), max_records, conf.get("JOB_LOG_MAX_BYTES"), attempt, live)
     token = _current.set(box)
+    if live is not None:
+        live.add(box)
     try:
         yield box
     finally:
         _current.reset(token)
+        if live is not None:
+            live.remove(box)
+        else:
+            box.close()

@@ -17,6 +17,7 @@ from django.tasks.signals import task_finished, task_started
 from .. import lifecycle, registry, taskresults
 from ..context import JobCancelled, JobContext
 from ..observability import joblogs
+from ..observability.logflush import LogFlusher
 from ..validation.durations import Snooze
 from ..vocabulary.jobs import Status
 from ..vocabulary.policy import TIMEOUT_CLASS
@@ -46,6 +47,9 @@ class Executor:
         # test helpers run jobs in the caller's thread and transaction, and
         # must not touch its connection.
         self.own_connections = own_connections
+        # Writes running attempts' log records while they run (not for the test
+        # helpers: another connection would not see the caller's transaction).
+        self.flusher = LogFlusher(using) if own_connections else None
 
     def __call__(self, job, cancel_event, deadline):
         if self.own_connections:
@@ -57,10 +61,12 @@ class Executor:
                 extra={"job_id": job.id, "action": "start"},
             )
         try:
-            with joblogs.capture() as captured:
+            with joblogs.capture((job.id, job.worker, job.attempt), self.flusher) as captured:
                 outcome = self._run(job, cancel_event, deadline)
-            if captured is not None and (captured.records or captured.dropped):
-                outcome = dataclasses.replace(outcome, logs=captured.rows())
+            if captured is not None:
+                rows = captured.rows()  # what the flusher did not write: the capture is closed
+                if rows:
+                    outcome = dataclasses.replace(outcome, logs=rows, logs_before=captured.flushed)
         finally:
             if self.own_connections:
                 close_old_connections()

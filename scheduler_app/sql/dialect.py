@@ -19,6 +19,7 @@ from .base import is_postgres
 from .bulk import pg_bulk_insert
 from .keys import claim_keyed
 from .limited import pg_limited_claim, sqlite_limited_claim
+from .livelogs import pg_append_logs, sqlite_append_logs
 from .postgres import pg_analyze_if_outgrown, pg_finish_and_claim, pg_insert_and_notify
 from .sqlite import sqlite_claim, sqlite_finish, sqlite_optimize
 
@@ -51,6 +52,12 @@ class Dialect(Protocol):
 
     def claim_keyed(self, *, worker, queues, limit, now, lease_until, in_flight=(), using="default") -> tuple[list, bool]:
         """Claim due jobs with a concurrency key within their keys' limits; return ``(claimed rows, held)`` (``sql.keys``)."""
+
+    def append_logs(self, attempts, logs, *, using="default") -> set:
+        """Write running ``attempts``' (``(job, worker, attempt, count)``) log rows ``logs``; return the job ids that won.
+
+        Compare-and-set on each running attempt; ``logs_count`` grows by its count.
+        """
 
     def insert_one(self, job, *, channel, payload_parts, using="default") -> bool:
         """Insert ``job`` and announce it in one statement, setting its id; return False where the dialect cannot."""
@@ -101,6 +108,9 @@ class Postgres:
         return claim_keyed(
             worker=worker, queues=queues, limit=limit, now=now, lease_until=lease_until, in_flight=in_flight, using=using
         )
+
+    def append_logs(self, attempts, logs, *, using="default"):
+        return pg_append_logs(attempts, logs, using=using)
 
     def insert_one(self, job, *, channel, payload_parts, using="default"):
         job.pk = pg_insert_and_notify(job, channel=channel, payload_parts=payload_parts, using=using)
@@ -154,6 +164,9 @@ class SQLite:
         return claim_keyed(
             worker=worker, queues=queues, limit=limit, now=now, lease_until=lease_until, in_flight=in_flight, using=using
         )
+
+    def append_logs(self, attempts, logs, *, using="default"):
+        return sqlite_append_logs(attempts, logs, using=using)
 
     def insert_one(self, job, *, channel, payload_parts, using="default"):
         return False  # no NOTIFY: the ORM's INSERT, announced in-process

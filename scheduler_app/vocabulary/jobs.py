@@ -90,6 +90,8 @@ class Outcome:
     logs: tuple = ()
     # A snooze: pending again at retry_at, the attempt not counted, no error.
     snoozed: bool = False
+    # Records of this attempt written while it ran (``logflush``): ``logs`` are numbered after them.
+    logs_before: int = 0
 
     def __post_init__(self):
         if self.status not in Status.OUTCOMES:

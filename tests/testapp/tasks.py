@@ -428,3 +428,16 @@ def keyed_span(context, marker_dir, account_id, seconds=0.1):
     with open(os.path.join(marker_dir, name), "w") as fh:
         fh.write(f"{started} {ended}")
     return context.job_id
+
+@task
+def logs_then_waits(marker_dir, lines=3, more=2, seconds=60.0):
+    """Log ``lines`` lines, wait until ``marker_dir/release`` exists, log ``more``: a running job's live log (threads and processes)."""
+    for i in range(lines):
+        log.info("line %d", i + 1)
+    release = os.path.join(marker_dir, "release")
+    end = time.monotonic() + seconds
+    while not os.path.exists(release) and time.monotonic() < end:
+        time.sleep(0.02)
+    for i in range(lines, lines + more):
+        log.info("line %d", i + 1)
+    return lines + more
