@@ -1,0 +1,179 @@
+"""A workflow's graph as one inline <svg>: a node per job (its status colour, a link), an arrow per dependency.
+
+Layered top to bottom: a job's row is the longest path to it from a job
+with no dependency in the workflow (computed in Kahn's order, no recursion,
+so a chain of 10,000 jobs is fine). A row wider than ``PER_ROW`` nodes wraps.
+Past ``NODES_MAX`` jobs the graph is grouped: the jobs of one row with the
+same task become one node with their count and a bar of their statuses, and
+past ``ROWS_MAX`` rows consecutive rows merge into bands (the arrows inside a
+band are left out). Colours come from classes (``workflows.css``), so the
+page's CSS (dark mode too) styles it and no inline style is needed.
+"""
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from django.utils.html import format_html, format_html_join
+
+from .formatting import status_label
+
+NODES_MAX = 200
+ROWS_MAX = 30
+PER_ROW = 6
+NODE_W, NODE_H = 150, 44
+GAP_X, GAP_Y, WRAP_Y = 14, 40, 12
+MARGIN = 8
+LABEL_MAX = 19
+
+
+@dataclass
+class Node:
+    key: object
+    row: int
+    task: str
+    url: str
+    job_id: int | None = None  # None: a group of jobs
+    statuses: dict = field(default_factory=dict)  # status -> count
+    x: float = 0
+    y: float = 0
+
+    @property
+    def count(self):
+        return sum(self.statuses.values())
+
+    @property
+    def status(self):
+        return next(iter(self.statuses)) if self.job_id is not None else "group"
+
+
+def layers(ids, edges):
+    """Return ``{id: layer}``: 0 without dependencies, else one more than the deepest dependency."""
+    waits = {pk: 0 for pk in ids}
+    dependents = defaultdict(list)
+    for dep, job in edges:
+        waits[job] += 1
+        dependents[dep].append(job)
+    layer = dict.fromkeys(ids, 0)
+    ready = [pk for pk in ids if not waits[pk]]
+    while ready:
+        pk = ready.pop()
+        for other in dependents[pk]:
+            layer[other] = max(layer[other], layer[pk] + 1)
+            waits[other] -= 1
+            if not waits[other]:
+                ready.append(other)
+    deepest = max(layer.values(), default=0)
+    for pk, left in waits.items():  # a cycle cannot arise; draw any leftover below the rest
+        if left:
+            layer[pk] = deepest + 1
+    return layer
+
+
+def build_nodes(jobs, edges, job_url, group_url):
+    """Return ``(nodes, node_edges, grouped)`` for ``jobs`` (``(id, task, status)``) and ``edges`` (dependency, dependent)."""
+    layer = layers([pk for pk, _, _ in jobs], edges)
+    if len(jobs) <= NODES_MAX:
+        nodes = {pk: Node(pk, layer[pk], task, job_url(pk), pk, {status: 1}) for pk, task, status in jobs}
+        return list(nodes.values()), list(edges), False
+    rows = max(layer.values(), default=0) + 1
+    band = (lambda n: n) if rows <= ROWS_MAX else (lambda n: n * ROWS_MAX // rows)
+    groups, key_of = {}, {}
+    for pk, task, status in jobs:
+        key = (band(layer[pk]), task)
+        key_of[pk] = key
+        node = groups.get(key)
+        if node is None:
+            node = groups[key] = Node(key, key[0], task, group_url(task))
+        node.statuses[status] = node.statuses.get(status, 0) + 1
+    node_edges = {(key_of[d], key_of[j]) for d, j in edges if groups[key_of[d]].row < groups[key_of[j]].row}
+    return list(groups.values()), sorted(node_edges, key=repr), True
+
+
+def place(nodes, node_edges):
+    """Set each node's x and y; return the drawing's (width, height).
+
+    Within a row, nodes go in the order of the mean position of what they
+    depend on (fewer crossings), then by key.
+    """
+    by_row = defaultdict(list)
+    for node in nodes:
+        by_row[node.row].append(node)
+    sources = defaultdict(list)
+    for dep, job in node_edges:
+        sources[job].append(dep)
+    order = {}
+    cols = min(PER_ROW, max((len(r) for r in by_row.values()), default=1))
+    width = 2 * MARGIN + cols * NODE_W + (cols - 1) * GAP_X
+    y = MARGIN
+    for row in sorted(by_row):
+        def weight(node):
+            seen = [order[k] for k in sources[node.key] if k in order]
+            return (sum(seen) / len(seen) if seen else -1, repr(node.key))
+
+        members = sorted(by_row[row], key=weight)
+        for i, node in enumerate(members):
+            order[node.key] = i % PER_ROW + i // PER_ROW * 0.01
+            in_line = min(PER_ROW, len(members) - i // PER_ROW * PER_ROW)
+            left = (width - in_line * NODE_W - (in_line - 1) * GAP_X) / 2
+            node.x = left + (i % PER_ROW) * (NODE_W + GAP_X)
+            node.y = y + (i // PER_ROW) * (NODE_H + WRAP_Y)
+        lines = -(-len(members) // PER_ROW)
+        y += lines * NODE_H + (lines - 1) * WRAP_Y + GAP_Y
+    return width, y - GAP_Y + MARGIN
+
+
+def short(text):
+    name = text.rpartition(".")[2]
+    return name if len(name) <= LABEL_MAX else name[: LABEL_MAX - 1] + "…"
+
+
+def _arrow(a, b):
+    sx, sy, tx, ty = a.x + NODE_W / 2, a.y + NODE_H, b.x + NODE_W / 2, b.y
+    bend = max((ty - sy) / 2, GAP_Y / 2)
+    return f"M{sx:g},{sy:g} C{sx:g},{sy + bend:g} {tx:g},{ty - bend:g} {tx:g},{ty - 2:g}"
+
+
+def _status_bar(node):
+    x, width, total, parts = node.x + 8, NODE_W - 16, node.count, []
+    for status, n in sorted(node.statuses.items()):
+        w = width * n / total
+        parts.append((f"sched-seg sched-seg-{status}", f"{x:g}", f"{node.y + NODE_H - 10:g}", f"{w:g}"))
+        x += w
+    return format_html_join("", '<rect class="{}" x="{}" y="{}" width="{}" height="5"/>', parts)
+
+
+def _node(node):
+    x, y = f"{node.x:g}", f"{node.y:g}"
+    if node.job_id is not None:
+        title = f"#{node.job_id} {node.task} · {status_label(node.status)}"
+        sub, bar = f"#{node.job_id} · {status_label(node.status)}", ""
+        css = f"sched-node sched-node-{node.status}"
+    else:
+        counts = ", ".join(f"{n} {status_label(s).lower()}" for s, n in sorted(node.statuses.items()))
+        title, sub, bar = f"{node.count} jobs of {node.task}: {counts}", f"{node.count} jobs", _status_bar(node)
+        css = "sched-node sched-node-group"
+    return format_html(
+        '<a href="{}" class="{}" data-job="{}"><title>{}</title>'
+        '<rect class="sched-box" x="{}" y="{}" width="{}" height="{}" rx="6"/>'
+        '<text x="{}" y="{}" class="sched-node-task">{}</text><text x="{}" y="{}" class="sched-node-sub">{}</text>{}</a>',
+        node.url, css, node.job_id or "", title,
+        x, y, NODE_W, NODE_H,
+        f"{node.x + 8:g}", f"{node.y + 17:g}", short(node.task), f"{node.x + 8:g}", f"{node.y + 33 - (6 if bar else 0):g}", sub, bar,
+    )
+
+
+def render(jobs, edges, job_url, group_url, label="Workflow graph"):
+    """Return ``(svg html, grouped)``: the graph of ``jobs`` and ``edges`` as one <svg> element."""
+    nodes, node_edges, grouped = build_nodes(jobs, edges, job_url, group_url)
+    width, height = place(nodes, node_edges)
+    by_key = {node.key: node for node in nodes}
+    paths = format_html_join("", '<path class="sched-edge" d="{}" marker-end="url(#sched-arrow)"/>',
+                             ((_arrow(by_key[a], by_key[b]),) for a, b in node_edges))
+    svg = format_html(
+        '<svg class="sched-graph" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="{w}" height="{h}" '
+        'role="img" aria-label="{}"><defs><marker id="sched-arrow" viewBox="0 0 10 10" refX="9" refY="5" '
+        'markerWidth="7" markerHeight="7" orient="auto"><path class="sched-arrowhead" d="M0,0 L10,5 L0,10 z"/></marker></defs>'
+        '<g class="sched-edges">{}</g><g class="sched-nodes">{}</g></svg>',
+        label, paths, format_html_join("", "{}", ((_node(n),) for n in nodes)), w=f"{width:g}", h=f"{height:g}",
+    )
+    return svg, grouped
