@@ -23,7 +23,7 @@ PER_ROW = 6
 NODE_W, NODE_H = 150, 44
 GAP_X, GAP_Y, WRAP_Y = 14, 40, 12
 MARGIN = 8
-LABEL_MAX = 19
+LABEL_MAX = 17
 
 
 @dataclass
@@ -77,7 +77,7 @@ def build_nodes(jobs, edges, job_url, group_url):
         return list(nodes.values()), list(edges), False
     rows = max(layer.values(), default=0) + 1
     band = (lambda n: n) if rows <= ROWS_MAX else (lambda n: n * ROWS_MAX // rows)
-    groups, key_of = {}, {}
+    groups, key_of, first = {}, {}, {}
     for pk, task, status in jobs:
         key = (band(layer[pk]), task)
         key_of[pk] = key
@@ -85,6 +85,10 @@ def build_nodes(jobs, edges, job_url, group_url):
         if node is None:
             node = groups[key] = Node(key, key[0], task, group_url(task))
         node.statuses[status] = node.statuses.get(status, 0) + 1
+        first.setdefault(key, pk)
+    for key, node in groups.items():  # a group of one job is that job's node
+        if node.count == 1:
+            node.job_id, node.url = first[key], job_url(first[key])
     node_edges = {(key_of[d], key_of[j]) for d, j in edges if groups[key_of[d]].row < groups[key_of[j]].row}
     return list(groups.values()), sorted(node_edges, key=repr), True
 
@@ -127,8 +131,25 @@ def short(text):
     return name if len(name) <= LABEL_MAX else name[: LABEL_MAX - 1] + "…"
 
 
-def _arrow(a, b):
-    sx, sy, tx, ty = a.x + NODE_W / 2, a.y + NODE_H, b.x + NODE_W / 2, b.y
+def _ports(nodes_by_key, node_edges):
+    """Return ``{edge: (x out, x in)}``: a node's arrows leave and arrive spread along its edge, in the order of the other ends."""
+    outs, ins = defaultdict(list), defaultdict(list)
+    for edge in node_edges:
+        outs[edge[0]].append(edge)
+        ins[edge[1]].append(edge)
+    ports = {edge: [0, 0] for edge in node_edges}
+    for side, groups, other in ((0, outs, 1), (1, ins, 0)):
+        for key, edges in groups.items():
+            edges.sort(key=lambda e: nodes_by_key[e[other]].x)
+            step = min(NODE_W * 0.6 / max(len(edges) - 1, 1), 12)
+            start = nodes_by_key[key].x + NODE_W / 2 - step * (len(edges) - 1) / 2
+            for i, edge in enumerate(edges):
+                ports[edge][side] = start + i * step
+    return ports
+
+
+def _arrow(a, b, sx, tx):
+    sy, ty = a.y + NODE_H, b.y
     bend = max((ty - sy) / 2, GAP_Y / 2)
     return f"M{sx:g},{sy:g} C{sx:g},{sy + bend:g} {tx:g},{ty - bend:g} {tx:g},{ty - 2:g}"
 
@@ -167,8 +188,9 @@ def render(jobs, edges, job_url, group_url, label="Workflow graph"):
     nodes, node_edges, grouped = build_nodes(jobs, edges, job_url, group_url)
     width, height = place(nodes, node_edges)
     by_key = {node.key: node for node in nodes}
+    ports = _ports(by_key, node_edges)
     paths = format_html_join("", '<path class="sched-edge" d="{}" marker-end="url(#sched-arrow)"/>',
-                             ((_arrow(by_key[a], by_key[b]),) for a, b in node_edges))
+                             ((_arrow(by_key[a], by_key[b], *ports[(a, b)]),) for a, b in node_edges))
     svg = format_html(
         '<svg class="sched-graph" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="{w}" height="{h}" '
         'role="img" aria-label="{}"><defs><marker id="sched-arrow" viewBox="0 0 10 10" refX="9" refY="5" '

@@ -104,6 +104,9 @@ class WorkflowAdmin(SafeLookupsMixin, admin.ModelAdmin):
             return queryset.filter(pk=int(term)), False
         return super().get_search_results(request, queryset, search_term)
 
+    def changelist_view(self, request, extra_context=None):
+        return super().changelist_view(request, {"title": "Workflows", **(extra_context or {})})
+
     def get_changelist_instance(self, request):
         cl = super().get_changelist_instance(request)
         rows = list(cl.result_list)  # the page's rows (cached), with their jobs' counts: one query per page

@@ -111,7 +111,8 @@ class TestPage:
         html = admin_client_.get(page_url(workflow)).content.decode()
         svg = the_svg(html)
         assert svg.count('class="sched-node sched-node-') == 2  # 240 adds, and the chord's job
-        assert ">240 jobs<" in svg and ">1 jobs<" in svg
+        assert ">240 jobs<" in svg and svg.count('class="sched-node sched-node-group"') == 1
+        assert f'class="sched-node sched-node-waiting" data-job="{jobs[-1].pk}"' in svg  # a group of one is its job
         assert "239 pending" in svg and "1 succeeded" in svg  # the group's tooltip
         assert svg.count('class="sched-edge"') == 1
         group_link = f"{reverse('admin:scheduler_app_job_changelist')}?workflow={workflow.pk}&amp;task="
