@@ -23,6 +23,7 @@ PER_ROW = 6
 NODE_W, NODE_H = 150, 44
 GAP_X, GAP_Y, WRAP_Y = 14, 40, 12
 MARGIN = 8
+BLOCK_PAD = 6  # the frame around a wrapped row
 LABEL_MAX = 17
 
 
@@ -94,10 +95,11 @@ def build_nodes(jobs, edges, job_url, group_url):
 
 
 def place(nodes, node_edges):
-    """Set each node's x and y; return the drawing's (width, height).
+    """Set each node's x and y; return the drawing's ``(width, height, frames)``.
 
     Within a row, nodes go in the order of the mean position of what they
-    depend on (fewer crossings), then by key.
+    depend on (fewer crossings), then by key. ``frames``: ``{row: (x0, y0,
+    x1, y1)}`` around each row that wraps onto several lines.
     """
     by_row = defaultdict(list)
     for node in nodes:
@@ -105,25 +107,55 @@ def place(nodes, node_edges):
     sources = defaultdict(list)
     for dep, job in node_edges:
         sources[job].append(dep)
-    order = {}
+    order, frames = {}, {}
     cols = min(PER_ROW, max((len(r) for r in by_row.values()), default=1))
     width = 2 * MARGIN + cols * NODE_W + (cols - 1) * GAP_X
     y = MARGIN
     for row in sorted(by_row):
         def weight(node):
             seen = [order[k] for k in sources[node.key] if k in order]
-            return (sum(seen) / len(seen) if seen else -1, repr(node.key))
+            return (sum(seen) / len(seen) if seen else -1, node.key)
 
         members = sorted(by_row[row], key=weight)
         for i, node in enumerate(members):
-            order[node.key] = i % PER_ROW + i // PER_ROW * 0.01
+            order[node.key] = i  # its place in the row, wrapped lines one after another
             in_line = min(PER_ROW, len(members) - i // PER_ROW * PER_ROW)
             left = (width - in_line * NODE_W - (in_line - 1) * GAP_X) / 2
             node.x = left + (i % PER_ROW) * (NODE_W + GAP_X)
             node.y = y + (i // PER_ROW) * (NODE_H + WRAP_Y)
         lines = -(-len(members) // PER_ROW)
-        y += lines * NODE_H + (lines - 1) * WRAP_Y + GAP_Y
-    return width, y - GAP_Y + MARGIN
+        tall = lines * NODE_H + (lines - 1) * WRAP_Y
+        if lines > 1:
+            frames[row] = (MARGIN - BLOCK_PAD, y - BLOCK_PAD, width - MARGIN + BLOCK_PAD, y + tall + BLOCK_PAD)
+        y += tall + GAP_Y
+    return width, max(y - GAP_Y + MARGIN, 2 * MARGIN), frames
+
+
+def bundle(by_key, node_edges, frames):
+    """Return ``(edges, ends)``: the arrows to draw, and the frames' ends they may point at.
+
+    A node with more than a line's worth of arrows into one wrapped row gets
+    one arrow to the row's frame instead (a fan-out); so do the arrows out of
+    a wrapped row into one node (a fan-in, a chord's step).
+    """
+    into, out_of = defaultdict(list), defaultdict(list)
+    for a, b in node_edges:
+        if by_key[b].row in frames:
+            into[(a, ("in", by_key[b].row))].append((a, b))
+        if by_key[a].row in frames:
+            out_of[(("out", by_key[a].row), b)].append((a, b))
+    covered, edges = set(), []
+    for groups in (into, out_of):
+        for pair, members in groups.items():
+            if len(members) > PER_ROW:
+                covered.update(members)
+                edges.append(pair)
+    ends = {}
+    for row, (x0, y0, x1, y1) in frames.items():
+        left = (x0 + x1 - NODE_W) / 2
+        ends[("in", row)] = Node(("in", row), row, "", "", x=left, y=y0)
+        ends[("out", row)] = Node(("out", row), row, "", "", x=left, y=y1 - NODE_H)
+    return [e for e in node_edges if e not in covered] + edges, ends
 
 
 def short(text):
@@ -186,16 +218,20 @@ def _node(node):
 def render(jobs, edges, job_url, group_url, label="Workflow graph"):
     """Return ``(svg html, grouped)``: the graph of ``jobs`` and ``edges`` as one <svg> element."""
     nodes, node_edges, grouped = build_nodes(jobs, edges, job_url, group_url)
-    width, height = place(nodes, node_edges)
+    width, height, frames = place(nodes, node_edges)
     by_key = {node.key: node for node in nodes}
-    ports = _ports(by_key, node_edges)
+    arrows, ends = bundle(by_key, node_edges, frames)
+    by_key.update(ends)
+    ports = _ports(by_key, arrows)
     paths = format_html_join("", '<path class="sched-edge" d="{}" marker-end="url(#sched-arrow)"/>',
-                             ((_arrow(by_key[a], by_key[b], *ports[(a, b)]),) for a, b in node_edges))
+                             ((_arrow(by_key[a], by_key[b], *ports[(a, b)]),) for a, b in arrows))
+    boxes = format_html_join("", '<rect class="sched-frame" x="{}" y="{}" width="{}" height="{}" rx="10"/>',
+                             ((f"{x0:g}", f"{y0:g}", f"{x1 - x0:g}", f"{y1 - y0:g}") for x0, y0, x1, y1 in frames.values()))
     svg = format_html(
         '<svg class="sched-graph" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="{w}" height="{h}" '
         'role="img" aria-label="{}"><defs><marker id="sched-arrow" viewBox="0 0 10 10" refX="9" refY="5" '
         'markerWidth="7" markerHeight="7" orient="auto"><path class="sched-arrowhead" d="M0,0 L10,5 L0,10 z"/></marker></defs>'
-        '<g class="sched-edges">{}</g><g class="sched-nodes">{}</g></svg>',
-        label, paths, format_html_join("", "{}", ((_node(n),) for n in nodes)), w=f"{width:g}", h=f"{height:g}",
+        '<g class="sched-frames">{}</g><g class="sched-edges">{}</g><g class="sched-nodes">{}</g></svg>',
+        label, boxes, paths, format_html_join("", "{}", ((_node(n),) for n in nodes)), w=f"{width:g}", h=f"{height:g}",
     )
     return svg, grouped

@@ -9,6 +9,7 @@ are made by code and the API, never added or deleted here.
 """
 
 from functools import partial
+from urllib.parse import urlencode
 
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
@@ -30,6 +31,8 @@ from .formatting import status_badge, status_label, when_html
 from .lookups import SafeLookupsMixin
 
 RETRYABLE = (JobStatus.FAILED, JobStatus.CANCELLED)
+# The list's actions work workflow by workflow (each in its own transaction); past this many, narrow the filter.
+MAX_ACTION_WORKFLOWS = 100
 
 
 def counts_html(counts):
@@ -146,17 +149,28 @@ class WorkflowAdmin(SafeLookupsMixin, admin.ModelAdmin):
 
     # -- actions: the service, for each selected workflow -------------------------
 
+    def _each(self, request, queryset, act):
+        ids = list(queryset.order_by("pk").values_list("pk", flat=True)[: MAX_ACTION_WORKFLOWS + 1])
+        if len(ids) > MAX_ACTION_WORKFLOWS:
+            self.message_user(
+                request, f"More than {MAX_ACTION_WORKFLOWS} workflows are selected; nothing was changed. Narrow the filter.", messages.ERROR,
+            )
+            return None
+        return [act(pk, user=request.user) for pk in ids]
+
     @admin.action(description="Retry selected workflows (their failed and cancelled jobs)", permissions=["change"])
     def retry_workflows(self, request, queryset):
-        done = [service.retry_workflow(pk, user=request.user) for pk in queryset.values_list("pk", flat=True)[:100]]
-        retried = sum(d["retried"] for d in done)
-        self.message_user(request, f"Retried {retried} job(s) in {len(done)} workflow(s).", messages.SUCCESS if retried else messages.WARNING)
+        done = self._each(request, queryset, service.retry_workflow)
+        if done is not None:
+            retried = sum(d["retried"] for d in done)
+            self.message_user(request, f"Retried {retried} job(s) in {len(done)} workflow(s).", messages.SUCCESS if retried else messages.WARNING)
 
     @admin.action(description="Cancel selected workflows (their pending, waiting and running jobs)", permissions=["change"])
     def cancel_workflows(self, request, queryset):
-        done = [service.cancel_workflow(pk, user=request.user) for pk in queryset.values_list("pk", flat=True)[:100]]
-        cancelled = sum(d["cancelled"] + d["cancel_requested"] for d in done)
-        self.message_user(request, f"Cancelled {cancelled} job(s) in {len(done)} workflow(s).", messages.SUCCESS if cancelled else messages.WARNING)
+        done = self._each(request, queryset, service.cancel_workflow)
+        if done is not None:
+            cancelled = sum(d["cancelled"] + d["cancel_requested"] for d in done)
+            self.message_user(request, f"Cancelled {cancelled} job(s) in {len(done)} workflow(s).", messages.SUCCESS if cancelled else messages.WARNING)
 
     # -- a workflow's page ---------------------------------------------------------
 
@@ -180,7 +194,7 @@ class WorkflowAdmin(SafeLookupsMixin, admin.ModelAdmin):
         svg, grouped = graph.render(
             jobs, edges,
             job_url=lambda pk: reverse("admin:scheduler_app_job_change", args=[pk], current_app=self.admin_site.name),
-            group_url=lambda task: f"{jobs_url}?workflow={obj.pk}&task={task}",
+            group_url=lambda task: f"{jobs_url}?{urlencode({'workflow': obj.pk, 'task': task})}",
             label=f"The jobs of workflow {obj.pk} and their dependencies",
         )
         can_change = self.has_change_permission(request, obj)

@@ -103,7 +103,8 @@ class TestPage:
         svg = the_svg(admin_client_.get(page_url(workflow)).content.decode())
         assert len(jobs) == graph.NODES_MAX
         assert svg.count('class="sched-node sched-node-') == 200
-        assert svg.count('class="sched-edge"') == 199
+        # 199 jobs side by side wrap onto lines in one frame; their 199 arrows into the chord's job are one, from the frame.
+        assert svg.count('class="sched-frame"') == 1 and svg.count('class="sched-edge"') == 1
 
     def test_beyond_200_jobs_the_jobs_of_a_row_with_one_task_are_one_node(self, admin_client_, set_status):
         workflow, jobs = wide_chord(240)
@@ -122,6 +123,23 @@ class TestPage:
         assert reverse("admin:scheduler_app_job_change", args=[jobs[-1].pk]) in listed
         assert reverse("admin:scheduler_app_job_change", args=[jobs[0].pk]) not in listed
         assert "more than 200" in html
+
+    def test_a_workflow_without_jobs_has_a_page(self, admin_client_):
+        workflow = Workflow.objects.create(name="empty")
+        html = admin_client_.get(page_url(workflow)).content.decode()
+        assert "This workflow has no jobs." in html and "0 / 0 done" in html
+        assert 'class="sched-graph"' not in html
+        assert graph.render([], [], str, str)[0].count("<svg") == 1  # and the graph of nothing is still well-formed
+
+    def test_odd_stored_rows_do_not_break_the_page(self, admin_client_, job_row):
+        workflow = Workflow.objects.create(name="odd", callbacks={"on_success": "not a spec", "on_finish": {"task": "<b>x</b>"}})
+        job_row(task="<script>alert(1)</script>", workflow=workflow)
+        job_row(status="failed", task="", workflow=workflow)
+        response = admin_client_.get(page_url(workflow))
+        html = response.content.decode()
+        assert response.status_code == 200 and "<script>alert" not in html and "&lt;b&gt;x&lt;/b&gt;" in html
+        assert the_svg(html).count('class="sched-node ') == 2
+        assert admin_client_.get(WORKFLOWS).status_code == 200
 
     def test_bad_ids_are_404(self, admin_client_):
         for bad in ("999999", "abc", "1\x00", "%00", "99999999999999999999", "-1"):
@@ -171,6 +189,16 @@ class TestActions:
         assert statuses(jobs) == ["cancelled", "cancelled"]
         admin_client_.post(WORKFLOWS, {"action": "retry_workflows", "_selected_action": [workflow.pk]})
         assert statuses(jobs) == ["pending", "waiting"]
+
+
+    def test_list_actions_refuse_more_workflows_than_they_take(self, admin_client_, monkeypatch):
+        from scheduler_app.admin import workflows as workflow_admin
+
+        monkeypatch.setattr(workflow_admin, "MAX_ACTION_WORKFLOWS", 1)
+        (first, jobs), (second, more) = chain_of(2), chain_of(2)
+        response = admin_client_.post(WORKFLOWS, {"action": "cancel_workflows", "_selected_action": [first.pk, second.pk]}, follow=True)
+        assert "More than 1 workflows are selected; nothing was changed." in response.content.decode()
+        assert statuses(jobs + more) == ["pending", "waiting"] * 2
 
 
 class TestPermissions:

@@ -30,8 +30,8 @@ def test_nodes_do_not_overlap_and_fit_the_drawing():
     jobs = [(i, A, "pending") for i in range(1, 21)] + [(21, B, "waiting")]
     edges = [(i, 21) for i in range(1, 21)]
     nodes, node_edges, grouped = graph.build_nodes(jobs, edges, url, group_url)
-    width, height = graph.place(nodes, node_edges)
-    assert not grouped and len(nodes) == 21
+    width, height, frames = graph.place(nodes, node_edges)
+    assert not grouped and len(nodes) == 21 and list(frames) == [0]  # 20 side by side: four lines
     boxes = {(n.x, n.y) for n in nodes}
     assert len(boxes) == 21  # every job has its own place
     assert all(0 <= n.x and n.x + graph.NODE_W <= width and n.y + graph.NODE_H <= height for n in nodes)
@@ -53,3 +53,21 @@ def test_past_200_jobs_a_long_chain_is_grouped_into_bands():
 def test_labels_and_links_are_escaped():
     svg, _ = graph.render([(1, "app.tasks.<b>", "failed")], [], lambda pk: '/x/?a=1&b="2"', group_url)
     assert "<b>" not in svg and "&lt;b&gt;" in svg and "&amp;b=&quot;2&quot;" in svg
+
+
+def test_a_fan_out_into_a_wrapped_row_is_one_arrow_to_its_frame_and_a_few_arrows_stay_arrows():
+    # 1 -> 2..15 (14 jobs: three lines) -> 16; and 2 -> 17 alone.
+    jobs = [(i, A, "pending") for i in range(1, 18)]
+    edges = [(1, i) for i in range(2, 16)] + [(i, 16) for i in range(2, 16)] + [(2, 17)]
+    svg, grouped = graph.render(jobs, edges, url, group_url)
+    assert not grouped
+    assert svg.count('class="sched-frame"') == 1
+    assert svg.count('class="sched-edge"') == 3  # into the frame, out of the frame, 2 -> 17
+
+
+def test_a_binary_tree_keeps_every_arrow():
+    jobs = [(i, A, "pending") for i in range(1, 32)]
+    edges = [(i // 2, i) for i in range(2, 32)]
+    svg, _ = graph.render(jobs, edges, url, group_url)
+    assert svg.count('class="sched-edge"') == 30
+    assert svg.count('class="sched-frame"') == 2  # the rows of 8 and 16 wrap
