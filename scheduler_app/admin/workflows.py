@@ -215,6 +215,7 @@ class WorkflowAdmin(SafeLookupsMixin, admin.ModelAdmin):
             "callbacks_at_html": when_html(obj.callbacks_enqueued_at),
             "total": len(jobs),
             "graph": svg,
+            "framed": 'class="sched-frame"' in svg,
             "grouped": grouped,
             "nodes_max": graph.NODES_MAX,
             "legend": [(s, status_label(s)) for s in JobStatus.values],

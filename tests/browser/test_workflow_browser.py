@@ -94,6 +94,21 @@ def test_the_graph_fits_800_and_1280_and_its_nodes_open_their_jobs(browser, live
     context.close()
 
 
+def test_200_jobs_are_200_readable_nodes(browser, live_server, superuser, screenshot_dir):
+    workflow, jobs = invoices_workflow(renders=197)  # 1 + 197 + 1 + 1 = 200 jobs, each its own node
+    for width in (800, 1280):
+        context, page = login(browser, live_server, width)
+        page.goto(f"/admin/scheduler_app/workflow/{workflow.pk}/change/")
+        nodes = page.locator("svg.sched-graph a.sched-node")
+        assert nodes.count() == 200
+        assert page.locator("svg.sched-graph .sched-frame").count() == 1  # the 197 side by side, framed
+        text = page.locator(f'svg.sched-graph a.sched-node[data-job="{jobs[1].pk}"] text').first.bounding_box()
+        assert text["height"] >= 8  # scaled down to the window, still legible
+        assert page.evaluate(OVERFLOW) == []
+        page.screenshot(path=screenshot_dir / f"workflow-200-{width}.png", full_page=width == 1280)
+        context.close()
+
+
 def test_a_grouped_graph_and_the_list(browser, live_server, superuser, screenshot_dir):
     workflow, jobs = invoices_workflow(renders=480)
     context, page = login(browser, live_server, 1280)
