@@ -27,6 +27,7 @@ from django.views.decorators.http import require_POST
 from .. import lifecycle, schedules
 from ..models import Dashboard, JobStatus, Schedule
 from ..observability import history, stats
+from ..observability import workflows as workflow_numbers
 from ..sql import readable
 from ..validation.fields import PROGRESS
 from .changelist import site_view
@@ -204,6 +205,7 @@ def dashboard_data(now=None, minutes=60):
         "failures": failures,
         "workers": workers,
         "workers_alive": sum(1 for w in workers if w["state"] == "alive"),
+        "workflows": workflow_numbers.dashboard_counts(),
     })
 
 

@@ -1,7 +1,7 @@
 """A job's place in a workflow, on its admin page and in the list's filters.
 
 ``DependenciesMixin`` adds to the job admin the fields that show a job's
-dependencies and dependents (linked, with their status badges, read by
+workflow (a link to its page), its dependencies and dependents (linked, with their status badges, read by
 ``stats.job_links``), and ``DependencyFilter`` the list filter "waiting on
 dependencies" (and the jobs that have dependencies or dependents).
 """
@@ -10,13 +10,13 @@ from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from ..models import JobStatus
+from ..models import JobStatus, Workflow
 from ..observability import stats
 from ..vocabulary.bounds import DEPENDENTS_SHOWN
 from .formatting import status_badge
 
 # The job page's "Workflow" fieldset.
-WORKFLOW_FIELDS = ["depends_on_display", "dependents_display", "dependencies_left", "on_dependency_failure", "snoozes"]
+WORKFLOW_FIELDS = ["workflow_display", "depends_on_display", "dependents_display", "dependencies_left", "on_dependency_failure", "snoozes"]
 
 
 class DependencyFilter(admin.SimpleListFilter):
@@ -55,6 +55,16 @@ class DependenciesMixin:
 
     def lookup_allowed(self, lookup, value, request=None):
         return lookup == "depends_on" or super().lookup_allowed(lookup, value, request)
+
+    @admin.display(description="workflow")
+    def workflow_display(self, obj):
+        if obj.workflow_id is None:
+            return "–"
+        workflow = Workflow.objects.filter(pk=obj.workflow_id).only("name", "status").first()
+        if workflow is None:
+            return f"#{obj.workflow_id}"
+        url = reverse("admin:scheduler_app_workflow_change", args=[workflow.pk])
+        return format_html('<a href="{}">{}</a>', url, workflow.name or f"Workflow #{workflow.pk}")
 
     @admin.display(description="depends on")
     def depends_on_display(self, obj):

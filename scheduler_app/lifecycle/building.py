@@ -143,22 +143,11 @@ def build_job(
                           expires_in, expires_at, now)
     errors.raise_if_any()
     job = new_job(
-        task=registry.name_of(task_obj),
-        args=args,
-        kwargs=kwargs,
-        queue=values["queue"],
-        priority=values["priority"],
-        execute_at=execute_at,
-        max_attempts=values["max_attempts"],
-        timeout=values["timeout"],
-        unique_key=unique_key,
-        created_by_id=getattr(created_by, "pk", created_by),
-        schedule_id=getattr(schedule, "pk", schedule),
-        created_at=now,
-        updated_at=now,
-        on_dependency_failure=on_dependency_failure,
-        has_dependencies=bool(depends_on), pass_results=pass_results, **_membership(workflow),
-        **admitted,
+        task=registry.name_of(task_obj), args=args, kwargs=kwargs, execute_at=execute_at, unique_key=unique_key,
+        **{field: values[field] for field in ("queue", "priority", "max_attempts", "timeout")},
+        created_by_id=getattr(created_by, "pk", created_by), schedule_id=getattr(schedule, "pk", schedule),
+        created_at=now, updated_at=now, on_dependency_failure=on_dependency_failure,
+        has_dependencies=bool(depends_on), pass_results=pass_results, **_membership(workflow), **admitted,
     )
     if created_by is not None and not isinstance(created_by, int):
         job.created_by = created_by  # the instance, cached as Job(created_by=...) would

@@ -100,7 +100,7 @@ class TestMounting:
         app = html[html.index('class="app-scheduler_app module'):]
         app = app[: app.index("</table>")]
         models = re.findall(r'<tr class="model-(\w+)', app)
-        assert models[0] == "dashboard" and set(models) == {"dashboard", "job", "queue", "schedule", "worker"}
+        assert models[0] == "dashboard" and set(models) == {"dashboard", "job", "queue", "schedule", "worker", "workflow"}
         assert "/admin/scheduler_app/dashboard/add/" not in html
 
 
@@ -215,8 +215,8 @@ class TestData:
                 job_row(status)
         Worker.objects.bulk_create(Worker(id=f"w{i}", hostname="h", pid=i) for i in range(5))
         # Two session/user queries, then a fixed set of stats queries (the
-        # history's three and the task table's one among them).
-        assert count() == few <= 19
+        # history's three, the task table's one and the workflows' two among them).
+        assert count() == few <= 21
 
 
 class TestQueues:

@@ -1,0 +1,285 @@
+"""The workflow admin: the list (status, progress, counts by status), and a workflow's page with its graph.
+
+A workflow's page is a view of its own (``workflow_view``, at the change
+URL): its status and progress derived from its jobs, its callbacks, the
+graph as one inline <svg> (``graph.render``), and the retry and cancel
+buttons, which POST (with the CSRF token) to ``retry/`` and ``cancel/``;
+those need ``change_workflow`` and call ``lifecycle.workflows``. Workflows
+are made by code and the API, never added or deleted here.
+"""
+
+from functools import partial
+from urllib.parse import urlencode
+
+from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.decorators import method_decorator
+from django.utils.html import format_html, format_html_join
+from django.views.decorators.http import require_POST
+from django.views.generic import RedirectView
+
+from ..lifecycle import workflows as service
+from ..lifecycle.states import InvalidTransition
+from ..models import ACTIVE_STATUSES, FINISHED_STATUSES, JobStatus, Workflow
+from ..observability import workflows as numbers
+from . import graph
+from .changelist import CappedCountPaginator, site_view
+from .formatting import status_badge, status_label, when_html
+from .lookups import SafeLookupsMixin
+
+RETRYABLE_STATUSES = (JobStatus.FAILED, JobStatus.CANCELLED)
+
+
+def _tally(pk):
+    workflow = Workflow.objects.get(pk=pk)
+    return workflow, dict.fromkeys(JobStatus.values, 0) | service.counts([workflow])[pk]
+
+
+def retry(pk, user=None):
+    """Retry a workflow through the service; return what changed: ``{"retried", "skipped", "status"}``."""
+    _, before = _tally(pk)
+    try:
+        service.retry_workflow(pk)
+    except InvalidTransition as refusal:
+        _, after = _tally(pk)
+        left = sum(after.get(s, 0) for s in RETRYABLE_STATUSES)
+        return {"retried": 0, "skipped": left, "status": service.derive_status(after), "refusal": str(refusal)}
+    _, after = _tally(pk)
+    was = sum(before.get(s, 0) for s in RETRYABLE_STATUSES)
+    left = sum(after.get(s, 0) for s in RETRYABLE_STATUSES)
+    return {"retried": was - left, "skipped": left, "status": service.derive_status(after)}
+
+
+def cancel(pk, user=None):
+    """Cancel a workflow through the service; return ``{"cancelled", "cancel_requested", "status"}``."""
+    _, before = _tally(pk)
+    service.cancel_workflow(pk)
+    workflow, after = _tally(pk)
+    asked = service.members(workflow).filter(status=JobStatus.RUNNING, cancel_requested=True).count()
+    cancelled = after.get(JobStatus.CANCELLED, 0) - before.get(JobStatus.CANCELLED, 0)
+    return {"cancelled": cancelled, "cancel_requested": asked, "status": service.derive_status(after)}
+
+RETRYABLE = (JobStatus.FAILED, JobStatus.CANCELLED)
+# The list's actions work workflow by workflow (each in its own transaction); past this many, narrow the filter.
+MAX_ACTION_WORKFLOWS = 100
+
+
+def counts_html(counts):
+    """Return the non-zero job counts as badges: '3 Succeeded 1 Failed'."""
+    shown = [(s, n) for s, n in counts.items() if n]
+    if not shown:
+        return "no jobs"
+    return format_html_join(" ", "{}", ((status_badge(s, extra=f" {n}"),) for s, n in shown))
+
+
+def progress_html(counts):
+    """Return '<progress> 7 / 10 done': ended jobs of all jobs."""
+    total = sum(counts.values())
+    done = sum(counts[s] for s in FINISHED_STATUSES)
+    return format_html(
+        '<span class="sched-wf-progress"><progress max="{}" value="{}"></progress> {} / {} done</span>',
+        total or 1, done, done, total,
+    )
+
+
+def callbacks_html(callbacks):
+    """Return the callbacks a workflow enqueues when it ends: 'on_success: module.task'."""
+    if not isinstance(callbacks, dict) or not callbacks:
+        return "–"
+    rows = []
+    for name in ("on_success", "on_failure", "on_finish"):
+        spec = callbacks.get(name)
+        if spec:
+            task = spec.get("task", "?") if isinstance(spec, dict) else "?"
+            rows.append((name, str(task)))
+    return format_html_join(" · ", "{}: <code>{}</code>", rows) if rows else "–"
+
+
+@admin.register(Workflow)
+class WorkflowAdmin(SafeLookupsMixin, admin.ModelAdmin):
+    list_display = ["id", "name_display", "status_display", "progress_display", "counts_display", "created_display", "finished_display"]
+    list_display_links = ["id", "name_display"]
+    list_filter = ["status"]
+    search_fields = ["name"]  # and a number (or #number): the workflow id
+    search_help_text = "A workflow id (e.g. 42 or #42) or part of its name."
+    list_per_page = 50
+    show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER
+    paginator = CappedCountPaginator
+    actions = ["retry_workflows", "cancel_workflows"]
+
+    class Media:
+        css = {"all": ["scheduler_app/css/admin.css", "scheduler_app/css/workflows.css"]}
+
+    def get_urls(self):
+        wrap = partial(site_view, self)
+        app, model = self.opts.app_label, self.opts.model_name
+        return [
+            path("", wrap(self.changelist_view), name=f"{app}_{model}_changelist"),
+            path("<path:object_id>/retry/", wrap(self.retry_view), name=f"{app}_{model}_retry"),
+            path("<path:object_id>/cancel/", wrap(self.cancel_view), name=f"{app}_{model}_cancel"),
+            path("<path:object_id>/change/", wrap(self.workflow_view), name=f"{app}_{model}_change"),
+            path("<path:object_id>/", wrap(RedirectView.as_view(pattern_name=f"admin:{app}_{model}_change", permanent=False))),
+        ]
+
+    def has_add_permission(self, request):
+        return False  # made by code (chain, group, chord, a Workflow block) and by POST /api/workflows/
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    # -- the list -------------------------------------------------------------
+
+    def get_search_results(self, request, queryset, search_term):
+        term = search_term.strip().lstrip("#")
+        if term.isdigit():
+            return queryset.filter(pk=int(term)), False
+        return super().get_search_results(request, queryset, search_term)
+
+    def changelist_view(self, request, extra_context=None):
+        return super().changelist_view(request, {"title": "Workflows", **(extra_context or {})})
+
+    def get_changelist_instance(self, request):
+        cl = super().get_changelist_instance(request)
+        rows = list(cl.result_list)  # the page's rows (cached), with their jobs' counts: one query per page
+        derived = numbers.statuses(rows)
+        for obj in rows:
+            obj.derived = derived[obj.pk]
+        return cl
+
+    def _derived(self, obj):
+        if not hasattr(obj, "derived"):
+            obj.derived = numbers.statuses([obj])[obj.pk]
+        return obj.derived
+
+    @admin.display(description="name", ordering="name")
+    def name_display(self, obj):
+        return obj.name or f"Workflow #{obj.pk}"
+
+    @admin.display(description="status", ordering="status")
+    def status_display(self, obj):
+        return status_badge(self._derived(obj)[0])
+
+    @admin.display(description="progress")
+    def progress_display(self, obj):
+        return progress_html(self._derived(obj)[1])
+
+    @admin.display(description="jobs")
+    def counts_display(self, obj):
+        return counts_html(self._derived(obj)[1])
+
+    @admin.display(description="created", ordering="created_at")
+    def created_display(self, obj):
+        return when_html(obj.created_at)
+
+    @admin.display(description="finished", ordering="finished_at")
+    def finished_display(self, obj):
+        return when_html(obj.finished_at)
+
+    # -- actions: the service, for each selected workflow -------------------------
+
+    def _each(self, request, queryset, act):
+        ids = list(queryset.order_by("pk").values_list("pk", flat=True)[: MAX_ACTION_WORKFLOWS + 1])
+        if len(ids) > MAX_ACTION_WORKFLOWS:
+            self.message_user(
+                request, f"More than {MAX_ACTION_WORKFLOWS} workflows are selected; nothing was changed. Narrow the filter.", messages.ERROR,
+            )
+            return None
+        return [act(pk, user=request.user) for pk in ids]
+
+    @admin.action(description="Retry selected workflows (their failed and cancelled jobs)", permissions=["change"])
+    def retry_workflows(self, request, queryset):
+        done = self._each(request, queryset, retry)
+        if done is not None:
+            retried = sum(d["retried"] for d in done)
+            self.message_user(request, f"Retried {retried} job(s) in {len(done)} workflow(s).", messages.SUCCESS if retried else messages.WARNING)
+
+    @admin.action(description="Cancel selected workflows (their pending, waiting and running jobs)", permissions=["change"])
+    def cancel_workflows(self, request, queryset):
+        done = self._each(request, queryset, cancel)
+        if done is not None:
+            cancelled = sum(d["cancelled"] + d["cancel_requested"] for d in done)
+            self.message_user(request, f"Cancelled {cancelled} job(s) in {len(done)} workflow(s).", messages.SUCCESS if cancelled else messages.WARNING)
+
+    # -- a workflow's page ---------------------------------------------------------
+
+    def _workflow_or_404(self, request, object_id):
+        obj = self.get_object(request, unquote(object_id))
+        if obj is None:
+            raise Http404("No workflow has this id.")
+        return obj
+
+    def workflow_view(self, request, object_id, form_url="", extra_context=None):
+        """Render a workflow's page: details, progress, the graph, retry and cancel."""
+        obj = self._workflow_or_404(request, object_id)
+        if not self.has_view_or_change_permission(request, obj):
+            raise PermissionDenied
+        jobs, edges = numbers.graph(obj.pk)
+        counts = dict.fromkeys(JobStatus.values, 0)
+        for _, _, status in jobs:
+            counts[status] = counts.get(status, 0) + 1
+        status = service.statuses([obj])[obj.pk]
+        jobs_url = reverse("admin:scheduler_app_job_changelist", current_app=self.admin_site.name)
+        svg, grouped = graph.render(
+            jobs, edges,
+            job_url=lambda pk: reverse("admin:scheduler_app_job_change", args=[pk], current_app=self.admin_site.name),
+            group_url=lambda task: f"{jobs_url}?{urlencode({'workflow': obj.pk, 'task': task})}",
+            label=f"The jobs of workflow {obj.pk} and their dependencies",
+        )
+        can_change = self.has_change_permission(request, obj)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": str(obj.name or f"Workflow #{obj.pk}"),
+            "subtitle": None,
+            "opts": self.opts,
+            "original": obj,
+            "status": status,
+            "status_html": status_badge(status),
+            "stored_status": status_label(obj.status),
+            "counts_html": counts_html(counts),
+            "progress_html": progress_html(counts),
+            "callbacks_html": callbacks_html(obj.callbacks),
+            "created_html": when_html(obj.created_at),
+            "finished_html": when_html(obj.finished_at),
+            "callbacks_at_html": when_html(obj.callbacks_enqueued_at),
+            "total": len(jobs),
+            "graph": svg,
+            "framed": 'class="sched-frame"' in svg,
+            "grouped": grouped,
+            "nodes_max": graph.NODES_MAX,
+            "legend": [(s, status_label(s)) for s in JobStatus.values],
+            "jobs_url": f"{jobs_url}?workflow={obj.pk}",
+            "can_retry": can_change and any(counts[s] for s in RETRYABLE),
+            "can_cancel": can_change and any(counts[s] for s in ACTIVE_STATUSES),
+            **(extra_context or {}),
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, "admin/scheduler_app/workflow/detail.html", context)
+
+    def _act(self, request, object_id, act, describe):
+        obj = self._workflow_or_404(request, object_id)
+        if not self.has_change_permission(request, obj):
+            raise PermissionDenied
+        outcome = act(obj, user=request.user)
+        self.message_user(request, describe(outcome), messages.SUCCESS)
+        return HttpResponseRedirect(reverse("admin:scheduler_app_workflow_change", args=[obj.pk], current_app=self.admin_site.name))
+
+    @method_decorator(require_POST)
+    def retry_view(self, request, object_id):
+        """Retry the workflow's failed and cancelled jobs (their dependents come back waiting)."""
+        return self._act(
+            request, object_id, lambda obj, user: retry(obj.pk, user),
+            lambda o: f"Retried {o['retried']} job(s); skipped {o['skipped']}. The workflow is {o['status']}.",
+        )
+
+    @method_decorator(require_POST)
+    def cancel_view(self, request, object_id):
+        """Cancel the workflow's pending and waiting jobs, and ask its running ones to stop."""
+        return self._act(
+            request, object_id, lambda obj, user: cancel(obj.pk, user),
+            lambda o: f"Cancelled {o['cancelled']} job(s), asked {o['cancel_requested']} running job(s) to stop. The workflow is {o['status']}.",
+        )
