@@ -160,16 +160,25 @@ SCHEDULER = {
 # show at DEBUG, and from WARNING up (a failed task's line is an ERROR).
 log_level = os.environ.get("SCHEDULER_LOG_LEVEL", "INFO").upper()
 tasks_log_level = log_level if log_level in ("DEBUG", "WARNING", "ERROR", "CRITICAL") else "WARNING"
+# The console stays readable (project/console.py): the dev server leaves out
+# the admin's polling and static files, the console the demo tasks' own lines.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    "filters": {
+        "quiet_polling": {"()": "project.console.QuietPolling"},
+        "no_demo_chatter": {"()": "project.console.NoDemoChatter"},
+    },
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "django.server": {"()": "django.utils.log.ServerFormatter", "format": "[{server_time}] {message}", "style": "{"},
     },
     "handlers": {
-        "console": {"class": "logging.StreamHandler", "formatter": "plain"},
+        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["no_demo_chatter"]},
+        "django.server": {"class": "logging.StreamHandler", "formatter": "django.server", "filters": ["quiet_polling"]},
     },
     "loggers": {
+        "django.server": {"handlers": ["django.server"], "level": "INFO", "propagate": False},
         "scheduler_app": {
             "handlers": ["console"],
             "level": log_level,

@@ -3,9 +3,6 @@ from django.contrib.auth import get_user_model
 
 from tests.plumbing import ADD, grant, token_client
 
-# What a project gets from the installed package's pytest11 entry point.
-pytest_plugins = ["scheduler_app.testing.pytest_plugin"]
-
 
 @pytest.fixture(autouse=True, scope="session")
 def _flush_with_delete_on_postgresql():

@@ -22,22 +22,22 @@ class Scheduler:
         self.using = using
 
     def drain(self, queue=None, **options):
-        from . import drain
+        from .helpers import drain
 
         return drain(queue, using=self.using, **options)
 
     def enqueued(self, task=None, **filters):
-        from . import enqueued
+        from .helpers import enqueued
 
         return enqueued(task, using=self.using, **filters)
 
     def assert_enqueued(self, task=None, **filters):
-        from . import assert_enqueued
+        from .helpers import assert_enqueued
 
         return assert_enqueued(task, using=self.using, **filters)
 
     def refute_enqueued(self, task=None, **filters):
-        from . import refute_enqueued
+        from .helpers import refute_enqueued
 
         return refute_enqueued(task, using=self.using, **filters)
 
@@ -48,3 +48,19 @@ def scheduler(request):
     if "transactional_db" not in request.fixturenames and "live_server" not in request.fixturenames:
         request.getfixturevalue("db")
     return Scheduler()
+
+
+def pytest_collection_modifyitems(items):
+    """Mark a test that asks for ``scheduler`` but no database fixture ``django_db``.
+
+    pytest-django sets up the test database only for the tests it can see
+    need one, from their marks and fixtures; ``scheduler`` asks for ``db``
+    while the test runs, which it cannot see. A test file with nothing but
+    ``scheduler`` then ran against the project's own database (make run's
+    demo jobs were in it).
+    """
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        if "scheduler" in names and item.get_closest_marker("django_db") is None:
+            if not {"db", "transactional_db", "live_server"} & set(names):
+                item.add_marker(pytest.mark.django_db)

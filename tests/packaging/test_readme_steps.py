@@ -20,12 +20,13 @@ def test_the_steps_are_the_ones_the_fresh_project_test_follows_in_order():
         ("append", "mysite/urls.py"),
         ("write", "billing/tasks.py"),
         ("write", "billing/tests.py"),
+        ("write", "billing/test_charge.py"),
     ]
     commands = [s[1] for s in found if s[0] == "run"]
     assert commands[0].startswith("pip wheel") and readme.CHECKOUT in commands[0]
     assert commands[1].startswith("pip install dist/")
     assert "django-admin startapp billing" in commands
-    order = ["migrate", "createsuperuser", "charge.enqueue", "rundispatcher", "manage.py test billing"]
+    order = ["migrate", "createsuperuser", "charge.enqueue", "rundispatcher", "manage.py test billing", "pytest --ds"]
     positions = [next(i for i, c in enumerate(commands) if word in c) for word in order]
     assert positions == sorted(positions)
     assert f"`{readme.START_PROJECT}`" in README

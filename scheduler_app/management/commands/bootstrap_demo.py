@@ -26,13 +26,13 @@ class Command(BaseCommand):
                 User.objects.create_superuser("admin", "admin@localhost", password)
                 self.stdout.write(
                     self.style.SUCCESS(
-                        f"Created staff user 'admin' with password '{password}' "
-                        "(shown once; change it in the admin)."
+                        f"Log in as admin, password {password} "
+                        "(made now and shown once; change it in the admin)."
                     )
                 )
             else:
                 self.stdout.write(
-                    "No staff user exists; create one with `manage.py createsuperuser`."
+                    "No staff user exists; create one with `python manage.py createsuperuser`."
                 )
         if Job.objects.exists():
             return
