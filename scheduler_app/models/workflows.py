@@ -10,6 +10,7 @@ still empty. State changes live in ``scheduler_app.lifecycle``.
 
 import sys
 from contextvars import ContextVar
+from datetime import datetime
 
 from django.conf import settings
 from django.db import models, transaction
@@ -18,6 +19,7 @@ from django.utils import timezone
 
 from ..signals import workflow_closed
 from ..sql.readable import json_reader as stored_json
+from ..validation.workflows import WORKFLOW_NAME
 from ..vocabulary.bounds import WORKFLOW_NAME_MAX
 
 
@@ -90,10 +92,14 @@ class Workflow(models.Model):
         given = {"on_success": on_success, "on_failure": on_failure, "on_finish": on_finish}
         for name, callback in given.items():
             if callback is not None:
-                self.callbacks = {**self.callbacks, name: callback.spec() if hasattr(callback, "spec") else dict(callback)}
+                spec = callback.spec() if hasattr(callback, "spec") else dict(callback)
+                # Stored as JSON: a time as ISO 8601 text (``lifecycle.workflows.callback_spec`` reads it back).
+                spec = {k: v.isoformat() if isinstance(v, datetime) else v for k, v in spec.items()}
+                self.callbacks = {**self.callbacks, name: spec}
         self._using = using
 
     def __enter__(self):
+        WORKFLOW_NAME.check(self.name)
         self._atomic = transaction.atomic(using=self._using or "default")
         self._atomic.__enter__()
         try:
