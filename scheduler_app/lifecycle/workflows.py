@@ -277,9 +277,9 @@ def retry_workflow(workflow_id, *, now=None, using="default"):
             Workflow.objects.using(using).filter(pk=workflow_id).update(callbacks_enqueued_at=None)
             return refresh(workflow_id, now=now, using=using)
     except IntegrityError:
-        raise InvalidTransition(
-            workflow_id, "", "retry", "another pending, waiting or running job holds a unique_key of its jobs."
-        ) from None
+        refused = InvalidTransition(workflow_id, "", "retry")
+        refused.args = (f"Cannot retry workflow {workflow_id}: another active job holds a unique_key of its jobs.",)
+        raise refused from None
 
 
 def _dependencies_left(chosen, using):
