@@ -46,6 +46,8 @@ class Node:
         """
         current = current_workflow()
         if current is not None:
+            if name or on_success or on_failure or on_finish:
+                raise TypeError("Inside a `with Workflow(...)` block the block's name and callbacks apply; give them there.")
             enqueue_many(self.specs(), created_by=created_by, using=using)
             return current
         callbacks = {"on_success": on_success, "on_failure": on_failure, "on_finish": on_finish}
