@@ -40,6 +40,8 @@ class Command(SchedulerCommand):
                             help="Ids of jobs that must succeed first.")
         parser.add_argument("--on-dependency-failure", type=arguments.rule(ON_DEPENDENCY_FAILURE),
                             help='"cancel" (default) or "run".')
+        parser.add_argument("--pass-results", action="store_true",
+                            help="Receive the dependencies' results as the first argument (one: itself; several: a list).")
 
     def handle(self, *args, **options):
         try:
@@ -57,6 +59,7 @@ class Command(SchedulerCommand):
                 unique_for=options["unique_for"],
                 depends_on=options["depends_on"],
                 on_dependency_failure=options["on_dependency_failure"],
+                pass_results=options["pass_results"],
             )
         except ValidationError as exc:
             raise CommandError(lifecycle.error_text(exc), returncode=2) from None
