@@ -254,3 +254,17 @@ def test_two_finishes_ending_the_last_two_jobs_at_once_enqueue_the_callbacks_onc
         assert sorted(e["callback"] for e in wf.callbacks["enqueued"]) == ["on_finish", "on_success"], round_
         assert Job.objects.filter(workflow=wf, task=ECHO).count() == 2, round_
         drain()
+
+
+def test_a_job_lost_with_its_dispatcher_ends_the_workflow_through_the_rescue():
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    wf = chain(step(add, 1, 2).using(max_attempts=1), step(double)).enqueue(on_failure=step(echo, "lost"))
+    [claimed] = lifecycle.claim("gone", queues=["default"], limit=1, lease=1)
+    assert lifecycle.rescue_expired(now=timezone.now() + timedelta(seconds=30)) == 1
+    wf.refresh_from_db()
+    assert wf.status == "failed"
+    assert list(members(wf).order_by("pk").values_list("status", flat=True)) == ["failed", "cancelled"]
+    assert list(callback_jobs(wf)) == ["on_failure"]
