@@ -63,8 +63,7 @@ def derive_status(counts):
 
 def callback_ids(workflow):
     """Return the ids of the jobs enqueued as ``workflow``'s callbacks."""
-    entries = (workflow.callbacks or {}).get("enqueued") if isinstance(workflow.callbacks, dict) else None
-    return [e["job"] for e in entries or () if isinstance(e, dict) and isinstance(e.get("job"), int)]
+    return workflow.callback_job_ids()
 
 
 def members(workflow, *, using="default"):

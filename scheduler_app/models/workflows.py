@@ -120,5 +120,16 @@ class Workflow(models.Model):
                 raise
         return self._atomic.__exit__(kind, value, traceback)
 
+    def callback_job_ids(self):
+        """Return the ids of the jobs enqueued for its callbacks (they belong to it, but its status is not theirs)."""
+        entries = self.callbacks.get("enqueued") if isinstance(self.callbacks, dict) else None
+        return [e["job"] for e in entries or () if isinstance(e, dict) and isinstance(e.get("job"), int)]
+
+    @property
+    def results(self):
+        """Return ``{job id: result}`` of its jobs that succeeded (the stored JSON values), in creation order."""
+        done = self.jobs.filter(status="succeeded").exclude(pk__in=self.callback_job_ids()).order_by("pk")
+        return dict(done.values_list("pk", "result"))
+
     def __str__(self):
         return f"Workflow #{self.pk} {self.name or ''} ({self.status})".replace("  ", " ")

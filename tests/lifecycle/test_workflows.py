@@ -40,6 +40,7 @@ def test_a_chain_passes_each_result_to_the_next_step_first():
     assert wf.pk and wf.name == "sums" and wf.status == "pending"
     assert drain() == {"succeeded": 3, "failed": 0, "cancelled": 0, "snoozed": 0}
     assert results(wf) == [3, 13, 26]
+    assert list(wf.results.values()) == [3, 13, 26] and list(wf.results) == [j.pk for j in members(wf).order_by("pk")]
     wf.refresh_from_db()
     assert wf.status == "succeeded" and wf.finished_at is not None
 
