@@ -22,6 +22,7 @@ ENDPOINTS = {
     "workers": "scheduler_api:worker-list",
     "queues": "scheduler_api:queue-list",
     "schedules": "scheduler_api:schedule-list",
+    "workflows": "scheduler_api:workflow-list",
     "stats": "scheduler_api:stats",
     "history": "scheduler_api:history",
     "schema": "scheduler_api:schema",

@@ -31,6 +31,8 @@ from ..validation.fields import (
     UNIQUE_KEY,
 )
 from ..validation.admission import CONCURRENCY_KEY, EXPIRES_AT, EXPIRES_IN, JOB_CONCURRENCY_LIMIT
+
+from ..validation.workflows import PASS_RESULTS
 from ..vocabulary import bounds as limits
 from . import previews
 from .fields import (
@@ -226,6 +228,9 @@ class JobCreateSerializer(StrictKeysMixin, PresentKeysMixin, serializers.Seriali
     on_dependency_failure = RuleField(
         ON_DEPENDENCY_FAILURE,
         help_text='When a dependency fails or is cancelled: "cancel" this job too (default), or "run" it anyway.',
+    )
+    pass_results = RuleField(
+        PASS_RESULTS, help_text="Receive the dependencies' results as the first argument (one: itself; several: a list)."
     )
 
     concurrency_key = RuleField(

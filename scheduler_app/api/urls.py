@@ -7,7 +7,7 @@ in JSON (404) rather than with Django's HTML page.
 from django.urls import path, re_path
 from rest_framework.routers import SimpleRouter
 
-from . import observability, root, schedules, views
+from . import observability, root, schedules, views, workflows
 
 app_name = "scheduler_api"
 
@@ -17,6 +17,7 @@ router.register("tasks", views.TaskViewSet, basename="task")
 router.register("workers", views.WorkerViewSet, basename="worker")
 router.register("queues", views.QueueViewSet, basename="queue")
 router.register("schedules", schedules.ScheduleViewSet, basename="schedule")
+router.register("workflows", workflows.WorkflowViewSet, basename="workflow")
 
 
 urlpatterns = [

@@ -95,7 +95,10 @@ def retry(job_id, *, now=None, using="default"):
     with dependencies waits again for those that have not succeeded. Raise
     InvalidTransition when the job is not failed or cancelled, when another
     active job now holds its unique_key, or when a dependency failed or was
-    cancelled (retry that one first).
+    cancelled (retry that one first). A job of a workflow brings the
+    workflow's status up to date; its callbacks, if they ran, do not run
+    again (``workflows.retry_workflow`` retries a workflow as a whole, and
+    they run again when it ends again).
     """
     now = now or timezone.now()
     jobs = Job.objects.using(using).filter(pk=job_id)

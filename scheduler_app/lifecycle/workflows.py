@@ -32,7 +32,7 @@ from ..validation.fields import EXECUTE_AT
 from .actions import cancel_many
 from .announce import announce
 from .building import build_job
-from .creation import enqueue_many
+from .creation import enqueue_many, enqueue_many_created
 from .dependencies import pass_results
 from .states import InvalidTransition
 
@@ -63,8 +63,7 @@ def derive_status(counts):
 
 def callback_ids(workflow):
     """Return the ids of the jobs enqueued as ``workflow``'s callbacks."""
-    entries = (workflow.callbacks or {}).get("enqueued") if isinstance(workflow.callbacks, dict) else None
-    return [e["job"] for e in entries or () if isinstance(e, dict) and isinstance(e.get("job"), int)]
+    return workflow.callback_job_ids()
 
 
 def members(workflow, *, using="default"):
@@ -113,14 +112,20 @@ def refresh(workflow_id, *, now=None, using="default"):
     """Store a workflow's status; enqueue its callbacks if its last job ended and nobody did yet. Return the workflow.
 
     Runs in the transaction that changed its jobs (after their rows were
-    written: jobs first, then the workflow, in every path).
+    written: jobs first, then the workflow, in every path). A running
+    workflow with a job still active is left as it is after one indexed
+    lookup (``job_workflow_active_idx``), so a finish costs the same in a
+    workflow of ten jobs or of ten thousand; its jobs are counted when it
+    starts and when it ends.
     """
     now = now or timezone.now()
     with transaction.atomic(using=using):
         workflow = Workflow.objects.using(using).select_for_update().filter(pk=workflow_id).first()
         if workflow is None:
             return None
-        # A statement of its own, after the lock: it sees every ending committed before.
+        # Statements of their own, after the lock: they see every ending committed before.
+        if workflow.status == WorkflowStatus.RUNNING and _any_active(workflow, using):
+            return workflow
         status = statuses([workflow], using=using)[workflow.pk]
         ended = status in ENDED
         changes = {"status": status, "updated_at": now, "finished_at": now if ended else None}
@@ -135,6 +140,10 @@ def refresh(workflow_id, *, now=None, using="default"):
                 workflow.callbacks_enqueued_at = now
                 _enqueue_callbacks(workflow, status, using)
     return workflow
+
+
+def _any_active(workflow, using):
+    return members(workflow, using=using).filter(status__in=ACTIVE).exists()
 
 
 def due_callbacks(status):
@@ -208,6 +217,22 @@ def closed(sender, workflow, using, **kwargs):
     refresh(workflow.pk, using=using)
 
 
+def create_workflow(specs, *, name="", callbacks=None, created_by=None, max_size=None, using="default"):
+    """Create a workflow of the jobs ``specs`` (``enqueue_many``'s) in one transaction; return ``(workflow, jobs)``.
+
+    ``callbacks`` maps ``on_success``, ``on_failure``, ``on_finish`` to job
+    specs (or steps). Raise ValidationError: ``{"name": ...}``, ``{callback: [...]}``;
+    BulkValidationError for the jobs.
+    """
+    callbacks = {k: v for k, v in (callbacks or {}).items() if v is not None}
+    workflow = Workflow(
+        name=name, created_by_id=getattr(created_by, "pk", created_by), using=using, **callbacks
+    )
+    with workflow:
+        jobs = [job for job, _ in enqueue_many_created(specs, created_by=created_by, max_size=max_size, using=using)]
+    return workflow, jobs
+
+
 def workflow_of(job_id, *, using="default"):
     """Return the id of the workflow job ``job_id`` belongs to, or None."""
     return Job.objects.using(using).filter(pk=job_id).values_list("workflow_id", flat=True).first()
@@ -251,9 +276,9 @@ def retry_workflow(workflow_id, *, now=None, using="default"):
             Workflow.objects.using(using).filter(pk=workflow_id).update(callbacks_enqueued_at=None)
             return refresh(workflow_id, now=now, using=using)
     except IntegrityError:
-        raise InvalidTransition(
-            workflow_id, "", "retry", "another pending, waiting or running job holds a unique_key of its jobs."
-        ) from None
+        refused = InvalidTransition(workflow_id, "", "retry")
+        refused.args = (f"Cannot retry workflow {workflow_id}: another active job holds a unique_key of its jobs.",)
+        raise refused from None
 
 
 def _dependencies_left(chosen, using):

@@ -257,6 +257,12 @@ class Job(models.Model):
                 condition=Q(workflow__isnull=False),
                 name="job_workflow_idx",
             ),
+            # A finish in a workflow asks whether any of its jobs is still active.
+            models.Index(
+                fields=["workflow"],
+                condition=Q(workflow__isnull=False, status__in=["pending", "waiting", "running"]),
+                name="job_workflow_active_idx",
+            ),
             models.Index(
                 fields=["concurrency_key"],
                 condition=Q(concurrency_key__isnull=False, status=JobStatus.RUNNING),

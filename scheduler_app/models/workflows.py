@@ -10,6 +10,7 @@ still empty. State changes live in ``scheduler_app.lifecycle``.
 
 import sys
 from contextvars import ContextVar
+from datetime import datetime
 
 from django.conf import settings
 from django.db import models, transaction
@@ -18,6 +19,7 @@ from django.utils import timezone
 
 from ..signals import workflow_closed
 from ..sql.readable import json_reader as stored_json
+from ..validation.workflows import WORKFLOW_NAME
 from ..vocabulary.bounds import WORKFLOW_NAME_MAX
 
 
@@ -90,10 +92,14 @@ class Workflow(models.Model):
         given = {"on_success": on_success, "on_failure": on_failure, "on_finish": on_finish}
         for name, callback in given.items():
             if callback is not None:
-                self.callbacks = {**self.callbacks, name: callback.spec() if hasattr(callback, "spec") else dict(callback)}
+                spec = callback.spec() if hasattr(callback, "spec") else dict(callback)
+                # Stored as JSON: a time as ISO 8601 text (``lifecycle.workflows.callback_spec`` reads it back).
+                spec = {k: v.isoformat() if isinstance(v, datetime) else v for k, v in spec.items()}
+                self.callbacks = {**self.callbacks, name: spec}
         self._using = using
 
     def __enter__(self):
+        WORKFLOW_NAME.check(self.name)
         self._atomic = transaction.atomic(using=self._using or "default")
         self._atomic.__enter__()
         try:
@@ -113,6 +119,17 @@ class Workflow(models.Model):
                 self._atomic.__exit__(*sys.exc_info())
                 raise
         return self._atomic.__exit__(kind, value, traceback)
+
+    def callback_job_ids(self):
+        """Return the ids of the jobs enqueued for its callbacks (they belong to it, but its status is not theirs)."""
+        entries = self.callbacks.get("enqueued") if isinstance(self.callbacks, dict) else None
+        return [e["job"] for e in entries or () if isinstance(e, dict) and isinstance(e.get("job"), int)]
+
+    @property
+    def results(self):
+        """Return ``{job id: result}`` of its jobs that succeeded (the stored JSON values), in creation order."""
+        done = self.jobs.filter(status="succeeded").exclude(pk__in=self.callback_job_ids()).order_by("pk")
+        return dict(done.values_list("pk", "result"))
 
     def __str__(self):
         return f"Workflow #{self.pk} {self.name or ''} ({self.status})".replace("  ", " ")

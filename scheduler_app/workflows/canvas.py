@@ -15,7 +15,7 @@ from django.tasks import Task
 
 from .. import registry
 from ..lifecycle.creation import enqueue_many
-from ..models import Workflow
+from ..lifecycle.workflows import create_workflow
 from ..models.workflows import current_workflow
 
 # Task.using's names and the job fields they set (others are build_job's own).
@@ -46,14 +46,12 @@ class Node:
         """
         current = current_workflow()
         if current is not None:
+            if name or on_success or on_failure or on_finish:
+                raise TypeError("Inside a `with Workflow(...)` block the block's name and callbacks apply; give them there.")
             enqueue_many(self.specs(), created_by=created_by, using=using)
             return current
-        workflow = Workflow(
-            name=name, on_success=on_success, on_failure=on_failure, on_finish=on_finish,
-            created_by_id=getattr(created_by, "pk", created_by), using=using,
-        )
-        with workflow:
-            enqueue_many(self.specs(), created_by=created_by, using=using)
+        callbacks = {"on_success": on_success, "on_failure": on_failure, "on_finish": on_finish}
+        workflow, _ = create_workflow(self.specs(), name=name, callbacks=callbacks, created_by=created_by, using=using)
         return workflow
 
 

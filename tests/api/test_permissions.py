@@ -16,7 +16,8 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from scheduler_app import schedules
-from scheduler_app.models import Job, Queue, Schedule
+from scheduler_app.lifecycle.workflows import create_workflow
+from scheduler_app.models import Job, Queue, Schedule, Workflow
 from tests.plumbing import ADD, grant
 
 pytestmark = pytest.mark.django_db
@@ -52,6 +53,11 @@ ENDPOINTS = [
     ("patch", "/api/schedules/{schedule}/", {"priority": 5}, "change_schedule"),
     ("delete", "/api/schedules/{schedule}/", None, "delete_schedule"),
     ("post", "/api/schedules/{schedule}/run/", None, "change_schedule"),
+    ("get", "/api/workflows/", None, "view_workflow"),
+    ("post", "/api/workflows/", {"name": "w", "jobs": [{"task": ADD, "args": [1, 2]}]}, "add_workflow"),
+    ("get", "/api/workflows/{workflow}/", None, "view_workflow"),
+    ("post", "/api/workflows/{workflow}/retry/", None, "change_workflow"),
+    ("post", "/api/workflows/{workflow}/cancel/", None, "change_workflow"),
 ]
 NEEDING_A_PERMISSION = [e for e in ENDPOINTS if e[3]]
 
@@ -66,14 +72,15 @@ def world(enqueue_job, set_status):
     pending = enqueue_job(unique_key="secret-key")
     failed = set_status(enqueue_job(), "failed")
     schedule = schedules.create(**SCHEDULE)
-    return {"pending": pending.pk, "failed": failed.pk, "schedule": schedule.pk}
+    workflow, _ = create_workflow([{"task": ADD, "args": [1, 2]}], name="w")
+    return {"pending": pending.pk, "failed": failed.pk, "schedule": schedule.pk, "workflow": workflow.pk}
 
 
 def snapshot():
     """Return every row the API can change."""
     return [
         list(model.objects.order_by("pk").values())
-        for model in (Job, Schedule, Queue)
+        for model in (Job, Schedule, Queue, Workflow)
     ]
 
 
@@ -97,7 +104,7 @@ def test_the_table_covers_every_operation_of_the_schema(api):
     operations = {(m, p) for p, item in schema["paths"].items() for m in item}
     table = {
         (method, path.replace("{pending}", "{id}").replace("{failed}", "{id}").replace("{schedule}", "{id}")
-         .replace("/slow/", "/{name}/"))
+         .replace("{workflow}", "{id}").replace("/slow/", "/{name}/"))
         for method, path, _, _ in ENDPOINTS
     }
     assert table - {("get", "/api/schema/"), ("get", "/api/docs/")} == operations
@@ -229,7 +236,7 @@ def test_session_authentication_requires_csrf(staff_user, world):
     refused = client.post("/api/jobs/", {"task": ADD, "args": [1, 2]}, format="json")
     assert refused.status_code == 403
     assert "CSRF" in refused.json()["detail"]
-    assert Job.objects.count() == 2
+    assert Job.objects.count() == 3  # the world's: nothing added
 
     token = "t" * 32  # a CSRF secret as the cookie holds it; the header must match
     client.cookies["csrftoken"] = token

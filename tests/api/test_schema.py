@@ -56,6 +56,11 @@ EXPECTED_OPERATIONS = {
     ("patch", "/api/schedules/{id}/"),
     ("delete", "/api/schedules/{id}/"),
     ("post", "/api/schedules/{id}/run/"),
+    ("get", "/api/workflows/"),
+    ("post", "/api/workflows/"),
+    ("get", "/api/workflows/{id}/"),
+    ("post", "/api/workflows/{id}/retry/"),
+    ("post", "/api/workflows/{id}/cancel/"),
 }
 
 

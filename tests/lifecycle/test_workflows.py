@@ -40,6 +40,7 @@ def test_a_chain_passes_each_result_to_the_next_step_first():
     assert wf.pk and wf.name == "sums" and wf.status == "pending"
     assert drain() == {"succeeded": 3, "failed": 0, "cancelled": 0, "snoozed": 0}
     assert results(wf) == [3, 13, 26]
+    assert list(wf.results.values()) == [3, 13, 26] and list(wf.results) == [j.pk for j in members(wf).order_by("pk")]
     wf.refresh_from_db()
     assert wf.status == "succeeded" and wf.finished_at is not None
 
@@ -225,3 +226,46 @@ def test_step_using_sets_job_options_like_task_using():
     assert (job.priority, job.queue, job.max_attempts, job.timeout) == (7, "other", 4, 9)
     with pytest.raises(TypeError):
         step(add, 1, 2).using(colour="red")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_finishes_ending_the_last_two_jobs_at_once_enqueue_the_callbacks_once():
+    """Threads with their own connections end a workflow's last two jobs at the same moment, 20 times.
+
+    Whichever commits second sees the other's ending (the row lock, then a
+    count): the callbacks come once, never twice, never not at all. On
+    SQLite the writers take turns; on PostgreSQL they really overlap.
+    """
+    from tests.lifecycle.test_dependencies import race
+    from scheduler_app.vocabulary.jobs import Outcome
+
+    for round_ in range(20):
+        wf = group(step(add, 1, round_), step(add, 2, round_)).enqueue(
+            on_success=step(echo, "ok"), on_finish=step(echo, "done")
+        )
+        first, second = lifecycle.claim("w", queues=["default"], limit=2, lease=30)
+        race(
+            *[
+                lambda job=job: lifecycle.finish([Outcome(job.id, "w", job.attempt, "succeeded", result_json="1")])
+                for job in (first, second)
+            ]
+        )
+        wf.refresh_from_db()
+        assert wf.status == "succeeded", round_
+        assert sorted(e["callback"] for e in wf.callbacks["enqueued"]) == ["on_finish", "on_success"], round_
+        assert Job.objects.filter(workflow=wf, task=ECHO).count() == 2, round_
+        drain()
+
+
+def test_a_job_lost_with_its_dispatcher_ends_the_workflow_through_the_rescue():
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    wf = chain(step(add, 1, 2).using(max_attempts=1), step(double)).enqueue(on_failure=step(echo, "lost"))
+    [claimed] = lifecycle.claim("gone", queues=["default"], limit=1, lease=1)
+    assert lifecycle.rescue_expired(now=timezone.now() + timedelta(seconds=30)) == 1
+    wf.refresh_from_db()
+    assert wf.status == "failed"
+    assert list(members(wf).order_by("pk").values_list("status", flat=True)) == ["failed", "cancelled"]
+    assert list(callback_jobs(wf)) == ["on_failure"]

@@ -34,6 +34,18 @@ def test_enqueue_with_dependencies_and_a_unique_period(capsys):
     assert int(out.out.strip()) == job.pk and "holds unique key" in out.err
 
 
+def test_enqueue_with_pass_results(capsys):
+    from scheduler_app.testing import drain
+
+    call_command("enqueue", "tests.testapp.tasks.add", "--args", "[1, 2]")
+    first = int(capsys.readouterr().out.strip())
+    call_command("enqueue", "tests.testapp.tasks.add", "--args", "[10]", "--depends-on", str(first), "--pass-results")
+    job = Job.objects.get(pk=int(capsys.readouterr().out.strip()))
+    drain()
+    job.refresh_from_db()
+    assert (job.pass_results, job.args, job.result) == (True, [3, 10], 13)
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

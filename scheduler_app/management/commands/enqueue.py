@@ -49,6 +49,9 @@ class Command(SchedulerCommand):
                             help="At most --concurrency-limit jobs with this key run at once.")
         parser.add_argument("--concurrency-limit", type=arguments.rule(JOB_CONCURRENCY_LIMIT), help="Default 1.")
 
+        parser.add_argument("--pass-results", action="store_true",
+                            help="Receive the dependencies' results as the first argument (one: itself; several: a list).")
+
     def handle(self, *args, **options):
         try:
             job, created = lifecycle.enqueue(
@@ -69,6 +72,8 @@ class Command(SchedulerCommand):
                 expires_at=options["expires_at"],
                 concurrency_key=options["concurrency_key"],
                 concurrency_limit=options["concurrency_limit"],
+
+                pass_results=options["pass_results"],
             )
         except ValidationError as exc:
             raise CommandError(lifecycle.error_text(exc), returncode=2) from None
