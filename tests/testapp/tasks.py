@@ -398,3 +398,18 @@ def keyed_span(context, marker_dir, account_id, seconds=0.1):
     with open(os.path.join(marker_dir, name), "w") as fh:
         fh.write(f"{started} {ended}")
     return context.job_id
+
+
+@task
+def stubborn(marker_dir, name, seconds=30.0, ignore_term=False):
+    """Ignore cancels (and, with ``ignore_term``, SIGTERM): write ``pid-NAME``, sleep, then ``finished-NAME``."""
+    import signal
+
+    if ignore_term:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    with open(os.path.join(marker_dir, f"pid-{name}"), "w") as fh:
+        fh.write(str(os.getpid()))
+    time.sleep(seconds)
+    with open(os.path.join(marker_dir, f"finished-{name}"), "w") as fh:
+        fh.write(str(os.getpid()))
+    return os.getpid()
