@@ -15,6 +15,10 @@ TASKS["default"]["QUEUES"] = ["default", "slow", "other"]
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 SCHEDULER = {**SCHEDULER, "RETRY_BACKOFF_BASE": 0.05, "RETRY_JITTER": 0.0, "TASK_MODULES": ["tests.testapp.jobs"]}
 
+# Cancel-grace tests start dispatchers with a short grace (the default is 5 s).
+if os.environ.get("SCHEDULER_TEST_CANCEL_GRACE"):
+    SCHEDULER["CANCEL_GRACE"] = float(os.environ["SCHEDULER_TEST_CANCEL_GRACE"])
+
 _db = DATABASES["default"]
 _child_name = os.environ.get("SCHEDULER_TEST_DB_NAME")
 if _child_name:

@@ -24,6 +24,8 @@ from django.utils.text import capfirst
 from .. import conf, registry
 from ..models import Queue, Schedule
 from ..sql.readable import in_zone
+
+from .job_fields import mark_held
 from .lookups import SafeChangeList
 
 
@@ -160,6 +162,11 @@ class JobChangeList(SafeChangeList):
     def get_queryset(self, request, *args, **kwargs):
         # The list shows none of these; errors hold tracebacks (up to 20 kB each).
         return super().get_queryset(request, *args, **kwargs).defer("args", "kwargs", "result", "errors")
+
+    def get_results(self, request):
+        super().get_results(request)
+        # Which pending jobs their concurrency key holds back: one query for the page, none without keys.
+        self.result_list = mark_held(list(self.result_list))
 
     @cached_property
     def calendar_hierarchy(self):

@@ -11,11 +11,23 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from ..models import JobLog, JobStatus, Schedule, Worker
+from ..observability.stats import held_by_key
 from ..sql.readable import error_entries
 from ..validation.fields import PROGRESS
 from .formatting import (
     exact_time, humanize_seconds, pretty_json, status_badge, task_html, task_short_html, when_html, worker_short_html, worker_state,
 )
+
+
+HELD = " · held by its concurrency key"
+
+
+def mark_held(jobs):
+    """Note on each job whether its concurrency key holds it back (one query for all of them, at most)."""
+    held = held_by_key(jobs)
+    for job in jobs:
+        job._held_by_key = job.pk in held
+    return jobs
 
 
 class JobFields:
@@ -32,6 +44,11 @@ class JobFields:
     @admin.display(description="status", ordering="status")
     def status_badge(self, obj):
         extra = ""
+        if obj.status == JobStatus.PENDING and obj.concurrency_key:
+            held = getattr(obj, "_held_by_key", None)
+            if held is None:
+                held = obj.pk in held_by_key([obj])
+            extra = HELD if held else ""
         if obj.status == JobStatus.RUNNING:
             if obj.cancel_requested:
                 extra = " · cancelling"
@@ -87,6 +104,10 @@ class JobFields:
     @admin.display(description="finished at")
     def finished_at_display(self, obj):
         return when_html(obj.finished_at)
+
+    @admin.display(description="expires at")
+    def expires_at_display(self, obj):
+        return when_html(obj.expires_at) if obj.expires_at is not None else "–"
 
     @admin.display(description="lease expires at")
     def lease_display(self, obj):

@@ -78,7 +78,7 @@ class JobAdmin(DependenciesMixin, JobSummary, JobLive, JobFields, SafeLookupsMix
     ]
     change_fieldsets = [
         (None, {"fields": ["status_badge", "task", "queue", "args_display", "kwargs_display", "unique_key", "created_by", "schedule_link", "created_at_display"]}),
-        ("Schedule", {"fields": ["execute_at", "priority", "due_display", "max_attempts", "timeout"]}),
+        ("Schedule", {"fields": ["execute_at", "priority", "due_display", "max_attempts", "timeout", "expires_at_display", "concurrency_key", "concurrency_limit"]}),
         ("Execution", {"fields": ["attempts_display", "worker_display", "started_at_display", "last_attempted_at_display", "finished_at_display", "duration_display", "lease_display", "progress_display", "cancel_requested_display"]}),
         ("Workflow", {"fields": WORKFLOW_FIELDS}),
         ("Result", {"fields": ["result_display"]}),

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from ..api.filters import MAX_ID
 from ..models import Job
+from .job_fields import mark_held
 
 # The job page's fields that change while a job runs (read-only boxes only:
 # the reschedule inputs of a pending job are never replaced).
@@ -25,7 +26,7 @@ PAGE_FIELDS = [
 LIST_FIELDS = ["status_badge", "execute_at_display", "attempts_display", "duration_display", "worker_short"]
 LIST_COLUMNS = [
     "id", "status", "execute_at", "attempts", "max_attempts", "started_at", "last_attempted_at", "finished_at",
-    "progress", "cancel_requested", "worker",
+    "progress", "cancel_requested", "worker", "concurrency_key", "concurrency_limit", "expires_at",
 ]
 MAX_IDS = 500
 
@@ -61,7 +62,7 @@ class JobLive:
         raw = request.GET.get("ids", "")
         ids = [int(i) for i in raw.split(",") if i.isdigit() and int(i) <= MAX_ID][:MAX_IDS]
         rows = {}
-        for job in Job.objects.filter(pk__in=ids).only(*LIST_COLUMNS):
+        for job in mark_held(list(Job.objects.filter(pk__in=ids).only(*LIST_COLUMNS))):
             rows[job.pk] = {name: str(self._cell(job, name)) for name in LIST_FIELDS}
         return JsonResponse({"rows": rows, "at": timezone.now().isoformat()})
 

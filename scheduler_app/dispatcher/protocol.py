@@ -148,11 +148,13 @@ class Store(Protocol):
     def materialize(self, now: float, ids: Iterable[int] = ()) -> list[Entry]:
         """Enqueue the jobs of due schedules; return their entries (``at`` None: nothing left to run)."""
 
-    def write_rollups(self, tallies: dict, now: float) -> None:
+    def write_rollups(self, tallies: dict, now: float, *, samples: bool = True) -> None:
         """Add ``tallies`` (``{(minute epoch, queue, task): rollup.Tally}``) to the history and the counters.
 
-        Called once per rollup interval, with nothing gathered too: the
-        store also samples queue depth and counts the jobs enqueued.
+        With ``samples`` (once per rollup interval, with nothing gathered
+        too) the store also samples queue depth and counts the jobs
+        enqueued; without (every few seconds while attempts end) it only
+        adds the tallies, so the metrics' counters are fresh.
         """
 
     def housekeeping(self, now: float) -> None:

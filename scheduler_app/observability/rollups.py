@@ -29,10 +29,19 @@ def minute_floor(moment):
     return moment.replace(second=0, microsecond=0)
 
 
-def record(tallies, now=None, *, using="default"):
-    """Add ``tallies`` (``{(minute epoch, queue, task): Tally}``) and this minute's samples."""
+def record(tallies, now=None, *, samples=True, using="default"):
+    """Add ``tallies`` (``{(minute epoch, queue, task): Tally}``) and, with ``samples``, this minute's samples.
+
+    Tallies add up (upsert-add), so writing a minute's in several parts
+    (every few seconds, for fresh counters) leaves the same history as one write.
+    """
     now = now or timezone.now()
     rows = [(datetime.fromtimestamp(m, UTC), q, t, tally) for (m, q, t), tally in sorted(tallies.items())]
+    if not samples:
+        if rows:
+            with transaction.atomic(using=using):
+                sql.add_tallies(rows, using=using)
+        return
     with transaction.atomic(using=using):
         sql.add_tallies(rows, using=using)
         sql.add_samples(queue_samples(now, using=using), using=using)

@@ -25,7 +25,11 @@ and its pool threads, but a slot's thread hands the attempt to an idle
   started (``lifeline.py``); at the end of the grace period ``abort`` kills
   the workers still running attempts before the loop releases them;
 * a cancel reaches the task's ``context.cancel_requested`` through a
-  process-shared event; progress and the task's own database work go
+  process-shared event; a task that has not stopped ``CANCEL_GRACE``
+  seconds after its cancel reached this dispatcher has its worker (and its
+  group) terminated, SIGTERM then SIGKILL ``TERM_WAIT`` seconds later: the
+  attempt ends cancelled (so do its dependents, as for any cancel), a late
+  result is never read, and the slot gets a fresh worker; progress and the task's own database work go
   through the process's own connection, as on a thread; the task's own log
   records are captured in the process and travel back in the Outcome.
 
@@ -44,6 +48,7 @@ import threading
 import time
 from datetime import UTC, datetime
 
+from ..vocabulary.jobs import Outcome, Status
 from ..vocabulary.policy import class_path, error_entry
 from .worker_process import Worker, ending
 
@@ -61,6 +66,10 @@ class WorkerProcessDied(Exception):
 
     # Stored data: attempts record the class by this path (where it was first defined).
     __module__ = "scheduler_app.dispatcher.processes"
+
+
+class WorkerProcessTerminated(Exception):
+    """Recorded as the error of an attempt whose worker was terminated because its cancel was not honoured in time."""
 
 
 class WorkerProcessDidNotStart(Exception):
@@ -114,8 +123,9 @@ class _Spawner:
 class ProcessExecutor:
     """The pool's ``execute`` for process-mode queues: an idle worker process runs each attempt."""
 
-    def __init__(self, policy, settings_module, using="default", *, start_timeout=START_TIMEOUT):
+    def __init__(self, policy, settings_module, using="default", *, start_timeout=START_TIMEOUT, cancel_grace=5.0):
         self.policy = policy
+        self.cancel_grace = cancel_grace  # SCHEDULER["CANCEL_GRACE"]
         self.settings_module = settings_module
         self.using = using
         self.start_timeout = start_timeout
@@ -215,9 +225,15 @@ class ProcessExecutor:
                 return self._ended(worker, job), False
         limit = time.monotonic() + self.start_timeout  # until the task starts; then its deadline
         started = False
+        stop_by = None  # when a cancelled attempt's worker is terminated
         while True:
-            if cancel_event.is_set() and not worker.cancel.is_set():
-                worker.cancel.set()
+            if cancel_event.is_set():
+                if not worker.cancel.is_set():
+                    worker.cancel.set()
+                if stop_by is None:
+                    stop_by = time.monotonic() + self.cancel_grace
+                elif time.monotonic() >= stop_by:
+                    return self._terminated(worker, job), False
             try:
                 message = worker.conn.recv() if worker.conn.poll(POLL) else None
             except (EOFError, OSError):
@@ -266,6 +282,21 @@ class ProcessExecutor:
         reason = f"The worker process running this attempt {ending(code)} before it returned."
         logger.warning("job %s: %s", job.id, reason, extra={"job_id": job.id, "action": "process_died"})
         return self.policy.raised(job, WorkerProcessDied(reason), datetime.now(UTC), traceback_text="")
+
+    def _terminated(self, worker, job):
+        """Terminate the worker of an attempt whose cancel it did not honour in time; return the cancelled Outcome."""
+        code = worker.terminate()
+        if worker.aborted:
+            return self._aborted(job)
+        reason = (
+            f"Cancelled: the task did not stop within CANCEL_GRACE ({self.cancel_grace:g}s) of its cancel; "
+            f"its worker process {ending(code)}."
+        )
+        logger.warning("job %s: %s", job.id, reason, extra={"job_id": job.id, "action": "process_cancel"})
+        now = datetime.now(UTC)
+        exc = WorkerProcessTerminated(reason)
+        error = error_entry(job, exception_class=class_path(exc), message=reason, traceback_text="", now=now)
+        return Outcome(job.id, job.worker, job.attempt, Status.CANCELLED, error=error)
 
     def _start_failed(self, job, reason):
         """Fail the attempt of a worker that did not start (retried while attempts remain: not the task's doing)."""

@@ -305,8 +305,8 @@ class DjangoStore:
             using=self.using,
         )
 
-    def write_rollups(self, tallies, now):
-        rollups.record(tallies, to_datetime(now), using=self.using)
+    def write_rollups(self, tallies, now, *, samples=True):
+        rollups.record(tallies, to_datetime(now), samples=samples, using=self.using)
 
     def housekeeping(self, now):
         moment = to_datetime(now)

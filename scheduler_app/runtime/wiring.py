@@ -61,7 +61,7 @@ def create(groups, *, lease=None, using="default", clock=None, process_queues=()
 
         from .processes import ProcessExecutor, QueueRouter
 
-        processes = ProcessExecutor(policy, settings.SETTINGS_MODULE, using)
+        processes = ProcessExecutor(policy, settings.SETTINGS_MODULE, using, cancel_grace=conf.get("CANCEL_GRACE"))
         executor = QueueRouter(executor, processes, process_queues)
     dispatcher = Dispatcher(store, groups, executor, lease=lease, clock=clock, policy=policy, **defaults)
     if process_queues:

@@ -32,6 +32,9 @@ def child_main(conn, cancel, settings_module, using, parent_pid):
     import django
 
     django.setup()
+    # The app's start-up holds SIGTERM for a starting dispatcher (the child runs
+    # with the dispatcher's argv); a worker process ends on it (CANCEL_GRACE).
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     from .wiring import executor_for
 
     policy, executor = executor_for(using)  # as a thread slot's, per-job log capture included
@@ -61,6 +64,10 @@ def ending(code):
             return f"was killed by {signal.Signals(-code).name}"
         return f"was killed by signal {-code}"
     return f"ended with exit code {code}"
+
+
+# Seconds between the SIGTERM of a cancelled attempt's worker and its SIGKILL.
+TERM_WAIT = 2.0
 
 
 class Worker:
@@ -126,6 +133,16 @@ class Worker:
     def kill(self):
         """Kill the process and its group now, and reap it."""
         return self.end()
+
+    def terminate(self, wait=TERM_WAIT):
+        """Send SIGTERM to the process and its group, give them ``wait`` seconds, then ``end`` (SIGKILL, reap)."""
+        with self._lock:
+            if self._reaped:
+                return self.process.exitcode
+            if not lifeline.kill_group(self.pid, signal.SIGTERM):  # no group yet: the process alone
+                with contextlib.suppress(OSError):
+                    self.process.terminate()
+        return self.end(wait=wait)
 
     def ask_to_exit(self):
         """Tell the idle process to exit (``end`` waits for it)."""

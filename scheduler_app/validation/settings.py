@@ -263,6 +263,11 @@ DECLARED = {
         2.0, Seconds("SYNC_OVERLAP", limits.POLL_INTERVAL_MAX, zero_ok=True), "seconds the change poll reaches back"
     ),
     "LEASE": _setting(30.0, Seconds("LEASE", limits.LEASE_MAX), "seconds a claim is good for without a heartbeat"),
+    "CANCEL_GRACE": _setting(
+        5.0, Seconds("CANCEL_GRACE", limits.GRACE_MAX, zero_ok=True),
+        "process queues: seconds a running job whose cancel was requested gets to stop before its worker process "
+        "is terminated (SIGTERM, then SIGKILL 2 s later); thread queues stay cooperative",
+    ),
     "GRACE": _setting(30.0, Seconds("GRACE", limits.GRACE_MAX, zero_ok=True), "seconds running jobs get to finish on shutdown"),
     "MAX_ABANDONED_THREADS": _setting(
         8, WholeNumber("MAX_ABANDONED_THREADS", 0, limits.CONCURRENCY_MAX), "timed-out threads allowed to linger"

@@ -468,7 +468,7 @@ class FakeStore:
                     out.append(schedule_entry(schedule_id, s.at))
             return out
 
-    def write_rollups(self, tallies, now):
+    def write_rollups(self, tallies, now, *, samples=True):
         """Merge tallies into the shared table, as the database's upsert-add does."""
         with self._tables.lock:
             self._maybe_fail()

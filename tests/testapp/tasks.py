@@ -441,3 +441,18 @@ def logs_then_waits(marker_dir, lines=3, more=2, seconds=60.0):
     for i in range(lines, lines + more):
         log.info("line %d", i + 1)
     return lines + more
+
+
+@task
+def stubborn(marker_dir, name, seconds=30.0, ignore_term=False):
+    """Ignore cancels (and, with ``ignore_term``, SIGTERM): write ``pid-NAME``, sleep, then ``finished-NAME``."""
+    import signal
+
+    if ignore_term:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    with open(os.path.join(marker_dir, f"pid-{name}"), "w") as fh:
+        fh.write(str(os.getpid()))
+    time.sleep(seconds)
+    with open(os.path.join(marker_dir, f"finished-{name}"), "w") as fh:
+        fh.write(str(os.getpid()))
+    return os.getpid()
