@@ -21,6 +21,7 @@ from django.utils.safestring import mark_safe
 from django.utils.text import capfirst
 
 from .. import conf, registry
+from ..observability import lateness
 from ..models import Queue, Schedule
 from .lookups import SafeChangeList
 
@@ -146,6 +147,11 @@ class JobChangeList(SafeChangeList):
     def get_queryset(self, request, *args, **kwargs):
         # The list shows none of these; errors hold tracebacks (up to 20 kB each).
         return super().get_queryset(request, *args, **kwargs).defer("args", "kwargs", "result", "errors")
+
+    def get_results(self, request):
+        super().get_results(request)
+        # Why late pending jobs wait, for the whole page at once (the rows render from this cache).
+        lateness.attach(list(self.result_list))
 
     @cached_property
     def calendar_hierarchy(self):

@@ -11,9 +11,21 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from ..models import JobLog, JobStatus, Schedule, Worker
+from ..observability import lateness
 from ..sql.readable import error_entries
 from ..validation.fields import PROGRESS
 from .formatting import exact_time, humanize_seconds, pretty_json, status_badge, task_html, when_html, worker_state
+
+
+def late_html(job):
+    """Return when ``job`` runs ('2 min late' for a pending one) and, when it is late, why (``lateness``)."""
+    shown = when_html(job.execute_at, late=job.status == JobStatus.PENDING)
+    reason = lateness.late_reason(job) if job.status == JobStatus.PENDING else None
+    if not reason:
+        return shown
+    return format_html(
+        '{} <span class="sched-late-reason" data-late-reason="{}">· {}</span>', shown, reason, lateness.label(reason)
+    )
 
 
 class JobFields:
@@ -37,7 +49,7 @@ class JobFields:
 
     @admin.display(description="execute at", ordering="execute_at")
     def execute_at_display(self, obj):
-        return when_html(obj.execute_at, late=obj.status == JobStatus.PENDING)
+        return late_html(obj)
 
     @admin.display(description="attempts")
     def attempts_display(self, obj):
@@ -64,7 +76,7 @@ class JobFields:
 
     @admin.display(description="when")
     def due_display(self, obj):
-        return when_html(obj.execute_at, late=obj.status == JobStatus.PENDING)
+        return late_html(obj)
 
     @admin.display(description="created at")
     def created_at_display(self, obj):

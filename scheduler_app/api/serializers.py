@@ -11,7 +11,7 @@ from rest_framework import serializers
 
 from ..lifecycle.building import QUEUE, TASK
 from ..models import Job, JobStatus, Worker
-from ..observability import stats
+from ..observability import lateness, stats
 from ..sql import readable
 from ..validation.fields import (
     ARGS,
@@ -58,6 +58,7 @@ class JobListSerializer(serializers.ListSerializer):
     def to_representation(self, data):
         jobs = list(data.all() if hasattr(data, "all") else data)
         self.context["links"] = stats.job_links(jobs)
+        self.context["late"] = lateness.late_reasons(jobs)  # no query when none is late
         return super().to_representation(jobs)
 
 
@@ -84,6 +85,11 @@ class JobSerializer(DirectAttributesMixin, serializers.ModelSerializer):
     depends_on = serializers.SerializerMethodField(help_text="The jobs this one runs after, with their statuses.")
     dependents = serializers.SerializerMethodField(
         help_text=f"The jobs that run after this one (at most {limits.DEPENDENTS_SHOWN}; GET /api/jobs/?depends_on=ID lists them all)."
+    )
+    late_reason = serializers.SerializerMethodField(
+        help_text="Why a pending job past its execute_at has not started: its queue is paused, no live dispatcher "
+        "serves the queue, the queue is at its concurrency limit or its rate limit, or no dispatcher serving it "
+        "has a free slot; null when the job is not late (or is about to start)."
     )
     truncated = serializers.SerializerMethodField(
         help_text=f"Which of args, kwargs and result GET /api/jobs/ cut: each is then a string, the first "
@@ -126,6 +132,7 @@ class JobSerializer(DirectAttributesMixin, serializers.ModelSerializer):
             "dependencies_left",
             "depends_on",
             "dependents",
+            "late_reason",
             "truncated",
         ]
         read_only_fields = fields
@@ -137,6 +144,13 @@ class JobSerializer(DirectAttributesMixin, serializers.ModelSerializer):
     @extend_schema_field(JobLinkSerializer(many=True))
     def get_dependents(self, job):
         return _links(self, job, "dependents")
+
+    @extend_schema_field({"type": "string", "enum": [*lateness.REASONS, None], "nullable": True})
+    def get_late_reason(self, job):
+        late = self.context.get("late")
+        if late is not None and job.pk in late:
+            return late[job.pk]
+        return lateness.late_reason(job)
 
     @extend_schema_field({"type": "array", "items": {"type": "string", "enum": list(previews.BOUNDED)}})
     def get_truncated(self, job):
