@@ -28,7 +28,7 @@ from .. import lifecycle, schedules
 from ..models import Dashboard, JobStatus, Schedule
 from ..observability import history, lateness, stats
 from ..sql import readable
-from ..validation.fields import PROGRESS
+from ..validation import progress as progress_rule
 from .changelist import site_view
 from .formatting import humanize_seconds, relative_time, task_html, when_html, worker_state
 
@@ -93,7 +93,7 @@ def running_row(job, now):
     # Elapsed: this attempt's, not the first attempt's (started_at).
     attempt_started = job.attempt_started_at
     elapsed = (now - attempt_started).total_seconds() if attempt_started else None
-    progress = PROGRESS.shown(job.progress)
+    progress = progress_rule.shown(job.progress)
     return task_row(
         job,
         worker=job.worker,

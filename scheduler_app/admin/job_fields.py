@@ -13,6 +13,7 @@ from django.utils.html import format_html, format_html_join
 from ..models import JobLog, JobStatus, Schedule, Worker
 from ..observability import lateness
 from ..sql.readable import error_entries
+from ..validation import progress as progress_rule
 from ..validation.fields import PROGRESS
 from .formatting import exact_time, humanize_seconds, pretty_json, status_badge, task_html, when_html, worker_state
 
@@ -123,13 +124,10 @@ class JobFields:
 
     @admin.display(description="progress")
     def progress_display(self, obj):
-        p = PROGRESS.shown(obj.progress)
+        p = progress_rule.shown(obj.progress)
         if p is None:
             return "–"
-        current, total = (value if value is not None else "?" for value in (p["current"], p["total"]))
-        return format_html(
-            '<progress max="100" value="{}"></progress> {}/{} {}', p["percent"] or 0, current, total, p["message"]
-        )
+        return format_html('<progress max="100" value="{}"></progress> {}', p["percent"] or 0, p["text"])
 
     @admin.display(description="result")
     def result_display(self, obj):
