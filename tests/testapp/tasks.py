@@ -396,3 +396,14 @@ def logs_then_waits(marker_dir, lines=3, more=2, seconds=60.0):
     for i in range(lines, lines + more):
         log.info("line %d", i + 1)
     return lines + more
+
+
+@task
+def chatty_snoozer(key, times=1):
+    """Log a line on every run and snooze the first ``times`` (a snoozed attempt's number is used again)."""
+    snoozes = _SNOOZES.get(key, 0)
+    log.info("run %d", snoozes + 1)
+    if snoozes < times:
+        _SNOOZES[key] = snoozes + 1
+        raise Snooze(0.0)
+    return snoozes
