@@ -22,6 +22,7 @@ from django.utils.safestring import mark_safe
 from django.utils.text import capfirst
 
 from .. import conf, registry
+from ..observability import lateness
 from ..models import Queue, Schedule
 from ..sql.readable import in_zone
 
@@ -167,6 +168,8 @@ class JobChangeList(SafeChangeList):
         super().get_results(request)
         # Which pending jobs their concurrency key holds back: one query for the page, none without keys.
         self.result_list = mark_held(list(self.result_list))
+        # Why late pending jobs wait, for the whole page at once (the rows render from this cache).
+        lateness.attach(list(self.result_list))
 
     @cached_property
     def calendar_hierarchy(self):

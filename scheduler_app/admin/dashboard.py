@@ -26,10 +26,10 @@ from django.views.decorators.http import require_POST
 
 from .. import lifecycle, schedules
 from ..models import Dashboard, JobStatus, Schedule
-from ..observability import history, stats
+from ..observability import history, lateness, stats
 from ..observability import workflows as workflow_numbers
 from ..sql import readable
-from ..validation.fields import PROGRESS
+from ..validation import progress as progress_rule
 from .changelist import site_view
 from .formatting import (
     clock, humanize_seconds, relative_time, slots_text, task_html, task_short_html, when_html, worker_short, worker_short_html, worker_state,
@@ -76,6 +76,7 @@ def upcoming_row(item, now, paused):
     else:
         at = item.execute_at
         extra = {"attempt": f"{item.attempts}/{item.max_attempts}"}
+    reason = None if isinstance(item, Schedule) else lateness.late_reason(item, now)
     return task_row(
         item,
         priority=item.priority,
@@ -85,6 +86,8 @@ def upcoming_row(item, now, paused):
         when=relative_time(at, now, late=True) if at is not None else "–",
         when_html=when_html(at, now, late=True),
         paused=item.queue in paused,
+        late_reason=reason,
+        late_label=lateness.label(reason),
         **extra,
     )
 
@@ -93,7 +96,7 @@ def running_row(job, now):
     # Elapsed: this attempt's, not the first attempt's (started_at).
     attempt_started = job.attempt_started_at
     elapsed = (now - attempt_started).total_seconds() if attempt_started else None
-    progress = PROGRESS.shown(job.progress)
+    progress = progress_rule.shown(job.progress)
     return task_row(
         job,
         worker=job.worker,
@@ -176,7 +179,15 @@ def dashboard_data(now=None, minutes=60):
     for q in queues:
         q["lag"] = humanize_seconds(q["oldest_due_lag_seconds"]) if q["due"] else "–"
     # Ranked by what will run: a paused queue's jobs are left out (and counted).
-    upcoming = [upcoming_row(item, now, paused) for item in stats.upcoming(now, UPCOMING_LIMIT, skip_queues=paused)]
+    items = stats.upcoming(now, UPCOMING_LIMIT, skip_queues=paused)
+    jobs = [item for item in items if not isinstance(item, Schedule)]
+    # Why late jobs wait: the queues' counts and the upcoming rows from one read (none when nothing is late).
+    late_per_queue = {q["name"]: q["late"] for q in queues if q["late"]}
+    waiting_queues = set(late_per_queue) | {job.queue for job in jobs if lateness.is_late(job, now)}
+    reasons = lateness.queue_reasons(waiting_queues, now) if waiting_queues else {}
+    lateness.attach(jobs, now, reasons=reasons)
+    upcoming = [upcoming_row(item, now, paused) for item in items]
+    late = lateness.tally(late_per_queue, reasons)
     running = [running_row(job, now) for job in stats.running_jobs(RUNNING_LIMIT)]
     failures = [failure_row(job, now) for job in stats.recent_failures(FAILURES_LIMIT)]
     workers = [worker_row(w, now) for w in stats.recent_workers(now, WORKERS_LIMIT)]
@@ -200,6 +211,9 @@ def dashboard_data(now=None, minutes=60):
         "queues": queues,
         "upcoming": upcoming,
         "upcoming_paused": [{"name": q["name"], "pending": q["pending"]} for q in queues if q["paused"] and q["pending"]],
+        # Late pending jobs by why they wait (lateness.REASONS' order).
+        "late": [{"reason": r, "label": lateness.label(r), "count": n} for r, n in late.items()],
+        "late_total": sum(late.values()),
         "running": running,
         "running_more": max(counts[JobStatus.RUNNING] - len(running), 0),
         "failures": failures,

@@ -11,8 +11,10 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from ..models import JobLog, JobStatus, Schedule, Worker
+from ..observability import lateness
 from ..observability.stats import held_by_key
 from ..sql.readable import error_entries
+from ..validation import progress as progress_rule
 from ..validation.fields import PROGRESS
 from .formatting import (
     exact_time, humanize_seconds, pretty_json, status_badge, task_html, task_short_html, when_html, worker_short_html, worker_state,
@@ -28,6 +30,17 @@ def mark_held(jobs):
     for job in jobs:
         job._held_by_key = job.pk in held
     return jobs
+
+
+def late_html(job):
+    """Return when ``job`` runs ('2 min late' for a pending one) and, when it is late, why (``lateness``)."""
+    shown = when_html(job.execute_at, late=job.status == JobStatus.PENDING)
+    reason = lateness.late_reason(job) if job.status == JobStatus.PENDING else None
+    if not reason:
+        return shown
+    return format_html(
+        '{} <span class="sched-late-reason" data-late-reason="{}">· {}</span>', shown, reason, lateness.label(reason)
+    )
 
 
 class JobFields:
@@ -60,7 +73,7 @@ class JobFields:
 
     @admin.display(description="execute at", ordering="execute_at")
     def execute_at_display(self, obj):
-        return when_html(obj.execute_at, late=obj.status == JobStatus.PENDING)
+        return late_html(obj)
 
     @admin.display(description="attempts")
     def attempts_display(self, obj):
@@ -87,7 +100,7 @@ class JobFields:
 
     @admin.display(description="when")
     def due_display(self, obj):
-        return when_html(obj.execute_at, late=obj.status == JobStatus.PENDING)
+        return late_html(obj)
 
     @admin.display(description="created at")
     def created_at_display(self, obj):
@@ -138,13 +151,10 @@ class JobFields:
 
     @admin.display(description="progress")
     def progress_display(self, obj):
-        p = PROGRESS.shown(obj.progress)
+        p = progress_rule.shown(obj.progress)
         if p is None:
             return "–"
-        current, total = (value if value is not None else "?" for value in (p["current"], p["total"]))
-        return format_html(
-            '<progress max="100" value="{}"></progress> {}/{} {}', p["percent"] or 0, current, total, p["message"]
-        )
+        return format_html('<progress max="100" value="{}"></progress> {}', p["percent"] or 0, p["text"])
 
     @admin.display(description="result")
     def result_display(self, obj):

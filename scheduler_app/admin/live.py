@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from ..api.filters import MAX_ID
 from ..models import Job
+from ..observability import lateness
 from .job_fields import mark_held
 
 # The job page's fields that change while a job runs (read-only boxes only:
@@ -62,7 +63,8 @@ class JobLive:
         raw = request.GET.get("ids", "")
         ids = [int(i) for i in raw.split(",") if i.isdigit() and int(i) <= MAX_ID][:MAX_IDS]
         rows = {}
-        for job in mark_held(list(Job.objects.filter(pk__in=ids).only(*LIST_COLUMNS))):
+        jobs = lateness.attach(mark_held(list(Job.objects.filter(pk__in=ids).only(*LIST_COLUMNS, "queue"))))
+        for job in jobs:
             rows[job.pk] = {name: str(self._cell(job, name)) for name in LIST_FIELDS}
         return JsonResponse({"rows": rows, "at": timezone.now().isoformat()})
 

@@ -19,6 +19,7 @@ from rest_framework.relations import PKOnlyObject
 from rest_framework.settings import api_settings
 from rest_framework.utils import html
 
+from ..validation import progress
 from ..validation.fields import PROGRESS, Duration
 
 
@@ -332,15 +333,17 @@ class JSONObjectField(serializers.JSONField):
             "message": {"type": "string"},
             "updated_at": {"type": "string", "format": "date-time", "nullable": True,
                            "description": "When it was reported."},
+            "text": {"type": "string", "description": "How pages show it: '116/1200', and the message "
+                     "only where it adds to the numbers ('116/1200 · importing'); docs/API.md."},
         },
-        "required": ["current", "total", "message", "updated_at"],
+        "required": ["current", "total", "message", "updated_at", "text"],
     }
 )
 class ProgressField(serializers.Field):
     """A job's progress, ``{current, total, message, updated_at}`` (read-only: output).
 
     The row holds what the task passed to ``context.set_progress()`` plus the
-    time of the report, read through ``rules.PROGRESS.shown``: what breaks
+    time of the report, read through ``validation.progress.shown``: what breaks
     its rule (a row written around it) comes out as null or "" rather than
     breaking the documented shape.
     """
@@ -349,7 +352,7 @@ class ProgressField(serializers.Field):
         super().__init__(read_only=True, **kwargs)
 
     def to_representation(self, value):
-        shown = PROGRESS.shown(value)
+        shown = progress.shown(value)
         if shown is None:
             return None
         reported = shown["updated_at"]
@@ -358,4 +361,5 @@ class ProgressField(serializers.Field):
             "total": shown["total"],
             "message": shown["message"],
             "updated_at": TimeField().to_representation(reported) if reported else None,
+            "text": shown["text"],
         }

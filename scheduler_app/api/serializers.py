@@ -11,7 +11,7 @@ from rest_framework import serializers
 
 from ..lifecycle.building import QUEUE, TASK
 from ..models import Job, JobStatus, Worker
-from ..observability import stats
+from ..observability import lateness, stats
 from ..sql import readable
 from ..validation.fields import (
     ARGS,
@@ -62,6 +62,7 @@ class JobListSerializer(serializers.ListSerializer):
         jobs = list(data.all() if hasattr(data, "all") else data)
         self.context["links"] = stats.job_links(jobs)
         self.context["held"] = stats.held_by_key(jobs)
+        self.context["late"] = lateness.late_reasons(jobs)  # no query when none is late
         return super().to_representation(jobs)
 
 
@@ -92,6 +93,11 @@ class JobSerializer(DirectAttributesMixin, serializers.ModelSerializer):
     held_by = serializers.SerializerMethodField(
         help_text='"concurrency_key" while the job is pending and due but held back because concurrency_limit '
         "jobs with its concurrency_key run; null otherwise."
+    )
+    late_reason = serializers.SerializerMethodField(
+        help_text="Why a pending job past its execute_at has not started: its queue is paused, no live dispatcher "
+        "serves the queue, the queue is at its concurrency limit or its rate limit, or no dispatcher serving it "
+        "has a free slot; null when the job is not late (or is about to start)."
     )
     truncated = serializers.SerializerMethodField(
         help_text=f"Which of args, kwargs and result GET /api/jobs/ cut: each is then a string, the first "
@@ -138,6 +144,7 @@ class JobSerializer(DirectAttributesMixin, serializers.ModelSerializer):
             "concurrency_limit",
             "expires_at",
             "held_by",
+            "late_reason",
             "truncated",
         ]
         read_only_fields = fields
@@ -156,6 +163,13 @@ class JobSerializer(DirectAttributesMixin, serializers.ModelSerializer):
         if held is None:
             held = stats.held_by_key([job])
         return "concurrency_key" if job.pk in held else None
+
+    @extend_schema_field({"type": "string", "enum": [*lateness.REASONS, None], "nullable": True})
+    def get_late_reason(self, job):
+        late = self.context.get("late")
+        if late is not None and job.pk in late:
+            return late[job.pk]
+        return lateness.late_reason(job)
 
     @extend_schema_field({"type": "array", "items": {"type": "string", "enum": list(previews.BOUNDED)}})
     def get_truncated(self, job):

@@ -13,8 +13,9 @@ from ..vocabulary.tallies import SLOTS
 class JobLog(models.Model):
     """A log record a job's own thread emitted while one of its attempts ran.
 
-    Written with the attempt's outcome (``joblogs`` captures, ``sql`` writes
-    them in the finishing statement); deleted with their job. The key is
+    Written while the attempt runs (``logflush``, every second or so) and with
+    its outcome (``joblogs`` captures, ``sql`` writes them in the finishing
+    statement); deleted with their job. The key is
     (job, attempt, seq): one index for both the key and the job page's
     reads, where a surrogate id and an index on the job cost every insert
     two index entries and a sequence step.

@@ -50,9 +50,9 @@ class Capture:
     """The records of one attempt, in the order they were emitted."""
 
     __slots__ = ("level", "max_records", "max_bytes", "records", "size", "dropped", "attempt", "flusher", "flushed",
-                 "lock", "closed")
+                 "lock", "closed", "base")
 
-    def __init__(self, level, max_records, max_bytes, attempt=None, flusher=None):
+    def __init__(self, level, max_records, max_bytes, attempt=None, flusher=None, base=0):
         self.level = level
         self.max_records = max_records
         self.max_bytes = max_bytes
@@ -65,6 +65,8 @@ class Capture:
         self.flushed = 0  # records already written while the attempt ran; under ``lock``
         self.lock = threading.Lock()  # held by the flusher while it writes, and by the attempt's end
         self.closed = False  # the attempt ended: the flusher leaves it alone; under ``lock``
+        # Records its attempt number already holds: a snoozed run gives its number back (see ``stored``).
+        self.base = base
 
     def add(self, record):
         if record.levelno < self.level:
@@ -101,7 +103,7 @@ class Capture:
     def rows(self):
         """Return the records not written yet as Outcome.logs rows, with the "dropped" line last when any were.
 
-        They are numbered from ``flushed + 1`` (``Outcome.logs_before``).
+        They are numbered from ``base + flushed + 1`` (``Outcome.logs_before``).
         """
         rows = list(self.records[self.flushed:])
         if self.dropped:
@@ -155,8 +157,23 @@ def installed():
     return _installed
 
 
+def stored(job, using="default"):
+    """Return how many records attempt ``job.attempt`` of ``job`` already holds (0 but after a snooze).
+
+    A snoozed run gives its attempt number back, so the next run has the
+    same number: its records are numbered after the snoozed runs' (one
+    query, only for a job that snoozed before).
+    """
+    if not job.snoozes:
+        return 0
+    from ..models import JobLog
+
+    last = JobLog.objects.using(using).filter(job_id=job.id, attempt=job.attempt).order_by("-seq").values_list("seq", flat=True).first()
+    return last or 0
+
+
 @contextlib.contextmanager
-def capture(attempt=None, flusher=None):
+def capture(attempt=None, flusher=None, base=0):
     """Keep the current thread's (and context's) records while the block runs; yield the Capture.
 
     With a ``flusher`` (a ``logflush.LogFlusher``), the records of running
@@ -171,7 +188,7 @@ def capture(attempt=None, flusher=None):
         yield None
         return
     live = flusher if attempt is not None else None
-    box = Capture(level(), max_records, conf.get("JOB_LOG_MAX_BYTES"), attempt, live)
+    box = Capture(level(), max_records, conf.get("JOB_LOG_MAX_BYTES"), attempt, live, base)
     token = _current.set(box)
     if live is not None:
         live.add(box)

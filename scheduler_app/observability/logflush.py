@@ -104,7 +104,7 @@ class LogFlusher:
         logs = [
             (capture.attempt[0], capture.attempt[2], seq, *storable.log_record(record))
             for capture, end in taken
-            for seq, record in enumerate(capture.records[capture.flushed:end], capture.flushed + 1)
+            for seq, record in enumerate(capture.records[capture.flushed:end], capture.base + capture.flushed + 1)
         ]
         try:
             won = sql.dialect(self.using).append_logs(attempts, logs, using=self.using)

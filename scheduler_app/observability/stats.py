@@ -15,6 +15,7 @@ from ..models import ACTIVE_STATUSES, FINISHED_STATUSES, Job, JobDependency, Job
 from ..sql import readable
 from ..sql.readable import END_OF_TIME
 from ..vocabulary.bounds import DEPENDENTS_SHOWN, RATE_PERIOD_MAX
+from .lateness import LATE_AFTER
 
 # Past this many rows (PostgreSQL's own estimate), finished-status counts come
 # from the planner's statistics instead of a scan of every finished row.
@@ -61,6 +62,7 @@ def _queue_row(name):
         "due": 0,
         "running": 0,
         "oldest_due_lag_seconds": 0.0,
+        "late": 0,  # pending past their time by lateness.LATE_AFTER
         "slots": 0,
         **conf.queue_defaults(name),
         "rate_used": 0,
@@ -69,7 +71,7 @@ def _queue_row(name):
 
 def queues(now=None):
     """Return one dict per queue (known, flagged, or holding active jobs): name,
-    paused, pending, waiting, due, running, oldest_due_lag_seconds, slots, and
+    paused, pending, waiting, due, running, oldest_due_lag_seconds, late, slots, and
     the limits with their use: concurrency_limit (against running),
     rate_limit and rate_period (against rate_used, the starts in the window)."""
     now = now or timezone.now()
@@ -84,11 +86,12 @@ def queues(now=None):
             due=Count("id", filter=Q(status=JobStatus.PENDING, execute_at__lte=now)),
             running=Count("id", filter=Q(status=JobStatus.RUNNING)),
             oldest_due=Min("execute_at", filter=Q(status=JobStatus.PENDING, execute_at__lte=now)),
+            late=Count("id", filter=Q(status=JobStatus.PENDING, execute_at__lt=now - LATE_AFTER)),
         )
     )
     for row in active:
         entry = rows.setdefault(row["queue"], _queue_row(row["queue"]))
-        entry.update(pending=row["pending"], waiting=row["waiting"], due=row["due"], running=row["running"])
+        entry.update(pending=row["pending"], waiting=row["waiting"], due=row["due"], running=row["running"], late=row["late"])
         if row["oldest_due"] is not None:
             entry["oldest_due_lag_seconds"] = round((now - row["oldest_due"]).total_seconds(), 3)
     for queue in Queue.objects.all():
@@ -210,7 +213,7 @@ def upcoming_jobs(now=None, limit=20, *, skip_queues=()):
     per queue, so across queues this order is the global intent, not a promise.
     """
     now = now or timezone.now()
-    fields = ["id", "task", "queue", "priority", "execute_at", "attempts", "max_attempts"]
+    fields = ["id", "task", "queue", "priority", "execute_at", "attempts", "max_attempts", "status"]
     pending = Job.objects.exclude(queue__in=list(skip_queues)) if skip_queues else Job.objects
     due = list(pending.due(now).in_claim_order().only(*fields)[:limit])
     if len(due) >= limit:

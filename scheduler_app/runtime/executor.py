@@ -61,17 +61,28 @@ class Executor:
                 extra={"job_id": job.id, "action": "start"},
             )
         try:
-            with joblogs.capture((job.id, job.worker, job.attempt), self.flusher) as captured:
+            base = self._stored_logs(job)
+            with joblogs.capture((job.id, job.worker, job.attempt), self.flusher, base) as captured:
                 outcome = self._run(job, cancel_event, deadline)
             if captured is not None:
                 rows = captured.rows()  # what the flusher did not write: the capture is closed
                 if rows:
-                    outcome = dataclasses.replace(outcome, logs=rows, logs_before=captured.flushed)
+                    outcome = dataclasses.replace(outcome, logs=rows, logs_before=captured.base + captured.flushed)
         finally:
             if self.own_connections:
                 close_old_connections()
         log_outcome(job, outcome, time.monotonic() - started)
         return outcome
+
+    def _stored_logs(self, job):
+        """Return the records the attempt's number already holds (after a snooze; see ``joblogs.stored``)."""
+        if not job.snoozes or not joblogs.installed():
+            return 0
+        try:
+            return joblogs.stored(job, self.using)
+        except Exception:  # the database is unreachable: the outcome will wait for it anyway
+            logger.warning("job %s: could not read its stored log records", job.id, extra={"job_id": job.id, "action": "start"})
+            return 0
 
     def _run(self, job, cancel_event, deadline):
         if cancel_event.is_set():

@@ -114,10 +114,10 @@ def test_progress_is_shown_by_the_one_rule(admin_client_):
     running = jobs["running"].pk
     Job.objects.filter(pk=running).update(progress={"current": 11, "total": 10, "message": "over"})
     page = admin_client_.get(f"/admin/scheduler_app/job/{running}/change/").content.decode()
-    assert '<progress max="100" value="100"></progress> 11/10 over' in page
+    assert '<progress max="100" value="100"></progress> 11/10 · over' in page
     Job.objects.filter(pk=running).update(progress={"current": "3", "total": 10, "message": "m"})
     page = admin_client_.get(f"/admin/scheduler_app/job/{running}/change/").content.decode()
-    assert '<progress max="100" value="0"></progress> ?/10 m' in page
+    assert '<progress max="100" value="0"></progress> ?/10 · m' in page
     listed = admin_client_.get("/admin/scheduler_app/job/").content.decode()
     assert "Running ·" not in listed  # no percentage without a current
 

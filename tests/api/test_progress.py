@@ -1,4 +1,4 @@
-"""A job's progress in the API: {current, total, message, updated_at} or null, as the task reported it."""
+"""A job's progress in the API: {current, total, message, updated_at, text} or null, as the task reported it."""
 
 from datetime import UTC, datetime
 
@@ -22,7 +22,7 @@ def test_a_reported_progress_with_its_time(api, enqueue_job):
     at = datetime(2026, 3, 1, 9, 0, 0, 123456, tzinfo=UTC)
     progress = {"current": 3, "total": 4, "message": "step 3 of 4"}
     assert lifecycle.set_progress(claimed.id, "w1", claimed.attempt, progress, now=at)
-    expected = {**progress, "updated_at": "2026-03-01T09:00:00.123456Z"}
+    expected = {**progress, "updated_at": "2026-03-01T09:00:00.123456Z", "text": "3/4"}  # not "3/4 step 3 of 4"
     assert api.get(f"/api/jobs/{job.pk}/").json()["progress"] == expected
     assert api.get("/api/jobs/").json()["results"][0]["progress"] == expected
 
@@ -30,9 +30,9 @@ def test_a_reported_progress_with_its_time(api, enqueue_job):
 @pytest.mark.parametrize(
     "stored, shown",
     [
-        ({"current": 1, "total": None, "message": ""}, {"current": 1, "total": None, "message": "", "updated_at": None}),
+        ({"current": 1, "total": None, "message": ""}, {"current": 1, "total": None, "message": "", "updated_at": None, "text": "1"}),
         ({"current": "a", "total": True, "message": 7, "updated_at": "not a time"},
-         {"current": None, "total": None, "message": "", "updated_at": None}),
+         {"current": None, "total": None, "message": "", "updated_at": None, "text": ""}),
         ([1, 2], None),
     ],
 )
@@ -46,7 +46,7 @@ def test_the_schema_documents_it(api):
     schema = api.get("/api/schema/?format=json").json()
     progress = schema["components"]["schemas"]["Job"]["properties"]["progress"]
     assert progress["nullable"] is True
-    assert set(progress["properties"]) == {"current", "total", "message", "updated_at"}
+    assert set(progress["properties"]) == {"current", "total", "message", "updated_at", "text"}
 
 
 # -- the one rule: what set_progress accepts, and how any stored value is shown ---------

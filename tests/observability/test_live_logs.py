@@ -120,3 +120,13 @@ def test_the_outcome_numbers_its_records_after_those_written_live():
 
     outcome = Outcome(1, "w", 1, "succeeded", logs=((0.0, 20, "t", "c", ""),), logs_before=2)
     assert [row[2] for row in log_rows([outcome])] == [3]
+
+
+def test_a_snoozed_runs_lines_are_followed_by_the_next_runs_under_the_same_attempt():
+    # A snooze gives its attempt number back: the next run's records are numbered after the snoozed runs'.
+    job, _ = lifecycle.enqueue(T + "chatty_snoozer", ["live-logs"], {"times": 2}, max_attempts=1)
+    with dispatcher_thread():
+        assert wait_for(lambda: Job.objects.get(pk=job.pk).status not in ("pending", "running"), timeout=30)
+    job.refresh_from_db()
+    assert job.status == "succeeded", job.errors
+    assert messages(job) == [(1, "run 1"), (2, "run 2"), (3, "run 3")] and job.logs_count == 3

@@ -456,3 +456,13 @@ def stubborn(marker_dir, name, seconds=30.0, ignore_term=False):
     with open(os.path.join(marker_dir, f"finished-{name}"), "w") as fh:
         fh.write(str(os.getpid()))
     return os.getpid()
+
+
+def chatty_snoozer(key, times=1):
+    """Log a line on every run and snooze the first ``times`` (a snoozed attempt's number is used again)."""
+    snoozes = _SNOOZES.get(key, 0)
+    log.info("run %d", snoozes + 1)
+    if snoozes < times:
+        _SNOOZES[key] = snoozes + 1
+        raise Snooze(0.0)
+    return snoozes
