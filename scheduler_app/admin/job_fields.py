@@ -8,6 +8,7 @@ cell the page had.
 from django.contrib import admin
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.functional import lazy
 from django.utils.html import format_html, format_html_join
 
 from ..models import JobLog, JobStatus, Schedule, Worker
@@ -41,9 +42,10 @@ class JobFields:
                     extra = f" · {progress['percent']}%"
         return status_badge(obj.status, extra=extra)
 
-    @admin.display(description="execute at", ordering="execute_at")
+    @admin.display(description=lazy(lambda: f"execute at ({timezone.get_current_timezone_name()})", str)(), ordering="execute_at")
     def execute_at_display(self, obj):
-        return when_html(obj.execute_at, late=obj.status == JobStatus.PENDING)
+        # The zone is in the column's header, once.
+        return when_html(obj.execute_at, late=obj.status == JobStatus.PENDING, zone=False)
 
     @admin.display(description="attempts")
     def attempts_display(self, obj):
