@@ -99,7 +99,7 @@ def test_the_console_pages_at(width, browser, live_server, superuser, screenshot
         assert max(heights) < 1.5 * min(heights), heights
         # The filters are beside the list.
         table, filters = page.locator("#result_list").bounding_box(), page.locator("#changelist-filter").bounding_box()
-        page.screenshot(path=screenshot_dir / f"console-jobs-{width}.png")
+        page.screenshot(path=screenshot_dir / f"console-jobs-{width}.png")  # kept: the list as the test saw it
         assert filters["x"] >= table["x"] + table["width"] and filters["y"] < table["y"] + table["height"], (table, filters)
     assert page.locator("#result_list .sched-task-short[title='tests.testapp.tasks.slow_progress']").inner_text() == "slow_progress"
     assert page.locator("#result_list .sched-worker-id").first.inner_text() == "build-7-4242"
