@@ -15,7 +15,7 @@ from ..models import JobLog, JobStatus, Schedule, Worker
 from ..sql.readable import error_entries
 from ..validation.fields import PROGRESS
 from .formatting import (
-    exact_time, humanize_seconds, pretty_json, status_badge, task_html, task_short_html, when_html, worker_short_html, worker_state,
+    exact_time, humanize_seconds, pretty_json, status_badge, task_short_html, when_html, worker_short_html, worker_state,
 )
 
 
