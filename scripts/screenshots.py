@@ -8,7 +8,10 @@ repository's demo project), runs real jobs through `rundispatcher --burst`
 (a failing one leaves its logs), adds a week of synthetic history (the
 rollups a busy dispatcher would have written), starts `runserver`, and
 drives Debian's chromium through Playwright (never `playwright install`).
-Light mode, plus the dashboard in dark mode at 1280 px.
+Light mode, plus the dashboard in dark mode at 1280 px. While they are
+taken, a job runs, the slow queue is paused with due jobs, the mail queue
+is rate-limited with more due jobs than its rate, and a job waits on one due
+later (STAGE). Windows are 800 px tall: the pages' first screens.
 """
 
 import argparse
@@ -171,7 +174,8 @@ def shoot(base, chromium, out, widths):
                 page.goto(base + "/admin/scheduler_app/job/?status__exact=failed")
                 page.click("#result_list tbody tr th a")
                 page.wait_for_selector(".sched-logbook")
-                page.screenshot(path=out / f"job-failed-{suffix}.png", full_page=True)
+                page.wait_for_timeout(300)
+                page.screenshot(path=out / f"job-failed-{suffix}.png", full_page=False)  # the first screen: the summary leads
                 page.goto(base + "/admin/scheduler_app/job/?status__exact=running")
                 page.click("#result_list tbody tr th a")
                 page.wait_for_selector(".field-progress_display progress")

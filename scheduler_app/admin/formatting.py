@@ -57,11 +57,12 @@ def exact_time(value):
     return f"{formats.date_format(local, 'Y-m-d H:i:s')} {local.strftime('%Z') or formats.date_format(local, 'O')}"
 
 
-def when_html(value, now=None, *, late=False):
+def when_html(value, now=None, *, late=False, zone=True):
     """Return the one date format of the admin: '2026-11-26 03:39:02 UTC · 2 min ago' (the hint muted).
 
     ``late``: a past time reads '2 min late' (pending jobs). The whole text
-    never wraps inside the time; it may wrap before the hint.
+    never wraps inside the time; it may wrap before the hint. ``zone=False``
+    leaves the zone's name out (a column whose header names it).
     """
     if value is None:
         return "–"
@@ -70,8 +71,13 @@ def when_html(value, now=None, *, late=False):
     css = "sched-late" if late and value <= now else "sched-ago"
     return format_html(
         '<span class="sched-when"><time datetime="{}">{}</time> <span class="{}">· {}</span></span>',
-        value.isoformat(), exact_time(value), css, hint,
+        value.isoformat(), exact_time(value) if zone or not in_site_zone(value) else exact_time(value).rsplit(" ", 1)[0], css, hint,
     )
+
+
+def in_site_zone(value):
+    """Return whether ``exact_time`` shows ``value`` in the site's zone (not in UTC for want of a date there)."""
+    return str(in_zone(value).tzinfo) == timezone.get_current_timezone_name()
 
 
 def worker_state(worker, now=None):

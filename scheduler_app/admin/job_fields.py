@@ -8,6 +8,7 @@ cell the page had.
 from django.contrib import admin
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.functional import lazy
 from django.utils.html import format_html, format_html_join
 
 from ..models import JobLog, JobStatus, Schedule, Worker
@@ -17,7 +18,7 @@ from ..sql.readable import error_entries
 from ..validation import progress as progress_rule
 from ..validation.fields import PROGRESS
 from .formatting import (
-    exact_time, humanize_seconds, pretty_json, status_badge, task_html, task_short_html, when_html, worker_short_html, worker_state,
+    exact_time, humanize_seconds, pretty_json, status_badge, task_short_html, when_html, worker_short_html, worker_state,
 )
 
 
@@ -34,7 +35,7 @@ def mark_held(jobs):
 
 def late_html(job):
     """Return when ``job`` runs ('2 min late' for a pending one) and, when it is late, why (``lateness``)."""
-    shown = when_html(job.execute_at, late=job.status == JobStatus.PENDING)
+    shown = when_html(job.execute_at, late=job.status == JobStatus.PENDING, zone=False)
     reason = lateness.late_reason(job) if job.status == JobStatus.PENDING else None
     if not reason:
         return shown
@@ -71,8 +72,9 @@ class JobFields:
                     extra = f" · {progress['percent']}%"
         return status_badge(obj.status, extra=extra)
 
-    @admin.display(description="execute at", ordering="execute_at")
+    @admin.display(description=lazy(lambda: f"execute at ({timezone.get_current_timezone_name()})", str)(), ordering="execute_at")
     def execute_at_display(self, obj):
+        # The zone is in the column's header, once.
         return late_html(obj)
 
     @admin.display(description="attempts")

@@ -33,12 +33,13 @@ def summary_context(job, user, now=None):
     entries = error_entries(job.errors)
     last = entries[-1] if entries else None
     progress = PROGRESS.shown(job.progress) if job.status == JobStatus.RUNNING else None
-    can_change = user.has_perm(CHANGE_PERMISSION)
     buttons = []
-    for action, label in ACTIONS.items():
-        allowed = job.status in allowed_from(action) and not (action == "cancel" and job.cancel_requested)
-        reason = "" if allowed else ("Already asked to stop." if job.cancel_requested and action == "cancel" else refusal(action, job.pk, job.status))
-        buttons.append({"action": action, "label": label, "allowed": allowed and can_change, "reason": reason if can_change else "You may not change jobs."})
+    if user.has_perm(CHANGE_PERMISSION):  # without it, no buttons (the POSTs refuse anyway)
+        for action, label in ACTIONS.items():
+            asked = action == "cancel" and job.cancel_requested
+            allowed = job.status in allowed_from(action) and not asked
+            reason = "" if allowed else ("Already asked to stop." if asked else refusal(action, job.pk, job.status))
+            buttons.append({"action": action, "label": label, "allowed": allowed, "reason": reason})
     if job.status in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED):
         when_label, when = "finished", job.finished_at
     elif job.status == JobStatus.RUNNING:
@@ -59,7 +60,7 @@ def summary_context(job, user, now=None):
         "worker_html": worker_short_html(job.worker),
         "progress": progress,
         "cancel_requested": job.cancel_requested and job.status == JobStatus.RUNNING,
-        "buttons": buttons if can_change else [],
+        "buttons": buttons,
     }
 
 

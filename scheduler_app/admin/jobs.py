@@ -114,7 +114,7 @@ class JobAdmin(DependenciesMixin, JobSummary, JobLive, JobFields, SafeLookupsMix
         fieldsets = self.change_fieldsets
         if obj.status not in allowed_from("reschedule"):
             # A job that ran: under the summary, its errors and logs first.
-            first = ("Result", "Errors", "Logs") if obj.status == JobStatus.SUCCEEDED else ("Errors", "Logs")
+            first = ("Result",) * (obj.status == JobStatus.SUCCEEDED) + ("Errors",) * bool(obj.errors) + ("Logs",)
             fieldsets = [fs for name in first for fs in fieldsets if fs[0] == name] + [fs for fs in fieldsets if fs[0] not in first]
         if not (obj.status == JobStatus.PENDING and self.has_change_permission(request, obj)):
             hidden.add("execute_at")  # view only: "when" shows execute_at in the admin's one date format

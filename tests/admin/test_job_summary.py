@@ -53,6 +53,8 @@ def test_a_running_job_asked_to_stop_says_so_plainly(admin_client_, job_row):
     assert "Cancel requested: the task was asked to stop at its next check." in summary_of(html)
     assert "Yes: the task was asked to stop at its next check." in html
     assert "icon-yes" not in html and "icon-no" not in html
+    # No error yet: its logs lead, the empty errors come later.
+    assert html.index(">Logs</h2>") < html.index(">Execution</h2>") < html.index(">Errors</h2>")
 
 
 def test_retry_posts_through_the_lifecycle(admin_client_, job_row):

@@ -159,7 +159,7 @@ def test_dashboard_refreshes_in_place(logged_in, screenshot_dir, monkeypatch):
     expect()(page.locator("#sched-count-pending")).to_have_text("4", timeout=12_000)
     expect()(page.locator("#sched-count-running")).to_have_text("1")
     expect()(page.locator("#sched-due-now")).to_have_text("3")
-    expect()(page.locator("[data-section=running]")).to_contain_text("tests.testapp.tasks.add")
+    expect()(page.locator("[data-section=running] .sched-task-short[title='tests.testapp.tasks.add']")).to_have_text("add")
     assert page.evaluate("window.__sameLoad") is True
     assert page.evaluate("window.scrollY") == scroll
     assert int(page.locator("#sched-dashboard").get_attribute("data-refreshes")) > refreshes

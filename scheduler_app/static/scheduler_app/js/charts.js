@@ -115,6 +115,7 @@
         var plotH = frame(svg, b, step, top, format, caption);
         var w = (W - LEFT - RIGHT) / b.length;
         series.forEach(function (s) {
+            if (peak <= 0) { return; }  // "no data", not a line along the axis
             var d = "", pen = "M";
             b.forEach(function (x, i) {
                 var v = s.get(x);
