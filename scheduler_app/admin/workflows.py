@@ -68,8 +68,8 @@ def callbacks_html(callbacks):
 
 @admin.register(Workflow)
 class WorkflowAdmin(SafeLookupsMixin, admin.ModelAdmin):
-    list_display = ["id", "name_display", "status_display", "progress_display", "counts_display", "created_display", "finished_display"]
-    list_display_links = ["id", "name_display"]
+    list_display = ["name_display", "status_display", "progress_display", "counts_display", "created_display", "finished_display"]
+    list_display_links = ["name_display"]
     list_filter = ["status"]
     search_fields = ["name"]  # and a number (or #number): the workflow id
     search_help_text = "A workflow id (e.g. 42 or #42) or part of its name."
@@ -123,9 +123,9 @@ class WorkflowAdmin(SafeLookupsMixin, admin.ModelAdmin):
             obj.derived = numbers.statuses([obj])[obj.pk]
         return obj.derived
 
-    @admin.display(description="name", ordering="name")
+    @admin.display(description="workflow", ordering="-id")
     def name_display(self, obj):
-        return obj.name or f"Workflow #{obj.pk}"
+        return format_html('{} <span class="sched-ago">#{}</span>', obj.name, obj.pk) if obj.name else f"Workflow #{obj.pk}"
 
     @admin.display(description="status", ordering="status")
     def status_display(self, obj):
