@@ -70,9 +70,15 @@ def layers(ids, edges):
     return layer
 
 
-def build_nodes(jobs, edges, job_url, group_url):
-    """Return ``(nodes, node_edges, grouped)`` for ``jobs`` (``(id, task, status)``) and ``edges`` (dependency, dependent)."""
+def build_nodes(jobs, edges, job_url, group_url, last=()):
+    """Return ``(nodes, node_edges, grouped)`` for ``jobs`` (``(id, task, status)``) and ``edges`` (dependency, dependent).
+
+    The jobs in ``last`` (a workflow's callbacks) get a row of their own, below the rest.
+    """
     layer = layers([pk for pk, _, _ in jobs], edges)
+    if last:
+        below = max((n for pk, n in layer.items() if pk not in last), default=-1) + 1
+        layer.update({pk: max(layer[pk], below) for pk in last if pk in layer})
     if len(jobs) <= NODES_MAX:
         nodes = {pk: Node(pk, layer[pk], task, job_url(pk), pk, {status: 1}) for pk, task, status in jobs}
         return list(nodes.values()), list(edges), False
@@ -215,9 +221,9 @@ def _node(node):
     )
 
 
-def render(jobs, edges, job_url, group_url, label="Workflow graph"):
-    """Return ``(svg html, grouped)``: the graph of ``jobs`` and ``edges`` as one <svg> element."""
-    nodes, node_edges, grouped = build_nodes(jobs, edges, job_url, group_url)
+def render(jobs, edges, job_url, group_url, label="Workflow graph", last=()):
+    """Return ``(svg html, grouped)``: the graph of ``jobs`` and ``edges`` as one <svg> element (``last``: see build_nodes)."""
+    nodes, node_edges, grouped = build_nodes(jobs, edges, job_url, group_url, last)
     width, height, frames = place(nodes, node_edges)
     by_key = {node.key: node for node in nodes}
     arrows, ends = bundle(by_key, node_edges, frames)

@@ -23,6 +23,7 @@ from django.views.decorators.http import require_POST
 from django.views.generic import RedirectView
 
 from ..lifecycle import workflows as service
+from ..lifecycle.states import InvalidTransition
 from ..models import ACTIVE_STATUSES, FINISHED_STATUSES, JobStatus, Workflow
 from ..observability import workflows as numbers
 from . import graph
@@ -46,24 +47,36 @@ def counts_html(counts):
 def progress_html(counts):
     """Return '<progress> 7 / 10 done': ended jobs of all jobs."""
     total = sum(counts.values())
-    done = sum(counts[s] for s in FINISHED_STATUSES)
+    done = sum(counts.get(s, 0) for s in FINISHED_STATUSES)
     return format_html(
         '<span class="sched-wf-progress"><progress max="{}" value="{}"></progress> {} / {} done</span>',
         total or 1, done, done, total,
     )
 
 
-def callbacks_html(callbacks):
-    """Return the callbacks a workflow enqueues when it ends: 'on_success: module.task'."""
-    if not isinstance(callbacks, dict) or not callbacks:
+def callbacks_html(callbacks, job_url):
+    """Return a workflow's callbacks: 'on_success: module.task → job #12' (the job once enqueued)."""
+    if not isinstance(callbacks, dict):
         return "–"
+    enqueued = {}
+    for entry in callbacks.get("enqueued") or ():
+        if isinstance(entry, dict) and isinstance(entry.get("callback"), str):
+            enqueued[entry["callback"]] = entry
     rows = []
     for name in ("on_success", "on_failure", "on_finish"):
         spec = callbacks.get(name)
-        if spec:
-            task = spec.get("task", "?") if isinstance(spec, dict) else "?"
-            rows.append((name, str(task)))
-    return format_html_join(" · ", "{}: <code>{}</code>", rows) if rows else "–"
+        if not spec:
+            continue
+        task = spec.get("task", "?") if isinstance(spec, dict) else "?"
+        entry = enqueued.get(name) or {}
+        if isinstance(entry.get("job"), int):
+            done = format_html(' → <a href="{}">job #{}</a>', job_url(entry["job"]), entry["job"])
+        elif entry:
+            done = format_html(" → not enqueued: {}", str(entry.get("error", ""))[:200])
+        else:
+            done = ""
+        rows.append((name, str(task), done))
+    return format_html_join(" · ", "{}: <code>{}</code>{}", rows) if rows else "–"
 
 
 @admin.register(Workflow)
@@ -150,27 +163,34 @@ class WorkflowAdmin(SafeLookupsMixin, admin.ModelAdmin):
     # -- actions: the service, for each selected workflow -------------------------
 
     def _each(self, request, queryset, act):
+        """Call ``act`` on each selected workflow; return how many it changed, or None (too many selected)."""
         ids = list(queryset.order_by("pk").values_list("pk", flat=True)[: MAX_ACTION_WORKFLOWS + 1])
         if len(ids) > MAX_ACTION_WORKFLOWS:
             self.message_user(
                 request, f"More than {MAX_ACTION_WORKFLOWS} workflows are selected; nothing was changed. Narrow the filter.", messages.ERROR,
             )
             return None
-        return [act(pk, user=request.user) for pk in ids]
+        refused = []
+        for pk in ids:
+            try:
+                act(pk)
+            except (InvalidTransition, Workflow.DoesNotExist) as exc:
+                refused.append(f"workflow {pk}: {exc}")
+        if refused:
+            self.message_user(request, "Not changed: " + "; ".join(refused), messages.ERROR)
+        return len(ids) - len(refused)
 
     @admin.action(description="Retry selected workflows (their failed and cancelled jobs)", permissions=["change"])
     def retry_workflows(self, request, queryset):
-        done = self._each(request, queryset, service.retry_workflow)
-        if done is not None:
-            retried = sum(d["retried"] for d in done)
-            self.message_user(request, f"Retried {retried} job(s) in {len(done)} workflow(s).", messages.SUCCESS if retried else messages.WARNING)
+        changed = self._each(request, queryset, service.retry_workflow)
+        if changed:
+            self.message_user(request, f"Retried the failed and cancelled jobs of {changed} workflow(s).", messages.SUCCESS)
 
     @admin.action(description="Cancel selected workflows (their pending, waiting and running jobs)", permissions=["change"])
     def cancel_workflows(self, request, queryset):
-        done = self._each(request, queryset, service.cancel_workflow)
-        if done is not None:
-            cancelled = sum(d["cancelled"] + d["cancel_requested"] for d in done)
-            self.message_user(request, f"Cancelled {cancelled} job(s) in {len(done)} workflow(s).", messages.SUCCESS if cancelled else messages.WARNING)
+        changed = self._each(request, queryset, service.cancel_workflow)
+        if changed:
+            self.message_user(request, f"Cancelled the active jobs of {changed} workflow(s).", messages.SUCCESS)
 
     # -- a workflow's page ---------------------------------------------------------
 
@@ -185,17 +205,18 @@ class WorkflowAdmin(SafeLookupsMixin, admin.ModelAdmin):
         obj = self._workflow_or_404(request, object_id)
         if not self.has_view_or_change_permission(request, obj):
             raise PermissionDenied
-        jobs, edges = numbers.graph(obj.pk)
+        jobs, edges, callbacks = numbers.graph(obj)
         counts = dict.fromkeys(JobStatus.values, 0)
-        for _, _, status in jobs:
-            counts[status] = counts.get(status, 0) + 1
-        status = service.derived_status(counts)
+        for pk, _, status in jobs:
+            if pk not in callbacks:  # the callbacks' jobs are drawn, not counted
+                counts[status] = counts.get(status, 0) + 1
+        status = service.derive_status(counts)
         jobs_url = reverse("admin:scheduler_app_job_changelist", current_app=self.admin_site.name)
+        job_url = partial(self._job_url, current_app=self.admin_site.name)
         svg, grouped = graph.render(
-            jobs, edges,
-            job_url=lambda pk: reverse("admin:scheduler_app_job_change", args=[pk], current_app=self.admin_site.name),
+            jobs, edges, job_url=job_url,
             group_url=lambda task: f"{jobs_url}?{urlencode({'workflow': obj.pk, 'task': task})}",
-            label=f"The jobs of workflow {obj.pk} and their dependencies",
+            label=f"The jobs of workflow {obj.pk} and their dependencies", last=callbacks,
         )
         can_change = self.has_change_permission(request, obj)
         context = {
@@ -209,7 +230,7 @@ class WorkflowAdmin(SafeLookupsMixin, admin.ModelAdmin):
             "stored_status": status_label(obj.status),
             "counts_html": counts_html(counts),
             "progress_html": progress_html(counts),
-            "callbacks_html": callbacks_html(obj.callbacks),
+            "callbacks_html": callbacks_html(obj.callbacks, job_url),
             "created_html": when_html(obj.created_at),
             "finished_html": when_html(obj.finished_at),
             "callbacks_at_html": when_html(obj.callbacks_enqueued_at),
@@ -227,26 +248,38 @@ class WorkflowAdmin(SafeLookupsMixin, admin.ModelAdmin):
         request.current_app = self.admin_site.name
         return TemplateResponse(request, "admin/scheduler_app/workflow/detail.html", context)
 
-    def _act(self, request, object_id, act, describe):
+    @staticmethod
+    def _job_url(pk, current_app):
+        return reverse("admin:scheduler_app_job_change", args=[pk], current_app=current_app)
+
+    def _act(self, request, object_id, act, statuses, describe):
+        """POST retry/ or cancel/: ``act`` on the workflow (change_workflow), then back to its page with what happened."""
         obj = self._workflow_or_404(request, object_id)
         if not self.has_change_permission(request, obj):
             raise PermissionDenied
-        outcome = act(obj, user=request.user)
-        self.message_user(request, describe(outcome), messages.SUCCESS)
+        before = numbers.statuses([obj])[obj.pk][1]
+        try:
+            workflow = act(obj.pk)
+        except InvalidTransition as exc:
+            self.message_user(request, f"Nothing was changed: {exc}", messages.ERROR)
+        except Workflow.DoesNotExist:
+            raise Http404("No workflow has this id.") from None
+        else:
+            self.message_user(request, describe(sum(before.get(s, 0) for s in statuses), workflow.status), messages.SUCCESS)
         return HttpResponseRedirect(reverse("admin:scheduler_app_workflow_change", args=[obj.pk], current_app=self.admin_site.name))
 
     @method_decorator(require_POST)
     def retry_view(self, request, object_id):
         """Retry the workflow's failed and cancelled jobs (their dependents come back waiting)."""
         return self._act(
-            request, object_id, service.retry_workflow,
-            lambda o: f"Retried {o['retried']} job(s); skipped {o['skipped']}. The workflow is {o['status']}.",
+            request, object_id, service.retry_workflow, RETRYABLE,
+            lambda n, status: f"Retried {n} failed or cancelled job(s); the workflow is {status}.",
         )
 
     @method_decorator(require_POST)
     def cancel_view(self, request, object_id):
         """Cancel the workflow's pending and waiting jobs, and ask its running ones to stop."""
         return self._act(
-            request, object_id, service.cancel_workflow,
-            lambda o: f"Cancelled {o['cancelled']} job(s), asked {o['cancel_requested']} running job(s) to stop. The workflow is {o['status']}.",
+            request, object_id, service.cancel_workflow, ACTIVE_STATUSES,
+            lambda n, status: f"Cancelled the workflow's {n} pending, waiting or running job(s) (running ones are asked to stop); it is {status}.",
         )

@@ -1,70 +1,104 @@
 """A workflow's jobs as a whole: its status derived from them, and retry or cancel of all of them.
 
+The admin's side of issue 25 needs these before the engine lands; they have
+the names, signatures and rule of the engine's module (branch h-wf-core:
+``derive_status``, ``counts``, ``statuses``, ``members``, ``callback_ids``,
+``refresh``, ``retry_workflow(workflow_id)``, ``cancel_workflow(workflow_id)``,
+both returning the workflow), so at the merge the engine's module replaces
+this one and the admin keeps working. What this one does not do: enqueue
+callbacks (the engine's ``refresh`` does, once, in the transaction that ends
+the last job).
+
 ``retry_workflow`` retries, in one transaction, every job of a workflow that
 failed or was cancelled, in the order of their dependencies, through the
 job's own ``retry`` (a compare-and-set on failed/cancelled; the errors stay):
 a failed job comes back ``pending``, and a dependent cancelled because of it
 comes back ``waiting`` for it, since by then its dependency is active again.
-``cancel_workflow`` cancels every active job through ``cancel_many`` (pending
-and waiting ones at once, running ones cooperatively). Both then store the
-status derived from the jobs (a compare-and-set on the stored one).
+All or nothing: a job ``retry`` refuses (its unique key held again, a
+dependency outside the workflow failed) refuses the whole retry.
+``cancel_workflow`` cancels every active job through ``cancel_many``.
 """
 
 from django.db import transaction
 from django.db.models import Count
 from django.utils import timezone
 
-from ..models import ACTIVE_STATUSES, Job, JobDependency, JobStatus, Workflow, WorkflowStatus
+from ..models import Job, JobDependency, JobStatus, Workflow, WorkflowStatus
 from .actions import cancel_many, retry
-from .states import InvalidTransition
 
-FINISHED_WORKFLOW = (WorkflowStatus.SUCCEEDED, WorkflowStatus.FAILED, WorkflowStatus.CANCELLED)
+ACTIVE = (JobStatus.PENDING, JobStatus.WAITING, JobStatus.RUNNING)
+ENDED = (WorkflowStatus.SUCCEEDED, WorkflowStatus.FAILED, WorkflowStatus.CANCELLED)
 CHUNK = 1000
 
 
-def derived_status(counts):
-    """Return a workflow's status from its jobs' ``{status: count}``.
+def derive_status(counts):
+    """Return a workflow's status from ``{job status: how many of its jobs}``: the one rule.
 
-    Active jobs left: ``running`` once any job started (or ended), else
-    ``pending``. All ended: ``failed`` if any failed, else ``cancelled`` if
-    any was cancelled, else ``succeeded``. No jobs: ``pending``.
+    ``pending`` until one of its jobs runs or ends; ``running`` while any is
+    pending, waiting or running; then ``failed`` if any failed, else
+    ``cancelled`` if any was cancelled, else ``succeeded`` (a workflow
+    without jobs too).
     """
-    n = {status: counts.get(status, 0) for status in JobStatus.values}
-    if not any(n.values()):
-        return WorkflowStatus.PENDING
-    if n[JobStatus.PENDING] or n[JobStatus.WAITING] or n[JobStatus.RUNNING]:
-        started = n[JobStatus.RUNNING] + n[JobStatus.SUCCEEDED] + n[JobStatus.FAILED] + n[JobStatus.CANCELLED]
-        return WorkflowStatus.RUNNING if started else WorkflowStatus.PENDING
-    if n[JobStatus.FAILED]:
+    active = sum(counts.get(s, 0) for s in ACTIVE)
+    ended = sum(n for s, n in counts.items() if s not in ACTIVE)
+    if active:
+        return WorkflowStatus.RUNNING if counts.get(JobStatus.RUNNING) or ended else WorkflowStatus.PENDING
+    if counts.get(JobStatus.FAILED):
         return WorkflowStatus.FAILED
-    if n[JobStatus.CANCELLED]:
+    if counts.get(JobStatus.CANCELLED):
         return WorkflowStatus.CANCELLED
     return WorkflowStatus.SUCCEEDED
 
 
-def job_counts(workflow_ids, *, using="default"):
-    """Return ``{workflow id: {job status: count}}`` (every status, zeros included) in one query."""
-    counts = {pk: dict.fromkeys(JobStatus.values, 0) for pk in workflow_ids}
-    if counts:
-        rows = (
-            Job.objects.using(using).filter(workflow_id__in=list(counts)).order_by()
-            .values_list("workflow_id", "status").annotate(n=Count("id"))
-        )
-        for workflow_id, status, n in rows:
-            counts[workflow_id][status] = n
-    return counts
+def callback_ids(workflow):
+    """Return the ids of the jobs enqueued as ``workflow``'s callbacks (``callbacks["enqueued"]``)."""
+    entries = (workflow.callbacks or {}).get("enqueued") if isinstance(workflow.callbacks, dict) else None
+    return [e["job"] for e in entries or () if isinstance(e, dict) and isinstance(e.get("job"), int)]
 
 
-def store_status(workflow_id, *, now=None, using="default"):
-    """Store the status derived from the jobs (compare-and-set on the stored one); return it."""
+def members(workflow, *, using="default"):
+    """Return the QuerySet of ``workflow``'s jobs, its callbacks' jobs left out."""
+    return Job.objects.using(using).filter(workflow_id=workflow.pk).exclude(pk__in=callback_ids(workflow))
+
+
+def counts(workflows, *, using="default"):
+    """Return ``{workflow id: {job status: count}}`` of ``workflows``' jobs (callbacks left out), one query."""
+    workflows = list(workflows)
+    if not workflows:
+        return {}
+    left_out = [pk for w in workflows for pk in callback_ids(w)]
+    rows = (
+        Job.objects.using(using)
+        .filter(workflow_id__in=[w.pk for w in workflows])
+        .exclude(pk__in=left_out)
+        .order_by()
+        .values_list("workflow_id", "status")
+        .annotate(n=Count("pk"))
+    )
+    found = {w.pk: {} for w in workflows}
+    for workflow_id, status, n in rows:
+        found[workflow_id][status] = n
+    return found
+
+
+def statuses(workflows, *, using="default"):
+    """Return ``{workflow id: status}`` derived now from the jobs (one query)."""
+    return {pk: derive_status(c) for pk, c in counts(workflows, using=using).items()}
+
+
+def refresh(workflow_id, *, now=None, using="default"):
+    """Store the status derived from the jobs (the row locked, then counted); return the workflow, or None."""
     now = now or timezone.now()
-    status = derived_status(job_counts([workflow_id], using=using)[workflow_id])
-    rows = Workflow.objects.using(using).filter(pk=workflow_id)
-    stored = rows.values_list("status", flat=True).first()
-    if stored is not None and stored != status:
-        finished_at = now if status in FINISHED_WORKFLOW else None
-        rows.filter(status=stored).update(status=status, updated_at=now, finished_at=finished_at)
-    return status
+    with transaction.atomic(using=using):
+        workflow = Workflow.objects.using(using).select_for_update().filter(pk=workflow_id).first()
+        if workflow is None:
+            return None
+        status = statuses([workflow], using=using)[workflow.pk]
+        changes = {"status": status, "updated_at": now, "finished_at": now if status in ENDED else None}
+        Workflow.objects.using(using).filter(pk=workflow.pk).update(**changes)
+        for field, value in changes.items():
+            setattr(workflow, field, value)
+    return workflow
 
 
 def _in_dependency_order(job_ids, *, using):
@@ -79,7 +113,7 @@ def _in_dependency_order(job_ids, *, using):
             if depends_on_id in ids:
                 waits_on[job_id].add(depends_on_id)
                 dependents[depends_on_id].append(job_id)
-    ready = sorted(pk for pk, deps in waits_on.items() if not deps)
+    ready = sorted((pk for pk, deps in waits_on.items() if not deps), reverse=True)
     ordered = []
     while ready:
         pk = ready.pop()
@@ -91,52 +125,31 @@ def _in_dependency_order(job_ids, *, using):
     return ordered + sorted(ids.difference(ordered))  # a cycle cannot arise; keep any leftover anyway
 
 
-def _workflow_id(workflow):
-    return workflow.pk if isinstance(workflow, Workflow) else int(workflow)
+def retry_workflow(workflow_id, *, now=None, using="default"):
+    """Retry a workflow's jobs that failed or were cancelled; return the workflow.
 
-
-def retry_workflow(workflow, user=None, *, now=None, using="default"):
-    """Retry every failed or cancelled job of ``workflow``; return ``{"retried": n, "skipped": n, "status": ...}``.
-
-    One transaction: failed and cancelled jobs come back pending (or waiting
-    for a dependency retried before them), their errors kept; a job ``retry``
-    refuses (its unique key taken again) is skipped, and so are its dependents.
+    One transaction, all or nothing: raise InvalidTransition (and change
+    nothing) when ``retry`` refuses one of them; Workflow.DoesNotExist for an
+    unknown id. The workflow runs again; its callbacks are due again when it ends.
     """
-    workflow_id = _workflow_id(workflow)
     now = now or timezone.now()
     with transaction.atomic(using=using):
+        workflow = Workflow.objects.using(using).get(pk=workflow_id)
         ended = list(
-            Job.objects.using(using).filter(workflow_id=workflow_id, status__in=(JobStatus.FAILED, JobStatus.CANCELLED))
+            members(workflow, using=using).filter(status__in=(JobStatus.FAILED, JobStatus.CANCELLED))
             .order_by("pk").values_list("pk", flat=True)
         )
-        retried = 0
         for job_id in _in_dependency_order(ended, using=using):
-            try:
-                retry(job_id, now=now, using=using)
-                retried += 1
-            except (InvalidTransition, Job.DoesNotExist):
-                pass
-        status = store_status(workflow_id, now=now, using=using)
-    return {"retried": retried, "skipped": len(ended) - retried, "status": status}
+            retry(job_id, now=now, using=using)
+        if ended:
+            Workflow.objects.using(using).filter(pk=workflow_id).update(callbacks_enqueued_at=None)
+        return refresh(workflow_id, now=now, using=using)
 
 
-def cancel_workflow(workflow, user=None, *, now=None, using="default"):
-    """Cancel every active job of ``workflow``; return ``{"cancelled", "cancel_requested", "skipped", "status"}``.
-
-    Pending and waiting jobs end cancelled at once; running ones are asked to
-    stop (cooperative cancel), as ``cancel_many`` does for any job.
-    """
-    workflow_id = _workflow_id(workflow)
-    now = now or timezone.now()
-    totals = [0, 0, 0]
-    with transaction.atomic(using=using):
-        active = list(
-            Job.objects.using(using).filter(workflow_id=workflow_id, status__in=ACTIVE_STATUSES)
-            .order_by("pk").values_list("pk", flat=True)
-        )
-        for start in range(0, len(active), CHUNK):
-            for i, n in enumerate(cancel_many(active[start : start + CHUNK], now=now, using=using)):
-                totals[i] += n
-        status = store_status(workflow_id, now=now, using=using)
-    cancelled, requested, skipped = totals
-    return {"cancelled": cancelled, "cancel_requested": requested, "skipped": skipped, "status": status}
+def cancel_workflow(workflow_id, *, now=None, using="default"):
+    """Cancel every job of a workflow that has not ended (running ones cooperatively); return the workflow."""
+    workflow = Workflow.objects.using(using).get(pk=workflow_id)
+    active = list(members(workflow, using=using).filter(status__in=ACTIVE).order_by("pk").values_list("pk", flat=True))
+    for start in range(0, len(active), CHUNK):
+        cancel_many(active[start : start + CHUNK], now=now, using=using)
+    return refresh(workflow_id, now=now, using=using)
