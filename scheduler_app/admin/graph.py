@@ -14,6 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 
 from .formatting import status_label
 
@@ -211,13 +212,16 @@ def _node(node):
         counts = ", ".join(f"{n} {status_label(s).lower()}" for s, n in sorted(node.statuses.items()))
         title, sub, bar = f"{node.count} jobs of {node.task}: {counts}", f"{node.count} jobs", _status_bar(node)
         css = "sched-node sched-node-group"
+    # No url (the user may not see jobs): a group, not a link to a 403.
+    opening = format_html('<a href="{}" ', node.url) if node.url else mark_safe("<g ")
     return format_html(
-        '<a href="{}" class="{}" data-job="{}"><title>{}</title>'
+        '{}class="{}" data-job="{}"><title>{}</title>'
         '<rect class="sched-box" x="{}" y="{}" width="{}" height="{}" rx="6"/>'
-        '<text x="{}" y="{}" class="sched-node-task">{}</text><text x="{}" y="{}" class="sched-node-sub">{}</text>{}</a>',
-        node.url, css, node.job_id or "", title,
+        '<text x="{}" y="{}" class="sched-node-task">{}</text><text x="{}" y="{}" class="sched-node-sub">{}</text>{}{}',
+        opening, css, node.job_id or "", title,
         x, y, NODE_W, NODE_H,
         f"{node.x + 8:g}", f"{node.y + 17:g}", short(node.task), f"{node.x + 8:g}", f"{node.y + 33 - (6 if bar else 0):g}", sub, bar,
+        mark_safe("</a>" if node.url else "</g>"),
     )
 
 

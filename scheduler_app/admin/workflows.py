@@ -212,10 +212,11 @@ class WorkflowAdmin(SafeLookupsMixin, admin.ModelAdmin):
                 counts[status] = counts.get(status, 0) + 1
         status = service.derive_status(counts)
         jobs_url = reverse("admin:scheduler_app_job_changelist", current_app=self.admin_site.name)
-        job_url = partial(self._job_url, current_app=self.admin_site.name)
+        sees_jobs = request.user.has_perm("scheduler_app.view_job") or request.user.has_perm("scheduler_app.change_job")
+        job_url = partial(self._job_url, current_app=self.admin_site.name) if sees_jobs else lambda pk: None
         svg, grouped = graph.render(
             jobs, edges, job_url=job_url,
-            group_url=lambda task: f"{jobs_url}?{urlencode({'workflow': obj.pk, 'task': task})}",
+            group_url=lambda task: f"{jobs_url}?{urlencode({'workflow': obj.pk, 'task': task})}" if sees_jobs else None,
             label=f"The jobs of workflow {obj.pk} and their dependencies", last=callbacks,
         )
         can_change = self.has_change_permission(request, obj)
@@ -240,7 +241,7 @@ class WorkflowAdmin(SafeLookupsMixin, admin.ModelAdmin):
             "grouped": grouped,
             "nodes_max": graph.NODES_MAX,
             "legend": [(s, status_label(s)) for s in JobStatus.values],
-            "jobs_url": f"{jobs_url}?workflow={obj.pk}",
+            "jobs_url": f"{jobs_url}?workflow={obj.pk}" if sees_jobs else None,
             "can_retry": can_change and any(counts[s] for s in RETRYABLE),
             "can_cancel": can_change and any(counts[s] for s in ACTIVE_STATUSES),
             **(extra_context or {}),

@@ -252,6 +252,7 @@ class TestPermissions:
         client.force_login(staff_user)
         html = client.get(page_url(workflow)).content.decode()
         assert the_svg(html).count('class="sched-node ') == 2
+        assert "<a " not in the_svg(html) and "List them" not in html  # no view_job: no links to a 403
         assert 'id="sched-wf-retry"' not in html and 'id="sched-wf-cancel"' not in html
         assert "retry_workflows" not in client.get(WORKFLOWS).content.decode()
         assert client.post(retry_url(workflow)).status_code == 403
@@ -265,6 +266,8 @@ class TestPermissions:
         client.force_login(staff_user)
         html = client.get(page_url(workflow)).content.decode()
         assert 'id="sched-wf-retry"' in html and "csrfmiddlewaretoken" in html
+        grant(staff_user, "view_job")
+        assert the_svg(client.get(page_url(workflow)).content.decode()).count("<a href=") == 2
         assert client.post(retry_url(workflow)).status_code == 302
         assert statuses(jobs) == ["pending", "waiting"]
 
