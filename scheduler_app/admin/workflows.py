@@ -69,8 +69,11 @@ def callbacks_html(callbacks, job_url):
             continue
         task = spec.get("task", "?") if isinstance(spec, dict) else "?"
         entry = enqueued.get(name) or {}
-        if isinstance(entry.get("job"), int):
-            done = format_html(' → <a href="{}">job #{}</a>', job_url(entry["job"]), entry["job"])
+        url = job_url(entry["job"]) if isinstance(entry.get("job"), int) else None
+        if url:
+            done = format_html(' → <a href="{}">job #{}</a>', url, entry["job"])
+        elif isinstance(entry.get("job"), int):
+            done = format_html(" → job #{}", entry["job"])
         elif entry:
             done = format_html(" → not enqueued: {}", str(entry.get("error", ""))[:200])
         else:
@@ -228,7 +231,6 @@ class WorkflowAdmin(SafeLookupsMixin, admin.ModelAdmin):
             "original": obj,
             "status": status,
             "status_html": status_badge(status),
-            "stored_status": status_label(obj.status),
             "counts_html": counts_html(counts),
             "progress_html": progress_html(counts),
             "callbacks_html": callbacks_html(obj.callbacks, job_url),

@@ -253,6 +253,8 @@ class TestPermissions:
         html = client.get(page_url(workflow)).content.decode()
         assert the_svg(html).count('class="sched-node ') == 2
         assert "<a " not in the_svg(html) and "List them" not in html  # no view_job: no links to a 403
+        Workflow.objects.filter(pk=workflow.pk).update(callbacks={"on_failure": {"task": "x.y"}, "enqueued": [{"callback": "on_failure", "job": jobs[0].pk}]})
+        assert f"on_failure: <code>x.y</code> → job #{jobs[0].pk}" in client.get(page_url(workflow)).content.decode()
         assert 'id="sched-wf-retry"' not in html and 'id="sched-wf-cancel"' not in html
         assert "retry_workflows" not in client.get(WORKFLOWS).content.decode()
         assert client.post(retry_url(workflow)).status_code == 403
