@@ -14,6 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 
 from .formatting import status_label
 
@@ -70,9 +71,15 @@ def layers(ids, edges):
     return layer
 
 
-def build_nodes(jobs, edges, job_url, group_url):
-    """Return ``(nodes, node_edges, grouped)`` for ``jobs`` (``(id, task, status)``) and ``edges`` (dependency, dependent)."""
+def build_nodes(jobs, edges, job_url, group_url, last=()):
+    """Return ``(nodes, node_edges, grouped)`` for ``jobs`` (``(id, task, status)``) and ``edges`` (dependency, dependent).
+
+    The jobs in ``last`` (a workflow's callbacks) get a row of their own, below the rest.
+    """
     layer = layers([pk for pk, _, _ in jobs], edges)
+    if last:
+        below = max((n for pk, n in layer.items() if pk not in last), default=-1) + 1
+        layer.update({pk: max(layer[pk], below) for pk in last if pk in layer})
     if len(jobs) <= NODES_MAX:
         nodes = {pk: Node(pk, layer[pk], task, job_url(pk), pk, {status: 1}) for pk, task, status in jobs}
         return list(nodes.values()), list(edges), False
@@ -205,19 +212,22 @@ def _node(node):
         counts = ", ".join(f"{n} {status_label(s).lower()}" for s, n in sorted(node.statuses.items()))
         title, sub, bar = f"{node.count} jobs of {node.task}: {counts}", f"{node.count} jobs", _status_bar(node)
         css = "sched-node sched-node-group"
+    # No url (the user may not see jobs): a group, not a link to a 403.
+    opening = format_html('<a href="{}" ', node.url) if node.url else mark_safe("<g ")
     return format_html(
-        '<a href="{}" class="{}" data-job="{}"><title>{}</title>'
+        '{}class="{}" data-job="{}"><title>{}</title>'
         '<rect class="sched-box" x="{}" y="{}" width="{}" height="{}" rx="6"/>'
-        '<text x="{}" y="{}" class="sched-node-task">{}</text><text x="{}" y="{}" class="sched-node-sub">{}</text>{}</a>',
-        node.url, css, node.job_id or "", title,
+        '<text x="{}" y="{}" class="sched-node-task">{}</text><text x="{}" y="{}" class="sched-node-sub">{}</text>{}{}',
+        opening, css, node.job_id or "", title,
         x, y, NODE_W, NODE_H,
         f"{node.x + 8:g}", f"{node.y + 17:g}", short(node.task), f"{node.x + 8:g}", f"{node.y + 33 - (6 if bar else 0):g}", sub, bar,
+        mark_safe("</a>" if node.url else "</g>"),
     )
 
 
-def render(jobs, edges, job_url, group_url, label="Workflow graph"):
-    """Return ``(svg html, grouped)``: the graph of ``jobs`` and ``edges`` as one <svg> element."""
-    nodes, node_edges, grouped = build_nodes(jobs, edges, job_url, group_url)
+def render(jobs, edges, job_url, group_url, label="Workflow graph", last=()):
+    """Return ``(svg html, grouped)``: the graph of ``jobs`` and ``edges`` as one <svg> element (``last``: see build_nodes)."""
+    nodes, node_edges, grouped = build_nodes(jobs, edges, job_url, group_url, last)
     width, height, frames = place(nodes, node_edges)
     by_key = {node.key: node for node in nodes}
     arrows, ends = bundle(by_key, node_edges, frames)

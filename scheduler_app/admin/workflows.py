@@ -31,38 +31,6 @@ from .changelist import CappedCountPaginator, site_view
 from .formatting import status_badge, status_label, when_html
 from .lookups import SafeLookupsMixin
 
-RETRYABLE_STATUSES = (JobStatus.FAILED, JobStatus.CANCELLED)
-
-
-def _tally(pk):
-    workflow = Workflow.objects.get(pk=pk)
-    return workflow, dict.fromkeys(JobStatus.values, 0) | service.counts([workflow])[pk]
-
-
-def retry(pk, user=None):
-    """Retry a workflow through the service; return what changed: ``{"retried", "skipped", "status"}``."""
-    _, before = _tally(pk)
-    try:
-        service.retry_workflow(pk)
-    except InvalidTransition as refusal:
-        _, after = _tally(pk)
-        left = sum(after.get(s, 0) for s in RETRYABLE_STATUSES)
-        return {"retried": 0, "skipped": left, "status": service.derive_status(after), "refusal": str(refusal)}
-    _, after = _tally(pk)
-    was = sum(before.get(s, 0) for s in RETRYABLE_STATUSES)
-    left = sum(after.get(s, 0) for s in RETRYABLE_STATUSES)
-    return {"retried": was - left, "skipped": left, "status": service.derive_status(after)}
-
-
-def cancel(pk, user=None):
-    """Cancel a workflow through the service; return ``{"cancelled", "cancel_requested", "status"}``."""
-    _, before = _tally(pk)
-    service.cancel_workflow(pk)
-    workflow, after = _tally(pk)
-    asked = service.members(workflow).filter(status=JobStatus.RUNNING, cancel_requested=True).count()
-    cancelled = after.get(JobStatus.CANCELLED, 0) - before.get(JobStatus.CANCELLED, 0)
-    return {"cancelled": cancelled, "cancel_requested": asked, "status": service.derive_status(after)}
-
 RETRYABLE = (JobStatus.FAILED, JobStatus.CANCELLED)
 # The list's actions work workflow by workflow (each in its own transaction); past this many, narrow the filter.
 MAX_ACTION_WORKFLOWS = 100
@@ -79,30 +47,45 @@ def counts_html(counts):
 def progress_html(counts):
     """Return '<progress> 7 / 10 done': ended jobs of all jobs."""
     total = sum(counts.values())
-    done = sum(counts[s] for s in FINISHED_STATUSES)
+    done = sum(counts.get(s, 0) for s in FINISHED_STATUSES)
     return format_html(
         '<span class="sched-wf-progress"><progress max="{}" value="{}"></progress> {} / {} done</span>',
         total or 1, done, done, total,
     )
 
 
-def callbacks_html(callbacks):
-    """Return the callbacks a workflow enqueues when it ends: 'on_success: module.task'."""
-    if not isinstance(callbacks, dict) or not callbacks:
+def callbacks_html(callbacks, job_url):
+    """Return a workflow's callbacks: 'on_success: module.task → job #12' (the job once enqueued)."""
+    if not isinstance(callbacks, dict):
         return "–"
+    enqueued = {}
+    for entry in callbacks.get("enqueued") or ():
+        if isinstance(entry, dict) and isinstance(entry.get("callback"), str):
+            enqueued[entry["callback"]] = entry
     rows = []
     for name in ("on_success", "on_failure", "on_finish"):
         spec = callbacks.get(name)
-        if spec:
-            task = spec.get("task", "?") if isinstance(spec, dict) else "?"
-            rows.append((name, str(task)))
-    return format_html_join(" · ", "{}: <code>{}</code>", rows) if rows else "–"
+        if not spec:
+            continue
+        task = spec.get("task", "?") if isinstance(spec, dict) else "?"
+        entry = enqueued.get(name) or {}
+        url = job_url(entry["job"]) if isinstance(entry.get("job"), int) else None
+        if url:
+            done = format_html(' → <a href="{}">job #{}</a>', url, entry["job"])
+        elif isinstance(entry.get("job"), int):
+            done = format_html(" → job #{}", entry["job"])
+        elif entry:
+            done = format_html(" → not enqueued: {}", str(entry.get("error", ""))[:200])
+        else:
+            done = ""
+        rows.append((name, str(task), done))
+    return format_html_join(" · ", "{}: <code>{}</code>{}", rows) if rows else "–"
 
 
 @admin.register(Workflow)
 class WorkflowAdmin(SafeLookupsMixin, admin.ModelAdmin):
-    list_display = ["id", "name_display", "status_display", "progress_display", "counts_display", "created_display", "finished_display"]
-    list_display_links = ["id", "name_display"]
+    list_display = ["name_display", "status_display", "progress_display", "counts_display", "created_display", "finished_display"]
+    list_display_links = ["name_display"]
     list_filter = ["status"]
     search_fields = ["name"]  # and a number (or #number): the workflow id
     search_help_text = "A workflow id (e.g. 42 or #42) or part of its name."
@@ -156,9 +139,9 @@ class WorkflowAdmin(SafeLookupsMixin, admin.ModelAdmin):
             obj.derived = numbers.statuses([obj])[obj.pk]
         return obj.derived
 
-    @admin.display(description="name", ordering="name")
+    @admin.display(description="workflow", ordering="-id")
     def name_display(self, obj):
-        return obj.name or f"Workflow #{obj.pk}"
+        return format_html('{} <span class="sched-ago">#{}</span>', obj.name, obj.pk) if obj.name else f"Workflow #{obj.pk}"
 
     @admin.display(description="status", ordering="status")
     def status_display(self, obj):
@@ -183,27 +166,34 @@ class WorkflowAdmin(SafeLookupsMixin, admin.ModelAdmin):
     # -- actions: the service, for each selected workflow -------------------------
 
     def _each(self, request, queryset, act):
+        """Call ``act`` on each selected workflow; return how many it changed, or None (too many selected)."""
         ids = list(queryset.order_by("pk").values_list("pk", flat=True)[: MAX_ACTION_WORKFLOWS + 1])
         if len(ids) > MAX_ACTION_WORKFLOWS:
             self.message_user(
                 request, f"More than {MAX_ACTION_WORKFLOWS} workflows are selected; nothing was changed. Narrow the filter.", messages.ERROR,
             )
             return None
-        return [act(pk, user=request.user) for pk in ids]
+        refused = []
+        for pk in ids:
+            try:
+                act(pk)
+            except (InvalidTransition, Workflow.DoesNotExist) as exc:
+                refused.append(f"workflow {pk}: {exc}")
+        if refused:
+            self.message_user(request, "Not changed: " + "; ".join(refused), messages.ERROR)
+        return len(ids) - len(refused)
 
     @admin.action(description="Retry selected workflows (their failed and cancelled jobs)", permissions=["change"])
     def retry_workflows(self, request, queryset):
-        done = self._each(request, queryset, retry)
-        if done is not None:
-            retried = sum(d["retried"] for d in done)
-            self.message_user(request, f"Retried {retried} job(s) in {len(done)} workflow(s).", messages.SUCCESS if retried else messages.WARNING)
+        changed = self._each(request, queryset, service.retry_workflow)
+        if changed:
+            self.message_user(request, f"Retried the failed and cancelled jobs of {changed} workflow(s).", messages.SUCCESS)
 
     @admin.action(description="Cancel selected workflows (their pending, waiting and running jobs)", permissions=["change"])
     def cancel_workflows(self, request, queryset):
-        done = self._each(request, queryset, cancel)
-        if done is not None:
-            cancelled = sum(d["cancelled"] + d["cancel_requested"] for d in done)
-            self.message_user(request, f"Cancelled {cancelled} job(s) in {len(done)} workflow(s).", messages.SUCCESS if cancelled else messages.WARNING)
+        changed = self._each(request, queryset, service.cancel_workflow)
+        if changed:
+            self.message_user(request, f"Cancelled the active jobs of {changed} workflow(s).", messages.SUCCESS)
 
     # -- a workflow's page ---------------------------------------------------------
 
@@ -218,17 +208,19 @@ class WorkflowAdmin(SafeLookupsMixin, admin.ModelAdmin):
         obj = self._workflow_or_404(request, object_id)
         if not self.has_view_or_change_permission(request, obj):
             raise PermissionDenied
-        jobs, edges = numbers.graph(obj.pk)
+        jobs, edges, callbacks = numbers.graph(obj)
         counts = dict.fromkeys(JobStatus.values, 0)
-        for _, _, status in jobs:
-            counts[status] = counts.get(status, 0) + 1
-        status = service.statuses([obj])[obj.pk]
+        for pk, _, status in jobs:
+            if pk not in callbacks:  # the callbacks' jobs are drawn, not counted
+                counts[status] = counts.get(status, 0) + 1
+        status = service.derive_status(counts)
         jobs_url = reverse("admin:scheduler_app_job_changelist", current_app=self.admin_site.name)
+        sees_jobs = request.user.has_perm("scheduler_app.view_job") or request.user.has_perm("scheduler_app.change_job")
+        job_url = partial(self._job_url, current_app=self.admin_site.name) if sees_jobs else lambda pk: None
         svg, grouped = graph.render(
-            jobs, edges,
-            job_url=lambda pk: reverse("admin:scheduler_app_job_change", args=[pk], current_app=self.admin_site.name),
-            group_url=lambda task: f"{jobs_url}?{urlencode({'workflow': obj.pk, 'task': task})}",
-            label=f"The jobs of workflow {obj.pk} and their dependencies",
+            jobs, edges, job_url=job_url,
+            group_url=lambda task: f"{jobs_url}?{urlencode({'workflow': obj.pk, 'task': task})}" if sees_jobs else None,
+            label=f"The jobs of workflow {obj.pk} and their dependencies", last=callbacks,
         )
         can_change = self.has_change_permission(request, obj)
         context = {
@@ -239,10 +231,9 @@ class WorkflowAdmin(SafeLookupsMixin, admin.ModelAdmin):
             "original": obj,
             "status": status,
             "status_html": status_badge(status),
-            "stored_status": status_label(obj.status),
             "counts_html": counts_html(counts),
             "progress_html": progress_html(counts),
-            "callbacks_html": callbacks_html(obj.callbacks),
+            "callbacks_html": callbacks_html(obj.callbacks, job_url),
             "created_html": when_html(obj.created_at),
             "finished_html": when_html(obj.finished_at),
             "callbacks_at_html": when_html(obj.callbacks_enqueued_at),
@@ -252,7 +243,7 @@ class WorkflowAdmin(SafeLookupsMixin, admin.ModelAdmin):
             "grouped": grouped,
             "nodes_max": graph.NODES_MAX,
             "legend": [(s, status_label(s)) for s in JobStatus.values],
-            "jobs_url": f"{jobs_url}?workflow={obj.pk}",
+            "jobs_url": f"{jobs_url}?workflow={obj.pk}" if sees_jobs else None,
             "can_retry": can_change and any(counts[s] for s in RETRYABLE),
             "can_cancel": can_change and any(counts[s] for s in ACTIVE_STATUSES),
             **(extra_context or {}),
@@ -260,26 +251,38 @@ class WorkflowAdmin(SafeLookupsMixin, admin.ModelAdmin):
         request.current_app = self.admin_site.name
         return TemplateResponse(request, "admin/scheduler_app/workflow/detail.html", context)
 
-    def _act(self, request, object_id, act, describe):
+    @staticmethod
+    def _job_url(pk, current_app):
+        return reverse("admin:scheduler_app_job_change", args=[pk], current_app=current_app)
+
+    def _act(self, request, object_id, act, statuses, describe):
+        """POST retry/ or cancel/: ``act`` on the workflow (change_workflow), then back to its page with what happened."""
         obj = self._workflow_or_404(request, object_id)
         if not self.has_change_permission(request, obj):
             raise PermissionDenied
-        outcome = act(obj, user=request.user)
-        self.message_user(request, describe(outcome), messages.SUCCESS)
+        before = numbers.statuses([obj])[obj.pk][1]
+        try:
+            workflow = act(obj.pk)
+        except InvalidTransition as exc:
+            self.message_user(request, f"Nothing was changed: {exc}", messages.ERROR)
+        except Workflow.DoesNotExist:
+            raise Http404("No workflow has this id.") from None
+        else:
+            self.message_user(request, describe(sum(before.get(s, 0) for s in statuses), workflow.status), messages.SUCCESS)
         return HttpResponseRedirect(reverse("admin:scheduler_app_workflow_change", args=[obj.pk], current_app=self.admin_site.name))
 
     @method_decorator(require_POST)
     def retry_view(self, request, object_id):
         """Retry the workflow's failed and cancelled jobs (their dependents come back waiting)."""
         return self._act(
-            request, object_id, lambda obj, user: retry(obj.pk, user),
-            lambda o: f"Retried {o['retried']} job(s); skipped {o['skipped']}. The workflow is {o['status']}.",
+            request, object_id, service.retry_workflow, RETRYABLE,
+            lambda n, status: f"Retried {n} failed or cancelled job(s); the workflow is {status}.",
         )
 
     @method_decorator(require_POST)
     def cancel_view(self, request, object_id):
         """Cancel the workflow's pending and waiting jobs, and ask its running ones to stop."""
         return self._act(
-            request, object_id, lambda obj, user: cancel(obj.pk, user),
-            lambda o: f"Cancelled {o['cancelled']} job(s), asked {o['cancel_requested']} running job(s) to stop. The workflow is {o['status']}.",
+            request, object_id, service.cancel_workflow, ACTIVE_STATUSES,
+            lambda n, status: f"Cancelled the workflow's {n} pending, waiting or running job(s) (running ones are asked to stop); it is {status}.",
         )

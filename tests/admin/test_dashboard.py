@@ -215,8 +215,8 @@ class TestData:
                 job_row(status)
         Worker.objects.bulk_create(Worker(id=f"w{i}", hostname="h", pid=i) for i in range(5))
         # Two session/user queries, then a fixed set of stats queries (the
-        # history's three, the task table's one and the workflows' two among them).
-        assert count() == few <= 21
+        # history's three, the task table's one and the workflows' one among them).
+        assert count() == few <= 20
 
 
 class TestQueues:

@@ -168,6 +168,29 @@ class TestActions:
         errors = Job.objects.get(pk=b.pk).errors
         assert f"job {a.pk} was cancelled" in errors[-1]["message"]  # the errors keep what happened
         assert Workflow.objects.get(pk=workflow.pk).status == WorkflowStatus.PENDING
+        assert "Retried 3 failed or cancelled job(s); the workflow is pending." in admin_client_.get(page_url(workflow)).content.decode()
+
+    def test_a_refused_retry_says_why_and_changes_nothing(self, admin_client_):
+        workflow, (a, b) = workflow_of([{"unique_key": "k1"}, {"depends_on_index": [0]}])
+        lifecycle.cancel(a.pk)
+        workflow_of([{"unique_key": "k1"}], name="the holder")
+        html = admin_client_.post(retry_url(workflow), follow=True).content.decode()
+        assert "Nothing was changed: Cannot retry " in html and "unique_key" in html
+        assert statuses([a, b]) == ["cancelled", "cancelled"]
+
+    def test_callbacks_are_drawn_last_and_not_counted(self, admin_client_, set_status):
+        workflow, (a, b, callback) = workflow_of([{}, {"depends_on_index": [0]}, {}])
+        set_status(a, "succeeded")
+        set_status(b, "succeeded")
+        Workflow.objects.filter(pk=workflow.pk).update(callbacks={
+            "on_success": {"task": "tests.testapp.tasks.add", "args": [1, 2]},
+            "enqueued": [{"callback": "on_success", "job": callback.pk}],
+        })
+        html = admin_client_.get(page_url(workflow)).content.decode()
+        assert "2 / 2 done" in html and 'sched-badge sched-succeeded">Succeeded<' in html
+        assert f'→ <a href="{reverse("admin:scheduler_app_job_change", args=[callback.pk])}">job #{callback.pk}</a>' in html
+        ys = {pk: float(y) for pk, y in re.findall(r'data-job="(\d+)"><title>.*?</title><rect class="sched-box" x="[\d.]+" y="([\d.]+)"', the_svg(html))}
+        assert ys[str(callback.pk)] > ys[str(b.pk)] > ys[str(a.pk)]
 
     def test_cancel_cancels_pending_and_waiting_and_asks_running_jobs_to_stop(self, admin_client_, set_status):
         workflow, jobs = workflow_of([{}, {}, {"depends_on_index": [0]}])
@@ -177,6 +200,7 @@ class TestActions:
         assert Job.objects.get(pk=jobs[1].pk).cancel_requested
         page = admin_client_.get(page_url(workflow)).content.decode()
         assert 'id="sched-wf-retry"' in page and 'id="sched-wf-cancel"' in page  # cancelled jobs; one still running
+        assert "Cancelled the workflow&#x27;s 3 pending, waiting or running job(s)" in page
 
     def test_actions_are_posts(self, admin_client_):
         workflow, _ = chain_of(2)
@@ -228,6 +252,9 @@ class TestPermissions:
         client.force_login(staff_user)
         html = client.get(page_url(workflow)).content.decode()
         assert the_svg(html).count('class="sched-node ') == 2
+        assert "<a " not in the_svg(html) and "List them" not in html  # no view_job: no links to a 403
+        Workflow.objects.filter(pk=workflow.pk).update(callbacks={"on_failure": {"task": "x.y"}, "enqueued": [{"callback": "on_failure", "job": jobs[0].pk}]})
+        assert f"on_failure: <code>x.y</code> → job #{jobs[0].pk}" in client.get(page_url(workflow)).content.decode()
         assert 'id="sched-wf-retry"' not in html and 'id="sched-wf-cancel"' not in html
         assert "retry_workflows" not in client.get(WORKFLOWS).content.decode()
         assert client.post(retry_url(workflow)).status_code == 403
@@ -241,6 +268,8 @@ class TestPermissions:
         client.force_login(staff_user)
         html = client.get(page_url(workflow)).content.decode()
         assert 'id="sched-wf-retry"' in html and "csrfmiddlewaretoken" in html
+        grant(staff_user, "view_job")
+        assert the_svg(client.get(page_url(workflow)).content.decode()).count("<a href=") == 2
         assert client.post(retry_url(workflow)).status_code == 302
         assert statuses(jobs) == ["pending", "waiting"]
 
@@ -262,17 +291,12 @@ class TestPermissions:
         assert Workflow.objects.filter(pk=workflow.pk).exists()
 
 
-def test_the_dashboard_counts_running_and_failed_workflows(admin_client_, set_status):
-    running, (a, _) = chain_of(2, name="running-one")
-    set_status(a, "running")
-    failed, (b, _) = chain_of(2, name="failed-one")
-    set_status(b, "failed")
-    lifecycle.cancel(Job.objects.filter(workflow=failed).order_by("pk").last().pk)
-    chain_of(2, name="pending-one")
-    stored_failed, _ = chain_of(1, name="stored")
-    Workflow.objects.filter(pk=stored_failed.pk).update(status=WorkflowStatus.FAILED)
+def test_the_dashboard_counts_running_and_failed_workflows(admin_client_):
+    # The stored status: the transaction that ends each job of a workflow stores it (lifecycle.workflows.refresh).
+    for name, status in [("a", "running"), ("b", "running"), ("c", "failed"), ("d", "pending"), ("e", "succeeded")]:
+        Workflow.objects.create(name=name, status=status)
     data = admin_client_.get(reverse("admin:scheduler_app_dashboard_data")).json()
-    assert data["workflows"] == {"running": 1, "failed": 2}
+    assert data["workflows"] == {"running": 2, "failed": 1}
     html = admin_client_.get(reverse("admin:scheduler_app_dashboard")).content.decode()
-    assert 'id="sched-workflows-running">1<' in html and 'id="sched-workflows-failed">2<' in html
-    assert JobStatus.RUNNING in Job.objects.values_list("status", flat=True)
+    assert 'id="sched-workflows-running">2<' in html and 'id="sched-workflows-failed">1<' in html
+    assert f'{WORKFLOWS}?status__exact=failed' in html

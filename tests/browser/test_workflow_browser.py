@@ -51,6 +51,18 @@ def invoices_workflow(renders=6):
     return workflow, [fetch, *group, merge, email]
 
 
+def finished_workflows():
+    """One that failed (its dependents cancelled), one that succeeded."""
+    now = timezone.now()
+    failed = Workflow.objects.create(name="import-customers", status="failed", finished_at=now)
+    load = _job(failed, S + "load_csv", JobStatus.FAILED, now)
+    for task in ("dedupe_customers", "index_customers"):
+        _depend(_job(failed, S + task, JobStatus.CANCELLED, now), load)
+    done = Workflow.objects.create(name="nightly-thumbnails", status="succeeded", finished_at=now)
+    for _ in range(4):
+        _job(done, S + "make_thumbnail", JobStatus.SUCCEEDED, now)
+
+
 def login(browser, live_server, width, color_scheme="light"):
     context = browser.new_context(
         viewport={"width": width, "height": 900}, base_url=live_server.url, locale="en-GB", timezone_id="UTC", color_scheme=color_scheme,
@@ -121,9 +133,14 @@ def test_a_grouped_graph_and_the_list(browser, live_server, superuser, screensho
     page.locator("svg.sched-graph a.sched-node-group").click()
     page.wait_for_url("**/admin/scheduler_app/job/?workflow=*")
     assert page.locator("#result_list tbody tr").count() == 50  # the first page of the group's 480 jobs
-    invoices_workflow()
+    finished_workflows()
     page.goto("/admin/scheduler_app/workflow/")
-    assert page.locator("#result_list tbody tr").count() == 2
+    assert page.locator("#result_list tbody tr").count() == 3
     assert page.evaluate(OVERFLOW) == []
     page.screenshot(path=screenshot_dir / "workflows-1280.png", full_page=True)
+    context.close()
+    context, page = login(browser, live_server, 800)
+    page.goto("/admin/scheduler_app/workflow/")
+    assert page.evaluate(OVERFLOW) == []
+    page.screenshot(path=screenshot_dir / "workflows-800.png", full_page=True)
     context.close()
