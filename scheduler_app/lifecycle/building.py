@@ -20,6 +20,7 @@ from datetime import timedelta
 
 from django.core.exceptions import ValidationError
 from django.tasks import Task
+from django.tasks.base import DEFAULT_TASK_PRIORITY, DEFAULT_TASK_QUEUE_NAME
 from django.utils import timezone
 
 from .. import conf, registry
@@ -43,6 +44,7 @@ from ..validation.fields import (
     Rule,
 )
 from ..validation.jobs import BOTH_WHEN, UNIQUE_FOR_PAST_TASK, arguments_size_problem, chosen
+from ..validation.labels import META, TAGS, route_of
 from ..validation.options import options_of
 from ..vocabulary.bounds import QUEUE_NAME_MAX, QUEUE_NAME_RE
 
@@ -93,7 +95,7 @@ RULES = {
     r.field: r
     for r in (
         TASK, ARGS, KWARGS, EXECUTE_AT, DELAY, PRIORITY, QUEUE, MAX_ATTEMPTS, TIMEOUT, UNIQUE_KEY, UNIQUE_FOR,
-        DEPENDS_ON, ON_DEPENDENCY_FAILURE,
+        DEPENDS_ON, ON_DEPENDENCY_FAILURE, TAGS, META,
     )
 }
 # The limits of a queue (``lifecycle.queues``).
@@ -103,7 +105,7 @@ QUEUE_RULES = {r.field: r for r in (CONCURRENCY_LIMIT, RATE_LIMIT, RATE_PERIOD)}
 def build_job(
     task, args=(), kwargs=None, *, execute_at=None, delay=None, priority=None, queue=None, max_attempts=None,
     timeout=None, unique_key=None, unique_for=None, depends_on=None, on_dependency_failure=None, created_by=None,
-    schedule=None, now=None, backend_options=None,
+    schedule=None, now=None, backend_options=None, tags=None, meta=None,
 ):
     """Validate a job description and return an unsaved Job; raise ValidationError with errors keyed by field.
 
@@ -114,16 +116,20 @@ def build_job(
     (seconds from now) is the other way to give ``execute_at``. The arguments
     must bind to the task's signature, pass its ``@options(validate=...)``
     and take at most ``SCHEDULER["ARGS_MAX_BYTES"]``; ``unique_for`` may not
-    exceed the task's own. ``depends_on`` (job ids, or Jobs) and
-    ``unique_for`` need the database (``creation``): the job carries them as
-    ``_depends_on`` and ``_unique_for``.
+    exceed the task's own. ``tags`` (default: ``@options(tags=...)``) and
+    ``meta`` (default {}) are ``validation.labels``'s. ``depends_on`` (job
+    ids, or Jobs) and ``unique_for`` need the database (``creation``): the
+    job carries them as ``_depends_on`` and ``_unique_for``.
     """
     errors = Errors()
     now = now or timezone.now()
     task_obj = errors.run(TASK, task)
     task_options = options_of(task_obj) if task_obj is not None else None
     args, kwargs = _arguments(errors, task_obj, task_options, args, kwargs)
-    given = {"priority": priority, "queue": queue, "max_attempts": max_attempts, "timeout": timeout, "unique_for": unique_for}
+    given = {
+        "priority": priority, "queue": queue, "max_attempts": max_attempts, "timeout": timeout,
+        "unique_for": unique_for, "tags": tags,
+    }
     values = _chosen_fields(errors, given, _sources(task_obj, task_options, backend_options))
     if values["unique_for"] is not None:
         longest = getattr(task_options, "unique_for", None)
@@ -135,23 +141,18 @@ def build_job(
     on_dependency_failure = on_dependency_failure or "cancel"
     errors.run(ON_DEPENDENCY_FAILURE, on_dependency_failure)
     unique_key = _unique_key(errors, unique_key, task_obj, task_options, args, kwargs, values["unique_for"])
+    meta = {} if meta is None else errors.run(META, meta)
     errors.raise_if_any()
     job = new_job(
-        task=registry.name_of(task_obj),
-        args=args,
-        kwargs=kwargs,
-        queue=values["queue"],
-        priority=values["priority"],
-        execute_at=execute_at,
-        max_attempts=values["max_attempts"],
-        timeout=values["timeout"],
-        unique_key=unique_key,
+        task=registry.name_of(task_obj), args=args, kwargs=kwargs, queue=values["queue"], priority=values["priority"],
+        execute_at=execute_at, max_attempts=values["max_attempts"], timeout=values["timeout"], unique_key=unique_key,
         created_by_id=getattr(created_by, "pk", created_by),
         schedule_id=getattr(schedule, "pk", schedule),
         created_at=now,
         updated_at=now,
         on_dependency_failure=on_dependency_failure,
         has_dependencies=bool(depends_on),
+        tags=values["tags"] or [], meta=meta,
     )
     if created_by is not None and not isinstance(created_by, int):
         job.created_by = created_by  # the instance, cached as Job(created_by=...) would
@@ -163,16 +164,30 @@ def build_job(
 def _sources(task_obj, task_options, backend_options):
     """Return the sources of ``validation.jobs.PRECEDENCE``: each a function of a key."""
     defaults = conf.backend_options() if backend_options is None else backend_options
+    route = route_of(registry.name_of(task_obj), conf.get("ROUTES")) if task_obj is not None else {}
     return {
-        "task": lambda key: getattr(task_obj, key, None),
+        "task": lambda key: declared(key, getattr(task_obj, key, None)),
+        "route": route.get,
+        "django": _DJANGO_DEFAULTS.get,
         "options": lambda key: getattr(task_options, key, None),
         "backend": defaults.get,
         "settings": conf.get,
     }
 
 
+_DJANGO_DEFAULTS = {"priority": DEFAULT_TASK_PRIORITY, "queue_name": DEFAULT_TASK_QUEUE_NAME}
+
+
+def declared(key, value):
+    """Return a Task's priority or queue_name, or None where it is Django's default (a route may set it)."""
+    return None if type(value) is type(_DJANGO_DEFAULTS[key]) and value == _DJANGO_DEFAULTS[key] else value
+
+
 # The rule of each field whose default is chosen by precedence.
-_CHOSEN = {"priority": PRIORITY, "queue": QUEUE, "max_attempts": MAX_ATTEMPTS, "timeout": TIMEOUT, "unique_for": UNIQUE_FOR}
+_CHOSEN = {
+    "priority": PRIORITY, "queue": QUEUE, "max_attempts": MAX_ATTEMPTS, "timeout": TIMEOUT, "unique_for": UNIQUE_FOR,
+    "tags": TAGS,
+}
 
 
 def _chosen_fields(errors, given, sources):

@@ -3,7 +3,7 @@
     from django.tasks import task
     from scheduler_app import options
 
-    @options(max_attempts=5, timeout=30, retry_on=(IOError,), backoff=10, unique=True, unique_for=3600)
+    @options(max_attempts=5, timeout=30, retry_on=(IOError,), backoff=10, unique=True, unique_for=3600, tags=["sync"])
     @task(queue_name="slow")
     def sync_account(account_id): ...
 
@@ -42,6 +42,8 @@ class TaskOptions:
     # making a job refuses them, with the callable's message (a plain one
     # is the "args" field's).
     validate: object = None
+    # Tags every job of the task gets unless the caller gives its own (``validation.labels.TAGS``).
+    tags: tuple | None = None
 
     def describe(self):
         """Return the options as JSON-friendly values (the API's task list, the admin)."""
@@ -50,6 +52,8 @@ class TaskOptions:
             value = getattr(self, name)
             if value is not None:
                 data[name] = value
+        if self.tags:
+            data["tags"] = list(self.tags)
         if self.retry_on is not None:
             data["retry_on"] = [f"{c.__module__}.{c.__qualname__}" for c in self.retry_on]
         if self.unique is True:
@@ -80,12 +84,14 @@ NONE = TaskOptions()
 
 
 def options(
-    *, max_attempts=None, timeout=None, retry_on=None, backoff=None, unique=None, unique_for=None, validate=None
+    *, max_attempts=None, timeout=None, retry_on=None, backoff=None, unique=None, unique_for=None, validate=None,
+    tags=None,
 ):
     """Attach scheduling options to a task (above ``@task``) or to its function (below it)."""
     from django.core.exceptions import ImproperlyConfigured, ValidationError
 
     from . import fields as rules
+    from .labels import TAGS
 
     try:
         if max_attempts is not None:
@@ -96,6 +102,8 @@ def options(
             backoff = rules.BACKOFF.check(backoff)
         if unique_for is not None:
             unique_for = rules.UNIQUE_FOR.check(unique_for)
+        if tags is not None:
+            tags = tuple(TAGS.check(tags))
     except ValidationError as exc:
         raise ImproperlyConfigured(f"@options: {'; '.join(f'{k}: {v[0]}' for k, v in exc.message_dict.items())}") from None
     if retry_on is not None:
@@ -114,6 +122,7 @@ def options(
         unique=unique,
         unique_for=unique_for,
         validate=validate,
+        tags=tags,
     )
 
     def decorate(target):

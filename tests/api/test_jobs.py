@@ -14,7 +14,7 @@ JOB_FIELDS = {
     "id", "url", "task", "args", "kwargs", "queue", "priority", "execute_at", "status",
     "attempts", "max_attempts", "timeout", "unique_key", "result", "errors",
     "cancel_requested", "progress", "worker", "created_by", "created_at", "updated_at",
-    "started_at", "last_attempted_at", "finished_at", "schedule", "logs_count", "snoozes", "on_dependency_failure",
+    "started_at", "last_attempted_at", "finished_at", "schedule", "logs_count", "snoozes", "on_dependency_failure", "tags", "meta",
     "dependencies_left", "depends_on", "dependents", "truncated",
 }
 

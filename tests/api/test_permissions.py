@@ -35,6 +35,8 @@ ENDPOINTS = [
     ("patch", "/api/jobs/{pending}/", {"priority": 7}, "change_job"),
     ("post", "/api/jobs/{pending}/cancel/", None, "change_job"),
     ("post", "/api/jobs/{failed}/retry/", None, "change_job"),
+    ("post", "/api/jobs/cancel/", {"filter": {"status": "pending"}}, "change_job"),
+    ("post", "/api/jobs/retry/", {"filter": {"status": "failed"}}, "change_job"),
     ("get", "/api/tasks/", None, "view_job"),
     ("get", "/api/stats/", None, "view_job"),
     ("get", "/api/stats/history/", None, "view_job"),
