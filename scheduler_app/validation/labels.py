@@ -24,8 +24,12 @@ class Tag(Rule):
     def __init__(self, field):
         super().__init__(field, f"A tag is {TAG_SHAPE}.")
 
+    @staticmethod
+    def well_formed(value):
+        return isinstance(value, str) and TAG_RE.fullmatch(value) is not None
+
     def check(self, value):
-        if not isinstance(value, str) or not TAG_RE.fullmatch(value):
+        if not self.well_formed(value):
             self.fail(f"{shown(value)} is not a tag: a tag is {TAG_SHAPE}.")
         return value
 
