@@ -308,6 +308,7 @@ class TaskOptionsSerializer(serializers.Serializer):
         required=False, help_text="true (task and arguments), or the path of the callable that makes the key."
     )
     unique_for = serializers.FloatField(required=False, help_text="Seconds a unique key stays taken.")
+    tags = serializers.ListField(child=serializers.CharField(), required=False, help_text="Tags of the task's jobs.")
 
 
 class TaskSerializer(serializers.Serializer):

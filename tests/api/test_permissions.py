@@ -54,6 +54,7 @@ ENDPOINTS = [
     ("patch", "/api/schedules/{schedule}/", {"priority": 5}, "change_schedule"),
     ("delete", "/api/schedules/{schedule}/", None, "delete_schedule"),
     ("post", "/api/schedules/{schedule}/run/", None, "change_schedule"),
+    ("get", "/api/schedules/{schedule}/next/", None, "view_schedule"),
 ]
 NEEDING_A_PERMISSION = [e for e in ENDPOINTS if e[3]]
 

@@ -58,6 +58,7 @@ EXPECTED_OPERATIONS = {
     ("patch", "/api/schedules/{id}/"),
     ("delete", "/api/schedules/{id}/"),
     ("post", "/api/schedules/{id}/run/"),
+    ("get", "/api/schedules/{id}/next/"),
 }
 
 

@@ -382,3 +382,10 @@ def even(n, note="", broken=False):
 def reports(context, current, total=None, message=""):
     """Report the progress it is given, as it is (the rule of set_progress judges it)."""
     return context.set_progress(current, total, message)
+
+
+@options(tags=["billing", "nightly"])
+@task
+def tagged(x=None):
+    """A task whose jobs carry tags unless the caller gives its own."""
+    return x
