@@ -61,6 +61,11 @@ class JobFields:
         shown = format_html_join(" ", '<span class="job-tag">{}</span>', ((t,) for t in tags[:3]))
         return format_html("{} +{}", shown, len(tags) - 3) if len(tags) > 3 else shown or "-"
 
+    @admin.display(description="tags")
+    def all_tags_display(self, obj):
+        tags = [t for t in obj.tags if isinstance(t, str)] if isinstance(obj.tags, list) else []
+        return format_html_join(" ", '<span class="job-tag">{}</span>', ((t,) for t in tags)) or "-"
+
     @admin.display(description="meta")
     def meta_display(self, obj):
         return pretty_json(obj.meta) if obj.meta else "-"

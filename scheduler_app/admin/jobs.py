@@ -74,7 +74,7 @@ class JobAdmin(BulkActionsMixin, DependenciesMixin, JobLive, JobFields, SafeLook
         ("When and how", {"fields": ["execute_at", "priority", "queue", "max_attempts", "timeout", "unique_key"]}),
     ]
     change_fieldsets = [
-        (None, {"fields": ["status_badge", "task", "queue", "args_display", "kwargs_display", "unique_key", "tags_display", "meta_display", "created_by", "schedule_link", "created_at_display"]}),
+        (None, {"fields": ["status_badge", "task", "queue", "args_display", "kwargs_display", "unique_key", "all_tags_display", "meta_display", "created_by", "schedule_link", "created_at_display"]}),
         ("Schedule", {"fields": ["execute_at", "priority", "due_display", "max_attempts", "timeout"]}),
         ("Execution", {"fields": ["attempts_display", "worker_display", "started_at_display", "last_attempted_at_display", "finished_at_display", "duration_display", "lease_display", "progress_display", "cancel_requested"]}),
         ("Workflow", {"fields": WORKFLOW_FIELDS}),
