@@ -65,6 +65,7 @@ class SchedulerBackend(BaseTaskBackend):
 
     def enqueue(self, task, args, kwargs):
         from . import lifecycle
+        from .lifecycle.building import declared
 
         self.validate_task(task)
         try:
@@ -73,8 +74,9 @@ class SchedulerBackend(BaseTaskBackend):
                 list(args),
                 dict(kwargs),
                 execute_at=task.run_after,
-                priority=task.priority,
-                queue=task.queue_name,
+                # Django's defaults count as not chosen: a SCHEDULER["ROUTES"] entry may set them.
+                priority=declared("priority", task.priority),
+                queue=declared("queue_name", task.queue_name),
                 backend_options=self.options,
                 using=self.database,
             )

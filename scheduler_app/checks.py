@@ -17,6 +17,7 @@ the rule gives everywhere (``lifecycle.validation``, ``settings_rules``).
     E009  a SCHEDULER["TASK_MODULES"] entry is not a module of an installed app
     E010  an app the scheduler needs is not in INSTALLED_APPS
     E011  SCHEDULER["QUEUES"] is not queue names mapped to limits and a mode
+    E012  SCHEDULER["ROUTES"] is not task paths or globs mapped to a queue and a priority
     W001  SCHEDULER has a key the scheduler does not know (a typo?)
     W002  SCHEDULER has a key that was renamed (ALLOWED_COMMANDS: RUN_COMMAND_ALLOWED)
 """
@@ -137,7 +138,10 @@ def check_settings(app_configs=None, **kwargs):
     return errors
 
 
-_HINTS = {"RETENTION": 'e.g. {"succeeded": timedelta(days=14), "failed": timedelta(days=30)}'}
+_HINTS = {
+    "RETENTION": 'e.g. {"succeeded": timedelta(days=14), "failed": timedelta(days=30)}',
+    "ROUTES": 'e.g. {"billing.tasks.*": {"queue": "billing", "priority": 10}}',
+}
 
 
 def _setting_errors(key, setting, exc):

@@ -92,6 +92,22 @@ class JobFields:
 
     # -- change page fields -------------------------------------------------
 
+    @admin.display(description="tags")
+    def tags_display(self, obj):
+        # Compact: the first three, and how many more (the job's page shows them all).
+        tags = [t for t in obj.tags if isinstance(t, str)] if isinstance(obj.tags, list) else []
+        shown = format_html_join(" ", '<span class="job-tag">{}</span>', ((t,) for t in tags[:3]))
+        return format_html("{} +{}", shown, len(tags) - 3) if len(tags) > 3 else shown or "-"
+
+    @admin.display(description="tags")
+    def all_tags_display(self, obj):
+        tags = [t for t in obj.tags if isinstance(t, str)] if isinstance(obj.tags, list) else []
+        return format_html_join(" ", '<span class="job-tag">{}</span>', ((t,) for t in tags)) or "-"
+
+    @admin.display(description="meta")
+    def meta_display(self, obj):
+        return pretty_json(obj.meta) if obj.meta else "-"
+
     @admin.display(description="args")
     def args_display(self, obj):
         return pretty_json(obj.args)

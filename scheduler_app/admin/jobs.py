@@ -17,6 +17,7 @@ from django.utils.html import format_html
 from .. import lifecycle, registry
 from ..lifecycle.states import allowed_from, refusal
 from ..models import Job, JobStatus
+from .bulk import BulkActionsMixin, TagFilter
 from .changelist import CappedCountPaginator, DateRangeFilter, JobChangeList, QueueFilter, ScheduleFilter, TaskFilter
 from .dependencies import WORKFLOW_FIELDS, DependenciesMixin, DependencyFilter
 from .forms import JobAddForm, JobRescheduleForm
@@ -34,7 +35,7 @@ BOTH_LOCATIONS = [ActionLocation.CHANGE_LIST, ActionLocation.CHANGE_FORM]
 
 
 @admin.register(Job)
-class JobAdmin(DependenciesMixin, JobSummary, JobLive, JobFields, SafeLookupsMixin, admin.ModelAdmin):
+class JobAdmin(BulkActionsMixin, DependenciesMixin, JobSummary, JobLive, JobFields, SafeLookupsMixin, admin.ModelAdmin):
     list_display = [
         "id",
         "task_name",
@@ -45,6 +46,7 @@ class JobAdmin(DependenciesMixin, JobSummary, JobLive, JobFields, SafeLookupsMix
         "attempts_display",
         "duration_display",
         "worker_short",
+        "tags_display",
     ]
     list_display_links = ["id"]
     list_filter = [
@@ -52,6 +54,7 @@ class JobAdmin(DependenciesMixin, JobSummary, JobLive, JobFields, SafeLookupsMix
         DependencyFilter,
         QueueFilter,
         TaskFilter,
+        TagFilter,
         ScheduleFilter,
         ("execute_at", DateRangeFilter),
         ("created_at", DateRangeFilter),
@@ -77,7 +80,7 @@ class JobAdmin(DependenciesMixin, JobSummary, JobLive, JobFields, SafeLookupsMix
         ("Workflow", {"fields": ["depends_on", "tags"]}),
     ]
     change_fieldsets = [
-        (None, {"fields": ["status_badge", "task", "queue", "args_display", "kwargs_display", "unique_key", "created_by", "schedule_link", "created_at_display"]}),
+        (None, {"fields": ["status_badge", "task", "queue", "args_display", "kwargs_display", "unique_key", "all_tags_display", "meta_display", "created_by", "schedule_link", "created_at_display"]}),
         ("Schedule", {"fields": ["execute_at", "priority", "due_display", "max_attempts", "timeout", "expires_at_display", "concurrency_key", "concurrency_limit"]}),
         ("Execution", {"fields": ["attempts_display", "worker_display", "started_at_display", "last_attempted_at_display", "finished_at_display", "duration_display", "lease_display", "progress_display", "cancel_requested_display"]}),
         ("Workflow", {"fields": WORKFLOW_FIELDS}),
@@ -264,13 +267,19 @@ class JobAdmin(DependenciesMixin, JobSummary, JobLive, JobFields, SafeLookupsMix
 
     @admin.action(description="Cancel selected jobs", permissions=["change"], location=BOTH_LOCATIONS)
     def cancel_jobs(self, request, queryset):
-        ids = self._selected_ids(request, queryset)
-        if ids is None:
-            return
+        across = self.across(request)
+        if across is False:
+            return self.confirmation(request, queryset, "cancel")  # "all N matching": count them first
         cancelled = requested = skipped = 0
-        for chunk in self._chunks(ids):
-            c, r, s = lifecycle.cancel_many(chunk)
-            cancelled, requested, skipped = cancelled + c, requested + r, skipped + s
+        if across:
+            cancelled, requested = lifecycle.cancel_matching(queryset)
+        else:
+            ids = self._selected_ids(request, queryset)
+            if ids is None:
+                return
+            for chunk in self._chunks(ids):
+                c, r, s = lifecycle.cancel_many(chunk)
+                cancelled, requested, skipped = cancelled + c, requested + r, skipped + s
         self._report(
             request,
             [
@@ -283,13 +292,19 @@ class JobAdmin(DependenciesMixin, JobSummary, JobLive, JobFields, SafeLookupsMix
 
     @admin.action(description="Retry selected jobs", permissions=["change"], location=BOTH_LOCATIONS)
     def retry_jobs(self, request, queryset):
-        ids = self._selected_ids(request, queryset)
-        if ids is None:
-            return
+        across = self.across(request)
+        if across is False:
+            return self.confirmation(request, queryset, "retry")
         retried = skipped = 0
-        for chunk in self._chunks(ids):
-            r, s = lifecycle.retry_many(chunk)
-            retried, skipped = retried + r, skipped + s
+        if across:
+            retried = lifecycle.retry_matching(queryset)
+        else:
+            ids = self._selected_ids(request, queryset)
+            if ids is None:
+                return
+            for chunk in self._chunks(ids):
+                r, s = lifecycle.retry_many(chunk)
+                retried, skipped = retried + r, skipped + s
         self._report(
             request,
             [(retried, f"queued {retried} {plural(retried)} to run again now")],

@@ -22,6 +22,7 @@ from ..vocabulary.bounds import PRIORITY_MAX, PRIORITY_MIN
 from .formatting import status_badge, when_html
 from .forms import EncodableDataMixin, JSONTextField, RuleChoiceField, RuleFormField, SplitDateTime
 from .lookups import SafeLookupsMixin
+from .schedule_runs import ComingRunsMixin
 
 
 class ScheduleForm(EncodableDataMixin, forms.ModelForm):
@@ -86,7 +87,7 @@ class ScheduleForm(EncodableDataMixin, forms.ModelForm):
 
 
 @admin.register(Schedule)
-class ScheduleAdmin(SafeLookupsMixin, admin.ModelAdmin):
+class ScheduleAdmin(ComingRunsMixin, SafeLookupsMixin, admin.ModelAdmin):
     form = ScheduleForm
     list_display = [
         "name",
@@ -103,18 +104,19 @@ class ScheduleAdmin(SafeLookupsMixin, admin.ModelAdmin):
     ordering = ["name"]
     actions = ["run_now", "enable", "disable"]
     # Times in the admin's one format (formatting.when_html), not Django's.
-    readonly_fields = ["timetable", "next_run", "last_run", "last_job_link", "jobs_link", "created_display", "updated_display"]
+    state_fields = ["timetable", "next_run", "last_run", "last_job_link", "jobs_link", "created_display", "updated_display"]
+    readonly_fields = [*state_fields, "coming_runs"]
     fieldsets = [
         (None, {"fields": ["name", "task", "args", "kwargs", "enabled"]}),
         (
             "Timetable",
             {
-                "fields": ["cron", "interval_seconds", "timezone", "misfire_policy", "start_at", "end_at"],
+                "fields": ["cron", "interval_seconds", "timezone", "coming_runs", "misfire_policy", "start_at", "end_at"],
                 "description": "Give a cron expression or an interval in seconds, not both.",
             },
         ),
         ("Jobs", {"fields": ["queue", "priority", "max_attempts", "timeout"]}),
-        ("State", {"fields": readonly_fields}),
+        ("State", {"fields": state_fields}),
     ]
 
     class Media:

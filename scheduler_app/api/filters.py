@@ -1,14 +1,18 @@
 """Query-string filters and ordering of GET /api/jobs/ (django-filter).
 
 Each filter's OpenAPI schema states what it accepts (bounds, lengths, no
-NUL), so that a value the schema allows is never a 400.
+NUL), so that a value the schema allows is never a 400. ``JobFilter`` is
+the one implementation: the list applies it to the query string,
+POST /api/jobs/cancel/ and /retry/ to their "filter" (``matching``).
 """
 
 from datetime import UTC, datetime
 
 import django_filters
 from django import forms
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import Q
+from django.http import QueryDict
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from drf_spectacular.drainage import set_override
@@ -16,8 +20,10 @@ from rest_framework.exceptions import ValidationError
 
 from .. import registry
 from ..models import Job, JobStatus
+from ..sql.search import search_matches, tagged
 from ..validation.fields import NO_NUL
-from ..vocabulary.bounds import PRIORITY_MAX, PRIORITY_MIN, QUEUE_NAME_MAX, SEARCH_MAX, TASK_NAME_MAX
+from ..validation.labels import TAG
+from ..vocabulary.bounds import PRIORITY_MAX, PRIORITY_MIN, QUEUE_NAME_MAX, SEARCH_MAX, TAGS_MAX, TASK_NAME_MAX
 
 # Largest value of a 64-bit primary key: a longer number cannot be an id.
 MAX_ID = 2**63 - 1
@@ -84,6 +90,35 @@ class TextFilter(django_filters.CharFilter):
         set_override(self, "field", {**schema, "description": kwargs.get("help_text", "")})
 
 
+class TagsField(forms.Field):
+    """Tags from a repeated parameter (``?tag=a&tag=b``), each checked by ``validation.labels.TAG``."""
+
+    widget = forms.MultipleHiddenInput
+
+    def to_python(self, value):
+        values = [v for v in (value or []) if v != ""]
+        if len(values) > TAGS_MAX:
+            raise forms.ValidationError(f"At most {TAGS_MAX} tags.")
+        try:
+            return [TAG.check(v) for v in values]
+        except DjangoValidationError as exc:
+            raise forms.ValidationError(exc.messages) from None
+
+
+class TagFilter(django_filters.Filter):
+    """Jobs carrying any of the tags given (``sql.search.tagged``: a GIN index on PostgreSQL)."""
+
+    field_class = TagsField
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        schema = {"type": "array", "items": TAG.schema(), "maxItems": TAGS_MAX}
+        set_override(self, "field", {**schema, "description": kwargs.get("help_text", "")})
+
+    def filter(self, qs, value):
+        return qs.filter(tagged(value, qs.db)) if value else qs
+
+
 class TieBreakingOrderingFilter(django_filters.OrderingFilter):
     """OrderingFilter that ends every ordering with id, for stable pages."""
 
@@ -146,10 +181,16 @@ class JobFilter(django_filters.FilterSet):
         max_value=MAX_ID,
         help_text="Jobs created by this schedule (its id).",
     )
+    created_after = AwareIsoDateTimeFilter(field_name="created_at", lookup_expr="gte", help_text="created_at at or after this time.")
+    created_before = AwareIsoDateTimeFilter(field_name="created_at", lookup_expr="lte", help_text="created_at at or before this time.")
+    finished_after = AwareIsoDateTimeFilter(field_name="finished_at", lookup_expr="gte", help_text="finished_at at or after this time.")
+    finished_before = AwareIsoDateTimeFilter(field_name="finished_at", lookup_expr="lte", help_text="finished_at at or before this time.")
+    tag = TagFilter(help_text="Jobs carrying this tag; repeat the parameter for any of several.")
     search = TextFilter(
         method="filter_search",
         max_length=SEARCH_MAX,
-        help_text="The job id, or text contained in task or unique_key.",
+        help_text="The job id, or text contained in task, unique_key, args, kwargs or meta (any case; "
+        "PostgreSQL: a trigram index serves text of 3 characters or more).",
     )
     ordering = TieBreakingOrderingFilter(
         fields=ORDERING_FIELDS,
@@ -168,7 +209,78 @@ class JobFilter(django_filters.FilterSet):
         return queryset.filter(task=paths[0] if paths else value)
 
     def filter_search(self, queryset, name, value):
-        match = Q(task__icontains=value) | Q(unique_key__icontains=value)
+        match = search_matches(value, queryset.db)
         if value.isascii() and value.isdigit() and int(value) <= MAX_ID:
             match |= Q(pk=int(value))
         return queryset.filter(match)
+
+
+# What a bulk action's "filter" may hold: the list's filters, not its ordering or pages.
+FILTER_KEYS = tuple(name for name in JobFilter.base_filters if name != "ordering")
+NOT_A_FILTER = 'Must be a JSON object of the job list\'s filters, e.g. {"status": "failed"}; {} for every job.'
+
+
+def matching(spec, queryset=None):
+    """Return the jobs that ``spec`` (the list's query parameters as a JSON object) matches.
+
+    A value is text or a number, or a list of them for a repeated parameter
+    (``"tag": ["a", "b"]``). Raise ``ValueError`` with ``{field: [messages]}``
+    for a key the list does not filter by, a value of another shape, or a
+    value the filter refuses.
+    """
+    if not isinstance(spec, dict):
+        raise ValueError([NOT_A_FILTER])
+    data, errors = QueryDict(mutable=True), {}
+    shapes = _shapes()
+    for key, value in spec.items():
+        if key not in FILTER_KEYS:
+            errors[key] = [f"Not a filter of the job list; the filters are {', '.join(FILTER_KEYS)}."]
+            continue
+        kind, wording = shapes[key]
+        values = value if kind == "array" and isinstance(value, list) else [value]
+        if kind == "array" and not isinstance(value, list) or not _all_of(values, "string" if kind == "array" else kind):
+            errors[key] = [wording]
+        elif not values or "" in values:  # in a query string an empty value is no filter; a body says what it means
+            errors[key] = ["May not be empty: leave the key out to not filter by it."]
+        else:
+            data.setlist(key, [str(v) for v in values])
+    if not errors:
+        filterset = JobFilter(data, queryset=Job.objects.all() if queryset is None else queryset)
+        if filterset.is_valid():
+            return filterset.qs
+        errors = {key: list(messages) for key, messages in filterset.errors.items()}
+    raise ValueError(errors)
+
+
+def _shapes():
+    """Return each filter's JSON type in a bulk action's body, with the refusal's wording."""
+    words = {"string": "Must be text.", "integer": "Must be a whole number.", "array": "Must be a list of texts."}
+    schema = filter_schema()["properties"]
+    return {name: (schema[name]["type"], words[schema[name]["type"]]) for name in FILTER_KEYS}
+
+
+def _all_of(values, kind):
+    if kind == "integer":
+        return all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+    return all(isinstance(v, str) for v in values)
+
+
+def filter_schema():
+    """Return the JSON schema of a bulk action's "filter": the job list's parameters, one property each."""
+    statuses = "|".join(JobStatus.values)
+    properties = {}
+    for name in FILTER_KEYS:
+        known = JobFilter.base_filters[name]
+        described = {"description": known.extra.get("help_text", "")}
+        if isinstance(known, StatusInFilter):
+            schema = {"type": "string", "pattern": f"^({statuses})(,({statuses}))*$", **described}
+        elif isinstance(known, AwareIsoDateTimeFilter):
+            schema = {"type": "string", "format": "date-time", **described}
+        else:
+            schema = dict(known._spectacular_annotation["field"])
+        if schema["type"] == "string":
+            schema["minLength"] = 1
+        elif schema["type"] == "array":
+            schema["minItems"] = 1
+        properties[name] = schema
+    return {"type": "object", "properties": properties, "additionalProperties": False}

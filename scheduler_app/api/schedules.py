@@ -1,4 +1,4 @@
-"""REST endpoints of recurring schedules: /api/schedules/ and /api/schedules/{id}/run/.
+"""REST endpoints of recurring schedules: /api/schedules/, /api/schedules/{id}/run/ and /next/.
 
 Thin, like the jobs endpoints: the serializers check the shape of a
 request, ``scheduler_app.schedules`` validates (cron expression, time zone,
@@ -8,24 +8,30 @@ errors by field in ``scheduler_app.api.exceptions.exception_handler``.
 
 import logging
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiResponse
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotFound
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 
 from .. import schedules
 from ..lifecycle.building import QUEUE, TASK
 from ..models import Schedule
 from ..validation.fields import ARGS, KWARGS, MAX_ATTEMPTS, PRIORITY, TIMEOUT
-from ..validation.schedules import CRON, EDITABLE, ENABLED, END_AT, INTERVAL, MISFIRE_POLICY, NAME, START_AT, TIMEZONE
+from ..validation.schedules import (
+    CRON, EDITABLE, ENABLED, END_AT, INTERVAL, MISFIRE_POLICY, NAME, NEXT_COUNT, START_AT, TIMEZONE,
+)
+from ..vocabulary.bounds import NEXT_RUNS_DEFAULT, NEXT_RUNS_MAX
 from .base import SchedulerAPI
 from .fields import DirectAttributesMixin, IdentityUrlField, JSONListField, JSONObjectField, RuleField, StrictKeysMixin
 from .filters import MAX_ID
 from .pagination import EstimatedCountPagination
 from .permissions import needs
-from .schema import DETAIL_ERROR, FIELD_ERRORS, extend_schema, extend_schema_view
+from .schema import DETAIL_ERROR, FIELD_ERRORS, QUERY_ERRORS, extend_schema, extend_schema_view
 from .serializers import JobSerializer
 
 logger = logging.getLogger(__name__)
@@ -111,6 +117,7 @@ class ScheduleViewSet(SchedulerAPI, viewsets.ModelViewSet):
         "partial_update": needs("change", Schedule),
         "destroy": needs("delete", Schedule),
         "run": needs("change", Schedule),
+        "next": needs("view", Schedule),
     }
     # Anything but a slash reaches get_object, which answers 404 for what is not an id.
     lookup_value_regex = "[^/]+"
@@ -179,6 +186,33 @@ class ScheduleViewSet(SchedulerAPI, viewsets.ModelViewSet):
         except Schedule.DoesNotExist:
             raise NotFound("No schedule has this id.") from None
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(
+        summary="The schedule's coming run times (UTC), soonest first",
+        parameters=[
+            OpenApiParameter(
+                "count", OpenApiTypes.INT, OpenApiParameter.QUERY,
+                description=f"How many (1 to {NEXT_RUNS_MAX}; default {NEXT_RUNS_DEFAULT}).",
+            ),
+        ],
+        responses={
+            200: OpenApiResponse(
+                {"type": "array", "items": {"type": "string", "format": "date-time"}},
+                description="ISO 8601 times in UTC; fewer than count where the schedule ends, [] when it is disabled.",
+            ),
+            400: QUERY_ERRORS,
+            404: DETAIL_ERROR,
+        },
+    )
+    @action(detail=True, methods=["get"])
+    def next(self, request, pk=None):
+        schedule = self.get_object()
+        try:
+            count = NEXT_COUNT.parse(request.query_params.get("count") or str(NEXT_RUNS_DEFAULT))
+        except DjangoValidationError as exc:
+            raise ValidationError({"count": exc.messages}) from None
+        runs = schedules.coming_runs(schedule, count, timezone.now())
+        return Response([run.isoformat().replace("+00:00", "Z") for run in runs])
 
     @extend_schema(
         summary="Run a schedule now: enqueue one job at once (the timetable is unchanged)",

@@ -33,6 +33,8 @@ from ..validation.fields import (
 from ..validation.admission import CONCURRENCY_KEY, EXPIRES_AT, EXPIRES_IN, JOB_CONCURRENCY_LIMIT
 
 from ..validation.workflows import PASS_RESULTS
+
+from ..validation.labels import META, TAGS
 from ..vocabulary import bounds as limits
 from . import previews
 from .fields import (
@@ -86,6 +88,8 @@ class JobSerializer(DirectAttributesMixin, serializers.ModelSerializer):
     args = JSONListField(read_only=True)
     kwargs = JSONObjectField(read_only=True)
     progress = ProgressField()
+    tags = serializers.SerializerMethodField(help_text="The job's tags (GET /api/jobs/?tag= finds them).")
+    meta = JSONObjectField(read_only=True, help_text="The job's meta: a JSON object set at creation.")
     depends_on = serializers.SerializerMethodField(help_text="The jobs this one runs after, with their statuses.")
     dependents = serializers.SerializerMethodField(
         help_text=f"The jobs that run after this one (at most {limits.DEPENDENTS_SHOWN}; GET /api/jobs/?depends_on=ID lists them all)."
@@ -122,6 +126,8 @@ class JobSerializer(DirectAttributesMixin, serializers.ModelSerializer):
             "max_attempts",
             "timeout",
             "unique_key",
+            "tags",
+            "meta",
             "result",
             "errors",
             "cancel_requested",
@@ -148,6 +154,11 @@ class JobSerializer(DirectAttributesMixin, serializers.ModelSerializer):
             "truncated",
         ]
         read_only_fields = fields
+
+    @extend_schema_field({"type": "array", "items": TAGS.tag.schema()})
+    def get_tags(self, job):
+        # A row written around the service may hold anything: what is not a tag's text is left out.
+        return [tag for tag in job.tags if isinstance(tag, str)] if isinstance(job.tags, list) else []
 
     @extend_schema_field(JobLinkSerializer(many=True))
     def get_depends_on(self, job):
@@ -239,6 +250,8 @@ class JobCreateSerializer(StrictKeysMixin, PresentKeysMixin, serializers.Seriali
         "@options(unique_for).",
     )
     depends_on = RuleField(DEPENDS_ON, help_text="Ids of jobs that must succeed before this one runs.")
+    tags = RuleField(TAGS, help_text=f"{TAGS.message} Default: the task's @options(tags).")
+    meta = RuleField(META, help_text=f"{META.message} Kept with the job; ?search= finds text in it. Default {{}}.")
     on_dependency_failure = RuleField(
         ON_DEPENDENCY_FAILURE,
         help_text='When a dependency fails or is cancelled: "cancel" this job too (default), or "run" it anyway.',
@@ -295,6 +308,26 @@ class BulkCreateSerializer(StrictKeysMixin, serializers.Serializer):
         return [JobCreateSerializer.enqueue_spec(data) for data in self.validated_data["jobs"]]
 
 
+class JobFilterField(serializers.JSONField):
+    """A bulk action's filter; ``api.filters.matching`` checks it (the schema: ``filters.filter_schema``)."""
+
+    @property
+    def _spectacular_annotation(self):
+        from .filters import filter_schema
+
+        return {"field": {**filter_schema(), "description": self.help_text}}
+
+
+class BulkActionSerializer(StrictKeysMixin, serializers.Serializer):
+    """The body of POST /api/jobs/cancel/ and /retry/: {"filter": {...}}; {} is every job, and must be said."""
+
+    filter = JobFilterField(
+        required=True,
+        help_text='The job list\'s query parameters as an object, e.g. {"status": "failed", "tag": ["a", "b"]}; '
+        "a list repeats a parameter. {} matches every job (the key itself is required).",
+    )
+
+
 class RescheduleSerializer(StrictKeysMixin, serializers.Serializer):
     """The body of PATCH /api/jobs/{id}/: only execute_at and priority."""
 
@@ -321,6 +354,7 @@ class TaskOptionsSerializer(serializers.Serializer):
         required=False, help_text="true (task and arguments), or the path of the callable that makes the key."
     )
     unique_for = serializers.FloatField(required=False, help_text="Seconds a unique key stays taken.")
+    tags = serializers.ListField(child=serializers.CharField(), required=False, help_text="Tags of the task's jobs.")
 
 
 class TaskSerializer(serializers.Serializer):

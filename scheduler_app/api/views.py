@@ -25,12 +25,13 @@ from ..vocabulary.bounds import BULK_MAX
 from . import previews
 from .base import SchedulerAPI
 from .exceptions import Conflict
-from .filters import MAX_ID, JobFilter
+from .filters import MAX_ID, JobFilter, matching
 from .observability import LOG_PARAMETERS, PaginatedJobLogSerializer, job_logs
 from .pagination import EstimatedCountPagination
 from .permissions import needs
 from .schema import DETAIL_ERROR, FIELD_ERRORS, QUERY_ERRORS, extend_schema, extend_schema_view
 from .serializers import (
+    BulkActionSerializer,
     BulkCreateSerializer,
     DuplicateSerializer,
     JobCreateSerializer,
@@ -86,6 +87,8 @@ class JobViewSet(
         "partial_update": needs("change", Job),
         "cancel": needs("change", Job),
         "retry": needs("change", Job),
+        "bulk_cancel": needs("change", Job),
+        "bulk_retry": needs("change", Job),
         "logs": needs("view", Job),
     }
     # Anything but a slash reaches get_object, which answers 404 for what is not an id.
@@ -253,6 +256,59 @@ class JobViewSet(
         )
         return self._respond(job)
 
+    def _matching(self, request):
+        """Return the jobs the body's "filter" matches (``filters.matching``: the list's own filters); 400 else."""
+        serializer = BulkActionSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        try:
+            return matching(serializer.validated_data["filter"])
+        except ValueError as exc:
+            raise ValidationError({"filter": exc.args[0]}) from None
+
+    @extend_schema(
+        operation_id="jobs_bulk_cancel",
+        summary="Cancel every job the filter matches (pending and waiting: at once; running: cancel_requested)",
+        request=BulkActionSerializer,
+        responses={
+            200: OpenApiResponse(
+                OpenApiTypes.OBJECT,
+                description='{"cancelled": n, "cancel_requested": m}: n jobs cancelled or asked to stop, '
+                "m of them running (asked to stop). In batches: a job that changed meanwhile is left alone.",
+            ),
+            400: FIELD_ERRORS,
+        },
+    )
+    @action(detail=False, methods=["post"], url_path="cancel", filter_backends=[], pagination_class=None)
+    def bulk_cancel(self, request):
+        jobs = self._matching(request)
+        cancelled, requested = lifecycle.cancel_matching(jobs)
+        logger.info(
+            "%d jobs cancelled, %d asked to stop through the API by %s (filter %s)",
+            cancelled, requested, request.user, request.data.get("filter"), extra={"action": "bulk_cancel"},
+        )
+        return Response({"cancelled": cancelled + requested, "cancel_requested": requested})
+
+    @extend_schema(
+        operation_id="jobs_bulk_retry",
+        summary="Retry every failed or cancelled job the filter matches",
+        request=BulkActionSerializer,
+        responses={
+            200: OpenApiResponse(
+                OpenApiTypes.OBJECT,
+                description='{"retried": n}. In batches: a job that changed meanwhile is left alone.',
+            ),
+            400: FIELD_ERRORS,
+        },
+    )
+    @action(detail=False, methods=["post"], url_path="retry", filter_backends=[], pagination_class=None)
+    def bulk_retry(self, request):
+        jobs = self._matching(request)
+        retried = lifecycle.retry_matching(jobs)
+        logger.info(
+            "%d jobs retried through the API by %s (filter %s)",
+            retried, request.user, request.data.get("filter"), extra={"action": "bulk_retry"},
+        )
+        return Response({"retried": retried})
 
     @extend_schema(
         summary="A job's log records, oldest first (paginated)",

@@ -7,6 +7,7 @@ backend, the management commands and the dispatcher all call this package:
 - ``validation``: what a valid job is (one rule per field) and ``build_job``;
 - ``creation``: create jobs, one or many (``enqueue``, ``enqueue_many``, ``enqueue_many_created``);
 - ``actions``: cancel, retry, reschedule, run now;
+- ``bulk``: cancel or retry every job a filter matches, in bounded batches;
 - ``queues``: queue rows (seeded from settings), pause and resume, limits;
 - ``dependencies``: where a job with dependencies starts, and what a finished
   dependency does to its dependents;
@@ -23,6 +24,7 @@ from ..validation.errors import error_text
 from .actions import cancel, cancel_many, reschedule, retry, retry_many, run_now_many
 from .announce import announce, announce_schedules, tell_others
 from .building import build_job
+from .bulk import cancel_matching, retry_matching
 from .creation import enqueue, enqueue_many, enqueue_many_created
 from .expiry import expire_due
 from .finishing import finish
@@ -46,6 +48,8 @@ __all__ = [
     "cancel",
     "cancel_many",
     "cancel_workflow",
+
+    "cancel_matching",
     "claim",
     "claim_keyed",
     "claim_limited",
@@ -69,6 +73,8 @@ __all__ = [
     "retry",
     "retry_many",
     "retry_workflow",
+
+    "retry_matching",
     "run_now_many",
     "set_limits",
     "set_progress",

@@ -60,17 +60,22 @@ def cancel(job_id, *, now=None, using="default"):
     raise InvalidTransition(job_id, status, "cancel", "it changed state during the cancel; try again.")
 
 
-def cancel_many(job_ids, *, now=None, using="default"):
-    """Cancel many jobs; return ``(cancelled, requested, skipped)`` counts."""
+def cancel_many(job_ids, *, now=None, using="default", within=None):
+    """Cancel many jobs; return ``(cancelled, requested, skipped)`` counts.
+
+    ``within`` (a queryset: a filter) is part of every compare-and-set: a
+    job that no longer matches it when its row is locked is left alone.
+    """
     now = now or timezone.now()
     job_ids = list(job_ids)
-    jobs = Job.objects.using(using).filter(pk__in=job_ids)
+    jobs = (Job.objects.using(using) if within is None else within.order_by()).filter(pk__in=job_ids)
     with transaction.atomic(using=using):
         # Locked (PostgreSQL; SQLite's writers take turns): the UPDATE wins for each row read.
         rows = list(
-            jobs.filter(status__in=NOT_STARTED).select_for_update().order_by("pk").values_list("pk", "queue", "has_dependents")
+            jobs.filter(status__in=NOT_STARTED).select_for_update(of=("self",)).order_by("pk")
+            .values_list("pk", "queue", "has_dependents")
         )
-        cancelled = jobs.filter(pk__in=[p for p, _, _ in rows]).update(
+        cancelled = Job.objects.using(using).filter(pk__in=[p for p, _, _ in rows]).update(
             status=JobStatus.CANCELLED, finished_at=now, updated_at=now
         )
         if cancelled:
@@ -80,7 +85,7 @@ def cancel_many(job_ids, *, now=None, using="default"):
         jobs.filter(status=JobStatus.RUNNING, cancel_requested=False).values_list("pk", flat=True)
     )
     with transaction.atomic(using=using):
-        requested = jobs.filter(pk__in=running, status=JobStatus.RUNNING).update(
+        requested = jobs.filter(pk__in=running, status=JobStatus.RUNNING, cancel_requested=False).update(
             cancel_requested=True, updated_at=now
         )
         if requested:
@@ -88,7 +93,20 @@ def cancel_many(job_ids, *, now=None, using="default"):
     return cancelled, requested, len(job_ids) - cancelled - requested
 
 
-def retry(job_id, *, now=None, using="default"):
+def retried(now):
+    """Return the columns a retry sets (besides ``status`` and ``dependencies_left``): due now, one more attempt if needed."""
+    return {
+        "execute_at": now,
+        "max_attempts": Greatest(F("max_attempts"), F("attempts") + 1),
+        "cancel_requested": False,
+        "lease_expires_at": None,
+        "finished_at": None,
+        "result": None,
+        "updated_at": now,
+    }
+
+
+def retry(job_id, *, now=None, using="default", within=None):
     """Put a failed or cancelled job back to pending, due now; keep its errors.
 
     A job that used all its attempts gets one more (as Oban does). A job
@@ -99,25 +117,21 @@ def retry(job_id, *, now=None, using="default"):
     workflow's status up to date; its callbacks, if they ran, do not run
     again (``workflows.retry_workflow`` retries a workflow as a whole, and
     they run again when it ends again).
+
+    cancelled (retry that one first). ``within`` (a queryset: a filter) is
+    part of the compare-and-set: a job that no longer matches it is refused.
     """
     now = now or timezone.now()
     jobs = Job.objects.using(using).filter(pk=job_id)
+    target = jobs if within is None else within.order_by().filter(pk=job_id)
     try:
         with transaction.atomic(using=using):
             found = jobs.values_list("has_dependencies", "on_dependency_failure").first()
             if found is None:
                 raise Job.DoesNotExist(f"Job {job_id} does not exist.")
             left = _dependencies_left(job_id, *found, using=using)
-            won = jobs.filter(status__in=allowed_from("retry")).update(
-                status=JobStatus.WAITING if left else JobStatus.PENDING,
-                dependencies_left=left,
-                execute_at=now,
-                max_attempts=Greatest(F("max_attempts"), F("attempts") + 1),
-                cancel_requested=False,
-                lease_expires_at=None,
-                finished_at=None,
-                result=None,
-                updated_at=now,
+            won = target.filter(status__in=allowed_from("retry")).update(
+                status=JobStatus.WAITING if left else JobStatus.PENDING, dependencies_left=left, **retried(now)
             )
             if won:
                 if not left:

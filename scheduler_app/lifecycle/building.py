@@ -20,6 +20,7 @@ from datetime import timedelta
 
 from django.core.exceptions import ValidationError
 from django.tasks import Task
+from django.tasks.base import DEFAULT_TASK_PRIORITY, DEFAULT_TASK_QUEUE_NAME
 from django.utils import timezone
 
 from .. import conf, registry
@@ -45,6 +46,7 @@ from ..validation.fields import (
     Rule,
 )
 from ..validation.jobs import BOTH_WHEN, UNIQUE_FOR_PAST_TASK, arguments_size_problem, chosen
+from ..validation.labels import META, TAGS, route_of
 from ..validation.options import options_of
 from ..validation.workflows import PASS_RESULTS
 from ..vocabulary.bounds import QUEUE_NAME_MAX, QUEUE_NAME_RE
@@ -96,7 +98,7 @@ RULES = {
     r.field: r
     for r in (
         TASK, ARGS, KWARGS, EXECUTE_AT, DELAY, PRIORITY, QUEUE, MAX_ATTEMPTS, TIMEOUT, UNIQUE_KEY, UNIQUE_FOR,
-        DEPENDS_ON, ON_DEPENDENCY_FAILURE, PASS_RESULTS,
+        DEPENDS_ON, ON_DEPENDENCY_FAILURE, PASS_RESULTS, TAGS, META,
     )
 }
 # The limits of a queue (``lifecycle.queues``).
@@ -107,7 +109,7 @@ def build_job(
     task, args=(), kwargs=None, *, execute_at=None, delay=None, priority=None, queue=None, max_attempts=None,
     timeout=None, unique_key=None, unique_for=None, depends_on=None, on_dependency_failure=None, created_by=None,
     schedule=None, now=None, backend_options=None, pass_results=False, workflow=None, concurrency_key=None,
-    concurrency_limit=None, expires_in=None, expires_at=None,
+    concurrency_limit=None, expires_in=None, expires_at=None, tags=None, meta=None,
 ):
     """Validate a job description and return an unsaved Job; raise ValidationError with errors keyed by field.
 
@@ -124,6 +126,8 @@ def build_job(
     ``concurrency_key``/``concurrency_limit`` and ``expires_in``/``expires_at``
     follow ``validation.admission`` (the task's ``@options`` give them when
     the caller does not).
+    ``tags`` (default: ``@options(tags=...)``) and ``meta`` (default {}) are
+    ``validation.labels``'s.
     """
     errors = Errors()
     now = now or timezone.now()
@@ -131,7 +135,10 @@ def build_job(
     task_options = options_of(task_obj) if task_obj is not None else None
     pass_results = bool(errors.run(PASS_RESULTS, pass_results))  # the results come first in ``args``
     args, kwargs = _arguments(errors, task_obj, task_options, args, kwargs, pass_results)
-    given = {"priority": priority, "queue": queue, "max_attempts": max_attempts, "timeout": timeout, "unique_for": unique_for}
+    given = {
+        "priority": priority, "queue": queue, "max_attempts": max_attempts, "timeout": timeout,
+        "unique_for": unique_for, "tags": tags,
+    }
     values = _chosen_fields(errors, given, _sources(task_obj, task_options, backend_options))
     _unique_for_within_tasks(errors, values["unique_for"], task_options)
     execute_at = _execute_at(errors, execute_at, delay, now)
@@ -141,13 +148,14 @@ def build_job(
     unique_key = _unique_key(errors, unique_key, task_obj, task_options, args, kwargs, values["unique_for"])
     admitted = _admission(errors, task_obj, task_options, args, kwargs, concurrency_key, concurrency_limit,
                           expires_in, expires_at, now)
+    meta = {} if meta is None else errors.run(META, meta)
     errors.raise_if_any()
     job = new_job(
         task=registry.name_of(task_obj), args=args, kwargs=kwargs, execute_at=execute_at, unique_key=unique_key,
         **{field: values[field] for field in ("queue", "priority", "max_attempts", "timeout")},
         created_by_id=getattr(created_by, "pk", created_by), schedule_id=getattr(schedule, "pk", schedule),
-        created_at=now, updated_at=now, on_dependency_failure=on_dependency_failure,
-        has_dependencies=bool(depends_on), pass_results=pass_results, **_membership(workflow), **admitted,
+        created_at=now, updated_at=now, on_dependency_failure=on_dependency_failure, tags=values["tags"] or [],
+        meta=meta, has_dependencies=bool(depends_on), pass_results=pass_results, **_membership(workflow), **admitted,
     )
     if created_by is not None and not isinstance(created_by, int):
         job.created_by = created_by  # the instance, cached as Job(created_by=...) would
@@ -159,16 +167,30 @@ def build_job(
 def _sources(task_obj, task_options, backend_options):
     """Return the sources of ``validation.jobs.PRECEDENCE``: each a function of a key."""
     defaults = conf.backend_options() if backend_options is None else backend_options
+    route = route_of(registry.name_of(task_obj), conf.get("ROUTES")) if task_obj is not None else {}
     return {
-        "task": lambda key: getattr(task_obj, key, None),
+        "task": lambda key: declared(key, getattr(task_obj, key, None)),
+        "route": route.get,
+        "django": _DJANGO_DEFAULTS.get,
         "options": lambda key: getattr(task_options, key, None),
         "backend": defaults.get,
         "settings": conf.get,
     }
 
 
+_DJANGO_DEFAULTS = {"priority": DEFAULT_TASK_PRIORITY, "queue_name": DEFAULT_TASK_QUEUE_NAME}
+
+
+def declared(key, value):
+    """Return a Task's priority or queue_name, or None where it is Django's default (a route may set it)."""
+    return None if type(value) is type(_DJANGO_DEFAULTS[key]) and value == _DJANGO_DEFAULTS[key] else value
+
+
 # The rule of each field whose default is chosen by precedence.
-_CHOSEN = {"priority": PRIORITY, "queue": QUEUE, "max_attempts": MAX_ATTEMPTS, "timeout": TIMEOUT, "unique_for": UNIQUE_FOR}
+_CHOSEN = {
+    "priority": PRIORITY, "queue": QUEUE, "max_attempts": MAX_ATTEMPTS, "timeout": TIMEOUT, "unique_for": UNIQUE_FOR,
+    "tags": TAGS,
+}
 
 
 def _chosen_fields(errors, given, sources):

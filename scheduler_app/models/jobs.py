@@ -165,8 +165,8 @@ class Job(models.Model):
         db_index=False,  # a partial index below: most jobs are in no workflow
     )
     # Operators' labels and free-form data, set at creation.
-    tags = models.JSONField(default=list, blank=True, db_default=[])
-    meta = models.JSONField(default=dict, blank=True, db_default={})
+    tags = models.JSONField(default=list, blank=True, db_default=[], decoder=stored_json)
+    meta = models.JSONField(default=dict, blank=True, db_default={}, decoder=stored_json)
     # A job not started by this time never starts (it ends cancelled, "Expired: ...").
     expires_at = models.DateTimeField(null=True, blank=True)
     # At most concurrency_limit jobs with the same key run at once, across every dispatcher.

@@ -146,6 +146,23 @@ def plan(schedule, run_time, now):
     return runs, next_run(schedule, now, anchor=run_time)
 
 
+def coming_runs(schedule, count, now):
+    """Return the next ``count`` run times (aware, UTC), fewer where the schedule ends; [] when it is disabled.
+
+    The first is the stored ``next_run_at`` when there is one (a saved
+    schedule: what the dispatchers will run, even if overdue), else the
+    first run after ``now``; each next one follows the one before.
+    """
+    if not _get(schedule, "enabled", True):
+        return []
+    run = _get(schedule, "next_run_at") or next_run(schedule, now, anchor=_get(schedule, "last_run_at"))
+    runs = []
+    while run is not None and len(runs) < count:
+        runs.append(run.astimezone(UTC))
+        run = next_run(schedule, run, anchor=run)
+    return runs
+
+
 def describe(schedule):
     """Return a human-readable description, e.g. 'At 02:00 on Monday through Friday (Europe/Berlin)'."""
     interval = _get(schedule, "interval_seconds")

@@ -3,21 +3,32 @@
 ``build_job`` (``lifecycle.building``) asks :func:`chosen` for every field
 of :data:`PRECEDENCE`; the first source that has a value wins. The sources:
 
-- ``"task"``: the Task's own attribute (``@task(priority=..., queue_name=...)``);
+- ``"task"``: the Task's own attribute (``@task(priority=..., queue_name=...)``,
+  or ``task.using(...)``) when it is not Django's default (priority 0, queue
+  "default"): django.tasks cannot tell a default it was given from one it
+  was not, so Django's default counts as "not set";
+- ``"route"``: the first entry of ``settings.SCHEDULER["ROUTES"]`` whose task
+  path or glob matches the task (``validation.labels.route_of``);
+- ``"django"``: Django's defaults (priority 0, queue "default");
 - ``"options"``: the task's ``@options(...)`` (``validation.options``);
 - ``"backend"``: the ``OPTIONS`` of the scheduler's ``TASKS`` backend;
 - ``"settings"``: ``settings.SCHEDULER`` (``validation.settings``).
 
-A value the caller gives always wins. No lookups here: ``build_job`` hands
-in the sources.
+A value the caller gives always wins. So a job's queue and priority are:
+the caller's (API field, ``enqueue()`` argument, command option) > the
+task's own (declared or ``using()``) > the route > Django's default; a route
+fills what neither the call nor the task's code chose. ``tags`` come from
+the caller, else from ``@options(tags=...)``. No lookups here:
+``build_job`` hands in the sources.
 """
 
 PRECEDENCE = {
-    "priority": (("task", "priority"),),
-    "queue": (("task", "queue_name"),),
+    "priority": (("task", "priority"), ("route", "priority"), ("django", "priority")),
+    "queue": (("task", "queue_name"), ("route", "queue"), ("django", "queue_name")),
     "max_attempts": (("options", "max_attempts"), ("backend", "max_attempts"), ("settings", "DEFAULT_MAX_ATTEMPTS")),
     "timeout": (("options", "timeout"), ("backend", "timeout")),
     "unique_for": (("options", "unique_for"),),
+    "tags": (("options", "tags"),),
 }
 
 BOTH_WHEN = "Give either execute_at or delay, not both."

@@ -3,7 +3,7 @@
     from django.tasks import task
     from scheduler_app import options
 
-    @options(max_attempts=5, timeout=30, retry_on=(IOError,), backoff=10, unique=True, unique_for=3600)
+    @options(max_attempts=5, timeout=30, retry_on=(IOError,), backoff=10, unique=True, unique_for=3600, tags=["sync"])
     @task(queue_name="slow")
     def sync_account(account_id): ...
 
@@ -49,6 +49,9 @@ class TaskOptions:
     # Seconds after its creation that a job of the task expires if not started by then.
     expires_in: float | None = None
 
+    # Tags every job of the task gets unless the caller gives its own (``validation.labels.TAGS``).
+    tags: tuple | None = None
+
     def describe(self):
         """Return the options as JSON-friendly values (the API's task list, the admin)."""
         data = {}
@@ -56,6 +59,8 @@ class TaskOptions:
             value = getattr(self, name)
             if value is not None:
                 data[name] = value
+        if self.tags:
+            data["tags"] = list(self.tags)
         if self.retry_on is not None:
             data["retry_on"] = [f"{c.__module__}.{c.__qualname__}" for c in self.retry_on]
         if self.unique is True:
@@ -88,12 +93,15 @@ NONE = TaskOptions()
 def options(
     *, max_attempts=None, timeout=None, retry_on=None, backoff=None, unique=None, unique_for=None, validate=None,
     concurrency_key=None, concurrency_limit=None, expires_in=None,
+
+    tags=None,
 ):
     """Attach scheduling options to a task (above ``@task``) or to its function (below it)."""
     from django.core.exceptions import ImproperlyConfigured, ValidationError
 
     from . import admission
     from . import fields as rules
+    from .labels import TAGS
 
     try:
         if concurrency_key is not None:
@@ -110,6 +118,8 @@ def options(
             backoff = rules.BACKOFF.check(backoff)
         if unique_for is not None:
             unique_for = rules.UNIQUE_FOR.check(unique_for)
+        if tags is not None:
+            tags = tuple(TAGS.check(tags))
     except ValidationError as exc:
         raise ImproperlyConfigured(f"@options: {'; '.join(f'{k}: {v[0]}' for k, v in exc.message_dict.items())}") from None
     if retry_on is not None:
@@ -131,6 +141,8 @@ def options(
         concurrency_key=concurrency_key,
         concurrency_limit=concurrency_limit,
         expires_in=expires_in,
+
+        tags=tags,
     )
 
     def decorate(target):

@@ -10,7 +10,7 @@ from zoneinfo import available_timezones
 
 from cronsim import CronSim, CronSimError
 
-from ..vocabulary.bounds import CRON_MAX, SCHEDULE_NAME_MAX
+from ..vocabulary.bounds import CRON_MAX, NEXT_RUNS_MAX, SCHEDULE_NAME_MAX
 from .fields import LATEST_TEXT, Moment, Rule, Text, WholeNumber, shown
 
 CRON_HELP = "5 fields: minute hour day-of-month month day-of-week, e.g. '0 2 * * 1-5'."
@@ -126,6 +126,8 @@ class Flag(Rule):
 NAME = Name("name", NAME_MAX)
 CRON = Cron()
 INTERVAL = WholeNumber("interval_seconds", 1, INTERVAL_MAX)
+# How many coming run times GET /api/schedules/{id}/next/?count= answers.
+NEXT_COUNT = WholeNumber("count", 1, NEXT_RUNS_MAX)
 TIMEZONE = Zone()
 START_AT = Moment("start_at")
 END_AT = Moment("end_at")

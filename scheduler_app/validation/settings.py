@@ -28,6 +28,7 @@ from .fields import (
     json_problem,
 )
 from .hosts import allowed_entry
+from .labels import ROUTES
 
 DAY = 24 * 3600
 
@@ -294,6 +295,12 @@ DECLARED = {
         {}, QueueSettings("QUEUES"),
         "per-queue limits and mode, seeding a queue's row when first seen: {name: {concurrency_limit, rate_limit, rate_period, mode}}",
         "E011",
+    ),
+    "ROUTES": _setting(
+        [], ROUTES,
+        'a task path or glob -> {"queue", "priority"} its jobs get when neither the caller nor the task\'s code '
+        'chooses them; the first match wins: {"billing.tasks.*": {"queue": "billing"}}',
+        "E012",
     ),
     "MAX_SNOOZES": _setting(100, WholeNumber("MAX_SNOOZES", 0, limits.MAX_SNOOZES_MAX), "snoozes a job may take before one fails it"),
     "TASK_MODULES": _setting(

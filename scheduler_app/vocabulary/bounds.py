@@ -75,6 +75,15 @@ MAX_SNOOZES_MAX = 1_000_000
 SNOOZE_MAX = DELAY_MAX
 # Jobs per bulk request (API, admin); code may lift it.
 BULK_MAX = 1000
+# GET /api/schedules/{id}/next/?count=: at most this many coming run times
+# (default NEXT_RUNS_DEFAULT); the admin's schedule page shows NEXT_RUNS_SHOWN.
+NEXT_RUNS_MAX = 100
+NEXT_RUNS_DEFAULT = 10
+NEXT_RUNS_SHOWN = 5
+# Jobs per transaction of a cancel or retry of every job a filter matches
+# (POST /api/jobs/cancel/, /retry/; the admin's "all N matching"): no
+# request holds locks on more rows, or for longer, than one batch takes.
+BULK_BATCH = 1000
 # How old finished jobs may get before they are pruned (RETENTION,
 # purgejobs --older-than): far enough from year 1 that ``now - age`` exists.
 RETENTION_MAX = timedelta(days=1000 * 365)

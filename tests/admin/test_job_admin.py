@@ -409,7 +409,11 @@ class TestActions:
     def test_select_across_all_matching(self, admin_client_, job_row):
         jobs = [job_row() for _ in range(4)]
         job_row(JobStatus.SUCCEEDED)
-        response = admin_client_.post(CHANGELIST + "?status__exact=pending", {"action": "cancel_jobs", "select_across": "1", "_selected_action": [jobs[0].pk]}, follow=True)
+        body = {"action": "cancel_jobs", "select_across": "1", "_selected_action": [jobs[0].pk]}
+        page = admin_client_.post(CHANGELIST + "?status__exact=pending", body)
+        assert "4 jobs match this filter" in page.content.decode()  # a confirmation page, nothing changed yet
+        assert set(Job.objects.values_list("status", flat=True)) == {"pending", "succeeded"}
+        response = admin_client_.post(CHANGELIST + "?status__exact=pending", {**body, "confirmed": "4"}, follow=True)
         assert message_texts(response) == ["Cancelled 4 pending jobs."]
 
     def test_too_many_selected_changes_nothing(self, admin_client_, job_row):

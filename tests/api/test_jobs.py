@@ -15,8 +15,8 @@ JOB_FIELDS = {
     "attempts", "max_attempts", "timeout", "unique_key", "result", "errors",
     "cancel_requested", "progress", "worker", "created_by", "created_at", "updated_at",
     "started_at", "last_attempted_at", "finished_at", "schedule", "logs_count", "snoozes", "on_dependency_failure",
-    "dependencies_left", "depends_on", "dependents", "concurrency_key", "concurrency_limit", "expires_at", "held_by",
-    "late_reason", "truncated",
+    "tags", "meta", "dependencies_left", "depends_on", "dependents", "concurrency_key", "concurrency_limit", "expires_at",
+    "held_by", "late_reason", "truncated",
 }
 
 pytestmark = pytest.mark.django_db

@@ -36,6 +36,8 @@ ENDPOINTS = [
     ("patch", "/api/jobs/{pending}/", {"priority": 7}, "change_job"),
     ("post", "/api/jobs/{pending}/cancel/", None, "change_job"),
     ("post", "/api/jobs/{failed}/retry/", None, "change_job"),
+    ("post", "/api/jobs/cancel/", {"filter": {"status": "pending"}}, "change_job"),
+    ("post", "/api/jobs/retry/", {"filter": {"status": "failed"}}, "change_job"),
     ("get", "/api/tasks/", None, "view_job"),
     ("get", "/api/stats/", None, "view_job"),
     ("get", "/api/stats/history/", None, "view_job"),
@@ -58,6 +60,8 @@ ENDPOINTS = [
     ("get", "/api/workflows/{workflow}/", None, "view_workflow"),
     ("post", "/api/workflows/{workflow}/retry/", None, "change_workflow"),
     ("post", "/api/workflows/{workflow}/cancel/", None, "change_workflow"),
+
+    ("get", "/api/schedules/{schedule}/next/", None, "view_schedule"),
 ]
 NEEDING_A_PERMISSION = [e for e in ENDPOINTS if e[3]]
 

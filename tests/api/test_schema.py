@@ -39,6 +39,8 @@ EXPECTED_OPERATIONS = {
     ("patch", "/api/jobs/{id}/"),
     ("post", "/api/jobs/{id}/cancel/"),
     ("post", "/api/jobs/{id}/retry/"),
+    ("post", "/api/jobs/cancel/"),
+    ("post", "/api/jobs/retry/"),
     ("get", "/api/tasks/"),
     ("get", "/api/workers/"),
     ("get", "/api/queues/"),
@@ -61,6 +63,8 @@ EXPECTED_OPERATIONS = {
     ("get", "/api/workflows/{id}/"),
     ("post", "/api/workflows/{id}/retry/"),
     ("post", "/api/workflows/{id}/cancel/"),
+
+    ("get", "/api/schedules/{id}/next/"),
 }
 
 
@@ -87,6 +91,7 @@ def test_schema_is_served_to_staff(api):
     assert params == {
         "status", "queue", "task", "priority_min", "priority_max", "execute_after",
         "execute_before", "depends_on", "schedule", "search", "ordering", "page", "page_size",
+        "tag", "created_after", "created_before", "finished_after", "finished_before",
     }
     task_enum = schema["components"]["schemas"]["JobCreate"]["properties"]["task"]
     assert "tests.testapp.tasks.add" in str(task_enum) or "TaskEnum" in str(task_enum)
@@ -223,6 +228,10 @@ STATEABLE_ONLY_IN_WORDS = [
     ("kwargs", "Text may not contain NUL"),
     ("args", "Nested more than "),
     ("kwargs", "Nested more than "),
+    ("meta", "Text may not contain NUL"),
+    ("meta", "Nested more than "),
+    # A size in bytes of compact UTF-8 JSON.
+    ("meta", "Takes "),
 ]
 
 

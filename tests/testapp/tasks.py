@@ -466,3 +466,9 @@ def chatty_snoozer(key, times=1):
         _SNOOZES[key] = snoozes + 1
         raise Snooze(0.0)
     return snoozes
+
+@options(tags=["billing", "nightly"])
+@task
+def tagged(x=None):
+    """A task whose jobs carry tags unless the caller gives its own."""
+    return x

@@ -16,6 +16,7 @@ from ...validation.fields import (
     TIMEOUT,
     UNIQUE_FOR,
 )
+from ...validation.labels import META, TAG
 from .. import arguments
 from ..base import SchedulerCommand
 
@@ -39,6 +40,9 @@ class Command(SchedulerCommand):
                             help="Seconds (or a duration: 1d) the unique key stays taken, whatever becomes of the job unless it is cancelled.")
         parser.add_argument("--depends-on", type=arguments.rule(DEPENDS_ON), metavar="ID[,ID...]",
                             help="Ids of jobs that must succeed first.")
+        parser.add_argument("--tag", dest="tags", action="append", type=arguments.rule(TAG),
+                            help="A tag (repeat for several).")
+        parser.add_argument("--meta", type=arguments.rule(META), help="JSON object kept with the job.")
         parser.add_argument("--on-dependency-failure", type=arguments.rule(ON_DEPENDENCY_FAILURE),
                             help='"cancel" (default) or "run".')
         expiry = parser.add_mutually_exclusive_group()
@@ -74,6 +78,9 @@ class Command(SchedulerCommand):
                 concurrency_limit=options["concurrency_limit"],
 
                 pass_results=options["pass_results"],
+
+                tags=options["tags"],
+                meta=options["meta"],
             )
         except ValidationError as exc:
             raise CommandError(lifecycle.error_text(exc), returncode=2) from None
