@@ -17,8 +17,8 @@ bottom of the app (``vocabulary``, ``validation.options``,
 __version__ = "0.9.0"
 
 from .dispatcher.shutdown import hold_signals_for_dispatcher  # pure: no Django
-from .validation.options import options  # pure: no Django
 from .validation.durations import Snooze  # no Django: pytimeparse2 reads its durations
+from .validation.options import options  # pure: no Django
 from .vocabulary.endings import JobCancelled  # pure: no Django
 
 _LAZY = {"enqueue": "scheduler_app.lifecycle", "enqueue_many": "scheduler_app.lifecycle"}

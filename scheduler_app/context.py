@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 
 from django.tasks import TaskContext
 
-from .validation.fields import PROGRESS
 from .validation.durations import Snooze
+from .validation.fields import PROGRESS
 from .vocabulary.endings import JobCancelled
 
 __all__ = ["JobCancelled", "JobContext"]

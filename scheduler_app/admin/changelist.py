@@ -22,10 +22,9 @@ from django.utils.safestring import mark_safe
 from django.utils.text import capfirst
 
 from .. import conf, registry
-from ..observability import lateness
 from ..models import Queue, Schedule
+from ..observability import lateness
 from ..sql.readable import in_zone
-
 from .job_fields import mark_held
 from .lookups import SafeChangeList
 

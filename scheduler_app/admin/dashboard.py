@@ -32,7 +32,15 @@ from ..sql import readable
 from ..validation import progress as progress_rule
 from .changelist import site_view
 from .formatting import (
-    clock, humanize_seconds, relative_time, slots_text, task_short_html, when_html, worker_short, worker_short_html, worker_state,
+    clock,
+    humanize_seconds,
+    relative_time,
+    slots_text,
+    task_short_html,
+    when_html,
+    worker_short,
+    worker_short_html,
+    worker_state,
 )
 
 UPCOMING_LIMIT = 20

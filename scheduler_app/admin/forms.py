@@ -23,7 +23,16 @@ from ..lifecycle.states import allowed_from, refusal
 from ..models import Job
 from ..sql.readable import in_zone
 from ..validation import fields as rules
-from ..validation.fields import ARGS, DEPENDS_ON, EXECUTE_AT, KWARGS, MAX_ATTEMPTS, PRIORITY, TIMEOUT, UNIQUE_KEY
+from ..validation.fields import (
+    ARGS,
+    DEPENDS_ON,
+    EXECUTE_AT,
+    KWARGS,
+    MAX_ATTEMPTS,
+    PRIORITY,
+    TIMEOUT,
+    UNIQUE_KEY,
+)
 from ..vocabulary.bounds import TAG_MAX, TAG_RE, TAGS_MAX
 
 

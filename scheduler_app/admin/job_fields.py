@@ -18,9 +18,15 @@ from ..sql.readable import error_entries
 from ..validation import progress as progress_rule
 from ..validation.fields import PROGRESS
 from .formatting import (
-    exact_time, humanize_seconds, pretty_json, status_badge, task_short_html, when_html, worker_short_html, worker_state,
+    exact_time,
+    humanize_seconds,
+    pretty_json,
+    status_badge,
+    task_short_html,
+    when_html,
+    worker_short_html,
+    worker_state,
 )
-
 
 HELD = " · held by its concurrency key"
 

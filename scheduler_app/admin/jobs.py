@@ -18,7 +18,14 @@ from .. import lifecycle, registry
 from ..lifecycle.states import allowed_from, refusal
 from ..models import Job, JobStatus
 from .bulk import BulkActionsMixin, TagFilter
-from .changelist import CappedCountPaginator, DateRangeFilter, JobChangeList, QueueFilter, ScheduleFilter, TaskFilter
+from .changelist import (
+    CappedCountPaginator,
+    DateRangeFilter,
+    JobChangeList,
+    QueueFilter,
+    ScheduleFilter,
+    TaskFilter,
+)
 from .dependencies import WORKFLOW_FIELDS, DependenciesMixin, DependencyFilter
 from .forms import JobAddForm, JobRescheduleForm
 from .job_fields import JobFields

@@ -20,7 +20,13 @@ from ..validation.fields import ARGS, KWARGS, MAX_ATTEMPTS, PRIORITY, TIMEOUT
 from ..validation.schedules import EDITABLE, INTERVAL
 from ..vocabulary.bounds import PRIORITY_MAX, PRIORITY_MIN
 from .formatting import status_badge, when_html
-from .forms import EncodableDataMixin, JSONTextField, RuleChoiceField, RuleFormField, SplitDateTime
+from .forms import (
+    EncodableDataMixin,
+    JSONTextField,
+    RuleChoiceField,
+    RuleFormField,
+    SplitDateTime,
+)
 from .lookups import SafeLookupsMixin
 from .schedule_runs import ComingRunsMixin
 

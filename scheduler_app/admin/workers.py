@@ -6,7 +6,7 @@ from django.utils.html import format_html
 
 from ..models import Worker
 from ..sql.readable import worker_queues, worker_slots
-from .formatting import humanize_seconds, when_html, worker_state, slots_text
+from .formatting import humanize_seconds, slots_text, when_html, worker_state
 from .lookups import SafeLookupsMixin
 
 

@@ -20,7 +20,7 @@ from rest_framework.settings import api_settings
 from rest_framework.utils import html
 
 from ..validation import progress
-from ..validation.fields import PROGRESS, Duration
+from ..validation.fields import Duration
 
 
 def rule_messages(exc):

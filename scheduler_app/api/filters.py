@@ -23,7 +23,14 @@ from ..models import Job, JobStatus
 from ..sql.search import search_matches, tagged
 from ..validation.fields import NO_NUL
 from ..validation.labels import TAG
-from ..vocabulary.bounds import PRIORITY_MAX, PRIORITY_MIN, QUEUE_NAME_MAX, SEARCH_MAX, TAGS_MAX, TASK_NAME_MAX
+from ..vocabulary.bounds import (
+    PRIORITY_MAX,
+    PRIORITY_MIN,
+    QUEUE_NAME_MAX,
+    SEARCH_MAX,
+    TAGS_MAX,
+    TASK_NAME_MAX,
+)
 
 # Largest value of a 64-bit primary key: a longer number cannot be an id.
 MAX_ID = 2**63 - 1

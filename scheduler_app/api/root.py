@@ -1,10 +1,15 @@
 """GET /api/ (the endpoints, by name), the schema and its UI, and the JSON 404 for every other path."""
 
 from django.conf import settings
-from drf_spectacular.views import SpectacularAPIView
 from django.contrib.auth.views import redirect_to_login
 from django.urls import reverse as django_reverse
-from rest_framework.exceptions import AuthenticationFailed, NotAuthenticated, NotFound, PermissionDenied
+from drf_spectacular.views import SpectacularAPIView
+from rest_framework.exceptions import (
+    AuthenticationFailed,
+    NotAuthenticated,
+    NotFound,
+    PermissionDenied,
+)
 from rest_framework.renderers import TemplateHTMLRenderer
 from rest_framework.response import Response
 from rest_framework.reverse import reverse

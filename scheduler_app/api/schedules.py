@@ -23,15 +23,37 @@ from ..lifecycle.building import QUEUE, TASK
 from ..models import Schedule
 from ..validation.fields import ARGS, KWARGS, MAX_ATTEMPTS, PRIORITY, TIMEOUT
 from ..validation.schedules import (
-    CRON, EDITABLE, ENABLED, END_AT, INTERVAL, MISFIRE_POLICY, NAME, NEXT_COUNT, START_AT, TIMEZONE,
+    CRON,
+    EDITABLE,
+    ENABLED,
+    END_AT,
+    INTERVAL,
+    MISFIRE_POLICY,
+    NAME,
+    NEXT_COUNT,
+    START_AT,
+    TIMEZONE,
 )
 from ..vocabulary.bounds import NEXT_RUNS_DEFAULT, NEXT_RUNS_MAX
 from .base import SchedulerAPI
-from .fields import DirectAttributesMixin, IdentityUrlField, JSONListField, JSONObjectField, RuleField, StrictKeysMixin
+from .fields import (
+    DirectAttributesMixin,
+    IdentityUrlField,
+    JSONListField,
+    JSONObjectField,
+    RuleField,
+    StrictKeysMixin,
+)
 from .filters import MAX_ID
 from .pagination import EstimatedCountPagination
 from .permissions import needs
-from .schema import DETAIL_ERROR, FIELD_ERRORS, QUERY_ERRORS, extend_schema, extend_schema_view
+from .schema import (
+    DETAIL_ERROR,
+    FIELD_ERRORS,
+    QUERY_ERRORS,
+    extend_schema,
+    extend_schema_view,
+)
 from .serializers import JobSerializer
 
 logger = logging.getLogger(__name__)

@@ -11,7 +11,11 @@ from django.db import IntegrityError
 from django.shortcuts import get_object_or_404
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiExample, OpenApiResponse, PolymorphicProxySerializer
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiResponse,
+    PolymorphicProxySerializer,
+)
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, ValidationError
@@ -29,7 +33,20 @@ from .filters import MAX_ID, JobFilter, matching
 from .observability import LOG_PARAMETERS, PaginatedJobLogSerializer, job_logs
 from .pagination import EstimatedCountPagination
 from .permissions import needs
-from .schema import DETAIL_ERROR, FIELD_ERRORS, QUERY_ERRORS, extend_schema, extend_schema_view
+from .resources import (
+    QueueLimitsSerializer,
+    QueueSerializer,
+    StatsSerializer,
+    TaskSerializer,
+    WorkerSerializer,
+)
+from .schema import (
+    DETAIL_ERROR,
+    FIELD_ERRORS,
+    QUERY_ERRORS,
+    extend_schema,
+    extend_schema_view,
+)
 from .serializers import (
     BulkActionSerializer,
     BulkCreateSerializer,
@@ -37,12 +54,7 @@ from .serializers import (
     JobCreateSerializer,
     JobListEntrySerializer,
     JobSerializer,
-    QueueLimitsSerializer,
-    QueueSerializer,
     RescheduleSerializer,
-    StatsSerializer,
-    TaskSerializer,
-    WorkerSerializer,
 )
 
 logger = logging.getLogger(__name__)

@@ -31,8 +31,23 @@ from .finishing import finish
 from .queues import ensure as ensure_queues
 from .queues import limited_queues, pause_queue, paused_queues, resume_queue, set_limits
 from .retention import prune
-from .states import BulkValidationError, DependencyFailed, InvalidTransition, JobTimeout, LeaseExpired, SnoozedTooOften
-from .transitions import claim, claim_keyed, claim_limited, release, renew_leases, rescue_expired, set_progress
+from .states import (
+    BulkValidationError,
+    DependencyFailed,
+    InvalidTransition,
+    JobTimeout,
+    LeaseExpired,
+    SnoozedTooOften,
+)
+from .transitions import (
+    claim,
+    claim_keyed,
+    claim_limited,
+    release,
+    renew_leases,
+    rescue_expired,
+    set_progress,
+)
 from .workflows import cancel_workflow, derive_status, retry_workflow, workflow_of
 
 __all__ = [

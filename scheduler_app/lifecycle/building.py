@@ -45,7 +45,12 @@ from ..validation.fields import (
     UNIQUE_KEY,
     Rule,
 )
-from ..validation.jobs import BOTH_WHEN, UNIQUE_FOR_PAST_TASK, arguments_size_problem, chosen
+from ..validation.jobs import (
+    BOTH_WHEN,
+    UNIQUE_FOR_PAST_TASK,
+    arguments_size_problem,
+    chosen,
+)
 from ..validation.labels import META, TAGS, route_of
 from ..validation.options import options_of
 from ..validation.workflows import PASS_RESULTS

@@ -2,10 +2,10 @@
 # JSON column; on PostgreSQL, the indexes of ?search= (trigrams over the
 # job's text) and ?tag= (GIN over tags). SQLite scans (sql/search.py).
 
-import scheduler_app.sql.readable
 from django.contrib.postgres.operations import TrigramExtension
 from django.db import migrations, models
 
+import scheduler_app.sql.readable
 from scheduler_app.sql import search
 
 

@@ -10,15 +10,17 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from ..sql.readable import error_entries  # stored_json: what no page shows becomes U+FFFD
+from ..sql.readable import (
+    error_entries,  # stored_json: what no page shows becomes U+FFFD
+)
 from ..sql.readable import json_reader as stored_json
 from ..vocabulary.bounds import (
+    CONCURRENCY_KEY_MAX,
     MAX_ATTEMPTS_MIN,
     PRIORITY_MAX,
     PRIORITY_MIN,
     QUEUE_NAME_MAX,
     TASK_NAME_MAX,
-    CONCURRENCY_KEY_MAX,
     UNIQUE_KEY_MAX,
     WORKER_ID_MAX,
 )

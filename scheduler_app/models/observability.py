@@ -6,7 +6,12 @@ the admin, the API and the metrics; ``models`` imports this module.
 
 from django.db import models
 
-from ..vocabulary.bounds import CURSOR_NAME_MAX, LOGGER_MAX, QUEUE_NAME_MAX, TASK_NAME_MAX
+from ..vocabulary.bounds import (
+    CURSOR_NAME_MAX,
+    LOGGER_MAX,
+    QUEUE_NAME_MAX,
+    TASK_NAME_MAX,
+)
 from ..vocabulary.tallies import SLOTS
 
 

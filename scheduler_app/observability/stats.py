@@ -11,7 +11,16 @@ from django.db.models.functions import Coalesce, RowNumber
 from django.utils import timezone
 
 from .. import conf, schedules, sql
-from ..models import ACTIVE_STATUSES, FINISHED_STATUSES, Job, JobDependency, JobStatus, Queue, QueueStart, Worker
+from ..models import (
+    ACTIVE_STATUSES,
+    FINISHED_STATUSES,
+    Job,
+    JobDependency,
+    JobStatus,
+    Queue,
+    QueueStart,
+    Worker,
+)
 from ..sql import readable
 from ..sql.readable import END_OF_TIME
 from ..vocabulary.bounds import DEPENDENTS_SHOWN, RATE_PERIOD_MAX

@@ -31,7 +31,12 @@ from .base import (
 from .bulk import pg_bulk_insert
 from .dialect import Dialect, dialect
 from .expiry import EXPIRED_PREFIX, expire
-from .flow import DEPENDENCY_FAILED_CLASS, mark_dependencies, settle_dependents, take_unique_window
+from .flow import (
+    DEPENDENCY_FAILED_CLASS,
+    mark_dependencies,
+    settle_dependents,
+    take_unique_window,
+)
 from .leases import release, renew, rescue
 from .limited import pg_limited_claim, pg_limited_claim_text, sqlite_limited_claim
 from .postgres import (

@@ -4,7 +4,16 @@ Each function is one statement; ``lifecycle`` runs them inside the
 transaction of the change they belong to (an enqueue, a finish, a cancel).
 """
 
-from .base import DEPENDENCY_TABLE, SQLITE_EPOCH, TABLE, UNIQUE_WINDOW_TABLE, _in_list, _rows, adapt_dt, is_postgres
+from .base import (
+    DEPENDENCY_TABLE,
+    SQLITE_EPOCH,
+    TABLE,
+    UNIQUE_WINDOW_TABLE,
+    _in_list,
+    _rows,
+    adapt_dt,
+    is_postgres,
+)
 
 # Recorded as the exception class of a job cancelled because of a dependency.
 DEPENDENCY_FAILED_CLASS = "scheduler_app.lifecycle.DependencyFailed"

@@ -25,7 +25,14 @@ from django.db import DatabaseError, OperationalError, connections, transaction
 from django.db.models.sql import InsertQuery
 
 from .base import (
-    CLAIM_COLUMNS, LOG_TABLE, NOT_PAUSED_NOR_LIMITED, TABLE, _rows, claim_returning, ending, unkeyed_unexpired,
+    CLAIM_COLUMNS,
+    LOG_TABLE,
+    NOT_PAUSED_NOR_LIMITED,
+    TABLE,
+    _rows,
+    claim_returning,
+    ending,
+    unkeyed_unexpired,
 )
 from .bulk import json_insert, rows_document
 

@@ -18,8 +18,6 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from ..vocabulary import storable
-from . import durations
-from .jsonvalues import NO_NUL, json_problem  # the rules below use them; other modules import them here
 from ..vocabulary.bounds import (
     CONCURRENCY_LIMIT_MAX,
     DELAY_MAX,
@@ -41,6 +39,11 @@ from ..vocabulary.bounds import (
     UNIQUE_KEY_MAX,
 )
 from ..vocabulary.storable import clean_text
+from . import durations
+from .jsonvalues import (  # the rules below use them; other modules import them here
+    NO_NUL,
+    json_problem,
+)
 
 # Largest value of a 64-bit primary key.
 ID_MAX = 2**63 - 1

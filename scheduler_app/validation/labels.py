@@ -12,7 +12,16 @@ import json
 
 from django.core.exceptions import ValidationError
 
-from ..vocabulary.bounds import META_MAX_BYTES, PRIORITY_MAX, PRIORITY_MIN, QUEUE_NAME_MAX, QUEUE_NAME_RE, TAG_MAX, TAG_RE, TAGS_MAX
+from ..vocabulary.bounds import (
+    META_MAX_BYTES,
+    PRIORITY_MAX,
+    PRIORITY_MIN,
+    QUEUE_NAME_MAX,
+    QUEUE_NAME_RE,
+    TAG_MAX,
+    TAG_RE,
+    TAGS_MAX,
+)
 from .fields import JSONContainer, Rule, WholeNumber, shown
 
 TAG_SHAPE = f"1 to {TAG_MAX} letters, digits, '_', '.', ':' or '-'"

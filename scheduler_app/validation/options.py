@@ -92,36 +92,19 @@ NONE = TaskOptions()
 
 def options(
     *, max_attempts=None, timeout=None, retry_on=None, backoff=None, unique=None, unique_for=None, validate=None,
-    concurrency_key=None, concurrency_limit=None, expires_in=None,
-
-    tags=None,
+    concurrency_key=None, concurrency_limit=None, expires_in=None, tags=None,
 ):
     """Attach scheduling options to a task (above ``@task``) or to its function (below it)."""
-    from django.core.exceptions import ImproperlyConfigured, ValidationError
+    from django.core.exceptions import ImproperlyConfigured
 
     from . import admission
-    from . import fields as rules
-    from .labels import TAGS
 
-    try:
-        if concurrency_key is not None:
-            admission.KEY_TEMPLATE.check(concurrency_key)
-        if concurrency_limit is not None:
-            admission.JOB_CONCURRENCY_LIMIT.check(concurrency_limit)
-        if expires_in is not None:
-            expires_in = admission.EXPIRES_IN.check(expires_in)
-        if max_attempts is not None:
-            rules.MAX_ATTEMPTS.check(max_attempts)
-        if timeout is not None:
-            timeout = rules.TIMEOUT.check(timeout)
-        if backoff is not None:
-            backoff = rules.BACKOFF.check(backoff)
-        if unique_for is not None:
-            unique_for = rules.UNIQUE_FOR.check(unique_for)
-        if tags is not None:
-            tags = tuple(TAGS.check(tags))
-    except ValidationError as exc:
-        raise ImproperlyConfigured(f"@options: {'; '.join(f'{k}: {v[0]}' for k, v in exc.message_dict.items())}") from None
+    given = {
+        "max_attempts": max_attempts, "timeout": timeout, "backoff": backoff, "unique_for": unique_for,
+        "concurrency_key": concurrency_key, "concurrency_limit": concurrency_limit, "expires_in": expires_in,
+        "tags": tags,
+    }
+    checked = _checked(given)
     if retry_on is not None:
         retry_on = tuple(retry_on) if isinstance(retry_on, (tuple, list)) else (retry_on,)
         if not retry_on or not all(isinstance(c, type) and issubclass(c, BaseException) for c in retry_on):
@@ -130,20 +113,7 @@ def options(
         raise ImproperlyConfigured("@options: unique must be True or a callable making the key from the arguments.")
     if validate is not None and not callable(validate):
         raise ImproperlyConfigured("@options: validate must be a callable taking (args, kwargs).")
-    chosen = TaskOptions(
-        max_attempts=max_attempts,
-        timeout=timeout,
-        retry_on=retry_on,
-        backoff=backoff,
-        unique=unique,
-        unique_for=unique_for,
-        validate=validate,
-        concurrency_key=concurrency_key,
-        concurrency_limit=concurrency_limit,
-        expires_in=expires_in,
-
-        tags=tags,
-    )
+    chosen = TaskOptions(retry_on=retry_on, unique=unique, validate=validate, **checked)
 
     def decorate(target):
         func = getattr(target, "func", target)  # a django.tasks Task, or its function
@@ -155,6 +125,35 @@ def options(
         return target
 
     return decorate
+
+
+def _checked(given):
+    """Return ``given`` options checked by their rules (the values a rule normalises, normalised)."""
+    from django.core.exceptions import ImproperlyConfigured, ValidationError
+
+    from . import admission
+    from . import fields as rules
+    from .labels import TAGS
+
+    checks = {
+        "max_attempts": rules.MAX_ATTEMPTS.check, "timeout": rules.TIMEOUT.check, "backoff": rules.BACKOFF.check,
+        "unique_for": rules.UNIQUE_FOR.check, "concurrency_key": admission.KEY_TEMPLATE.check,
+        "concurrency_limit": admission.JOB_CONCURRENCY_LIMIT.check, "expires_in": admission.EXPIRES_IN.check,
+        "tags": lambda value: tuple(TAGS.check(value)),
+    }
+    # Values kept as given: the rule only judges them.
+    as_given = {"max_attempts", "concurrency_key", "concurrency_limit"}
+    checked = {}
+    try:
+        for name, value in given.items():
+            if value is None:
+                checked[name] = None
+                continue
+            result = checks[name](value)
+            checked[name] = value if name in as_given else result
+    except ValidationError as exc:
+        raise ImproperlyConfigured(f"@options: {'; '.join(f'{k}: {v[0]}' for k, v in exc.message_dict.items())}") from None
+    return checked
 
 
 def options_of(task):

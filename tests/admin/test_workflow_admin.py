@@ -7,8 +7,14 @@ from django.urls import reverse
 
 from scheduler_app import lifecycle
 from scheduler_app.admin import graph
-from scheduler_app.models import Job, JobStatus, Workflow, WorkflowStatus
-from tests.admin.workflow_fixtures import OTHER, chain_of, diamond, wide_chord, workflow_of
+from scheduler_app.models import Job, Workflow, WorkflowStatus
+from tests.admin.workflow_fixtures import (
+    OTHER,
+    chain_of,
+    diamond,
+    wide_chord,
+    workflow_of,
+)
 from tests.plumbing import grant
 
 pytestmark = pytest.mark.django_db

@@ -23,7 +23,11 @@ from datetime import UTC, datetime
 
 from scheduler_app.dispatcher.timeline import Entry, schedule_entry
 from scheduler_app.vocabulary.jobs import ClaimedJob, Status, attempt_end
-from scheduler_app.vocabulary.policy import LEASE_EXPIRED_CLASS, LEASE_EXPIRED_MESSAGE, RetryPolicy
+from scheduler_app.vocabulary.policy import (
+    LEASE_EXPIRED_CLASS,
+    LEASE_EXPIRED_MESSAGE,
+    RetryPolicy,
+)
 from tests.dispatcher.fake_executor import FakeExecutor, claimed_job  # noqa: F401  (re-exported for the tests)
 
 # Ids of the jobs the fake's schedules make.

@@ -236,8 +236,8 @@ def test_two_finishes_ending_the_last_two_jobs_at_once_enqueue_the_callbacks_onc
     count): the callbacks come once, never twice, never not at all. On
     SQLite the writers take turns; on PostgreSQL they really overlap.
     """
-    from tests.lifecycle.test_dependencies import race
     from scheduler_app.vocabulary.jobs import Outcome
+    from tests.lifecycle.test_dependencies import race
 
     for round_ in range(20):
         wf = group(step(add, 1, round_), step(add, 2, round_)).enqueue(

@@ -11,7 +11,12 @@ import pytest
 
 from scheduler_app import lifecycle
 from scheduler_app.models import Job
-from tests.runtime.test_limit_processes import dispatchers_for_this_database, log_tail, most_at_once, run_dispatchers
+from tests.runtime.test_limit_processes import (
+    dispatchers_for_this_database,
+    log_tail,
+    most_at_once,
+    run_dispatchers,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

@@ -3,7 +3,12 @@ from django.core.management.base import CommandError
 
 from ... import lifecycle
 from ...lifecycle.building import QUEUE
-from ...validation.admission import CONCURRENCY_KEY, EXPIRES_AT, EXPIRES_IN, JOB_CONCURRENCY_LIMIT
+from ...validation.admission import (
+    CONCURRENCY_KEY,
+    EXPIRES_AT,
+    EXPIRES_IN,
+    JOB_CONCURRENCY_LIMIT,
+)
 from ...validation.fields import (
     ARGS,
     DELAY,
