@@ -7,7 +7,8 @@ the first of these that holds:
 
 ``paused``               the queue is paused
 ``no_dispatcher``        no live dispatcher (a ``Worker`` row with a fresh heartbeat) serves the queue
-``concurrency_limited``  the queue's ``concurrency_limit`` jobs are running
+``concurrency_limited``  the queue's ``concurrency_limit`` jobs are running, or (for
+                         one job) ``concurrency_limit`` jobs with its ``concurrency_key`` are
 ``rate_limited``         the queue's ``rate_limit`` attempts started in its ``rate_period`` window
 ``no_free_slot``         every live dispatcher that serves the queue has its slots for it busy
 
@@ -55,7 +56,18 @@ def late_reasons(jobs, now=None, using="default", *, reasons=None):
     known = reasons or {}
     missing = {job.queue for job in jobs if is_late(job, now) and job.queue not in known}
     reasons = {**known, **queue_reasons(missing, now, using)} if missing else known
-    return {job.pk: reasons.get(job.queue) if is_late(job, now) else None for job in jobs}
+    from .stats import held_by_key  # stats reads LATE_AFTER from here
+
+    late = [job for job in jobs if is_late(job, now)]
+    held = held_by_key(late, now) if late else set()
+    return {job.pk: _reason(job, reasons.get(job.queue), held) if is_late(job, now) else None for job in jobs}
+
+
+def _reason(job, queue_reason, held):
+    """Return a late job's reason: its queue's, unless its concurrency key holds it back while the queue could run it."""
+    if job.pk in held and queue_reason in (None, NO_FREE_SLOT):
+        return CONCURRENCY_LIMITED
+    return queue_reason
 
 
 def late_reason(job, now=None, using="default"):

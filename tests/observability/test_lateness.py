@@ -169,4 +169,17 @@ def test_the_admin_list_page_and_dashboard_say_why(client, superuser, django_ass
         {"reason": "no_free_slot", "label": "no free slot", "count": 11},
     ]
     assert 'data-late-reason="no_free_slot"' in data["html"]["summary"]
-    assert 'data-late-reason="paused"' in data["html"]["upcoming"]
+    # Upcoming lists what will run: a paused queue's jobs are counted under it, not ranked.
+    assert 'data-late-reason="paused"' in data["html"]["summary"]
+    assert "1 pending in default" in data["html"]["upcoming"]
+
+
+def test_a_late_job_its_concurrency_key_holds_back_is_concurrency_limited():
+    """The queue could run it (a dispatcher with free slots), but its key's limit is reached: the key is the reason."""
+    dispatcher(slots={"*": 4})
+    running_job = running()
+    Job.objects.filter(pk=running_job.pk).update(concurrency_key="account:1", concurrency_limit=1)
+    held = late_job(concurrency_key="account:1", concurrency_limit=1)
+    free = late_job(concurrency_key="account:2", concurrency_limit=1)
+    assert reason(held) == lateness.CONCURRENCY_LIMITED
+    assert reason(free) is None
