@@ -22,7 +22,6 @@ from ..lifecycle.building import QUEUE, TASK
 from ..lifecycle.states import allowed_from, refusal
 from ..models import Job
 from ..sql.readable import in_zone
-from ..validation import fields as rules
 from ..validation.fields import (
     ARGS,
     DEPENDS_ON,
@@ -33,7 +32,8 @@ from ..validation.fields import (
     TIMEOUT,
     UNIQUE_KEY,
 )
-from ..vocabulary.bounds import TAG_MAX, TAG_RE, TAGS_MAX
+from ..validation.labels import TAGS
+from ..vocabulary.bounds import TAGS_MAX
 
 
 def _task_label(task):
@@ -226,21 +226,6 @@ class JobIdsWidget(forms.TextInput):
         return context
 
 
-def check_tags(tags):
-    """Return ``tags`` checked by the tags rule (``validation.fields.TAGS``) if there is one, else by the bounds."""
-    rule = getattr(rules, "TAGS", None)
-    if rule is not None:
-        return rule.check(tags)
-    if len(tags) > TAGS_MAX:
-        raise ValidationError(f"At most {TAGS_MAX} tags.")
-    bad = [t for t in tags if not TAG_RE.match(t)]
-    if bad:
-        raise ValidationError(
-            f"Not a tag: {', '.join(bad)}. A tag is 1 to {TAG_MAX} letters, digits, and _ . : - characters."
-        )
-    return list(dict.fromkeys(tags))
-
-
 class TagsField(forms.CharField):
     """Tags typed as comma-separated text (``billing, nightly``); a list of strings."""
 
@@ -255,7 +240,7 @@ class TagsField(forms.CharField):
         text = super().to_python(value) or ""
         tags = [t.strip() for t in text.split(",") if t.strip()]
         try:
-            return check_tags(tags)
+            return list(TAGS.check(tags))
         except ValidationError as exc:
             raise _field_error(exc) from None
 

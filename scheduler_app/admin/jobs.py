@@ -5,7 +5,6 @@ with ``enqueue``, reschedule with ``reschedule``, cancel/retry/run-now with
 the ``*_many`` functions).
 """
 
-import inspect
 
 from django.contrib import admin, messages
 from django.contrib.admin.options import ActionLocation
@@ -36,7 +35,6 @@ from .lookups import SafeLookupsMixin
 # Actions on "all N matching jobs" stop where the list stops counting: past
 # it, narrow the filter.
 MAX_ACTION_JOBS = CappedCountPaginator.cap
-ENQUEUE_TAKES_TAGS = "tags" in inspect.signature(lifecycle.build_job).parameters
 ACTION_CHUNK = 1000
 BOTH_LOCATIONS = [ActionLocation.CHANGE_LIST, ActionLocation.CHANGE_FORM]
 
@@ -163,16 +161,13 @@ class JobAdmin(BulkActionsMixin, DependenciesMixin, JobSummary, JobLive, JobFiel
     def save_model(self, request, obj, form, change):
         if not change:
             options = dict(form.job_options)
-            if form.tags and ENQUEUE_TAKES_TAGS:
+            if form.tags:
                 options["tags"] = form.tags
             try:
                 job, created = lifecycle.enqueue(created_by=request.user, **options)
             except ValidationError as exc:  # a dependency deleted since the form was checked
                 obj._scheduler_error = "; ".join(exc.messages)
                 return
-            if created and form.tags and not ENQUEUE_TAKES_TAGS:
-                # Until build_job takes tags: the new row gets them right after its insert.
-                Job.objects.filter(pk=job.pk).update(tags=form.tags)
             obj.pk, obj.id = job.pk, job.pk
             obj._scheduler_created = created
             return

@@ -38,8 +38,8 @@ def test_a_job_made_with_dependencies_and_tags_waits_for_them(admin_client_, job
     [
         ({"depends_on": "12, x"}, "depends_on", "Must be a list of at most"),
         ({"depends_on": "999999"}, "depends_on", "999999"),
-        ({"tags": "ok, not a tag!"}, "tags", "Not a tag: not a tag!"),
-        ({"tags": ", ".join(f"t{i}" for i in range(21))}, "tags", "At most 20 tags."),
+        ({"tags": "ok, not a tag!"}, "tags", "'not a tag!' is not a tag"),
+        ({"tags": ", ".join(f"t{i}" for i in range(21))}, "tags", "At most 20 tags; 21 given."),
     ],
 )
 def test_bad_dependencies_and_tags_are_inline_errors(admin_client_, fields, field, message):
