@@ -19,7 +19,7 @@ from rest_framework.response import Response
 
 from .. import lifecycle
 from ..lifecycle import workflows
-from ..models import Job, JobStatus, Workflow, WorkflowStatus
+from ..models import JobStatus, Workflow, WorkflowStatus
 from ..validation.workflows import WORKFLOW_NAME
 from ..vocabulary import bounds as limits
 from .base import SchedulerAPI
