@@ -137,7 +137,7 @@ class WorkflowViewSet(SchedulerAPI, mixins.ListModelMixin, mixins.RetrieveModelM
         if wanted is not None:
             if wanted not in WorkflowStatus.values:
                 raise ValidationError({"status": [f"Must be one of {', '.join(WorkflowStatus.values)}."]})
-            found = found.filter(status=wanted)
+            found = workflows.with_status(found, wanted)
         name = self.request.query_params.get("name") or None
         if name is not None:
             try:

@@ -19,7 +19,7 @@ import logging
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import Count, F
+from django.db.models import Count, Exists, F, OuterRef, Q
 from django.db.models.functions import Greatest
 from django.dispatch import receiver
 from django.utils import timezone
@@ -94,6 +94,22 @@ def counts(workflows, *, using="default"):
 def statuses(workflows, *, using="default"):
     """Return ``{workflow id: status}`` derived now from the jobs (one query)."""
     return {pk: derive_status(c) for pk, c in counts(workflows, using=using).items()}
+
+
+def with_status(workflows, status):
+    """Filter a Workflow QuerySet to those whose status (as ``derive_status`` gives it now) is ``status``.
+
+    The stored status is kept by the transactions that end jobs; the one
+    change no ending makes, a first job starting, is read from the jobs: a
+    stored ``pending`` workflow with a running job is ``running``. Served by
+    ``job_workflow_active_idx``.
+    """
+    started = Exists(Job.objects.filter(workflow_id=OuterRef("pk"), status=JobStatus.RUNNING))
+    if status == WorkflowStatus.RUNNING:
+        return workflows.filter(Q(status=WorkflowStatus.RUNNING) | Q(started, status=WorkflowStatus.PENDING))
+    if status == WorkflowStatus.PENDING:
+        return workflows.filter(~started, status=WorkflowStatus.PENDING)
+    return workflows.filter(status=status)
 
 
 def progress(ended, *, now=None, using="default"):

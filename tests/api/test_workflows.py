@@ -56,6 +56,17 @@ def test_list_filters_by_status_and_name(api):
     assert bad.status_code == 400 and "status" in bad.json()
 
 
+def test_a_workflow_whose_first_job_runs_is_listed_as_running(api):
+    from scheduler_app import lifecycle
+
+    created = api.post("/api/workflows/", CHORD, format="json").json()
+    assert [w["id"] for w in api.get("/api/workflows/?status=pending").json()["results"]] == [created["id"]]
+    lifecycle.claim("w", queues=["default"], limit=1, lease=30)
+    listed = api.get("/api/workflows/?status=running").json()["results"]
+    assert [(w["id"], w["status"]) for w in listed] == [(created["id"], "running")]
+    assert api.get("/api/workflows/?status=pending").json()["results"] == []
+
+
 def test_retry_and_cancel_answer_200_with_the_workflow(api):
     body = {"jobs": [{"task": BOOM, "max_attempts": 1}, {"task": ECHO, "depends_on_index": [0], "pass_results": True}]}
     created = api.post("/api/workflows/", body, format="json").json()
