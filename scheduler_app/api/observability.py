@@ -12,6 +12,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from .. import registry
 from ..models import Job, JobLog
 from ..observability import history
 from ..validation.fields import NO_NUL
@@ -140,7 +141,10 @@ class HistoryView(SchedulerAPI, APIView):
                 description="How far back (default 60; up to 7 days).",
             ),
             _text_parameter("queue", limits.QUEUE_NAME_MAX, "Only this queue."),
-            _text_parameter("task", limits.TASK_NAME_MAX, "Only this task (its name)."),
+            _text_parameter(
+                "task", limits.TASK_NAME_MAX,
+                "Only this task: its path, or its end when one known task has it (as GET /api/jobs/?task=).",
+            ),
         ],
         responses={200: HistorySerializer, 400: QUERY_ERRORS},
     )
@@ -149,5 +153,11 @@ class HistoryView(SchedulerAPI, APIView):
         if not query.is_valid():
             query_errors(query)
         data = query.cleaned_data
-        document = history.series(data["minutes"] or 60, queue=data["queue"] or None, task=data["task"] or None)
+        task = data["task"] or None
+        if task:
+            paths = registry.paths_named(task)
+            if len(paths) > 1:
+                raise ValidationError({"task": [registry.ambiguity(task, paths)]})
+            task = paths[0] if paths else task
+        document = history.series(data["minutes"] or 60, queue=data["queue"] or None, task=task)
         return Response(HistorySerializer(document).data)

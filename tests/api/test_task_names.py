@@ -89,3 +89,10 @@ def test_admin_says_which_tasks_an_ambiguous_name_means(client, superuser, jobs)
     messages = [str(m) for m in response.context["messages"]]
     assert messages == [f"'noop' names more than one task: {', '.join(NOOPS)}. Give the full path (or more of its end)."]
     assert Job.objects.count() == 3
+
+
+def test_history_takes_a_short_name_too(api, jobs):
+    assert api.get("/api/stats/history/", {"task": "add"}).status_code == 200
+    response = api.get("/api/stats/history/", {"task": "noop"})
+    assert response.status_code == 400
+    assert response.json()["task"] == [f"'noop' names more than one task: {', '.join(NOOPS)}. Give the full path (or more of its end)."]
