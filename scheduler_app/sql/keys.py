@@ -1,26 +1,33 @@
 """The claim of jobs with a concurrency key: at most ``concurrency_limit`` of one key run at once, everywhere.
 
 Every other claim leaves keyed jobs alone (``base.unkeyed_unexpired``), so
-this one decides alone which of them start (invariant 11). One transaction:
+this one decides alone which of them start (invariant 11). One transaction,
+in chunks of ``CHUNK`` candidates until the claim has its jobs or has read
+``KEY_SCAN`` of them:
 
-1. read the best due keyed jobs of the queues (claim order, at most
-   ``KEY_SCAN`` of them, by their own partial index ``job_pending_key_claim_idx``);
-2. PostgreSQL: take a transaction-level advisory lock per key
-   (``pg_advisory_xact_lock(KEY_LOCKS, hashtext(key))``), in hash order so
-   two claims never wait on each other in a cycle. A second dispatcher that
-   wants the same key waits here until the first commits. SQLite: writers
-   take turns anyway (the transaction is IMMEDIATE);
+1. read the best due keyed jobs of the queues in claim order (by their own
+   partial index ``job_pending_key_claim_idx``), leaving out the keys found
+   full or busy before and the jobs already chosen;
+2. PostgreSQL: take a transaction-level advisory lock per new key
+   (``pg_try_advisory_xact_lock(KEY_LOCKS, hashtext(key))``). A key whose
+   lock another claim holds is skipped for now, as ``SKIP LOCKED`` skips a
+   row: that claim may be taking its last slot, and no claim ever waits
+   for another (no lock order, no deadlock). SQLite: writers take turns
+   anyway (the transaction is IMMEDIATE);
 3. count the running jobs of those keys in a statement of its own, whose
    snapshot (READ COMMITTED) is taken after the locks: it sees every claim
-   of those keys that committed before;
+   of those keys that committed before (a lock is released after its
+   transaction's commit is visible);
 4. take, in claim order, each candidate whose key still has room (its own
    ``concurrency_limit`` minus running jobs minus those taken just before);
-5. claim them by id, compare-and-set on ``status = 'pending'``.
+
+then claim the chosen jobs by id, compare-and-set on ``status = 'pending'``.
 
 A key at its limit holds its jobs back (pending: ``held``) without holding
 anything else: the other keys, keyless jobs and other queues are claimed as
-if it were not there. Paused and limited queues are left out, as by the
-plain claim; so are expired jobs.
+if it were not there; a full key's backlog costs the database a walk past
+its rows in the index, not a read. Paused and limited queues are left out,
+as by the plain claim; so are expired jobs.
 """
 
 from django.db import transaction
@@ -36,12 +43,13 @@ from .base import (
     unexpired,
 )
 
-# The advisory lock space of keys (the first of pg_advisory_xact_lock's two
-# int4 arguments): apart from the locks an application takes with one bigint.
+# The advisory lock space of keys (the first of the two int4 arguments of the
+# advisory lock functions): apart from the locks an application takes with one bigint.
 KEY_LOCKS = 0x5CED
 
-# How many due keyed jobs one claim looks at: a backlog of one key longer
-# than this, ahead of every other key, holds the others back until it drains.
+# Candidates read per round trip, and at most per claim: the keys of the first
+# KEY_SCAN due keyed jobs (full keys' jobs left out) are all a claim considers.
+CHUNK = 64
 KEY_SCAN = 1000
 
 
@@ -49,38 +57,32 @@ def claim_keyed(*, worker, queues, limit, now, lease_until, in_flight=(), scan=K
     """Claim up to ``limit`` due keyed jobs of ``queues`` within their keys' limits.
 
     Return ``(claimed rows (CLAIM_COLUMNS), held)``: ``held`` is True when a
-    due keyed job was left pending because its key was at its limit.
+    due keyed job was left pending because its key was at its limit (or
+    another claim held the key's lock).
     """
     if limit <= 0 or not queues:
         return [], False
     pg = is_postgres(using)
     t = adapt_dt(now, using)
     with transaction.atomic(using=using):
-        candidates = _candidates(queues, now, in_flight, scan, pg, using)
-        if not candidates:
-            return [], False
-        keys = sorted({key for _, key, _ in candidates})
-        if pg:
-            _rows(
-                "SELECT pg_advisory_xact_lock(%s, h) FROM "
-                "(SELECT DISTINCT hashtext(k) AS h FROM unnest(%s::text[]) AS k ORDER BY 1) AS s",
-                [KEY_LOCKS, keys],
-                using,
-            )
-        params = []
-        running = dict(
-            _rows(
-                f"SELECT concurrency_key, count(*) FROM {TABLE} WHERE status = 'running' "
-                f"AND {_in_list('concurrency_key', keys, params, using)} GROUP BY concurrency_key",
-                params,
-                using,
-            )
-        )
-        chosen, held = choose(candidates, running, limit)
-        if not chosen:
-            return [], held
+        state = _Choice(limit)
+        read = 0
+        while not state.done() and read < scan:
+            rows = _candidates(queues, now, [*in_flight, *state.chosen], sorted(state.excluded()), CHUNK, pg, using)
+            if not rows:
+                break
+            read += len(rows)
+            keys = sorted({key for _, key, _ in rows} - state.running.keys() - state.busy)
+            if keys:
+                locked = _lock(keys, using) if pg else keys
+                state.busy.update(set(keys) - set(locked))
+                state.running.update(dict.fromkeys(locked, 0))
+                state.running.update(_running(locked, using))
+            state.take(rows)
+        if not state.chosen:
+            return [], state.held
         params = [worker, adapt_dt(lease_until, using), t, t, t]
-        ids = _in_list("id", chosen, params, using)
+        ids = _in_list("id", state.chosen, params, using)
         claimed = _rows(
             f"UPDATE {TABLE} SET status = 'running', attempts = attempts + 1, worker = %s, "
             "lease_expires_at = %s, started_at = COALESCE(started_at, %s), last_attempted_at = %s, "
@@ -89,40 +91,88 @@ def claim_keyed(*, worker, queues, limit, now, lease_until, in_flight=(), scan=K
             params,
             using,
         )
-    return claimed, held
+    return claimed, state.held
+
+
+class _Choice:
+    """What one keyed claim chose so far, and what it learnt of the keys."""
+
+    def __init__(self, limit):
+        self.limit = limit
+        self.chosen = []
+        self.held = False
+        self.running = {}  # key -> running jobs, counted after its lock
+        self.taken = {}  # key -> jobs of it chosen here
+        self.full = set()  # keys at their limit
+        self.busy = set()  # keys whose lock another claim holds (PostgreSQL)
+
+    def done(self):
+        return len(self.chosen) >= self.limit
+
+    def excluded(self):
+        return self.full | self.busy
+
+    def take(self, candidates):
+        """Choose, in claim order, the candidates ``(id, key, key limit)`` whose key has room."""
+        for job_id, key, key_limit in candidates:
+            if key in self.busy:
+                self.held = True
+                continue
+            if self.running[key] + self.taken.get(key, 0) >= (key_limit or 1):
+                self.held = True
+                self.full.add(key)
+                continue
+            if self.done():
+                return
+            self.chosen.append(job_id)
+            self.taken[key] = self.taken.get(key, 0) + 1
 
 
 def choose(candidates, running, limit):
-    """Return ``(ids to claim, held)`` from candidates ``(id, key, key limit)`` in claim order.
-
-    A candidate starts when its key's running jobs plus those chosen before
-    it are fewer than its own ``concurrency_limit``.
-    """
-    taken = {}
-    chosen = []
-    held = False
-    for job_id, key, key_limit in candidates:
-        n = running.get(key, 0) + taken.get(key, 0)
-        if n >= (key_limit or 1):
-            held = True
-            continue
-        if len(chosen) >= limit:
-            break
-        chosen.append(job_id)
-        taken[key] = taken.get(key, 0) + 1
-    return chosen, held
+    """Return ``(ids to claim, held)`` from candidates ``(id, key, key limit)`` in claim order, given running counts."""
+    state = _Choice(limit)
+    state.running = {key: running.get(key, 0) for _, key, _ in candidates}
+    state.take(candidates)
+    return state.chosen, state.held
 
 
-def _candidates(queues, now, in_flight, scan, pg, using):
+def _lock(keys, using):
+    """PostgreSQL: take the advisory locks of ``keys`` that no other transaction holds; return those keys."""
+    return [
+        key for (key,) in _rows(
+            "SELECT k FROM unnest(%s::text[]) AS k WHERE pg_try_advisory_xact_lock(%s, hashtext(k))",
+            [keys, KEY_LOCKS],
+            using,
+        )
+    ]
+
+
+def _running(keys, using):
+    if not keys:
+        return {}
+    params = []
+    return dict(
+        _rows(
+            f"SELECT concurrency_key, count(*) FROM {TABLE} WHERE status = 'running' "
+            f"AND {_in_list('concurrency_key', keys, params, using)} GROUP BY concurrency_key",
+            params,
+            using,
+        )
+    )
+
+
+def _candidates(queues, now, skip_ids, skip_keys, chunk, pg, using):
     params = [adapt_dt(now, using), adapt_dt(now, using)]
     where = [
         "status = 'pending'", "concurrency_key IS NOT NULL", "execute_at <= %s", unexpired("%s"),
         _in_list("queue", sorted(queues), params, using), NOT_PAUSED_NOR_LIMITED,
     ]
-    if in_flight:
-        # Never a job this dispatcher still runs (invariant 14).
-        where.append(f"NOT {_in_list('id', sorted(in_flight), params, using)}")
-    params.append(int(scan))
+    if skip_ids:
+        # Never a job this dispatcher still runs (invariant 14), nor one chosen already.
+        where.append(f"NOT {_in_list('id', sorted(skip_ids), params, using)}")
+    if skip_keys:
+        where.append(f"NOT {_in_list('concurrency_key', skip_keys, params, using)}")
+    params.append(int(chunk))
     hint = "" if pg else " INDEXED BY job_pending_key_claim_idx"
     return _rows(
         f"SELECT id, concurrency_key, concurrency_limit FROM {TABLE}{hint} WHERE {' AND '.join(where)} "
@@ -130,4 +180,3 @@ def _candidates(queues, now, in_flight, scan, pg, using):
         params,
         using,
     )
-
