@@ -125,6 +125,7 @@ class FakeStore:
         self.fail_finish = 0  # the next n writes of outcomes raise TransientError (other calls work)
         self.claims = []  # (queues, limit, claimed ids) per claim
         self.limited_claims = []  # (queues, limit, claimed ids, full) per limited claim
+        self.keyed_claims = []  # (queues, limit, claimed ids, held) per keyed claim
         self.freed = []  # the queues of each notify_freed
         self.claim_ids = []  # the ids asked for, per claim (None: by query)
         self.change_limits = []  # the limit of each change poll
@@ -345,7 +346,7 @@ class FakeStore:
             chosen += self._due(free, now, in_flight=in_flight)[: max(limit - len(chosen), 0)]
             chosen.sort(key=lambda j: (-j.priority, j.at, j.id))
             self._take(chosen, now)
-            self.claims.append((set(queues), limit, [j.id for j in chosen]))
+            self.keyed_claims.append((set(queues), limit, [j.id for j in chosen], held))
             return [self._claimed(row) for row in chosen], held
 
     def notify_freed(self, queues):
