@@ -23,17 +23,26 @@ in chunks of ``CHUNK`` candidates until the claim has its jobs or has read
 
 then claim the chosen jobs by id, compare-and-set on ``status = 'pending'``.
 
+Keyed jobs of a limited queue obey its limits too: the claim locks the
+queue's row first (PostgreSQL; as the limited queues' own claim does, so the
+two take turns), counts its running jobs and its recent starts, and writes
+a start for each job it takes from a rate-limited queue.
+
 A key at its limit holds its jobs back (pending: ``held``) without holding
 anything else: the other keys, keyless jobs and other queues are claimed as
 if it were not there; a full key's backlog costs the database a walk past
 its rows in the index, not a read. Paused and limited queues are left out,
-as by the plain claim; so are expired jobs.
+as by the plain claim: paused queues and expired jobs are left out.
 """
+
+from datetime import timedelta
 
 from django.db import transaction
 
 from .base import (
-    NOT_PAUSED_NOR_LIMITED,
+    CLAIM_COLUMNS,
+    QUEUE_TABLE,
+    START_TABLE,
     TABLE,
     _in_list,
     _rows,
@@ -65,14 +74,14 @@ def claim_keyed(*, worker, queues, limit, now, lease_until, in_flight=(), scan=K
     pg = is_postgres(using)
     t = adapt_dt(now, using)
     with transaction.atomic(using=using):
-        state = _Choice(limit)
+        state = _Choice(limit, _queue_rooms(queues, now, pg, using))
         read = 0
         while not state.done() and read < scan:
             rows = _candidates(queues, now, [*in_flight, *state.chosen], sorted(state.excluded()), CHUNK, pg, using)
             if not rows:
                 break
             read += len(rows)
-            keys = sorted({key for _, key, _ in rows} - state.running.keys() - state.busy)
+            keys = sorted({key for _, key, _, _ in rows} - state.running.keys() - state.busy)
             if keys:
                 locked = _lock(keys, using) if pg else keys
                 state.busy.update(set(keys) - set(locked))
@@ -91,14 +100,16 @@ def claim_keyed(*, worker, queues, limit, now, lease_until, in_flight=(), scan=K
             params,
             using,
         )
+        _record_starts(claimed, state.rooms, t, using)
     return claimed, state.held
 
 
 class _Choice:
     """What one keyed claim chose so far, and what it learnt of the keys."""
 
-    def __init__(self, limit):
+    def __init__(self, limit, rooms=None):
         self.limit = limit
+        self.rooms = rooms or {}  # limited queue -> (room left, whether rate-limited)
         self.chosen = []
         self.held = False
         self.running = {}  # key -> running jobs, counted after its lock
@@ -113,8 +124,12 @@ class _Choice:
         return self.full | self.busy
 
     def take(self, candidates):
-        """Choose, in claim order, the candidates ``(id, key, key limit)`` whose key has room."""
-        for job_id, key, key_limit in candidates:
+        """Choose, in claim order, the candidates ``(id, key, key limit, queue)`` whose key and queue have room."""
+        for job_id, key, key_limit, queue in candidates:
+            room = self.rooms.get(queue)
+            if room is not None and room[0] is not None and room[0] <= 0:
+                self.held = True  # its queue is full: wait as for a key
+                continue
             if key in self.busy:
                 self.held = True
                 continue
@@ -126,14 +141,58 @@ class _Choice:
                 return
             self.chosen.append(job_id)
             self.taken[key] = self.taken.get(key, 0) + 1
+            if room is not None and room[0] is not None:
+                self.rooms[queue] = (room[0] - 1, room[1])
 
 
 def choose(candidates, running, limit):
     """Return ``(ids to claim, held)`` from candidates ``(id, key, key limit)`` in claim order, given running counts."""
     state = _Choice(limit)
     state.running = {key: running.get(key, 0) for _, key, _ in candidates}
-    state.take(candidates)
+    state.take([(*c, "") for c in candidates])
     return state.chosen, state.held
+
+
+def _queue_rooms(queues, now, pg, using):
+    """Return ``{queue: (room, rate-limited)}`` of the limited queues among ``queues`` (room None: no bound).
+
+    PostgreSQL: their rows are locked first (name order, as the limited
+    claim locks them), so the counts, statements of their own, see every
+    claim of those queues that committed before.
+    """
+    params = []
+    names = _in_list("name", sorted(queues), params, using)
+    rows = _rows(
+        f"SELECT name, concurrency_limit, rate_limit, rate_period FROM {QUEUE_TABLE} WHERE {names} "
+        f"AND (concurrency_limit IS NOT NULL OR rate_limit IS NOT NULL) ORDER BY name{' FOR UPDATE' if pg else ''}",
+        params,
+        using,
+    )
+    rooms = {}
+    for name, concurrency, rate, period in rows:
+        room = None
+        if concurrency is not None:
+            [(running,)] = _rows(f"SELECT count(*) FROM {TABLE} WHERE status = 'running' AND queue = %s", [name], using)
+            room = concurrency - running
+        if rate is not None:
+            # A millisecond more than the window, as the limited claim counts: never a start too few.
+            since = adapt_dt(now - timedelta(seconds=period + 0.001), using)
+            [(started,)] = _rows(f"SELECT count(*) FROM {START_TABLE} WHERE queue = %s AND started_at > %s", [name, since], using)
+            room = rate - started if room is None else min(room, rate - started)
+        rooms[name] = (room, rate is not None)
+    return rooms
+
+
+def _record_starts(claimed, rooms, t, using):
+    """Write a start for each claimed job of a rate-limited queue (its window counts it)."""
+    at = CLAIM_COLUMNS.index("queue")
+    started = [row[at] for row in claimed if rooms.get(row[at], (None, False))[1]]
+    if started:
+        _rows(
+            f"INSERT INTO {START_TABLE} (queue, started_at) VALUES {', '.join(['(%s, %s)'] * len(started))} RETURNING id",
+            [v for name in started for v in (name, t)],
+            using,
+        )
 
 
 def _lock(keys, using):
@@ -165,7 +224,7 @@ def _candidates(queues, now, skip_ids, skip_keys, chunk, pg, using):
     params = [adapt_dt(now, using), adapt_dt(now, using)]
     where = [
         "status = 'pending'", "concurrency_key IS NOT NULL", "execute_at <= %s", unexpired("%s"),
-        _in_list("queue", sorted(queues), params, using), NOT_PAUSED_NOR_LIMITED,
+        _in_list("queue", sorted(queues), params, using), f"queue NOT IN (SELECT name FROM {QUEUE_TABLE} WHERE paused)",
     ]
     if skip_ids:
         # Never a job this dispatcher still runs (invariant 14), nor one chosen already.
@@ -175,7 +234,7 @@ def _candidates(queues, now, skip_ids, skip_keys, chunk, pg, using):
     params.append(int(chunk))
     hint = "" if pg else " INDEXED BY job_pending_key_claim_idx"
     return _rows(
-        f"SELECT id, concurrency_key, concurrency_limit FROM {TABLE}{hint} WHERE {' AND '.join(where)} "
+        f"SELECT id, concurrency_key, concurrency_limit, queue FROM {TABLE}{hint} WHERE {' AND '.join(where)} "
         "ORDER BY priority DESC, execute_at, id LIMIT %s",
         params,
         using,
