@@ -84,7 +84,7 @@ class Claimer:
         jobs as committed. When keys held jobs back, the group's keyed jobs
         wait until a job ends (``keys_changed``) or ``retry_interval``.
         """
-        queues = self.groups[group][0] - paused - self.gate.limited
+        queues = self.groups[group][0] - paused  # limited queues too: the keyed claim obeys their limits
         if not queues:
             return
         outcomes = self.outcomes.pending

@@ -191,7 +191,7 @@ class Dispatcher:
                 close()
             try:
                 if self.rollups is not None:
-                    self._write_rollups(self.clock.time())
+                    self._write_rollups(self.clock.time(), final=True)
             except self.store.transient_errors:
                 logger.warning("could not write the last rollups (database unavailable)")
             try:
@@ -335,9 +335,9 @@ class Dispatcher:
             self.claims.keys_changed()  # a job ended: its key may have room
         self.claims.release_held()
 
-    def _write_rollups(self, now):
+    def _write_rollups(self, now, final=False):
         slots = sum(slots for _, slots in self.groups.values())
-        self.rollups.write(self.store, now, busy=self.pool.busy(), slots=slots)
+        self.rollups.write(self.store, now, busy=self.pool.busy(), slots=slots, final=final)
 
     def _heartbeat(self, now):
         # Only the attempts still running: an outcome this dispatcher could

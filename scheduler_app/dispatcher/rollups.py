@@ -139,10 +139,10 @@ class Reporter:
             return False
         return now >= self.next_write
 
-    def write(self, store, now, *, busy, slots):
+    def write(self, store, now, *, busy, slots, final=False):
         """Hand the tallies gathered since the last write to ``store`` (with the samples when a full
-        write is due); log the summary line at a full write."""
-        full = self.next_full is None or now >= self.next_full
+        write is due, or ``final``: the dispatcher stops); log the summary line at a full write."""
+        full = final or self.next_full is None or now >= self.next_full
         tallies = self.rollups.take()
         try:
             if full:

@@ -1,32 +1,48 @@
 """The claim of jobs with a concurrency key: at most ``concurrency_limit`` of one key run at once, everywhere.
 
 Every other claim leaves keyed jobs alone (``base.unkeyed_unexpired``), so
-this one decides alone which of them start (invariant 11). One transaction:
+this one decides alone which of them start (invariant 11). One transaction,
+in chunks of ``CHUNK`` candidates until the claim has its jobs or has read
+``KEY_SCAN`` of them:
 
-1. read the best due keyed jobs of the queues (claim order, at most
-   ``KEY_SCAN`` of them, by their own partial index ``job_pending_key_claim_idx``);
-2. PostgreSQL: take a transaction-level advisory lock per key
-   (``pg_advisory_xact_lock(KEY_LOCKS, hashtext(key))``), in hash order so
-   two claims never wait on each other in a cycle. A second dispatcher that
-   wants the same key waits here until the first commits. SQLite: writers
-   take turns anyway (the transaction is IMMEDIATE);
+1. read the best due keyed jobs of the queues in claim order (by their own
+   partial index ``job_pending_key_claim_idx``), leaving out the keys found
+   full or busy before and the jobs already chosen;
+2. PostgreSQL: take a transaction-level advisory lock per new key
+   (``pg_try_advisory_xact_lock(KEY_LOCKS, hashtext(key))``). A key whose
+   lock another claim holds is skipped for now, as ``SKIP LOCKED`` skips a
+   row: that claim may be taking its last slot, and no claim ever waits
+   for another (no lock order, no deadlock). SQLite: writers take turns
+   anyway (the transaction is IMMEDIATE);
 3. count the running jobs of those keys in a statement of its own, whose
    snapshot (READ COMMITTED) is taken after the locks: it sees every claim
-   of those keys that committed before;
+   of those keys that committed before (a lock is released after its
+   transaction's commit is visible);
 4. take, in claim order, each candidate whose key still has room (its own
    ``concurrency_limit`` minus running jobs minus those taken just before);
-5. claim them by id, compare-and-set on ``status = 'pending'``.
+
+then claim the chosen jobs by id, compare-and-set on ``status = 'pending'``.
+
+Keyed jobs of a limited queue obey its limits too: the claim locks the
+queue's row first (PostgreSQL; as the limited queues' own claim does, so the
+two take turns), counts its running jobs and its recent starts, and writes
+a start for each job it takes from a rate-limited queue.
 
 A key at its limit holds its jobs back (pending: ``held``) without holding
 anything else: the other keys, keyless jobs and other queues are claimed as
-if it were not there. Paused and limited queues are left out, as by the
-plain claim; so are expired jobs.
+if it were not there; a full key's backlog costs the database a walk past
+its rows in the index, not a read. Paused and limited queues are left out,
+as by the plain claim: paused queues and expired jobs are left out.
 """
+
+from datetime import timedelta
 
 from django.db import transaction
 
 from .base import (
-    NOT_PAUSED_NOR_LIMITED,
+    CLAIM_COLUMNS,
+    QUEUE_TABLE,
+    START_TABLE,
     TABLE,
     _in_list,
     _rows,
@@ -36,12 +52,13 @@ from .base import (
     unexpired,
 )
 
-# The advisory lock space of keys (the first of pg_advisory_xact_lock's two
-# int4 arguments): apart from the locks an application takes with one bigint.
+# The advisory lock space of keys (the first of the two int4 arguments of the
+# advisory lock functions): apart from the locks an application takes with one bigint.
 KEY_LOCKS = 0x5CED
 
-# How many due keyed jobs one claim looks at: a backlog of one key longer
-# than this, ahead of every other key, holds the others back until it drains.
+# Candidates read per round trip, and at most per claim: the keys of the first
+# KEY_SCAN due keyed jobs (full keys' jobs left out) are all a claim considers.
+CHUNK = 64
 KEY_SCAN = 1000
 
 
@@ -49,38 +66,32 @@ def claim_keyed(*, worker, queues, limit, now, lease_until, in_flight=(), scan=K
     """Claim up to ``limit`` due keyed jobs of ``queues`` within their keys' limits.
 
     Return ``(claimed rows (CLAIM_COLUMNS), held)``: ``held`` is True when a
-    due keyed job was left pending because its key was at its limit.
+    due keyed job was left pending because its key was at its limit (or
+    another claim held the key's lock).
     """
     if limit <= 0 or not queues:
         return [], False
     pg = is_postgres(using)
     t = adapt_dt(now, using)
     with transaction.atomic(using=using):
-        candidates = _candidates(queues, now, in_flight, scan, pg, using)
-        if not candidates:
-            return [], False
-        keys = sorted({key for _, key, _ in candidates})
-        if pg:
-            _rows(
-                "SELECT pg_advisory_xact_lock(%s, h) FROM "
-                "(SELECT DISTINCT hashtext(k) AS h FROM unnest(%s::text[]) AS k ORDER BY 1) AS s",
-                [KEY_LOCKS, keys],
-                using,
-            )
-        params = []
-        running = dict(
-            _rows(
-                f"SELECT concurrency_key, count(*) FROM {TABLE} WHERE status = 'running' "
-                f"AND {_in_list('concurrency_key', keys, params, using)} GROUP BY concurrency_key",
-                params,
-                using,
-            )
-        )
-        chosen, held = choose(candidates, running, limit)
-        if not chosen:
-            return [], held
+        state = _Choice(limit, _queue_rooms(queues, now, pg, using))
+        read = 0
+        while not state.done() and read < scan:
+            rows = _candidates(queues, now, [*in_flight, *state.chosen], sorted(state.excluded()), CHUNK, pg, using)
+            if not rows:
+                break
+            read += len(rows)
+            keys = sorted({key for _, key, _, _ in rows} - state.running.keys() - state.busy)
+            if keys:
+                locked = _lock(keys, using) if pg else keys
+                state.busy.update(set(keys) - set(locked))
+                state.running.update(dict.fromkeys(locked, 0))
+                state.running.update(_running(locked, using))
+            state.take(rows)
+        if not state.chosen:
+            return [], state.held
         params = [worker, adapt_dt(lease_until, using), t, t, t]
-        ids = _in_list("id", chosen, params, using)
+        ids = _in_list("id", state.chosen, params, using)
         claimed = _rows(
             f"UPDATE {TABLE} SET status = 'running', attempts = attempts + 1, worker = %s, "
             "lease_expires_at = %s, started_at = COALESCE(started_at, %s), last_attempted_at = %s, "
@@ -89,45 +100,142 @@ def claim_keyed(*, worker, queues, limit, now, lease_until, in_flight=(), scan=K
             params,
             using,
         )
-    return claimed, held
+        _record_starts(claimed, state.rooms, t, using)
+    return claimed, state.held
+
+
+class _Choice:
+    """What one keyed claim chose so far, and what it learnt of the keys."""
+
+    def __init__(self, limit, rooms=None):
+        self.limit = limit
+        self.rooms = rooms or {}  # limited queue -> (room left, whether rate-limited)
+        self.chosen = []
+        self.held = False
+        self.running = {}  # key -> running jobs, counted after its lock
+        self.taken = {}  # key -> jobs of it chosen here
+        self.full = set()  # keys at their limit
+        self.busy = set()  # keys whose lock another claim holds (PostgreSQL)
+
+    def done(self):
+        return len(self.chosen) >= self.limit
+
+    def excluded(self):
+        return self.full | self.busy
+
+    def take(self, candidates):
+        """Choose, in claim order, the candidates ``(id, key, key limit, queue)`` whose key and queue have room."""
+        for job_id, key, key_limit, queue in candidates:
+            room = self.rooms.get(queue)
+            if room is not None and room[0] is not None and room[0] <= 0:
+                self.held = True  # its queue is full: wait as for a key
+                continue
+            if key in self.busy:
+                self.held = True
+                continue
+            if self.running[key] + self.taken.get(key, 0) >= (key_limit or 1):
+                self.held = True
+                self.full.add(key)
+                continue
+            if self.done():
+                return
+            self.chosen.append(job_id)
+            self.taken[key] = self.taken.get(key, 0) + 1
+            if room is not None and room[0] is not None:
+                self.rooms[queue] = (room[0] - 1, room[1])
 
 
 def choose(candidates, running, limit):
-    """Return ``(ids to claim, held)`` from candidates ``(id, key, key limit)`` in claim order.
+    """Return ``(ids to claim, held)`` from candidates ``(id, key, key limit)`` in claim order, given running counts."""
+    state = _Choice(limit)
+    state.running = {key: running.get(key, 0) for _, key, _ in candidates}
+    state.take([(*c, "") for c in candidates])
+    return state.chosen, state.held
 
-    A candidate starts when its key's running jobs plus those chosen before
-    it are fewer than its own ``concurrency_limit``.
+
+def _queue_rooms(queues, now, pg, using):
+    """Return ``{queue: (room, rate-limited)}`` of the limited queues among ``queues`` (room None: no bound).
+
+    PostgreSQL: their rows are locked first (name order, as the limited
+    claim locks them), so the counts, statements of their own, see every
+    claim of those queues that committed before.
     """
-    taken = {}
-    chosen = []
-    held = False
-    for job_id, key, key_limit in candidates:
-        n = running.get(key, 0) + taken.get(key, 0)
-        if n >= (key_limit or 1):
-            held = True
-            continue
-        if len(chosen) >= limit:
-            break
-        chosen.append(job_id)
-        taken[key] = taken.get(key, 0) + 1
-    return chosen, held
+    params = []
+    names = _in_list("name", sorted(queues), params, using)
+    rows = _rows(
+        f"SELECT name, concurrency_limit, rate_limit, rate_period FROM {QUEUE_TABLE} WHERE {names} "
+        f"AND (concurrency_limit IS NOT NULL OR rate_limit IS NOT NULL) ORDER BY name{' FOR UPDATE' if pg else ''}",
+        params,
+        using,
+    )
+    rooms = {}
+    for name, concurrency, rate, period in rows:
+        room = None
+        if concurrency is not None:
+            [(running,)] = _rows(f"SELECT count(*) FROM {TABLE} WHERE status = 'running' AND queue = %s", [name], using)
+            room = concurrency - running
+        if rate is not None:
+            # A millisecond more than the window, as the limited claim counts: never a start too few.
+            since = adapt_dt(now - timedelta(seconds=period + 0.001), using)
+            [(started,)] = _rows(f"SELECT count(*) FROM {START_TABLE} WHERE queue = %s AND started_at > %s", [name, since], using)
+            room = rate - started if room is None else min(room, rate - started)
+        rooms[name] = (room, rate is not None)
+    return rooms
 
 
-def _candidates(queues, now, in_flight, scan, pg, using):
+def _record_starts(claimed, rooms, t, using):
+    """Write a start for each claimed job of a rate-limited queue (its window counts it)."""
+    at = CLAIM_COLUMNS.index("queue")
+    started = [row[at] for row in claimed if rooms.get(row[at], (None, False))[1]]
+    if started:
+        _rows(
+            f"INSERT INTO {START_TABLE} (queue, started_at) VALUES {', '.join(['(%s, %s)'] * len(started))} RETURNING id",
+            [v for name in started for v in (name, t)],
+            using,
+        )
+
+
+def _lock(keys, using):
+    """PostgreSQL: take the advisory locks of ``keys`` that no other transaction holds; return those keys."""
+    return [
+        key for (key,) in _rows(
+            "SELECT k FROM unnest(%s::text[]) AS k WHERE pg_try_advisory_xact_lock(%s, hashtext(k))",
+            [keys, KEY_LOCKS],
+            using,
+        )
+    ]
+
+
+def _running(keys, using):
+    if not keys:
+        return {}
+    params = []
+    return dict(
+        _rows(
+            f"SELECT concurrency_key, count(*) FROM {TABLE} WHERE status = 'running' "
+            f"AND {_in_list('concurrency_key', keys, params, using)} GROUP BY concurrency_key",
+            params,
+            using,
+        )
+    )
+
+
+def _candidates(queues, now, skip_ids, skip_keys, chunk, pg, using):
     params = [adapt_dt(now, using), adapt_dt(now, using)]
     where = [
         "status = 'pending'", "concurrency_key IS NOT NULL", "execute_at <= %s", unexpired("%s"),
-        _in_list("queue", sorted(queues), params, using), NOT_PAUSED_NOR_LIMITED,
+        _in_list("queue", sorted(queues), params, using), f"queue NOT IN (SELECT name FROM {QUEUE_TABLE} WHERE paused)",
     ]
-    if in_flight:
-        # Never a job this dispatcher still runs (invariant 14).
-        where.append(f"NOT {_in_list('id', sorted(in_flight), params, using)}")
-    params.append(int(scan))
+    if skip_ids:
+        # Never a job this dispatcher still runs (invariant 14), nor one chosen already.
+        where.append(f"NOT {_in_list('id', sorted(skip_ids), params, using)}")
+    if skip_keys:
+        where.append(f"NOT {_in_list('concurrency_key', skip_keys, params, using)}")
+    params.append(int(chunk))
     hint = "" if pg else " INDEXED BY job_pending_key_claim_idx"
     return _rows(
-        f"SELECT id, concurrency_key, concurrency_limit FROM {TABLE}{hint} WHERE {' AND '.join(where)} "
+        f"SELECT id, concurrency_key, concurrency_limit, queue FROM {TABLE}{hint} WHERE {' AND '.join(where)} "
         "ORDER BY priority DESC, execute_at, id LIMIT %s",
         params,
         using,
     )
-

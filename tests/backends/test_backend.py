@@ -118,3 +118,12 @@ def test_registry_never_imports_a_requested_path(monkeypatch):
     with pytest.raises(registry.UnknownTask):
         registry.get("tests.testapp.never_imported.task")
     assert calls == [] and "tests.testapp.never_imported" not in sys.modules
+
+
+def test_task_enqueue_takes_the_key_and_expiry_of_its_options_and_refuses_what_cannot_fill_them(db):
+    result = t.keyed_span.enqueue("/tmp", 7)
+    job = Job.objects.get(pk=int(result.id))
+    assert (job.concurrency_key, job.concurrency_limit) == ("account:7", 2)
+    assert timezone.now() + timedelta(minutes=59) < job.expires_at <= timezone.now() + timedelta(hours=1)
+    with pytest.raises(InvalidTask, match="args"):
+        t.keyed_span.enqueue("/tmp")

@@ -129,6 +129,7 @@ class FakeStore:
         self.fail_finish = 0  # the next n writes of outcomes raise TransientError (other calls work)
         self.claims = []  # (queues, limit, claimed ids) per claim
         self.limited_claims = []  # (queues, limit, claimed ids, full) per limited claim
+        self.keyed_claims = []  # (queues, limit, claimed ids, held) per keyed claim
         self.freed = []  # the queues of each notify_freed
         self.claim_ids = []  # the ids asked for, per claim (None: by query)
         self.change_limits = []  # the limit of each change poll
@@ -333,23 +334,30 @@ class FakeStore:
         """As the SQL (``sql.keys``): keyed jobs within their keys' room, then jobs without a key by query."""
         with self._tables.lock:
             self._maybe_fail()
-            free = set(queues) - self._tables.paused - set(self._tables.limits)
+            free = set(queues) - self._tables.paused
             in_flight = set(in_flight)
+            room = {
+                q: lim.concurrency - sum(1 for j in self.jobs.values() if j.status == Status.RUNNING and j.queue == q)
+                for q, lim in self._tables.limits.items() if lim.concurrency is not None
+            }
             running = {}
             for j in self.jobs.values():
                 if j.status == Status.RUNNING and j.key is not None:
                     running[j.key] = running.get(j.key, 0) + 1
             chosen, held = [], False
             for j in self._due(free, now, in_flight=in_flight, keyed=True):
-                if running.get(j.key, 0) >= j.key_limit:
+                if running.get(j.key, 0) >= j.key_limit or room.get(j.queue, 1) <= 0:
                     held = True
                 elif len(chosen) < limit:
                     chosen.append(j)
                     running[j.key] = running.get(j.key, 0) + 1
-            chosen += self._due(free, now, in_flight=in_flight)[: max(limit - len(chosen), 0)]
+                    if j.queue in room:
+                        room[j.queue] -= 1
+            unlimited = free - set(self._tables.limits)
+            chosen += self._due(unlimited, now, in_flight=in_flight)[: max(limit - len(chosen), 0)]
             chosen.sort(key=lambda j: (-j.priority, j.at, j.id))
             self._take(chosen, now)
-            self.claims.append((set(queues), limit, [j.id for j in chosen]))
+            self.keyed_claims.append((set(queues), limit, [j.id for j in chosen], held))
             return [self._claimed(row) for row in chosen], held
 
     def notify_freed(self, queues):

@@ -107,37 +107,52 @@ def test_a_held_key_does_not_hold_back_jobs_below_it():
     assert len(ids) == 5 and held
 
 
-def test_paused_and_limited_queues_and_expired_jobs_are_left_alone():
+def test_paused_queues_and_expired_jobs_are_left_alone():
     lifecycle.enqueue(ADD, [1, 1], concurrency_key="k", queue="slow")
-    lifecycle.set_limits("slow", concurrency_limit=5)
+    lifecycle.pause_queue("slow")
     expired = lifecycle.enqueue(ADD, [1, 1], concurrency_key="k2", expires_in=10)[0]
     later = timezone.now() + timedelta(seconds=11)
     assert claim_keyed(queues=("slow", "default"), now=later) == ([], False)
     Job.objects.filter(pk=expired.pk).update(expires_at=later + timedelta(seconds=5))
-    assert [j.id for j in claim_keyed(queues=("default",), now=later)[0]] == [expired.id]
+    assert [j.id for j in claim_keyed(queues=("default",), now=later)[0]] == [expired.pk]
+
+
+def test_keyed_jobs_of_a_limited_queue_obey_its_limits_too():
+    lifecycle.set_limits("slow", concurrency_limit=2)
+    plain = lifecycle.enqueue(ADD, [0, 0], queue="slow")[0]
+    keyed = [lifecycle.enqueue(ADD, [i, i], concurrency_key=f"k{i}", queue="slow")[0] for i in range(4)]
+    [running] = lifecycle.claim_limited("w", queues=["slow"], limit=1, lease=30)[0]
+    assert running.id == plain.pk
+    jobs, held = claim_keyed(queues=("slow",), limit=4)
+    assert [j.id for j in jobs] == [keyed[0].pk] and held  # one slot of two left
+    assert lifecycle.claim_limited("w", queues=["slow"], limit=4, lease=30)[0] == []  # the queue is full
+    lifecycle.set_limits("slow", concurrency_limit=None, rate_limit=1, rate_period=60)
+    jobs, held = claim_keyed(queues=("slow",), limit=4)
+    assert [j.id for j in jobs] == [keyed[1].pk] and held  # one start a minute
+    assert claim_keyed(queues=("slow",), limit=4) == ([], True)
 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_claim_waits_for_another_claim_of_the_same_key_and_sees_it(monkeypatch):
-    """A claim of key K that has counted but not committed makes a second claim of K wait, then count it.
+    """A second claim of key K while a first one has counted but not committed takes no job of K.
 
-    Without the per-key lock (PostgreSQL) or the single writer (SQLite), the
-    second claim would count K's running jobs from before the first's
+    PostgreSQL: the second finds K's lock taken and skips the key (held);
+    SQLite: it waits for the single writer, then counts the first's job.
+    Without either, it would count K's running jobs from before the first's
     commit and take a second job of a key whose limit is 1.
     """
     for i in range(4):
         lifecycle.enqueue(ADD, [i, i], concurrency_key="K")
     counted, go = threading.Event(), threading.Event()
-    real = keys.choose
+    real = keys._Choice.take
 
-    def slow_choose(candidates, running, limit):
-        chosen = real(candidates, running, limit)
+    def slow_take(self, candidates):
+        real(self, candidates)
         if threading.current_thread().name == "first":
             counted.set()
             go.wait(10)
-        return chosen
 
-    monkeypatch.setattr(keys, "choose", slow_choose)
+    monkeypatch.setattr(keys._Choice, "take", slow_take)
     results = {}
 
     def claimer(name):
@@ -152,7 +167,6 @@ def test_a_claim_waits_for_another_claim_of_the_same_key_and_sees_it(monkeypatch
     second = threading.Thread(target=claimer, args=("second",), name="second")
     second.start()
     second.join(0.5)
-    assert second.is_alive()  # waiting for the first claim's key
     go.set()
     first.join(30)
     second.join(30)

@@ -56,3 +56,19 @@ def test_a_keys_limit_holds_across_dispatchers_and_other_keys_progress(marker_di
     assert most_at_once(keyed) > 2
     assert set(Job.objects.values_list("status", flat=True)) == {"succeeded"}
     assert set(Job.objects.values_list("attempts", flat=True)) == {1}
+
+
+def test_keys_in_a_limited_queue_obey_both_limits_across_dispatchers(marker_dir, tmp_path):
+    lifecycle.set_limits("slow", concurrency_limit=3)
+    lifecycle.enqueue_many(
+        [{"task": KEYED, "args": [marker_dir, account, 0.1], "queue": "slow"} for _ in range(6) for account in ("acme", "bolt")]
+        + [{"task": SPAN, "args": [marker_dir, 0.1], "queue": "slow"} for _ in range(4)]
+    )
+    count = dispatchers_for_this_database()
+    logs = [tmp_path / f"d{i}.log" for i in range(count)]
+    assert run_dispatchers(count, logs=logs) == [0] * count, [log_tail(p) for p in logs]
+    found = spans_by_account(marker_dir)
+    assert {k: len(v) for k, v in found.items()} == {"acme": 6, "bolt": 6, None: 4}
+    assert most_at_once(found["acme"]) <= 2 and most_at_once(found["bolt"]) <= 2
+    assert most_at_once([span for spans in found.values() for span in spans]) == 3
+    assert set(Job.objects.values_list("status", flat=True)) == {"succeeded"}

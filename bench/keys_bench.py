@@ -1,0 +1,121 @@
+"""The claim's cost with concurrency keys, next to the plain claim (issue 26).
+
+    .venv/bin/python bench/keys_bench.py                   # SQLite (a throwaway file)
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/scheduler .venv/bin/python bench/keys_bench.py
+
+Each row times a claim of 4 due jobs by query, on the dispatcher's store
+and its own connection (as ``bench/drivers/ours.py claim_cost`` does), from
+a queue holding ``--n`` due jobs; every claimed attempt is released back to
+pending at once, so each claim sees the same backlog. A throwaway test
+database is made and dropped. Rows:
+
+- ``keyless queue, plain claim``: the fast path, jobs without a key (run
+  this script on a checkout before the keys to compare: the same row);
+- ``keyless queue + N keyed jobs ahead, plain claim``: the plain claim walks
+  past keyed rows that come first in claim order (they are the keyed
+  claim's);
+- ``keyed queue (N keys, limit 1), keyed claim``: every job has its own key;
+- ``keyed queue (one key at its limit ahead of 100 other keys), keyed claim``:
+  one key with a backlog of N, held (one of its jobs runs), the others free.
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+# KEYS_BENCH_ROOT: another checkout to measure (the plain claim before the keys, for one).
+ROOT = Path(os.environ.get("KEYS_BENCH_ROOT") or Path(__file__).resolve().parents[1])
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
+
+NOOP = "tests.testapp.tasks.noop"
+
+
+def timed(claim, release, repeat, warmup):
+    times = []
+    for i in range(warmup + repeat):
+        now = time.time()
+        started = time.perf_counter()
+        jobs = claim(now)
+        elapsed = (time.perf_counter() - started) * 1000
+        assert len(jobs) == 4, len(jobs)
+        release(jobs, now)
+        if i >= warmup:
+            times.append(elapsed)
+    return times
+
+
+def scenarios(n):
+    """Return ``[(name, job specs, claim kind, jobs to make running first)]``."""
+    keyless = [{"task": NOOP}] * n
+    ahead = [{"task": NOOP, "concurrency_key": f"k{i}", "priority": 10} for i in range(n)]
+    own_keys = [{"task": NOOP, "concurrency_key": f"k{i}"} for i in range(n)]
+    hot = [{"task": NOOP, "concurrency_key": "hot", "priority": 10} for _ in range(n)]
+    others = [{"task": NOOP, "concurrency_key": f"k{i}"} for i in range(100)]
+    return [
+        ("keyless queue, plain claim", keyless, "plain", 0),
+        (f"keyless queue + {n:,} keyed jobs ahead, plain claim", keyless + ahead, "plain", 0),
+        (f"keyed queue ({n:,} keys, limit 1), keyed claim", own_keys, "keyed", 0),
+        (f"keyed queue (one key at its limit, {n:,} of it ahead of 100 other keys), keyed claim", hot + others, "keyed", 1),
+    ]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--n", type=int, default=1000)
+    parser.add_argument("--repeat", type=int, default=200)
+    parser.add_argument("--warmup", type=int, default=20)
+    args = parser.parse_args()
+    import django
+
+    django.setup()
+    from django.db import connection
+    from django.test.utils import setup_test_environment
+
+    setup_test_environment()
+    old_name = connection.settings_dict["NAME"]
+    connection.creation.create_test_db(verbosity=0, autoclobber=True)
+    try:
+        run(args)
+    finally:
+        connection.creation.destroy_test_db(old_name, verbosity=0)
+
+
+def run(args):
+    from django.db import connection
+
+    from scheduler_app import lifecycle
+    from scheduler_app.models import Job
+    from scheduler_app.runtime.store import DjangoStore
+
+    print(f"{connection.vendor}: claim of 4 due jobs by query, {args.repeat} claims per row (ms)")
+    print(f"{'scenario':<90} {'min':>7} {'p10':>7} {'median':>8} {'p90':>8} {'p99':>8}")
+    import inspect
+
+    keys = "concurrency_key" in inspect.signature(lifecycle.build_job).parameters
+    for name, specs, kind, running in scenarios(args.n):
+        if not keys and (kind == "keyed" or any("concurrency_key" in spec for spec in specs)):
+            continue  # a checkout without keys
+        Job.objects.all().delete()
+        lifecycle.enqueue_many(specs)
+        store = DjangoStore("bench-keys", lease=30)
+        if running:
+            # The hot key's first job runs: its key is at its limit for the whole row.
+            store.claim_keyed({"default"}, running, time.time())
+        if kind == "plain":
+            claim = lambda now: store.claim({"default"}, 4, now)  # noqa: E731
+        elif hasattr(store, "claim_keyed"):
+            claim = lambda now: store.claim_keyed({"default"}, 4, now)[0]  # noqa: E731
+        else:
+            continue
+        times = sorted(timed(claim, store.release, args.repeat, args.warmup))
+        p = lambda q: times[min(len(times) - 1, int(q * len(times)))]  # noqa: E731
+        print(f"{name:<90} {times[0]:7.3f} {p(0.1):7.3f} {statistics.median(times):8.3f} {p(0.9):8.3f} {p(0.99):8.3f}")
+        store.reset()
+
+
+if __name__ == "__main__":
+    main()
