@@ -458,6 +458,7 @@ def stubborn(marker_dir, name, seconds=30.0, ignore_term=False):
     return os.getpid()
 
 
+@task
 def chatty_snoozer(key, times=1):
     """Log a line on every run and snooze the first ``times`` (a snoozed attempt's number is used again)."""
     snoozes = _SNOOZES.get(key, 0)
@@ -466,6 +467,7 @@ def chatty_snoozer(key, times=1):
         _SNOOZES[key] = snoozes + 1
         raise Snooze(0.0)
     return snoozes
+
 
 @options(tags=["billing", "nightly"])
 @task
