@@ -1,8 +1,9 @@
 # The operator's toolkit (issue 26): tags and meta read like every stored
 # JSON column; on PostgreSQL, the indexes of ?search= (trigrams over the
 # job's text) and ?tag= (GIN over tags). SQLite scans (sql/search.py).
+# pg_trgm is created by sql/search.py on PostgreSQL only: importing
+# django.contrib.postgres here would need psycopg on SQLite installs too.
 
-from django.contrib.postgres.operations import TrigramExtension
 from django.db import migrations, models
 
 import scheduler_app.sql.readable
@@ -34,6 +35,5 @@ class Migration(migrations.Migration):
             name='tags',
             field=models.JSONField(blank=True, db_default=[], decoder=scheduler_app.sql.readable.json_reader, default=list),
         ),
-        TrigramExtension(),
         migrations.RunPython(add_indexes, remove_indexes),
     ]

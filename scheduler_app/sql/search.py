@@ -167,6 +167,7 @@ def _ddl(template):
 def add_indexes(schema_editor):
     """Create the search table, its triggers and index, and the tags index (PostgreSQL; SQLite scans)."""
     if schema_editor.connection.vendor == "postgresql":
+        schema_editor.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
         for statement in _ddl(_SEARCH_DDL):
             schema_editor.execute(statement)
 
