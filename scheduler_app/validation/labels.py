@@ -8,7 +8,6 @@ a priority by the task's path; :func:`route_of` finds a task's route.
 """
 
 import fnmatch
-import json
 
 from django.core.exceptions import ValidationError
 
@@ -144,8 +143,3 @@ def route_of(task_name, routes):
         if pattern == task_name or fnmatch.fnmatchcase(task_name, pattern):
             return route
     return {}
-
-
-def meta_text(value):
-    """Return ``meta`` as compact JSON text (the admin's list and page)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

@@ -225,3 +225,16 @@ def test_next_runs_end_with_the_schedule_and_a_disabled_one_has_none(api):
     schedules.disable(ending.pk)
     assert api.get(f"/api/schedules/{ending.pk}/next/").json() == []
     assert api.get("/api/schedules/999999/next/").status_code == 404
+
+
+def test_bulk_by_a_filter_that_joins(api, enqueue_job):
+    first = enqueue_job()
+    dependents = [enqueue_job(depends_on=[first.pk]) for _ in range(2)]
+    unrelated = enqueue_job()
+    response = api.post("/api/jobs/cancel/", {"filter": {"depends_on": first.pk, "search": "testapp"}}, format="json")
+    assert response.json() == {"cancelled": 2, "cancel_requested": 0}
+    assert [Job.objects.get(pk=j.pk).status for j in (*dependents, first, unrelated)] == [
+        "cancelled", "cancelled", "pending", "pending"]
+    retried = api.post("/api/jobs/retry/", {"filter": {"depends_on": first.pk}}, format="json")
+    assert retried.json() == {"retried": 2}
+    assert [Job.objects.get(pk=j.pk).status for j in dependents] == ["waiting", "waiting"]

@@ -98,7 +98,7 @@ def seed(n):
     started = time.monotonic()
     with connection.cursor() as cursor:
         cursor.execute(SEED_SQL[connection.vendor], {"n": n})
-        cursor.execute("ANALYZE" if connection.vendor == "sqlite" else "ANALYZE scheduler_app_job")
+        cursor.execute("ANALYZE" if connection.vendor == "sqlite" else "ANALYZE scheduler_app_job, scheduler_app_job_search")
     print(f"\nseeded {n} jobs in {time.monotonic() - started:.1f}s on {connection.vendor}")
 
 
