@@ -442,10 +442,13 @@ def render(results):
         parts.append("### `rundispatcher --processes N` (one supervisor, N dispatcher processes)\n\n" +
                      processes_table(results) + "\n\nSee docs/SCALING.md.\n")
     import flow_bench  # bench/flow_bench.py
+    import keys_bench  # bench/keys_bench.py
+    import workflows_bench  # bench/workflows_bench.py
 
-    limits = flow_bench.render(results, table=table, ms=ms, fmt=fmt)
-    if limits:
-        parts.append(limits)
+    for script in (flow_bench, workflows_bench, keys_bench):
+        text = script.render(results, table=table, ms=ms, fmt=fmt)
+        if text:
+            parts.append(text)
     return "\n".join(parts)
 
 

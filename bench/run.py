@@ -47,10 +47,12 @@ DB_PREFIX = os.environ.get("BENCH_DB_PREFIX") or (
     "bench_" + "".join(c if c.isalnum() else "_" for c in os.path.basename(ROOT).lower())[:24])
 
 ALL_MEASUREMENTS = ["floor", "throughput", "logging", "joblog", "precision", "precision_busy", "pickup", "memory",
-                    "scale", "enqueue", "scaling", "processes", "limits"]
+                    "scale", "enqueue", "scaling", "processes", "limits", "workflows", "keys"]
 # Measurements of this project only, and those run on PostgreSQL only.
-OURS_ONLY = {"floor", "memory", "scale", "scaling", "logging", "joblog", "precision_busy", "processes", "limits"}
-PG_ONLY = {"floor", "scale", "scaling", "logging", "joblog", "precision_busy", "processes", "limits"}
+OURS_ONLY = {"floor", "memory", "scale", "scaling", "logging", "joblog", "precision_busy", "processes", "limits",
+             "workflows", "keys"}
+PG_ONLY = {"floor", "scale", "scaling", "logging", "joblog", "precision_busy", "processes", "limits", "workflows",
+           "keys"}
 NOOP = "scheduler_app.demo.tasks.noop"  # the task of every throughput run unless said
 BENCH_NOOP = "bench.benchapp.tasks.noop"
 LOG_ONE = "bench.benchapp.tasks.log_one"
@@ -1017,6 +1019,23 @@ def m_limits(ctx):
     )
 
 
+def m_workflows(ctx):
+    import workflows_bench  # bench/workflows_bench.py, run as a subprocess on this checkout's own database
+
+    name = f"{DB_PREFIX}_workflows"
+    fresh_pg(name)
+    try:
+        return workflows_bench.measure(ctx, python=OURS_PY, database_url=PG + name, summary=summary, log=log)
+    finally:
+        pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def m_keys(ctx):
+    import keys_bench  # bench/keys_bench.py: makes and drops a test database named after this one (+ its pid)
+
+    return keys_bench.measure(ctx, python=OURS_PY, database_url=PG + f"{DB_PREFIX}_keys", log=log)
+
+
 # ---------------------------------------------------------------------------
 # context, report
 
@@ -1035,7 +1054,8 @@ class Ctx:
         self.curve = [int(x) for x in args.curve.split(",")] if args.curve else [1, 4, 16, 64]
         self.curve_n = 500 if q else 5000
         self.claim_n = 200 if q else 1000
-        self.claim_repeat = 50 if q else 300
+        self.claim_repeat = 50 if q else 300  # limits, keys
+        self.workflow_n = 500 if q else 10_000
         self.sqlite_curve = not q
         self.peer_n = 200 if q else args.peer_n
         # django-q2 runs ~35 jobs/s here: half the jobs keeps a full run under an hour.

@@ -13,20 +13,21 @@ the jobs table emptied before each repetition, times (median of ``--reps``):
   each step receiving the previous result (``pass_results``).
 
 The overhead per job of a workflow is ``(group - plain) / N`` and
-``(chain - plain chain) / N``. Prints one JSON line per measurement and a table.
+``(chain - plain chain) / N``. Prints one JSON line per measurement and a table
+(``--json``: one JSON object instead, which ``bench/run.py --only workflows`` reads
+through ``measure()`` below; ``render()`` is its section of docs/BENCHMARKS.md).
 """
 
 import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings_ours")
 
 TASK = "bench.benchapp.tasks.noop"
 
@@ -78,11 +79,18 @@ def measurements(n):
     }
 
 
+CASES = ("plain", "group", "plain chain", "chain")
+OVERHEAD = (("group", "plain"), ("chain", "plain chain"))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=10_000)
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--json", action="store_true", help="print one JSON object (for bench/run.py)")
     options = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings_ours")
     ensure_database()
     import django
 
@@ -99,6 +107,9 @@ def main():
         for name, make in cases.items():  # interleaved: drift spreads over every case
             seconds[name].append(timed(make))
     empty()
+    if options.json:
+        print(json.dumps({"n": options.n, "reps": options.reps, "db": connection.vendor, "seconds": seconds}))
+        return
     medians = {name: statistics.median(values) for name, values in seconds.items()}
     for name, values in seconds.items():
         print(json.dumps({"case": name, "n": options.n, "db": connection.vendor, "seconds": values}))
@@ -106,9 +117,57 @@ def main():
     print(f"{'case':<12} {'total s':>9} {'µs/job':>8}")
     for name, value in medians.items():
         print(f"{name:<12} {value:>9.3f} {value / options.n * 1e6:>8.1f}")
-    for workflow, plain in (("group", "plain"), ("chain", "plain chain")):
+    for workflow, plain in OVERHEAD:
         extra = (medians[workflow] - medians[plain]) / options.n * 1e6
         print(f"workflow overhead ({workflow} vs {plain}): {extra:+.1f} µs/job")
+
+
+def measure(ctx, *, python, database_url, summary, log):
+    """Run this script (``--json``) on ``database_url``; seconds and µs per job per case."""
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"} | {"DATABASE_URL": database_url}
+    done = subprocess.run(
+        [python, __file__, "--json", "--n", str(ctx.workflow_n), "--reps", str(ctx.reps)],
+        env=env, cwd=ROOT, capture_output=True, text=True,
+    )
+    if done.returncode:
+        raise RuntimeError(f"{Path(__file__).name} exited {done.returncode}: {done.stderr[-2000:]}")
+    raw = json.loads(done.stdout.strip().splitlines()[-1])
+    n = raw["n"]
+    out = {}
+    for name in CASES:
+        values = raw["seconds"][name]
+        out[f"pg/{name}"] = {"n": n, "s": summary(values), "us_per_job": summary([v / n * 1e6 for v in values])}
+        log(f"  {name}: {out[f'pg/{name}']['us_per_job']['median']:.1f} µs/job ({n:,} jobs)")
+    return out
+
+
+def render(results, *, table, ms, fmt):
+    r = results.get("results", {}).get("workflows", {})
+    if not r:
+        return ""
+    cfg = results.get("config", {})
+    med = {name: (r.get(f"pg/{name}") or {}).get("us_per_job", {}).get("median") for name in CASES}
+    rows = []
+    for name in CASES:
+        entry = r.get(f"pg/{name}") or {}
+        extra = pct = ""
+        for workflow, plain in OVERHEAD:
+            if name == workflow and med[workflow] is not None and med[plain]:
+                extra = f"{med[workflow] - med[plain]:+.1f} µs (vs {plain})"
+                pct = f"{100 * (med[workflow] / med[plain] - 1):+.0f} %"
+        rows.append([f"`{name}`", ms(entry.get("us_per_job"), 1), ms(entry.get("s"), 3), extra, pct])
+    n = fmt(next(iter(r.values())).get("n"))
+    return (
+        f"### Workflows: creating {n} jobs as a workflow\n\n"
+        f"PostgreSQL, {n} no-op jobs created in one call, the jobs table emptied before each; "
+        f"{cfg.get('reps')} repetition(s), the cases interleaved. `plain`: `enqueue_many` of independent jobs; "
+        "`group`: `group(N steps).enqueue()`; `plain chain`: `enqueue_many` with each job depending on the one "
+        "before (`depends_on_index`); `chain`: `chain(N steps).enqueue()` (each step passed the previous result). "
+        "The overhead per job is the workflow's median against its plain counterpart's "
+        "(bench/workflows_bench.py).\n\n"
+        + table(["case", "µs per job", "total s", "overhead per job", "overhead %"], rows)
+        + "\n"
+    )
 
 
 if __name__ == "__main__":
