@@ -22,7 +22,7 @@ from ..models.workflows import current_workflow
 _RENAMED = {"queue_name": "queue", "run_after": "execute_at"}
 _OPTIONS = {
     "priority", "queue", "execute_at", "delay", "max_attempts", "timeout", "unique_key", "unique_for",
-    "on_dependency_failure",
+    "on_dependency_failure", "tags", "meta", "concurrency_key", "concurrency_limit", "expires_in", "expires_at",
 }
 
 

@@ -161,7 +161,9 @@ def test_dashboard_refreshes_in_place(logged_in, screenshot_dir, monkeypatch):
     expect()(page.locator("#sched-due-now")).to_have_text("3")
     expect()(page.locator("[data-section=running] .sched-task-short[title='tests.testapp.tasks.add']")).to_have_text("add")
     assert page.evaluate("window.__sameLoad") is True
-    assert page.evaluate("window.scrollY") == scroll
+    # Not back at the top (no reload). Where a section above the reader grew (a
+    # "late" reason appeared), the browser's scroll anchoring moved by as much.
+    assert scroll <= page.evaluate("window.scrollY") <= scroll + 200
     assert int(page.locator("#sched-dashboard").get_attribute("data-refreshes")) > refreshes
 
     # Pause a queue from the dashboard: posted with fetch, no reload either.

@@ -269,3 +269,23 @@ def test_a_job_lost_with_its_dispatcher_ends_the_workflow_through_the_rescue():
     assert wf.status == "failed"
     assert list(members(wf).order_by("pk").values_list("status", flat=True)) == ["failed", "cancelled"]
     assert list(callback_jobs(wf)) == ["on_failure"]
+
+
+def test_a_steps_using_takes_the_operators_fields():
+    """Tags, meta, a concurrency key and an expiry reach the step's job; a bad tag is refused like anywhere else."""
+    from django.core.exceptions import ValidationError
+
+    from scheduler_app.models import Job
+    from scheduler_app.workflows import chain, step
+    from tests.testapp.tasks import double
+
+    workflow = chain(
+        step(double, 1).using(tags=["import", "team:7"], meta={"ticket": 42}, concurrency_key="acct:7",
+                              expires_in="2h"),
+        step(double),
+    ).enqueue()
+    first = Job.objects.filter(workflow=workflow).order_by("pk").first()
+    assert first.tags == ["import", "team:7"] and first.meta == {"ticket": 42}
+    assert first.concurrency_key == "acct:7" and first.expires_at is not None
+    with pytest.raises(ValidationError):
+        chain(step(double, 1).using(tags=["not a tag!"])).enqueue()
