@@ -116,9 +116,7 @@ def retry(job_id, *, now=None, using="default", within=None):
     cancelled (retry that one first). A job of a workflow brings the
     workflow's status up to date; its callbacks, if they ran, do not run
     again (``workflows.retry_workflow`` retries a workflow as a whole, and
-    they run again when it ends again).
-
-    cancelled (retry that one first). ``within`` (a queryset: a filter) is
+    they run again when it ends again). ``within`` (a queryset: a filter) is
     part of the compare-and-set: a job that no longer matches it is refused.
     """
     now = now or timezone.now()
