@@ -109,7 +109,9 @@ class TagsField(forms.Field):
         try:
             return [TAG.check(v) for v in values]
         except DjangoValidationError as exc:
-            raise forms.ValidationError(exc.messages) from None
+            # django-filter formats every message with ``%`` (params or not): a tag the
+            # message quotes ("%s") must not be read as a placeholder.
+            raise forms.ValidationError([m.replace("%", "%%") for m in exc.messages]) from None
 
 
 class TagFilter(django_filters.Filter):
@@ -249,6 +251,8 @@ def matching(spec, queryset=None):
             errors[key] = [wording]
         elif not values or "" in values:  # in a query string an empty value is no filter; a body says what it means
             errors[key] = ["May not be empty: leave the key out to not filter by it."]
+        elif not all(_is_text(v) for v in values):  # a query string cannot carry these; a JSON body can
+            errors[key] = ["Must be valid Unicode text (no lone surrogate)."]
         else:
             data.setlist(key, [str(v) for v in values])
     if not errors:
@@ -264,6 +268,15 @@ def _shapes():
     words = {"string": "Must be text.", "integer": "Must be a whole number.", "array": "Must be a list of texts."}
     schema = filter_schema()["properties"]
     return {name: (schema[name]["type"], words[schema[name]["type"]]) for name in FILTER_KEYS}
+
+
+def _is_text(value):
+    """Return whether ``value`` (a number, or text) can be stored and compared: no lone surrogate."""
+    try:
+        str(value).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _all_of(values, kind):

@@ -193,3 +193,39 @@ def test_an_empty_parameter_counts_as_not_given(api, jobs):
     schema = api.get("/api/schema/?format=json").json()
     parameters = schema["paths"]["/api/jobs/"]["get"]["parameters"]
     assert {p["name"] for p in parameters if p.get("allowEmptyValue")} == set(names)
+
+
+FORMAT_LIKE = ["%s", "%(value)s", "%", "100%", "%00", "{}", "{0}"]
+
+
+@pytest.mark.parametrize("value", FORMAT_LIKE)
+def test_text_that_looks_like_a_format_string_is_never_a_500(api, jobs, value):
+    """Every parameter of the job list, and the bulk actions' filter (one implementation), with %-placeholders."""
+    from scheduler_app.api.filters import JobFilter
+
+    for name in JobFilter.base_filters:
+        response = api.get("/api/jobs/", {name: value})
+        assert response.status_code in (200, 400), (name, value, response.status_code)
+        for action in ("cancel", "retry"):
+            response = api.post(f"/api/jobs/{action}/", {"filter": {name: value}}, format="json")
+            assert response.status_code in (200, 400), (action, name, value, response.status_code)
+
+
+def test_a_bad_tag_is_a_400_that_quotes_it(api, jobs):
+    response = api.get("/api/jobs/", {"tag": "%s"})
+    assert response.status_code == 400 and "%s" in str(response.json())
+
+
+@pytest.mark.parametrize("field", ["queue", "search", "task", "tag", "unique_key"])
+def test_a_bulk_filter_with_a_lone_surrogate_is_a_400(api, jobs, field):
+    """A JSON body can carry "\\udcff" (a query string cannot): refused, nothing changed."""
+    from scheduler_app.api.filters import FILTER_KEYS
+
+    if field not in FILTER_KEYS:
+        pytest.skip(f"{field} is not a filter of the list")
+    body = '{"filter": {"%s": %s}}' % (field, '["\\udcff"]' if field == "tag" else '"\\udcff"')
+    before = sorted(Job.objects.values_list("pk", "status"))
+    response = api.post("/api/jobs/cancel/", data=body, content_type="application/json")
+    assert response.status_code == 400
+    assert response.json() == {"filter": {field: ["Must be valid Unicode text (no lone surrogate)."]}}
+    assert sorted(Job.objects.values_list("pk", "status")) == before
