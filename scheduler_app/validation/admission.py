@@ -19,10 +19,8 @@ import inspect
 import string
 from datetime import timedelta
 
-import pytimeparse2
-
 from ..vocabulary.bounds import CONCURRENCY_KEY_MAX, DELAY_MAX
-from .fields import CONCURRENCY_LIMIT, Moment, Rule, Seconds, Text
+from .fields import CONCURRENCY_LIMIT, Duration, Moment, Rule, Text
 
 CONCURRENCY_KEY = Text("concurrency_key", CONCURRENCY_KEY_MAX)
 # The job's limit has the wording and bounds of a queue's (validation.fields).
@@ -30,40 +28,6 @@ JOB_CONCURRENCY_LIMIT = CONCURRENCY_LIMIT
 EXPIRES_AT = Moment("expires_at")
 BOTH_EXPIRY = "Give either expires_in or expires_at, not both."
 KEY_WITHOUT_LIMIT = "concurrency_limit needs a concurrency_key."
-
-
-class Duration(Seconds):
-    """Seconds as a number, or a duration text the project's parser reads: ``"90s"``, ``"30m"``, ``"2h"``, ``"7d"``."""
-
-    def __init__(self, field, high):
-        super().__init__(field, high)
-        self.message = f"Must be a number of seconds from {self.low:g} to {high}, or a duration such as 90s, 30m, 2h or 7d."
-
-    def check(self, value):
-        if isinstance(value, timedelta):
-            value = value.total_seconds()
-        if isinstance(value, str):
-            return self.parse(value)
-        return super().check(value)
-
-    def parse(self, text):
-        text = str(text).strip()
-        try:
-            seconds = float(text)
-        except ValueError:
-            try:
-                seconds = pytimeparse2.parse(text, raise_exception=True)
-            except Exception:  # any text the parser cannot read
-                self.fail()
-            if isinstance(seconds, timedelta):
-                seconds = seconds.total_seconds()
-        if seconds is None:
-            self.fail()
-        return super().check(seconds)
-
-    def schema(self):
-        # The schema names the plain forms; the parser also reads "1h30m", "2 hours", "1.5h".
-        return {"oneOf": [super().schema(), {"type": "string", "pattern": r"^[1-9][0-9]{0,3}[smhd]$"}]}
 
 
 EXPIRES_IN = Duration("expires_in", DELAY_MAX)

@@ -11,6 +11,7 @@ No Django here: ``from scheduler_app import Snooze`` must not load it.
 """
 
 import math
+from datetime import timedelta
 
 import pytimeparse2
 
@@ -21,9 +22,11 @@ FORMS = "a duration such as 90s, 2h, 3d or 1h30m"
 
 
 def seconds_of(value):
-    """Return ``value`` (int, float or text) as a finite float of seconds, or None when it is none."""
+    """Return ``value`` (int, float, text or a timedelta) as a finite float of seconds, or None when it is none."""
     if isinstance(value, bool):
         return None
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
     if isinstance(value, str):
         text = value.strip()
         try:
