@@ -111,6 +111,8 @@ class Choice(Rule):
 
 
 class Flag(Rule):
+    """True or False (JSON's booleans, not 0 or 1): a schedule's ``enabled``, a job's ``pass_results``."""
+
     def __init__(self, field):
         super().__init__(field, "Must be true or false.")
 
