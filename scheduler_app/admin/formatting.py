@@ -57,21 +57,27 @@ def exact_time(value):
     return f"{formats.date_format(local, 'Y-m-d H:i:s')} {local.strftime('%Z') or formats.date_format(local, 'O')}"
 
 
-def when_html(value, now=None, *, late=False, zone=True):
+def when_html(value, now=None, *, late=False, zone=True, today=False):
     """Return the one date format of the admin: '2026-11-26 03:39:02 UTC · 2 min ago' (the hint muted).
 
     ``late``: a past time reads '2 min late' (pending jobs). The whole text
     never wraps inside the time; it may wrap before the hint. ``zone=False``
-    leaves the zone's name out (a column whose header names it).
+    leaves the zone's name out (a column whose header names it). ``today``:
+    a time on today's date (in the site's zone) shows its time of day only,
+    the whole on hover (the job list's one-line rows).
     """
     if value is None:
         return "–"
     now = now or timezone.now()
     hint = relative_time(value, now, late=late)
     css = "sched-late" if late and value <= now else "sched-ago"
+    full = exact_time(value)
+    shown = full if zone or not in_site_zone(value) else full.rsplit(" ", 1)[0]
+    if today and in_site_zone(value) and in_zone(value).date() == in_zone(now).date():
+        shown = shown.split(" ", 1)[1]
     return format_html(
-        '<span class="sched-when"><time datetime="{}">{}</time> <span class="{}">· {}</span></span>',
-        value.isoformat(), exact_time(value) if zone or not in_site_zone(value) else exact_time(value).rsplit(" ", 1)[0], css, hint,
+        '<span class="sched-when"><time datetime="{}" title="{}">{}</time> <span class="{}">· {}</span></span>',
+        value.isoformat(), full, shown, css, hint,
     )
 
 

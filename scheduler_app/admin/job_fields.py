@@ -39,14 +39,19 @@ def mark_held(jobs):
     return jobs
 
 
-def late_html(job):
-    """Return when ``job`` runs ('2 min late' for a pending one) and, when it is late, why (``lateness``)."""
-    shown = when_html(job.execute_at, late=job.status == JobStatus.PENDING, zone=False)
+def late_html(job, *, short=False):
+    """Return when ``job`` runs ('2 min late' for a pending one) and, when it is late, why (``lateness``).
+
+    ``short``: today's times as a time of day and the reason in a word or two,
+    the whole of each on hover (the job list's one-line rows).
+    """
+    shown = when_html(job.execute_at, late=job.status == JobStatus.PENDING, zone=False, today=short)
     reason = lateness.late_reason(job) if job.status == JobStatus.PENDING else None
     if not reason:
         return shown
     return format_html(
-        '{} <span class="sched-late-reason" data-late-reason="{}">· {}</span>', shown, reason, lateness.label(reason)
+        '{} <span class="sched-late-reason" data-late-reason="{}" title="{}">· {}</span>',
+        shown, reason, lateness.label(reason), lateness.label(reason, short=short),
     )
 
 
@@ -81,7 +86,7 @@ class JobFields:
     @admin.display(description=lazy(lambda: f"execute at ({timezone.get_current_timezone_name()})", str)(), ordering="execute_at")
     def execute_at_display(self, obj):
         # The zone is in the column's header, once.
-        return late_html(obj)
+        return late_html(obj, short=True)
 
     @admin.display(description="attempts")
     def attempts_display(self, obj):

@@ -85,9 +85,19 @@ def attach(jobs, now=None, using="default", *, reasons=None):
     return jobs
 
 
-def label(reason):
-    """Return the words a page shows for ``reason`` ("" for None)."""
-    return REASONS.get(reason, "") if reason else ""
+# The same, in a word or two: the job list's one-line rows (the words above on hover).
+SHORT = {
+    PAUSED: "paused",
+    NO_DISPATCHER: "no dispatcher",
+    CONCURRENCY_LIMITED: "at limit",
+    RATE_LIMITED: "rate-limited",
+    NO_FREE_SLOT: "no free slot",
+}
+
+
+def label(reason, *, short=False):
+    """Return the words a page shows for ``reason`` ("" for None); ``short``: the job list's."""
+    return (SHORT if short else REASONS).get(reason, "") if reason else ""
 
 
 def late_counts(now=None, using="default"):
