@@ -20,6 +20,14 @@ it is, with every index), changed as the design says, then put back:
   hold while the job runs.
 
     python bench/designs.py --dsn postgresql://postgres@127.0.0.1:5432/DB --batch 4 --n 5000 --design lean
+    python bench/designs.py --dsn ... --design project --drop job_tags_gin_idx
+    python bench/designs.py --dsn ... --design project --entries
+
+``--entries`` rebuilds the job table's indexes on the empty table before the
+seed and reports each index's size in pages after the run (before the table
+is put back): an index the claims and finishes never wrote stays at its empty
+size (a btree's one metapage), which shows which partial indexes a keyless,
+workflow-less job's row versions skip. Not for timing (fresh indexes).
 
 The database must be migrated (``manage.py migrate``); the job table is emptied.
 """
@@ -89,7 +97,17 @@ def statements(design):
     return LAZY_CLAIM, LAZY_FINISH
 
 
-def prepare(conn, design, n, drop=()):
+INDEX_PAGES = """
+SELECT indexrelname, pg_relation_size(indexrelid) / current_setting('block_size')::int
+FROM pg_stat_user_indexes WHERE relname = %s ORDER BY indexrelname
+"""
+
+
+def index_pages(conn):
+    return dict(conn.execute(INDEX_PAGES, [JOB]).fetchall())
+
+
+def prepare(conn, design, n, drop=(), entries=False):
     """Make the design's tables and seed ``n`` due jobs; return a function that puts the job table back.
 
     ``drop``: more of the job table's indexes to leave out (any design but ``bare``).
@@ -101,6 +119,8 @@ def prepare(conn, design, n, drop=()):
         return lambda: conn.execute(f"DROP TABLE {BARE}")
     conn.execute(f"DELETE FROM {JOB}")
     conn.execute(f"VACUUM {JOB}")
+    if entries:
+        conn.execute(f"REINDEX TABLE {JOB}")
     saved = []
     if design == "lean" or drop:
         for name in (LIST_INDEXES if design == "lean" else ()) + tuple(drop):
@@ -127,11 +147,13 @@ def prepare(conn, design, n, drop=()):
     return restore
 
 
-def run(dsn, design, batch, n, drop=()):
+def run(dsn, design, batch, n, drop=(), entries=False):
     claim, finish = statements(design)
+    pages = None
     with psycopg.connect(dsn, autocommit=True) as conn:
-        restore = prepare(conn, design, n, drop)
+        restore = prepare(conn, design, n, drop, entries)
         try:
+            seeded = index_pages(conn) if entries and design != "bare" else None
             done, queues = 0, ["default", "slow"]
             t0 = time.perf_counter()
             while True:
@@ -141,9 +163,14 @@ def run(dsn, design, batch, n, drop=()):
                 conn.execute(finish, [[r[0] for r in rows]], prepare=True)
                 done += len(rows)
             elapsed = time.perf_counter() - t0
+            if entries and design != "bare":
+                pages = {"seeded": seeded, "after_run": index_pages(conn)}
         finally:
             restore()
-    return {"design": design, "drop": list(drop), "batch": batch, "n": done, "seconds": elapsed, "jobs_per_s": done / elapsed}
+    result = {"design": design, "drop": list(drop), "batch": batch, "n": done, "seconds": elapsed, "jobs_per_s": done / elapsed}
+    if pages:
+        result["index_pages"] = pages
+    return result
 
 
 if __name__ == "__main__":
@@ -153,5 +180,7 @@ if __name__ == "__main__":
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--n", type=int, default=5000)
     p.add_argument("--drop", default="", help="comma list of the job table's indexes to leave out too")
+    p.add_argument("--entries", action="store_true", help="report each index's pages after the seed and after the run")
     a = p.parse_args()
-    print("RESULT " + json.dumps(run(a.dsn, a.design, a.batch, a.n, [d for d in a.drop.split(",") if d])))
+    drop = [d for d in a.drop.split(",") if d]
+    print("RESULT " + json.dumps(run(a.dsn, a.design, a.batch, a.n, drop, a.entries)))
