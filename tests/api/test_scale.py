@@ -80,8 +80,9 @@ INDEX_BACKED = [
 # status IN (...); SQLite does not, and sorts.
 if connection.vendor == "postgresql":
     INDEX_BACKED.append("status=succeeded&ordering=-finished_at")
-# No index serves these yet: a top-N sort over the table, or a scan that
-# finds few matches. Still one bounded COUNT; docs/API.md proposes indexes.
+# No index serves these, on purpose (sql/indexes.py: every index costs the
+# dispatcher's claims and finishes): a top-N sort over the table, or a scan
+# that finds few matches. Still one bounded COUNT; docs/API.md has the figures.
 SCANS = [
     "ordering=execute_at",
     "ordering=-created_at",
