@@ -140,7 +140,8 @@ def lateness(r, cfg, busy, q, limit):
              else "4 idle slots (the earlier condition, for reference)")
     name = f"lateness {q}, {fmt(cfg.get('prec_n'))} jobs over {fmt(cfg.get('prec_spread'))} s, {label}"
     x = med(v.get(q)) if v else None
-    return name, f"≤ {fmt(limit)} ms (absolute)", None if x is None else (f"{fmt(x, 1)} ms", f"{fmt(x, 1)} ms", x <= limit)
+    result = None if x is None else (f"{fmt(x, 1)} ms", f"{fmt(x, 1)} ms", x <= limit)
+    return name, f"≤ {fmt(limit)} ms (absolute)", result
 
 
 def processes_gain(r, slots=16, need=1.4):
@@ -297,9 +298,9 @@ def targets_28(results):
         # Every job must have done its work: the fewest stamps of any repetition, against N.
         stamped = {k: min(x.get("stamped", 0) for x in v["reps"]) for k, v in st.items()}
         unstamped = [f"{k} {stamped[k]}/{v.get('n')}" for k, v in st.items() if stamped[k] < v.get("n", 0)]
+        missing = f"; **stamps missing**: {', '.join(unstamped)}" if unstamped else ""
         t.add(name, req, (f"this project {fmt(o)} jobs/s; best peer ({LABEL[peer]}, {entry.get('label')}) "
-                          f"{fmt(best)} jobs/s" + (f"; **stamps missing**: {', '.join(unstamped)}" if unstamped else ""),
-                          f"{o / best:.2f}x", o >= 7 * best and not unstamped))
+                          f"{fmt(best)} jobs/s{missing}", f"{o / best:.2f}x", o >= 7 * best and not unstamped))
     else:
         t.add(name, req)
 
@@ -311,7 +312,7 @@ def targets_28(results):
     limited |= keyed or {"keyed limits": None}
     for label, entry in limited.items():
         v = med((entry or {}).get("jobs_per_s"))
-        t.add(f"3. 4 slots, a queue with limits that never bind ({label}), against one without limits",
+        t.add(f"3. 4 slots, a queue with limits that never bind, against one without limits: {label}",
               "loses ≤ 15 %",
               (f"no limits {fmt(base)} jobs/s; {label} {fmt(v)} jobs/s", loss(v, base), v >= 0.85 * base)
               if v and base else None)
@@ -338,10 +339,12 @@ def targets_28(results):
     scl = r.get("scaling", {})
     one, four = scl.get("1"), scl.get("4")
     a, b = med((one or {}).get("jobs_per_s")), med((four or {}).get("jobs_per_s"))
+    def claims(v):
+        return f"short claims {fmt(med(v.get('short_pct')), 1)} % of {fmt(med(v.get('claims')))} claims"
+
     t.add("7. 4 dispatchers of 4 slots against one of 4 slots (short claims reported)", "≥ 1.8x",
-          (f"1 dispatcher {fmt(a)} jobs/s, short claims {fmt(med(one.get('short_pct')), 1)} %; 4 dispatchers "
-           f"{fmt(b)} jobs/s, short claims {fmt(med(four.get('short_pct')), 1)} % of "
-           f"{fmt(med(four.get('claims')))} claims", f"{b / a:.2f}x", b >= 1.8 * a) if a and b else None)
+          (f"1 dispatcher {fmt(a)} jobs/s, {claims(one)}; 4 dispatchers {fmt(b)} jobs/s, {claims(four)}",
+           f"{b / a:.2f}x", b >= 1.8 * a) if a and b else None)
 
     return t.render("Targets (issue #28, PostgreSQL)")
 
@@ -451,9 +454,10 @@ def render(results):
         rows = []
         for key, v in st.items():
             name = key.split("/")[0]
+            stamped = min(x.get("stamped", 0) for x in v["reps"])
             rows.append([LABEL[name], v.get("label", ""), fmt(v.get("n")), ms(v["jobs_per_s"], 0),
-                         ms(v["jobs_per_s_wall"], 0), f"{min(x.get('stamped', 0) for x in v['reps'])}/{fmt(v.get('n'))}",
-                         len(v["reps"]), "" if v["complete"] else "**incomplete (timeout)**"])
+                         ms(v["jobs_per_s_wall"], 0), f"{fmt(stamped)}/{fmt(v.get('n'))}", len(v["reps"]),
+                         "" if v["complete"] else "**incomplete (timeout)**"])
         parts.append("### Throughput: jobs that do a little work (`stamp`: one INSERT each; PostgreSQL)\n\n" + table(
             ["subject", "configuration", "N", "jobs/s (first start → last finish)", "jobs/s (spawn → last finish)",
              "stamps written (worst rep)", "reps", ""], rows) +
