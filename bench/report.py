@@ -63,26 +63,135 @@ def verdict(ok):
     return "met" if ok else "**not met**"
 
 
+class Targets:
+    """The rows of a targets table; a row without a result says "not measured in this run"."""
+
+    def __init__(self):
+        self.rows = []
+
+    def add(self, target, required, result=None):
+        """``result``: (what was measured, the achieved ratio, met?), or None when not measured."""
+        measured, achieved, ok = result or (NA, "-", None)
+        self.rows.append([target, measured, required, achieved, verdict(ok)])
+
+    def render(self, title):
+        met = sum(1 for x in self.rows if x[-1] == "met")
+        missed = sum(1 for x in self.rows if x[-1] not in ("met", "-"))
+        return (f"### {title}: {met} met, {missed} not met, {len(self.rows) - met - missed} not measured\n\n"
+                "Every ratio compares numbers measured in this run, on this machine (peers, floor and this project "
+                "back to back); compare ratios, never absolute numbers across machines. Medians of the "
+                "repetitions.\n\n" + table(["target", "measured", "required", "achieved", ""], self.rows) + "\n")
+
+
+# -- the rules, each in one place: (required, result or None) for Targets.add
+
+
+def best_peer(entries, value, suffixes=("",)):
+    """(the highest ``value(entry)``, its peer, its entry) over the peers' PostgreSQL entries
+    ``{peer}/pg{suffix}``; (None, None, None) when no peer has one."""
+    found = [(value(entries[k]), p, entries[k]) for p in PEERS for s in suffixes if (k := f"{p}/pg{s}") in entries]
+    found = [x for x in found if x[0]]
+    return max(found, key=lambda x: x[0]) if found else (None, None, None)
+
+
+def loss(value, base):
+    """How much ``value`` loses against ``base``, in words."""
+    if value < base:
+        return f"loses {100 * (1 - value / base):.1f} %"
+    return f"loses nothing ({100 * (value / base - 1):.1f} % faster)"
+
+
+def ours_noop_rate(r, cfg, slots):
+    """Ours' no-op throughput (one dispatcher, PostgreSQL) at ``slots``: the curve's N, else any N."""
+    tp = r.get("throughput", {}).get("ours", {})
+    key = f"pg/n={cfg.get('curve_n')}/slots={slots}"
+    if key not in tp:
+        key = next((k for k in tp if k.startswith("pg/") and k.endswith(f"/slots={slots}")), None)
+    return med(tp[key]["jobs_per_s"]) if key else None
+
+
+FLOOR_SHARES = ((4, 0.85), (16, 0.50), (64, 0.35))  # no-op jobs: slots, share of the bare-table floor
+
+
+def floor_share(r, cfg, slots, share):
+    """No-op jobs with ``slots`` slots against the bare-table floor at batch = slots."""
+    req = f"≥ {100 * share:.0f} % of the floor (bare table, claim index only)"
+    bare, project = floor_tables(r)
+    o, fl = ours_noop_rate(r, cfg, slots), med(bare.get(str(slots), {}).get("jobs_per_s"))
+    if not (o and fl):
+        return req, None
+    # The same statements on this project's table: the ceiling any loop over it can reach.
+    pj = med(project.get(str(slots), {}).get("jobs_per_s"))
+    on_project = (f" (project-table floor {fmt(pj)} jobs/s = {100 * pj / fl:.0f} % of the bare one; "
+                  f"ours {100 * o / pj:.0f} % of it)" if pj else "")
+    return req, (f"{fmt(o)} jobs/s; floor {fmt(fl)} jobs/s{on_project}", f"{100 * o / fl:.0f} %", o >= share * fl)
+
+
+def pickup(r, q, limit):
+    req = f"≤ {fmt(limit, 1)} ms (absolute)"
+    v = med((r.get("pickup", {}).get("ours/pg/orm") or {}).get(q))
+    return req, None if v is None else (f"{fmt(v, 2)} ms", f"{fmt(v, 2)} ms", v <= limit)
+
+
+def lateness(r, cfg, busy, q, limit):
+    """(row name, required, result): lateness ``q`` with slots busy (``precision_busy``) or idle (``precision``)."""
+    v = r.get("precision_busy" if busy else "precision", {}).get("ours/pg")
+    label = (f"{(v or {}).get('busy', 2)} of 4 slots busy with sleeping jobs" if busy
+             else "4 idle slots (the earlier condition, for reference)")
+    name = f"lateness {q}, {fmt(cfg.get('prec_n'))} jobs over {fmt(cfg.get('prec_spread'))} s, {label}"
+    x = med(v.get(q)) if v else None
+    result = None if x is None else (f"{fmt(x, 1)} ms", f"{fmt(x, 1)} ms", x <= limit)
+    return name, f"≤ {fmt(limit)} ms (absolute)", result
+
+
+def processes_gain(r, slots=16, need=1.4):
+    pr = r.get("processes", {})
+    one, two = med(pr.get(f"1/{slots}", {}).get("jobs_per_s")), med(pr.get(f"2/{slots}", {}).get("jobs_per_s"))
+    req = f"≥ {need}x"
+    if not (one and two):
+        return req, None
+    return req, (f"1 process {fmt(one)} jobs/s; 2 processes {fmt(two)} jobs/s", f"{two / one:.2f}x", two >= need * one)
+
+
+def against_best_peer(r, ours_key, value, what="", how=lambda entry: ""):
+    """This project's enqueue rate ``ours_key`` against the best peer's ``value(entry)`` (PostgreSQL): ≥ 1.0x."""
+    enq = r.get("enqueue", {})
+    o = med(enq.get("ours/pg", {}).get(ours_key))
+    best, peer, entry = best_peer(enq, value)
+    req = f"≥ 1.0x the best peer{what}"
+    if not (o and best):
+        return req, None
+    return req, (f"this project {fmt(o)}/s; best peer ({LABEL[peer]}{how(entry)}) {fmt(best)}/s", f"{o / best:.2f}x",
+                 o >= best)
+
+
+def peer_bulk(entry):
+    """A peer's fastest way to enqueue many: its bulk call where it has one, else its loop in one transaction."""
+    return med(entry.get("bulk_per_s")) or med(entry.get("in_tx_per_s"))
+
+
+def peer_bulk_how(entry):
+    return ", `batch_defer()`" if med(entry.get("bulk_per_s")) else ", no bulk call: its loop in one transaction"
+
+
 def targets(results):
     """The Targets table (issue #15): every target as a ratio measured within this run."""
     r = results.get("results", {})
     cfg = results.get("config", {})
-    rows = []
+    t = Targets()
 
     def row(target, measured=NA, required="", achieved="-", ok=None):
-        rows.append([target, measured, required, achieved, verdict(ok)])
+        t.add(target, required, None if measured == NA else (measured, achieved, ok))
 
     # 1. Enqueue
     enq = r.get("enqueue", {})
     ours = enq.get("ours/pg", {})
     floor = enq.get("floor/pg", {})
 
-    def best_peer(key):
-        vals = [(med(enq[f"{p}/pg"].get(key)), p) for p in PEERS if f"{p}/pg" in enq]
-        vals = [v for v in vals if v[0]]
-        return max(vals) if vals else (None, None)
+    def best_of(key):
+        return best_peer(enq, lambda e: med(e.get(key)))[:2]
 
-    o, (best, bname), f = med(ours.get("enqueue_per_s")), best_peer("enqueue_per_s"), med(floor.get("enqueue_per_s"))
+    o, (best, bname), f = med(ours.get("enqueue_per_s")), best_of("enqueue_per_s"), med(floor.get("enqueue_per_s"))
     req = "≥ 1.5x the best peer; where lower, ≥ 80 % of the floor"
     if o and best:
         need_peer, need_floor = 1.5 * best, (0.8 * f if f else None)
@@ -100,7 +209,7 @@ def targets(results):
     else:
         row("1a. `task.enqueue()` one at a time, autocommit", required=req)
 
-    o, (best, bname), f = med(ours.get("in_tx_per_s")), best_peer("in_tx_per_s"), med(floor.get("in_tx_per_s"))
+    o, (best, bname), f = med(ours.get("in_tx_per_s")), best_of("in_tx_per_s"), med(floor.get("in_tx_per_s"))
     req = "≥ 1.0x the best peer's same loop"
     if o and best:
         row("1b. a loop of `task.enqueue()` in one `transaction.atomic()`",
@@ -126,36 +235,14 @@ def targets(results):
         row("1d. `POST /api/jobs/bulk/`, 1,000 jobs per request", required=req)
 
     # 2. Pickup (absolute)
-    pk = r.get("pickup", {}).get("ours/pg/orm")
     for q, limit in (("p50", 3.0), ("p99", 6.0)):
-        name = f"2{'a' if q == 'p50' else 'b'}. pickup {q}, from before `task.enqueue()` to the job's first statement"
-        v = med(pk.get(q)) if pk else None
-        if v is not None:
-            row(name, f"{fmt(v, 2)} ms", f"≤ {fmt(limit, 1)} ms (absolute)", f"{fmt(v, 2)} ms", v <= limit)
-        else:
-            row(name, required=f"≤ {fmt(limit, 1)} ms (absolute)")
+        t.add(f"2{'a' if q == 'p50' else 'b'}. pickup {q}, from before `task.enqueue()` to the job's first statement",
+              *pickup(r, q, limit))
 
     # 3. Throughput against the floor (bare table, batch = slots)
-    tp = r.get("throughput", {}).get("ours", {})
-    bare, project = floor_tables(r)
-    for slots, share in ((4, 0.85), (16, 0.50), (64, 0.35)):
-        key = f"pg/n={cfg.get('curve_n')}/slots={slots}"
-        if key not in tp:
-            key = next((k for k in tp if k.startswith("pg/") and k.endswith(f"/slots={slots}")), None)
-        o = med(tp[key]["jobs_per_s"]) if key else None
-        fl = med(bare.get(str(slots), {}).get("jobs_per_s"))
-        name = f"3. throughput, one dispatcher, {slots} slots, against the floor at batch {slots}"
-        req = f"≥ {100 * share:.0f} % of the floor (bare table, claim index only)"
-        if o and fl:
-            # The same statements on this project's table: the ceiling any loop over it can reach.
-            pj = med(project.get(str(slots), {}).get("jobs_per_s"))
-            on_project = (
-                f" (project-table floor {fmt(pj)} jobs/s = {100 * pj / fl:.0f} % of the bare one; ours {100 * o / pj:.0f} % of it)"
-                if pj else ""
-            )
-            row(name, f"{fmt(o)} jobs/s; floor {fmt(fl)} jobs/s{on_project}", req, f"{100 * o / fl:.0f} %", o >= share * fl)
-        else:
-            row(name, required=req)
+    for slots, share in FLOOR_SHARES:
+        t.add(f"3. throughput, one dispatcher, {slots} slots, against the floor at batch {slots}",
+              *floor_share(r, cfg, slots, share))
 
     # 4. Default logging
     lg = r.get("logging", {})
@@ -167,27 +254,13 @@ def targets(results):
         row(name, required=req)
 
     # 5. Lateness
-    busy = r.get("precision_busy", {}).get("ours/pg")
-    idle = r.get("precision", {}).get("ours/pg")
-    for label, v in ((f"{(busy or {}).get('busy', 2)} of 4 slots busy with sleeping jobs", busy),
-                     ("4 idle slots (the earlier condition, for reference)", idle)):
+    for busy in (True, False):
         for q, limit in (("p99", 5.0), ("max", 25.0)):
-            name = f"5. lateness {q}, {fmt(cfg.get('prec_n'))} jobs over {fmt(cfg.get('prec_spread'))} s, {label}"
-            x = med(v.get(q)) if v else None
-            if x is not None:
-                row(name, f"{fmt(x, 1)} ms", f"≤ {fmt(limit)} ms (absolute)", f"{fmt(x, 1)} ms", x <= limit)
-            else:
-                row(name, required=f"≤ {fmt(limit)} ms (absolute)")
+            name, req, result = lateness(r, cfg, busy, q, limit)
+            t.add(f"5. {name}", req, result)
 
     # 6. Dispatcher processes
-    pr = r.get("processes", {})
-    one, two = med(pr.get("1/16", {}).get("jobs_per_s")), med(pr.get("2/16", {}).get("jobs_per_s"))
-    name, req = "6. `rundispatcher --processes 2` against 1, `--concurrency 16` each", "≥ 1.4x"
-    if one and two:
-        row(name, f"1 process {fmt(one)} jobs/s; 2 processes {fmt(two)} jobs/s", req, f"{two / one:.2f}x",
-            two >= 1.4 * one)
-    else:
-        row(name, required=req)
+    t.add("6. `rundispatcher --processes 2` against 1, `--concurrency 16` each", *processes_gain(r))
 
     # 7. Per-job log line
     jl = r.get("joblog", {})
@@ -196,19 +269,84 @@ def targets(results):
         name = f"7. 4 slots, a task logging one INFO line against a no-op ({label})"
         req = "loses < 10 %"
         if lo and no:
-            row(name, f"log_one {fmt(lo)} jobs/s; noop {fmt(no)} jobs/s", req,
-                f"loses {100 * (1 - lo / no):.1f} %" if lo < no else f"loses nothing ({100 * (lo / no - 1):.1f} % faster)",
-                lo > 0.9 * no)
+            row(name, f"log_one {fmt(lo)} jobs/s; noop {fmt(no)} jobs/s", req, loss(lo, no), lo > 0.9 * no)
         else:
             row(name, required=req)
 
-    met = sum(1 for x in rows if x[-1] == "met")
-    missed = sum(1 for x in rows if x[-1] != "met" and x[-1] != "-")
-    return (f"### Targets (issue #15, PostgreSQL): {met} met, {missed} not met, "
-            f"{len(rows) - met - missed} not measured\n\n"
-            "Every ratio compares numbers measured in this run, on this machine (peers, floor and this project "
-            "back to back); compare ratios, never absolute numbers across machines. Medians of the repetitions.\n\n"
-            + table(["target", "measured", "required", "achieved", ""], rows) + "\n")
+    return t.render("Targets (issue #15, PostgreSQL)")
+
+
+def targets_28(results):
+    """The Targets table of issue #28: every target as a ratio measured within this run."""
+    r = results.get("results", {})
+    cfg = results.get("config", {})
+    t = Targets()
+
+    # 1. No-op jobs against the bare-table floor
+    for slots, share in FLOOR_SHARES:
+        t.add(f"1. no-op jobs, one dispatcher, {slots} slots, against the bare-table floor at batch {slots}",
+              *floor_share(r, cfg, slots, share))
+
+    # 2. Jobs that do a little work: stamp, 4 slots, against the best peer (its default or concurrency 4)
+    st = r.get("stamp", {})
+    ours = st.get("ours/pg/slots=4")
+    o = med((ours or {}).get("jobs_per_s"))
+    best, peer, entry = best_peer(st, lambda e: med(e.get("jobs_per_s")), ("/default", "/c4"))
+    req = "≥ 7x the best peer"
+    name = "2. `stamp` jobs (one INSERT each), one dispatcher, 4 slots, against the best peer"
+    if o and best:
+        # Every job must have done its work: the fewest stamps of any repetition, against N.
+        stamped = {k: min(x.get("stamped", 0) for x in v["reps"]) for k, v in st.items()}
+        unstamped = [f"{k} {stamped[k]}/{v.get('n')}" for k, v in st.items() if stamped[k] < v.get("n", 0)]
+        missing = f"; **stamps missing**: {', '.join(unstamped)}" if unstamped else ""
+        t.add(name, req, (f"this project {fmt(o)} jobs/s; best peer ({LABEL[peer]}, {entry.get('label')}) "
+                          f"{fmt(best)} jobs/s{missing}", f"{o / best:.2f}x", o >= 7 * best and not unstamped))
+    else:
+        t.add(name, req)
+
+    # 3. Queue limits that never bind, against no limits (4 slots)
+    lim = r.get("limits", {})
+    base = med((lim.get("pg/throughput/no limits") or {}).get("jobs_per_s"))
+    limited = {"concurrency_limit 1,000 + rate_limit 10,000 / s": lim.get("pg/throughput/both")}
+    keyed = {k.split("/", 2)[2]: v for k, v in lim.items() if k.startswith("pg/throughput/keyed")}
+    limited |= keyed or {"keyed limits": None}
+    for label, entry in limited.items():
+        v = med((entry or {}).get("jobs_per_s"))
+        t.add(f"3. 4 slots, a queue with limits that never bind, against one without limits: {label}",
+              "loses ≤ 15 %",
+              (f"no limits {fmt(base)} jobs/s; {label} {fmt(v)} jobs/s", loss(v, base), v >= 0.85 * base)
+              if v and base else None)
+
+    # 4. Pickup and lateness (kept from issue #15)
+    t.add("4. pickup p50, from before `task.enqueue()` to the job's first statement", *pickup(r, "p50", 3.0))
+    for busy in (True, False):
+        name, req, result = lateness(r, cfg, busy, "p99", 5.0)
+        t.add(f"4. {name}", req, result)
+
+    # 5. Dispatcher processes
+    t.add("5. `rundispatcher --processes 2` against 1, `--concurrency 16` each", *processes_gain(r))
+
+    # 6. Enqueue against the best peer: one by one (autocommit, one transaction) and in bulk
+    t.add("6. enqueue one by one, autocommit: `task.enqueue()` against the peers' calls",
+          *against_best_peer(r, "enqueue_per_s", lambda e: med(e.get("enqueue_per_s"))))
+    t.add("6. enqueue one by one, a loop in one `transaction.atomic()`",
+          *against_best_peer(r, "in_tx_per_s", lambda e: med(e.get("in_tx_per_s")), what="'s same loop"))
+    t.add(f"6. enqueue in bulk: `enqueue_many()`, {fmt(cfg.get('enqueue_many_batch', 1000))} jobs per call",
+          *against_best_peer(r, "enqueue_many_per_s", peer_bulk, how=peer_bulk_how,
+                             what="'s bulk call, as many per call (a peer without one: its loop in one transaction)"))
+
+    # 7. Several dispatchers
+    scl = r.get("scaling", {})
+    one, four = scl.get("1"), scl.get("4")
+    a, b = med((one or {}).get("jobs_per_s")), med((four or {}).get("jobs_per_s"))
+    def claims(v):
+        return f"short claims {fmt(med(v.get('short_pct')), 1)} % of {fmt(med(v.get('claims')))} claims"
+
+    t.add("7. 4 dispatchers of 4 slots against one of 4 slots (short claims reported)", "≥ 1.8x",
+          (f"1 dispatcher {fmt(a)} jobs/s, {claims(one)}; 4 dispatchers {fmt(b)} jobs/s, {claims(four)}",
+           f"{b / a:.2f}x", b >= 1.8 * a) if a and b else None)
+
+    return t.render("Targets (issue #28, PostgreSQL)")
 
 
 def render(results):
@@ -230,6 +368,7 @@ def render(results):
         f"{tuple(round(x, 2) for x in m.get('loadavg_end', ()))} (other engineers' test suites share the 2 cores)",
     ]
     parts.append("Machine:\n\n" + "\n".join(lines) + "\n")
+    parts.append(targets_28(results))
     parts.append(targets(results))
 
     floor, floor_project = floor_tables(r)
@@ -308,6 +447,24 @@ def render(results):
         if best and ours and ours[0]:
             parts.append(f"Best peer on PostgreSQL: {fmt(best)} jobs/s; this project with 4 slots: {fmt(ours[0])} jobs/s "
                          f"= **{ours[0] / best:.2f}x** (target >= 3x and >= 3,000 jobs/s).\n")
+
+    # -- jobs that do a little work
+    st = r.get("stamp", {})
+    if st:
+        rows = []
+        for key, v in st.items():
+            name = key.split("/")[0]
+            stamped = min(x.get("stamped", 0) for x in v["reps"])
+            rows.append([LABEL[name], v.get("label", ""), fmt(v.get("n")), ms(v["jobs_per_s"], 0),
+                         ms(v["jobs_per_s_wall"], 0), f"{fmt(stamped)}/{fmt(v.get('n'))}", len(v["reps"]),
+                         "" if v["complete"] else "**incomplete (timeout)**"])
+        parts.append("### Throughput: jobs that do a little work (`stamp`: one INSERT each; PostgreSQL)\n\n" + table(
+            ["subject", "configuration", "N", "jobs/s (first start → last finish)", "jobs/s (spawn → last finish)",
+             "stamps written (worst rep)", "reps", ""], rows) +
+            "\n\nN due `stamp(key, due)` jobs (bench/stamps.py: `time.time()`, then one INSERT into `bench_stamp` "
+            "on the worker's own connection), enqueued before the workers start; this project with one dispatcher "
+            "of 4 slots, the peers with their own worker commands at their default and at concurrency 4. The "
+            "configurations alternate within each repetition; `bench_stamp` is emptied before and after each run.\n")
 
     # -- log levels, per-job log line
     lg = r.get("logging", {})
@@ -418,7 +575,8 @@ def render(results):
             name, kind = key.split("/")
             label = "floor: raw psycopg INSERT + NOTIFY, bare table" if name == "floor" else LABEL[name]
             rows.append([label, DBL[kind], ms(v["enqueue_per_s"], 0), ms(v.get("in_tx_per_s"), 0),
-                         ms(v.get("enqueue_many_per_s"), 0), ms(v.get("enqueue_many_one_call_per_s"), 0),
+                         ms(v.get("enqueue_many_per_s") or v.get("bulk_per_s"), 0),
+                         ms(v.get("enqueue_many_one_call_per_s"), 0),
                          ms(v.get("api_bulk_per_s"), 0), ms(v.get("api_single_p50_ms")), ms(v.get("api_single_p99_ms"))])
         n_many = cfg.get("enqueue_many_batch", 1000) * cfg.get("enqueue_many_calls", 0)
         parts.append("### Enqueue: one at a time through the task API (autocommit, and a loop in one "
@@ -426,13 +584,15 @@ def render(results):
                      "(Django's threaded dev server, one client)\n\n" + table(
                          ["subject", "database", "task.enqueue() / defer() / async_task() per s, autocommit",
                           "the same, a loop in one transaction.atomic(), per s",
-                          f"enqueue_many() jobs/s ({fmt(cfg.get('enqueue_many_batch', 1000))} per call)",
+                          f"bulk call jobs/s, {fmt(cfg.get('enqueue_many_batch', 1000))} per call "
+                          "(`enqueue_many()`; procrastinate `batch_defer()`)",
                           f"enqueue_many() jobs/s ({fmt(n_many)} in one call)",
                           "bulk API jobs/s (1,000 per request)", "single API create p50 ms", "p99 ms"], rows) +
                      f"\n\n{fmt(cfg.get('enqueue_n'))} calls per loop after {cfg.get('enqueue_warmup', 0)} warm-up "
                      "calls. The floor sends one statement per job (a CTE that inserts a job-like row and calls "
                      "`pg_notify` with its id) with psycopg's prepared statements, first one commit per job, then "
-                     "all in one transaction.\n")
+                     "all in one transaction. Of the peers only procrastinate has a bulk call (`batch_defer()`); "
+                     "django-tasks-db and django-q2 enqueue one at a time.\n")
 
     scl = r.get("scaling", {})
     if scl:

@@ -10,8 +10,9 @@ database; the harness measures from outside, through the database: the
 frameworks' own start/finish columns for throughput, and a shared bench-only
 task that records ``time.time()`` as its first statement for timing.
 Results: stdout, bench/results/<stamp>.json, docs/BENCHMARKS.md (generated
-section, opening with the Targets table of issue #15: every target as a ratio
-of numbers measured in this run) and docs/SCALING.md (generated section).
+section, opening with the Targets tables of issues #28 and #15: every target
+as a ratio of numbers measured in this run) and docs/SCALING.md (generated
+section).
 Measurement names for --only: ALL_MEASUREMENTS below; bench/README.md says
 what each does.
 """
@@ -46,13 +47,13 @@ PG = "postgresql://postgres@127.0.0.1:5432/"
 DB_PREFIX = os.environ.get("BENCH_DB_PREFIX") or (
     "bench_" + "".join(c if c.isalnum() else "_" for c in os.path.basename(ROOT).lower())[:24])
 
-ALL_MEASUREMENTS = ["floor", "throughput", "logging", "joblog", "precision", "precision_busy", "pickup", "memory",
-                    "scale", "enqueue", "scaling", "processes", "limits", "workflows", "keys"]
+ALL_MEASUREMENTS = ["floor", "throughput", "stamp", "logging", "joblog", "precision", "precision_busy", "pickup",
+                    "memory", "scale", "enqueue", "scaling", "processes", "limits", "workflows", "keys"]
 # Measurements of this project only, and those run on PostgreSQL only.
 OURS_ONLY = {"floor", "memory", "scale", "scaling", "logging", "joblog", "precision_busy", "processes", "limits",
              "workflows", "keys"}
-PG_ONLY = {"floor", "scale", "scaling", "logging", "joblog", "precision_busy", "processes", "limits", "workflows",
-           "keys"}
+PG_ONLY = {"floor", "stamp", "scale", "scaling", "logging", "joblog", "precision_busy", "processes", "limits",
+           "workflows", "keys"}
 NOOP = "scheduler_app.demo.tasks.noop"  # the task of every throughput run unless said
 BENCH_NOOP = "bench.benchapp.tasks.noop"
 LOG_ONE = "bench.benchapp.tasks.log_one"
@@ -427,10 +428,11 @@ def stop_all(procs):
 
 
 def throughput_once(subj, n, variant, tag, slots=4, count=1, timeout=None, stats_prefix=None, task=None,
-                    log_level="WARNING", env=None):
-    """Enqueue n due no-op jobs (ours: or of ``task``), start the worker(s), wait for the last to finish."""
-    subj.reset()
-    subj.driver("enqueue_noop", "--n", str(n), *(["--task", task] if task else []))
+                    log_level="WARNING", env=None, stamp=False):
+    """Enqueue n due no-op jobs (ours: or of ``task``; with ``stamp``: ``stamp(key, due)`` jobs, any
+    subject), start the worker(s), wait for the last to finish."""
+    subj.reset()  # also empties bench_stamp
+    subj.driver("enqueue_noop", "--n", str(n), *(["--task", task] if task else []), *(["--stamp"] if stamp else []))
     if subj.kind == "pg":
         subj.db.q("VACUUM ANALYZE")
     spawn = time.time()
@@ -590,6 +592,35 @@ def m_throughput(ctx):
                 out["peers"][f"{name}/{kind}/{variant}"] = pack(reps) | {
                     "label": peer.variant_label(variant)}
                 log(f"  {name} {kind} {variant}: {fmt_s(out['peers'][f'{name}/{kind}/{variant}']['jobs_per_s'])} jobs/s")
+    return out
+
+
+def m_stamp(ctx):
+    """Jobs that do a little work: N due ``stamp`` jobs (one INSERT into bench_stamp each, bench/stamps.py),
+    ours with 4 slots, each peer at its default and at concurrency 4 (its own worker command), on
+    PostgreSQL; N as in ``throughput``. Repetition-major, the order rotated: every repetition runs
+    every configuration back to back."""
+    variants = {}
+    if "ours" in ctx.subjects:
+        variants["ours/pg/slots=4"] = {"subject": "ours", "variant": "default", "n": ctx.curve_n,
+                                       "label": "4 slots"}
+    for name in ctx.peers:
+        for variant in ("default", "c4"):
+            variants[f"{name}/pg/{variant}"] = {"subject": name, "variant": variant, "n": ctx.peer_n_for(name),
+                                                "label": SUBJECT_CLASSES[name]("pg").variant_label(variant)}
+
+    def run(v, r):
+        spec = variants[v]
+        subj = ctx.subject(spec["subject"], "pg")
+        res = throughput_once(subj, spec["n"], spec["variant"], f"stamp-{v.replace('/', '-')}-{r}", slots=4,
+                              stamp=True)
+        res["stamped"] = subj.db.q("SELECT count(*) FROM bench_stamp")[0][0]  # the work was done
+        subj.reset()  # bench_stamp holds one run's rows at most
+        return res
+
+    out = interleaved(ctx, variants, run)
+    for v, o in out.items():
+        log(f"  stamp {v}: {fmt_s(o['jobs_per_s'])} jobs/s, stamped {min(x['stamped'] for x in o['reps'])}/{o['n']}")
     return out
 
 
@@ -954,12 +985,11 @@ def m_enqueue(ctx):
             for _ in range(ctx.reps):
                 for name, subj in subjects.items():
                     subj.reset()
-                    args = ["enqueue_rate", "--n", str(ctx.enqueue_n), "--warmup", str(ctx.enqueue_warmup)]
+                    args = ["enqueue_rate", "--n", str(ctx.enqueue_n), "--warmup", str(ctx.enqueue_warmup),
+                            "--many-batch", str(ctx.enqueue_many_batch), "--many-calls", str(ctx.enqueue_many_calls)]
                     if name == "ours":
                         args += ["--url", server.url, "--token", ctx.tokens[kind],
-                                 "--single", str(ctx.api_single), "--bulk-requests", str(ctx.api_bulk),
-                                 "--many-batch", str(ctx.enqueue_many_batch),
-                                 "--many-calls", str(ctx.enqueue_many_calls)]
+                                 "--single", str(ctx.api_single), "--bulk-requests", str(ctx.api_bulk)]
                     reps[name].append(subj.driver(*args))
                 if floor:
                     # The floor of the same single-row INSERT + NOTIFY (raw psycopg, a bare table).
@@ -983,6 +1013,8 @@ def m_enqueue(ctx):
                 res["api_bulk_per_s"] = summary([x["api_bulk_per_s"] for x in rs])
                 res["api_single_p50_ms"] = summary([pct(x["api_single_ms"], 50) for x in rs])
                 res["api_single_p99_ms"] = summary([pct(x["api_single_ms"], 99) for x in rs])
+            elif "bulk_per_s" in rs[0]:  # a peer's bulk call (procrastinate's batch_defer)
+                res["bulk_per_s"] = summary([x["bulk_per_s"] for x in rs])
             out[f"{name}/{kind}"] = res
             log(f"  enqueue {name} {kind}: " + ", ".join(f"{k} {fmt_s(v, 1)}" for k, v in res.items()))
     return out

@@ -41,16 +41,22 @@ def cmd_setup(args):
 
 
 def cmd_enqueue_noop(args):
+    """Enqueue ``--n`` due jobs of ``--task`` (with ``--stamp``: ``stamp(key, due)`` jobs, one INSERT each)."""
     from scheduler_app import lifecycle
 
     t0 = time.perf_counter()
     at = None if args.future is None else dt(time.time() + args.future)
-    left = args.n
-    while left > 0:
-        chunk = min(left, 10_000)
-        spec = {"task": args.task} if at is None else {"task": args.task, "execute_at": at}
-        lifecycle.enqueue_many([spec] * chunk, max_size=None)
-        left -= chunk
+    base = {"task": STAMP if args.stamp else args.task} | ({} if at is None else {"execute_at": at})
+    due = time.time()
+    done = 0
+    while done < args.n:
+        chunk = min(args.n - done, 10_000)
+        if args.stamp:
+            specs = [base | {"kwargs": {"key": f"s{i}", "due": due}} for i in range(done, done + chunk)]
+        else:
+            specs = [base] * chunk
+        lifecycle.enqueue_many(specs, max_size=None)
+        done += chunk
     emit({"seconds": time.perf_counter() - t0})
 
 
@@ -328,6 +334,7 @@ def main():
     s.add_argument("--n", type=int, required=True)
     s.add_argument("--future", type=float, default=None)
     s.add_argument("--task", default=NOOP)
+    s.add_argument("--stamp", action="store_true", help="stamp(key, due) jobs (bench/stamps.py)")
     s = sub.add_parser("enqueue_stamps")
     s.add_argument("--n", type=int, default=200)
     s.add_argument("--first", type=float, default=3.0)

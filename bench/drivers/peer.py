@@ -1,7 +1,9 @@
 """Driver for a peer (runs in bench/.venv-peers with bench.peers.settings; PEER selects it).
 
 Each peer enqueues through its own public API; jobs are recorded by the
-peer's own tables (throughput) or by the shared stamp task (timing).
+peer's own tables (throughput) or by the shared stamp task (timing). The
+``stamp`` task also serves as the job that does a little work (one INSERT)
+in the ``stamp`` throughput measurement.
 """
 
 import argparse
@@ -62,18 +64,22 @@ def cmd_setup(args):
 
 
 def cmd_enqueue_noop(args):
+    """Enqueue ``--n`` due no-op jobs (with ``--stamp``: ``stamp(key, due)`` jobs, one INSERT each)."""
     from django.db import transaction
 
+    kind = "stamp" if args.stamp else "noop"
+    due = time.time()
+    kwargs = [{"key": f"s{i}", "due": due} if args.stamp else {} for i in range(args.n)]
     t0 = time.perf_counter()
     if PEER == "procrastinate":
         from bench.peers.procapp import tasks
 
         for start in range(0, args.n, 1000):
-            tasks.noop.batch_defer(*[{}] * min(1000, args.n - start))
+            getattr(tasks, kind).batch_defer(*kwargs[start:start + 1000])
     else:
         with transaction.atomic():
-            for _ in range(args.n):
-                enqueue_one("noop")
+            for kw in kwargs:
+                enqueue_one(kind, **kw)
     emit({"seconds": time.perf_counter() - t0})
 
 
@@ -122,6 +128,16 @@ def cmd_enqueue_rate(args):
         for _ in range(args.n):
             enqueue_one("noop")
     out["in_tx_per_s"] = args.n / (time.perf_counter() - t0)
+    if PEER == "procrastinate" and args.many_calls:
+        # Its bulk call (the others have none): batch_defer(), --many-batch jobs per call,
+        # as this project's enqueue_many() is measured.
+        from bench.peers.procapp import tasks
+
+        tasks.noop.batch_defer(*[{}] * args.warmup)
+        t0 = time.perf_counter()
+        for _ in range(args.many_calls):
+            tasks.noop.batch_defer(*[{}] * args.many_batch)
+        out["bulk_per_s"] = args.many_calls * args.many_batch / (time.perf_counter() - t0)
     emit(out)
 
 
@@ -132,6 +148,7 @@ def main():
     sub.add_parser("setup")
     s = sub.add_parser("enqueue_noop")
     s.add_argument("--n", type=int, required=True)
+    s.add_argument("--stamp", action="store_true", help="stamp(key, due) jobs (bench/stamps.py)")
     s = sub.add_parser("enqueue_stamps")
     s.add_argument("--n", type=int, default=200)
     s.add_argument("--first", type=float, default=3.0)
@@ -143,6 +160,8 @@ def main():
     s = sub.add_parser("enqueue_rate")
     s.add_argument("--n", type=int, default=1000)
     s.add_argument("--warmup", type=int, default=20)
+    s.add_argument("--many-batch", type=int, default=1000, help="jobs per bulk call (procrastinate)")
+    s.add_argument("--many-calls", type=int, default=0, help="bulk calls timed (procrastinate; 0: none)")
     args = p.parse_args()
     globals()["cmd_" + args.cmd](args)
 
