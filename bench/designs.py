@@ -7,10 +7,13 @@ it is, with every index), changed as the design says, then put back:
 
 * ``bare``: ``floor.py``'s own table (a primary key and the claim index): the
   targets' reference.
-* ``project``: the job table as it is (today's design).
+* ``project``: the job table as migrated. Since migration 0014 that is the
+  lean layout below, adopted (``sql/indexes.py``); step 1's "project" rows in
+  docs/BENCHMARKS.md were measured on 0013, with the full list indexes.
 * ``lean``: the job table without the indexes only the admin's and the API's
   lists use (``job_queue_id_idx``, ``job_task_id_idx``, ``job_status_id_idx``;
   ``job_created_at_idx`` as BRIN): how much of a claim+finish goes to them.
+  On a database migrated to 0014 its drops find nothing left to drop.
 * ``narrow``: Solid Queue's ready executions: the claim deletes from a narrow
   ``ready`` table with one index (claim order) and marks the job row running;
   the finish writes the job row (two job-row writes a job, as today).
