@@ -18,6 +18,7 @@ whenever no attempt is open, and ends after ``IDLE_EXIT`` seconds without one.
 
 import logging
 import threading
+import time
 
 from django.db import connections
 
@@ -41,6 +42,7 @@ class LogFlusher:
         self._captures = set()  # the open captures it writes for; under _lock
         self._thread = None  # the flushing thread while it runs; under _lock
         self._wake = threading.Event()
+        self._connected = False  # whether the thread may hold a database connection; under _lock
 
     def add(self, capture):
         """Write ``capture``'s records from now on (its attempt's thread, as the attempt starts)."""
@@ -55,27 +57,35 @@ class LogFlusher:
         capture.close()
         with self._lock:
             self._captures.discard(capture)
-            if not self._captures:
-                self._wake.set()  # close the connection now: nothing is open
+            if not self._captures and self._connected:
+                # Close the connection now: nothing is open. Only when the
+                # thread wrote since it last closed it: waking it at every
+                # attempt's end cost a thread switch a job (at 1 slot, each
+                # no-op job's end woke it for nothing).
+                self._wake.set()
 
     def wake(self):
         self._wake.set()
 
     def _run(self):
-        idle = 0.0
+        busy_at = time.monotonic()  # when an attempt was last open
         while True:
             self._wake.wait(self.interval)
             self._wake.clear()
             with self._lock:
                 captures = list(self._captures)
-                if not captures and idle >= IDLE_EXIT:
+                now = time.monotonic()
+                if captures:
+                    busy_at = now
+                elif now - busy_at >= IDLE_EXIT and not self._connected:
                     self._thread = None
                     return
+                close = not captures and self._connected
+                if close:
+                    self._connected = False
             if captures:
-                idle = 0.0
                 self.flush(captures)
-            else:
-                idle += self.interval
+            elif close:
                 connections[self.using].close()
 
     def flush(self, captures):
@@ -88,6 +98,9 @@ class LogFlusher:
                 capture.lock.release()
             else:
                 taken.append((capture, end))
+        if taken:
+            with self._lock:
+                self._connected = True
         try:
             written, dropped = self._write(taken) if taken else (0, [])
         finally:

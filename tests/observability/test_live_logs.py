@@ -130,3 +130,20 @@ def test_a_snoozed_runs_lines_are_followed_by_the_next_runs_under_the_same_attem
     job.refresh_from_db()
     assert job.status == "succeeded", job.errors
     assert messages(job) == [(1, "run 1"), (2, "run 2"), (3, "run 3")] and job.logs_count == 3
+
+
+def test_an_attempt_that_ends_without_a_write_does_not_wake_the_flusher():
+    # Each attempt's end used to wake the flusher thread to close a connection it
+    # never opened: a thread switch a job on the dispatcher's hot path.
+    ours = running_job()
+    flusher = LogFlusher()
+    quiet = capture_of(ours, lines=0)
+    flusher._captures.add(quiet)
+    flusher.remove(quiet)
+    assert not flusher._wake.is_set()
+    # After a write the thread holds a connection: the last attempt's end wakes it to close it.
+    written = capture_of(ours)
+    flusher._captures.add(written)
+    assert flusher.flush([written]) == 2
+    flusher.remove(written)
+    assert flusher._wake.is_set()
