@@ -427,10 +427,12 @@ def stop_all(procs):
 
 
 def throughput_once(subj, n, variant, tag, slots=4, count=1, timeout=None, stats_prefix=None, task=None,
-                    log_level="WARNING", env=None):
-    """Enqueue n due no-op jobs (ours: or of ``task``), start the worker(s), wait for the last to finish."""
+                    log_level="WARNING", env=None, enqueue_args=()):
+    """Enqueue n due no-op jobs (ours: or of ``task``), start the worker(s), wait for the last to finish.
+
+    ``enqueue_args``: more arguments of the driver's ``enqueue_noop`` (ours: ``--keys``)."""
     subj.reset()
-    subj.driver("enqueue_noop", "--n", str(n), *(["--task", task] if task else []))
+    subj.driver("enqueue_noop", "--n", str(n), *(["--task", task] if task else []), *enqueue_args)
     if subj.kind == "pg":
         subj.db.q("VACUUM ANALYZE")
     spawn = time.time()

@@ -46,11 +46,22 @@ def cmd_enqueue_noop(args):
     t0 = time.perf_counter()
     at = None if args.future is None else dt(time.time() + args.future)
     left = args.n
+    made = 0
     while left > 0:
         chunk = min(left, 10_000)
         spec = {"task": args.task} if at is None else {"task": args.task, "execute_at": at}
-        lifecycle.enqueue_many([spec] * chunk, max_size=None)
+        if args.keys is None:
+            specs = [spec] * chunk
+        else:
+            # ``--keys 0``: every job its own key; ``--keys K``: K keys in turn. Limit ``--key-limit``.
+            specs = [
+                spec | {"concurrency_key": f"k{i if args.keys == 0 else i % args.keys}",
+                        "concurrency_limit": args.key_limit}
+                for i in range(made, made + chunk)
+            ]
+        lifecycle.enqueue_many(specs, max_size=None)
         left -= chunk
+        made += chunk
     emit({"seconds": time.perf_counter() - t0})
 
 
@@ -267,10 +278,12 @@ def cmd_explain(args):
 def cmd_set_limits(args):
     """Give the noop jobs' queue limits (none given: no limits)."""
     from scheduler_app import lifecycle
+    from scheduler_app.models import QueueStart
 
     lifecycle.set_limits(
         args.queue, concurrency_limit=args.concurrency, rate_limit=args.rate, rate_period=args.period
     )
+    QueueStart.objects.all().delete()  # every run starts from an empty rate window
     emit({"queue": args.queue})
 
 
@@ -328,6 +341,8 @@ def main():
     s.add_argument("--n", type=int, required=True)
     s.add_argument("--future", type=float, default=None)
     s.add_argument("--task", default=NOOP)
+    s.add_argument("--keys", type=int, default=None, help="concurrency keys: 0 = one per job; K = K keys in turn")
+    s.add_argument("--key-limit", type=int, default=1)
     s = sub.add_parser("enqueue_stamps")
     s.add_argument("--n", type=int, default=200)
     s.add_argument("--first", type=float, default=3.0)
