@@ -51,6 +51,8 @@ from .base import (
     is_postgres,
     unexpired,
 )
+from .limited import PG_LOCK
+from .postgres import pg_array
 
 # The advisory lock space of keys (the first of the two int4 arguments of the
 # advisory lock functions): apart from the locks an application takes with one bigint.
@@ -156,18 +158,24 @@ def choose(candidates, running, limit):
 def _queue_rooms(queues, now, pg, using):
     """Return ``{queue: (room, rate-limited)}`` of the limited queues among ``queues`` (room None: no bound).
 
-    PostgreSQL: their rows are locked first (name order, as the limited
-    claim locks them), so the counts, statements of their own, see every
-    claim of those queues that committed before.
+    PostgreSQL: their rows are locked first and written (name order, as
+    the limited claim takes its turn when it waits for it, ``limited.PG_LOCK``),
+    so the counts, statements of their own, see every claim of those queues
+    that committed before, and a limited claim that counted before this one
+    commits finds the queue contended.
     """
-    params = []
-    names = _in_list("name", sorted(queues), params, using)
-    rows = _rows(
-        f"SELECT name, concurrency_limit, rate_limit, rate_period FROM {QUEUE_TABLE} WHERE {names} "
-        f"AND (concurrency_limit IS NOT NULL OR rate_limit IS NOT NULL) ORDER BY name{' FOR UPDATE' if pg else ''}",
-        params,
-        using,
-    )
+    if pg:
+        # Their turns, as the limited claim waits for them: locked in name order and written.
+        rows = _rows(PG_LOCK, {"queues": pg_array(sorted(queues))}, using)
+    else:
+        params = []
+        names = _in_list("name", sorted(queues), params, using)
+        rows = _rows(
+            f"SELECT name, concurrency_limit, rate_limit, rate_period FROM {QUEUE_TABLE} WHERE {names} "
+            "AND (concurrency_limit IS NOT NULL OR rate_limit IS NOT NULL)",
+            params,
+            using,
+        )
     rooms = {}
     for name, concurrency, rate, period in rows:
         room = None
@@ -184,7 +192,11 @@ def _queue_rooms(queues, now, pg, using):
 
 
 def _record_starts(claimed, rooms, t, using):
-    """Write a start for each claimed job of a rate-limited queue (its window counts it)."""
+    """Write a start for each claimed job of a rate-limited queue (its window counts it).
+
+    PostgreSQL: and add them to the queue's ledger (``limited._pg_turn``),
+    in this claim's turn at the queue.
+    """
     at = CLAIM_COLUMNS.index("queue")
     started = [row[at] for row in claimed if rooms.get(row[at], (None, False))[1]]
     if started:
@@ -193,6 +205,13 @@ def _record_starts(claimed, rooms, t, using):
             [v for name in started for v in (name, t)],
             using,
         )
+        if is_postgres(using):
+            for name in sorted(set(started)):
+                _rows(
+                    f"UPDATE {QUEUE_TABLE} SET rate_starts = rate_starts + %s WHERE name = %s RETURNING name",
+                    [started.count(name), name],
+                    using,
+                )
 
 
 def _lock(keys, using):
