@@ -27,6 +27,7 @@ Each claim also reports the room it found per limited queue, so the loop
 knows which queues are full and when a rate window next has room.
 """
 
+import re
 from datetime import timedelta
 
 from django.db import transaction
@@ -44,6 +45,7 @@ from .base import (
     claim_returning,
     unkeyed_unexpired,
 )
+from .connections import raw_cursor
 from .postgres import (
     NOT_IN_FLIGHT,
     UNKEYED,
@@ -233,6 +235,31 @@ def pg_limited_claim_text(limit, logs=False, turn=True):
     return text
 
 
+_RAW = {}
+
+
+def pg_limited_claim_raw(limit, logs=False):
+    """Return ``(text with $n placeholders as bytes, parameter names in their order)`` of the claim that takes its turn.
+
+    Run on a raw cursor (``connections.raw_cursor``): psycopg converts
+    ``%(name)s`` placeholders at every execution of a statement longer than
+    it caches (4 KB; this one is 6-7 KB), 0.16 ms a claim.
+    """
+    key = (int(limit), bool(logs))
+    raw = _RAW.get(key)
+    if raw is None:
+        names = []
+
+        def number(match):
+            if match.group(1) not in names:
+                names.append(match.group(1))
+            return f"${names.index(match.group(1)) + 1}"
+
+        text = re.sub(r"%\((\w+)\)s", number, pg_limited_claim_text(*key)).replace("%%", "%")
+        raw = _RAW[key] = (text.encode(), tuple(names))
+    return raw
+
+
 def _room_rows(rows):
     """Return ``[(queue, oldest start epoch, room by concurrency, room by rate, rate period)]`` of room rows."""
     q, at, c, r, p = (CLAIM_COLUMNS.index(n) for n in ("queue", "execute_at", "attempts", "max_attempts", "timeout"))
@@ -257,13 +284,13 @@ def pg_limited_claim(
     params = pg_finish_and_claim_params(
         rows, worker=worker, queues=queues, now=now, lease_until=lease_until, ids=None, logs=logs, in_flight=in_flight
     )
-    statement = pg_limited_claim_text(limit, bool(logs))
     if connection is not None:
-        with connection.cursor() as cursor:
-            cursor.execute(statement, params, prepare=True)
+        statement, names = pg_limited_claim_raw(limit, bool(logs))
+        with raw_cursor(connection) as cursor:
+            cursor.execute(statement, [params[name] for name in names], prepare=True)
             result = cursor.fetchall()
     else:
-        result = _rows(statement, params, using)
+        result = _rows(pg_limited_claim_text(limit, bool(logs)), params, using)
     won = finished_statuses(result)
     claimed = [r[1:] for r in result if r[0] is None]
     rooms = _room_rows([r[1:] for r in result if r[0] == ROOM])
