@@ -157,31 +157,10 @@ def _pg_limited_claim_text(limit, logs=False, turn=True):
     the oldest start of the window only where the rate may leave no room.
     """
     limit = int(limit)
-    window = "%(now)s - make_interval(secs => q.rate_period)"
-    in_window = f"FROM {START_TABLE} s WHERE s.queue = q.name AND s.started_at > {window}"
-    room = ["NULL"] * len(CLAIM_COLUMNS)
-    room[CLAIM_COLUMNS.index("queue")] = "room.name"
-    room[CLAIM_COLUMNS.index("execute_at")] = "EXTRACT(EPOCH FROM room.oldest)::float8"
-    room[CLAIM_COLUMNS.index("attempts")] = "room.by_concurrency::integer"
-    room[CLAIM_COLUMNS.index("max_attempts")] = "room.by_rate::integer"
-    room[CLAIM_COLUMNS.index("timeout")] = "room.rate_period"
-    contended = ["NULL"] * len(CLAIM_COLUMNS)
-    contended[CLAIM_COLUMNS.index("queue")] = "seen.name"
-    if turn:
-        queues = _pg_turn(limit)
-        ledger = ""
-    else:
-        queues = (
-            f"q AS (SELECT x.name, x.concurrency_limit, x.rate_limit, x.rate_period, CASE WHEN x.rate_limit IS NULL "
-            f"THEN NULL ELSE x.rate_limit - (SELECT count(*) FROM {START_TABLE} s WHERE s.queue = x.name "
-            "AND s.started_at > %(now)s - make_interval(secs => x.rate_period)) END AS by_rate "
-            f"FROM {QUEUE_TABLE} x WHERE x.name = ANY(%(queues)s::text[]) AND NOT x.paused AND {LIMITED}), "
-        )
-        # PG_LOCK wrote the rows in an earlier statement of this transaction.
-        ledger = (
-            f"led AS (UPDATE {QUEUE_TABLE} AS k SET rate_starts = k.rate_starts + "
-            "(SELECT count(*) FROM u WHERE u.queue = k.name) WHERE k.name IN (SELECT name FROM room WHERE rated)), "
-        )
+    in_window = (
+        f"FROM {START_TABLE} s WHERE s.queue = q.name AND s.started_at > %(now)s - make_interval(secs => q.rate_period)"
+    )
+    queues, ledger = (_pg_turn(limit), "") if turn else _pg_after_lock()
     return (
         f"WITH {finish_ctes(logs=logs)}{queues}"
         "room AS (SELECT q.name, q.rate_period, q.rate_limit IS NOT NULL AS rated, "
@@ -216,6 +195,40 @@ def _pg_limited_claim_text(limit, logs=False, turn=True):
         f"(SELECT id FROM {START_TABLE} s WHERE s.queue = room.name AND s.started_at <= "
         f"%(now)s - make_interval(secs => room.rate_period + {RATE_START_KEEP}) ORDER BY s.started_at "
         f"LIMIT {2 * limit + GC_EXTRA}) o WHERE room.rated))) "
+        f"{_pg_result(turn)}"
+    )
+
+
+def _pg_after_lock():
+    """The CTEs ``q`` (the limited queues and their room by rate, counted) and ``led`` of the claim after ``PG_LOCK``.
+
+    ``led`` adds the claim's starts to the ledger: ``PG_LOCK`` wrote the
+    rows in an earlier statement of this transaction.
+    """
+    queues = (
+        f"q AS (SELECT x.name, x.concurrency_limit, x.rate_limit, x.rate_period, CASE WHEN x.rate_limit IS NULL "
+        f"THEN NULL ELSE x.rate_limit - (SELECT count(*) FROM {START_TABLE} s WHERE s.queue = x.name "
+        "AND s.started_at > %(now)s - make_interval(secs => x.rate_period)) END AS by_rate "
+        f"FROM {QUEUE_TABLE} x WHERE x.name = ANY(%(queues)s::text[]) AND NOT x.paused AND {LIMITED}), "
+    )
+    ledger = (
+        f"led AS (UPDATE {QUEUE_TABLE} AS k SET rate_starts = k.rate_starts + "
+        "(SELECT count(*) FROM u WHERE u.queue = k.name) WHERE k.name IN (SELECT name FROM room WHERE rated)), "
+    )
+    return queues, ledger
+
+
+def _pg_result(turn):
+    """The claim's result: claimed rows, finished ones, a ``ROOM`` row per limited queue (and ``CONTENDED`` ones)."""
+    room = ["NULL"] * len(CLAIM_COLUMNS)
+    room[CLAIM_COLUMNS.index("queue")] = "room.name"
+    room[CLAIM_COLUMNS.index("execute_at")] = "EXTRACT(EPOCH FROM room.oldest)::float8"
+    room[CLAIM_COLUMNS.index("attempts")] = "room.by_concurrency::integer"
+    room[CLAIM_COLUMNS.index("max_attempts")] = "room.by_rate::integer"
+    room[CLAIM_COLUMNS.index("timeout")] = "room.rate_period"
+    contended = ["NULL"] * len(CLAIM_COLUMNS)
+    contended[CLAIM_COLUMNS.index("queue")] = "seen.name"
+    return (
         "SELECT NULL::bigint AS finished, * FROM u "
         f"UNION ALL SELECT {finished_row()} FROM f "
         f"UNION ALL SELECT {ROOM}, {', '.join(room)} FROM room"

@@ -103,7 +103,8 @@ def test_saving_a_queue_never_writes_its_ledger():
 
 def test_a_keyed_claim_of_a_rate_limited_queue_adds_its_starts_to_the_ledger():
     lifecycle.set_limits("slow", rate_limit=10, rate_period=60)
-    lifecycle.enqueue_many([{"task": ADD, "args": [i, i], "queue": "slow", "concurrency_key": f"k{i}"} for i in range(3)])
+    specs = [{"task": ADD, "args": [i, i], "queue": "slow", "concurrency_key": f"k{i}"} for i in range(3)]
+    lifecycle.enqueue_many(specs)
     jobs, _ = lifecycle.claim_keyed("w", queues=list(QUEUES), limit=4, lease=30)
     assert len(jobs) == 3 and ledger()["rate_starts"] == 3
 
@@ -124,7 +125,9 @@ def race(limit, jobs, *, threads=4, batch=2, seconds=None):
                 now = time.time()
                 claimed, _ = store.claim_limited(set(QUEUES), batch, now, finished=outcomes)
                 returned = time.monotonic()
-                outcomes = [Outcome(j.id, store.worker_id, j.attempt, Status.SUCCEEDED, result_json="1") for j in claimed]
+                outcomes = [
+                    Outcome(j.id, store.worker_id, j.attempt, Status.SUCCEEDED, result_json="1") for j in claimed
+                ]
                 with lock:
                     starts.extend([now] * len(claimed))
                     spans.extend((returned, None, j.id) for j in claimed)
