@@ -31,7 +31,7 @@ class Dialect(Protocol):
     # Whether a cheap check tells that another process committed (SQLite's data_version).
     checks_changes: bool
 
-    def finish(self, rows, *, now, dependents=False, logs=(), using="default") -> dict:
+    def finish(self, rows, *, now, dependents=False, logs=(), connection=None, using="default") -> dict:
         """Record outcome ``rows`` (compare-and-set on each attempt); return ``{id: status}`` of those that won.
 
         Without ``dependents`` the jobs others depend on are left alone
@@ -83,10 +83,10 @@ class Postgres:
     notifies = True
     checks_changes = False
 
-    def finish(self, rows, *, now, dependents=False, logs=(), using="default"):
+    def finish(self, rows, *, now, dependents=False, logs=(), connection=None, using="default"):
         won, _ = pg_finish_and_claim(
             rows, worker="", queues=[], limit=0, now=now, lease_until=now, ids=None, dependents=dependents,
-            logs=logs, using=using,
+            logs=logs, connection=connection, using=using,
         )
         return won
 
@@ -137,7 +137,7 @@ class SQLite:
     notifies = False
     checks_changes = True
 
-    def finish(self, rows, *, now, dependents=False, logs=(), using="default"):
+    def finish(self, rows, *, now, dependents=False, logs=(), connection=None, using="default"):
         return sqlite_finish(rows, now=now, dependents=dependents, logs=logs, using=using)
 
     def finish_and_claim(self, rows, *, worker, queues, limit, now, lease_until, ids=None, due_by=None, limits=True,
