@@ -50,7 +50,8 @@ class Dialect(Protocol):
                                  connection=None, using="default") -> tuple[dict, list, list]:
         """As ``finish_and_claim`` by query, within the limits of limited queues; return ``(won, claimed, rooms)``."""
 
-    def claim_keyed(self, *, worker, queues, limit, now, lease_until, in_flight=(), using="default") -> tuple[list, bool]:
+    def claim_keyed(self, *, worker, queues, limit, now, lease_until, in_flight=(), connection=None,
+                    using="default") -> tuple[list, bool]:
         """Claim due jobs with a concurrency key within their keys' limits; return ``(claimed rows, held)`` (``sql.keys``)."""
 
     def append_logs(self, attempts, logs, *, using="default") -> set:
@@ -104,9 +105,11 @@ class Postgres:
             in_flight=in_flight, connection=connection, using=using,
         )
 
-    def claim_keyed(self, *, worker, queues, limit, now, lease_until, in_flight=(), using="default"):
+    def claim_keyed(self, *, worker, queues, limit, now, lease_until, in_flight=(), connection=None,
+                    using="default"):
         return claim_keyed(
-            worker=worker, queues=queues, limit=limit, now=now, lease_until=lease_until, in_flight=in_flight, using=using
+            worker=worker, queues=queues, limit=limit, now=now, lease_until=lease_until, in_flight=in_flight,
+            connection=connection, using=using,
         )
 
     def append_logs(self, attempts, logs, *, using="default"):
@@ -160,7 +163,8 @@ class SQLite:
         )
         return won, claimed, rooms
 
-    def claim_keyed(self, *, worker, queues, limit, now, lease_until, in_flight=(), using="default"):
+    def claim_keyed(self, *, worker, queues, limit, now, lease_until, in_flight=(), connection=None,
+                    using="default"):
         return claim_keyed(
             worker=worker, queues=queues, limit=limit, now=now, lease_until=lease_until, in_flight=in_flight, using=using
         )
