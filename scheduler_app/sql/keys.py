@@ -9,7 +9,8 @@ in chunks of ``CHUNK`` candidates until the claim has its jobs or has read
    partial index ``job_pending_key_claim_idx``), leaving out the keys found
    full or busy before and the jobs already chosen;
 2. PostgreSQL: take a transaction-level advisory lock per new key
-   (``pg_try_advisory_xact_lock(KEY_LOCKS, hashtext(key))``). A key whose
+   (``pg_try_advisory_xact_lock(KEY_LOCKS, hashtext(key))``, in the same
+   statement as 1, on the rows it returns). A key whose
    lock another claim holds is skipped for now, as ``SKIP LOCKED`` skips a
    row: that claim may be taking its last slot, and no claim ever waits
    for another (no lock order, no deadlock). SQLite: writers take turns
@@ -23,10 +24,13 @@ in chunks of ``CHUNK`` candidates until the claim has its jobs or has read
 
 then claim the chosen jobs by id, compare-and-set on ``status = 'pending'``.
 
-Keyed jobs of a limited queue obey its limits too: the claim locks the
-queue's row first (PostgreSQL; as the limited queues' own claim does, so the
-two take turns), counts its running jobs and its recent starts, and writes
-a start for each job it takes from a rate-limited queue.
+Keyed jobs of a limited queue obey its limits too: the claim takes the
+queue's turn first (PostgreSQL: it locks and writes the queue's row, as the
+limited claim does when it waits, ``limited.PG_LOCK``, so the two take
+turns), counts its running jobs and its recent starts, and writes a start
+for each job it takes from a rate-limited queue (and adds them to the
+queue's ledger). On the dispatcher's own connection (PostgreSQL) the
+statements are prepared.
 
 A key at its limit holds its jobs back (pending: ``held``) without holding
 anything else: the other keys, keyless jobs and other queues are claimed as
@@ -85,13 +89,18 @@ def claim_keyed(
         state = _Choice(limit, _queue_rooms(queues, now, pg, db))
         read = 0
         while not state.done() and read < scan:
-            rows = _candidates(queues, now, [*in_flight, *state.chosen], sorted(state.excluded()), CHUNK, pg, db)
+            rows = _candidates(
+                queues, now, [*in_flight, *state.chosen], sorted(state.excluded()), CHUNK, pg, db, sorted(state.running)
+            )
             if not rows:
                 break
             read += len(rows)
+            # PostgreSQL: the candidates come with their keys' locks taken (True) or held elsewhere (False).
+            taken = {row[1]: row[4] for row in rows if row[4] is not None} if pg else {}
+            rows = [row[:4] for row in rows]
             keys = sorted({key for _, key, _, _ in rows} - state.running.keys() - state.busy)
             if keys:
-                locked = _lock(keys, db) if pg else keys
+                locked = [key for key in keys if taken.get(key)] if pg else keys
                 state.busy.update(set(keys) - set(locked))
                 state.running.update(dict.fromkeys(locked, 0))
                 state.running.update(_running(locked, db))
@@ -216,16 +225,6 @@ def _record_starts(claimed, rooms, t, db):
                 )
 
 
-def _lock(keys, db):
-    """PostgreSQL: take the advisory locks of ``keys`` that no other transaction holds; return those keys."""
-    return [
-        key for (key,) in db.rows(
-            "SELECT k FROM unnest(%s::text[]) AS k WHERE pg_try_advisory_xact_lock(%s, hashtext(k))",
-            [keys, KEY_LOCKS],
-        )
-    ]
-
-
 def _running(keys, db):
     if not keys:
         return {}
@@ -267,7 +266,13 @@ class _Db:
         return self.cursor.fetchall()
 
 
-def _candidates(queues, now, skip_ids, skip_keys, chunk, pg, db):
+def _candidates(queues, now, skip_ids, skip_keys, chunk, pg, db, locked=()):
+    """Return the next ``chunk`` due keyed jobs ``(id, key, key limit, queue)`` in claim order.
+
+    PostgreSQL: each with the result of the try of its key's advisory lock
+    (``pg_try_advisory_xact_lock``; None for the ``locked`` keys, this claim's already), in the
+    same round trip.
+    """
     params = [adapt_dt(now, db.using), adapt_dt(now, db.using)]
     where = [
         "status = 'pending'", "concurrency_key IS NOT NULL", "execute_at <= %s", unexpired("%s"),
@@ -280,8 +285,16 @@ def _candidates(queues, now, skip_ids, skip_keys, chunk, pg, db):
         where.append(f"NOT {_in_list('concurrency_key', skip_keys, params, db.using)}")
     params.append(int(chunk))
     hint = "" if pg else " INDEXED BY job_pending_key_claim_idx"
+    statement = (
+        f"SELECT id, concurrency_key, concurrency_limit, queue, priority, execute_at FROM {TABLE}{hint} "
+        f"WHERE {' AND '.join(where)} ORDER BY priority DESC, execute_at, id LIMIT %s"
+    )
+    if not pg:
+        return [row[:4] for row in db.rows(statement, params)]
+    # The locks are tried on the chosen rows only: the subquery's LIMIT comes first.
     return db.rows(
-        f"SELECT id, concurrency_key, concurrency_limit, queue FROM {TABLE}{hint} WHERE {' AND '.join(where)} "
-        "ORDER BY priority DESC, execute_at, id LIMIT %s",
-        params,
+        "SELECT c.id, c.concurrency_key, c.concurrency_limit, c.queue, CASE WHEN c.concurrency_key = ANY(%s) "
+        f"THEN NULL ELSE pg_try_advisory_xact_lock(%s, hashtext(c.concurrency_key)) END FROM ({statement}) c "
+        "ORDER BY c.priority DESC, c.execute_at, c.id",
+        [list(locked), KEY_LOCKS, *params],
     )

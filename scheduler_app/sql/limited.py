@@ -16,12 +16,25 @@ limited queue as its limits leave room for, across every dispatcher
   own window (deleted at once, they were gone, and four dispatchers let 11
   jobs start in a second of a 10-per-second queue).
 
-The count must see every claim that committed before: on PostgreSQL the
-claim is a transaction that first locks the limited queues' rows (so claims
-of one limited queue take turns), then counts and claims in a statement of
-its own, whose snapshot is taken after the lock. On SQLite writers take
-turns anyway. Queues without limits in the same statement cost nothing more
-than in the plain claim.
+The count must see every claim of the queue that committed before, and no
+other may commit before this one does. On PostgreSQL a queue's row is its
+turn: every claim of a limited queue's jobs (this one, ``sql.keys``) writes
+the row in its transaction. The claim is one statement (issue 28; it was a
+transaction of a lock and a statement, 40-55 % of a 4-slot dispatcher's
+throughput) that takes the turn without waiting, by compare-and-set: only
+where the row is the version its own snapshot read (``xmin``) and no other
+claim holds it (SKIP LOCKED). Then no claim of the queue committed after
+the snapshot (it would have written the row) and none can before this one
+commits (it would need the row), so the snapshot's counts are exact. A
+queue whose turn it cannot take is contended: nothing of it is claimed
+there, and the slots left go to a transaction that waits for the turn
+(``PG_LOCK``), then counts in a statement of its own, whose snapshot is
+taken after the lock. On SQLite writers take turns anyway.
+
+The rate window is counted only when it may bind (PostgreSQL): the queue's
+row keeps a ledger (``_pg_turn``), an upper bound of the window's starts
+that costs no read. Queues without limits in the same statement are claimed
+by their own claim index, as limited ones.
 
 Each claim also reports the room it found per limited queue, so the loop
 knows which queues are full and when a rate window next has room.
