@@ -428,11 +428,14 @@ def stop_all(procs):
 
 
 def throughput_once(subj, n, variant, tag, slots=4, count=1, timeout=None, stats_prefix=None, task=None,
-                    log_level="WARNING", env=None, stamp=False):
+                    log_level="WARNING", env=None, stamp=False, enqueue_args=()):
     """Enqueue n due no-op jobs (ours: or of ``task``; with ``stamp``: ``stamp(key, due)`` jobs, any
-    subject), start the worker(s), wait for the last to finish."""
+    subject), start the worker(s), wait for the last to finish.
+
+    ``enqueue_args``: more arguments of the driver's ``enqueue_noop`` (ours: ``--keys``)."""
     subj.reset()  # also empties bench_stamp
-    subj.driver("enqueue_noop", "--n", str(n), *(["--task", task] if task else []), *(["--stamp"] if stamp else []))
+    subj.driver("enqueue_noop", "--n", str(n), *(["--task", task] if task else []), *(["--stamp"] if stamp else []),
+                *enqueue_args)
     if subj.kind == "pg":
         subj.db.q("VACUUM ANALYZE")
     spawn = time.time()

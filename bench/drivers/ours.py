@@ -53,6 +53,13 @@ def cmd_enqueue_noop(args):
         chunk = min(args.n - done, 10_000)
         if args.stamp:
             specs = [base | {"kwargs": {"key": f"s{i}", "due": due}} for i in range(done, done + chunk)]
+        elif args.keys is not None:
+            # ``--keys 0``: every job its own key; ``--keys K``: K keys in turn. Limit ``--key-limit``.
+            specs = [
+                base | {"concurrency_key": f"k{i if args.keys == 0 else i % args.keys}",
+                        "concurrency_limit": args.key_limit}
+                for i in range(done, done + chunk)
+            ]
         else:
             specs = [base] * chunk
         lifecycle.enqueue_many(specs, max_size=None)
@@ -273,10 +280,12 @@ def cmd_explain(args):
 def cmd_set_limits(args):
     """Give the noop jobs' queue limits (none given: no limits)."""
     from scheduler_app import lifecycle
+    from scheduler_app.models import QueueStart
 
     lifecycle.set_limits(
         args.queue, concurrency_limit=args.concurrency, rate_limit=args.rate, rate_period=args.period
     )
+    QueueStart.objects.all().delete()  # every run starts from an empty rate window
     emit({"queue": args.queue})
 
 
@@ -335,6 +344,8 @@ def main():
     s.add_argument("--future", type=float, default=None)
     s.add_argument("--task", default=NOOP)
     s.add_argument("--stamp", action="store_true", help="stamp(key, due) jobs (bench/stamps.py)")
+    s.add_argument("--keys", type=int, default=None, help="concurrency keys: 0 = one per job; K = K keys in turn")
+    s.add_argument("--key-limit", type=int, default=1)
     s = sub.add_parser("enqueue_stamps")
     s.add_argument("--n", type=int, default=200)
     s.add_argument("--first", type=float, default=3.0)

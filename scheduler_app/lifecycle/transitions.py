@@ -110,7 +110,7 @@ def claim_keyed(worker, *, queues, limit, lease, now=None, in_flight=(), connect
     now = now or timezone.now()
     rows, held = sql.dialect(using).claim_keyed(
         worker=worker, queues=sorted(queues), limit=max(limit, 0), now=now,
-        lease_until=now + timedelta(seconds=lease), in_flight=sorted(in_flight), using=using,
+        lease_until=now + timedelta(seconds=lease), in_flight=sorted(in_flight), connection=connection, using=using,
     )
     jobs = _claimed(rows, worker, now)
     if len(jobs) < limit:

@@ -283,7 +283,9 @@ class DjangoStore:
         return [schedule_entry(i, at) for i, at in planned]
 
     def finish(self, outcomes, now):
-        return set(lifecycle.finish(outcomes, now=to_datetime(now), using=self.using))
+        return set(
+            lifecycle.finish(outcomes, now=to_datetime(now), connection=self._hot_connection(), using=self.using)
+        )
 
     def renew(self, now, ids=None):
         return lifecycle.renew_leases(

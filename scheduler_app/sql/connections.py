@@ -56,3 +56,8 @@ def hot(using="default", *, synchronous_commit=True):
     if not synchronous_commit:
         connection.execute("SET synchronous_commit = off")
     return connection
+
+
+def raw_cursor(connection):
+    """Return a cursor of ``connection`` for statements written with PostgreSQL's own ``$n`` placeholders."""
+    return psycopg.RawCursor(connection)

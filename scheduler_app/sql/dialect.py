@@ -31,7 +31,7 @@ class Dialect(Protocol):
     # Whether a cheap check tells that another process committed (SQLite's data_version).
     checks_changes: bool
 
-    def finish(self, rows, *, now, dependents=False, logs=(), using="default") -> dict:
+    def finish(self, rows, *, now, dependents=False, logs=(), connection=None, using="default") -> dict:
         """Record outcome ``rows`` (compare-and-set on each attempt); return ``{id: status}`` of those that won.
 
         Without ``dependents`` the jobs others depend on are left alone
@@ -50,7 +50,8 @@ class Dialect(Protocol):
                                  connection=None, using="default") -> tuple[dict, list, list]:
         """As ``finish_and_claim`` by query, within the limits of limited queues; return ``(won, claimed, rooms)``."""
 
-    def claim_keyed(self, *, worker, queues, limit, now, lease_until, in_flight=(), using="default") -> tuple[list, bool]:
+    def claim_keyed(self, *, worker, queues, limit, now, lease_until, in_flight=(), connection=None,
+                    using="default") -> tuple[list, bool]:
         """Claim due jobs with a concurrency key within their keys' limits; return ``(claimed rows, held)`` (``sql.keys``)."""
 
     def append_logs(self, attempts, logs, *, using="default") -> set:
@@ -83,10 +84,10 @@ class Postgres:
     notifies = True
     checks_changes = False
 
-    def finish(self, rows, *, now, dependents=False, logs=(), using="default"):
+    def finish(self, rows, *, now, dependents=False, logs=(), connection=None, using="default"):
         won, _ = pg_finish_and_claim(
             rows, worker="", queues=[], limit=0, now=now, lease_until=now, ids=None, dependents=dependents,
-            logs=logs, using=using,
+            logs=logs, connection=connection, using=using,
         )
         return won
 
@@ -104,9 +105,11 @@ class Postgres:
             in_flight=in_flight, connection=connection, using=using,
         )
 
-    def claim_keyed(self, *, worker, queues, limit, now, lease_until, in_flight=(), using="default"):
+    def claim_keyed(self, *, worker, queues, limit, now, lease_until, in_flight=(), connection=None,
+                    using="default"):
         return claim_keyed(
-            worker=worker, queues=queues, limit=limit, now=now, lease_until=lease_until, in_flight=in_flight, using=using
+            worker=worker, queues=queues, limit=limit, now=now, lease_until=lease_until, in_flight=in_flight,
+            connection=connection, using=using,
         )
 
     def append_logs(self, attempts, logs, *, using="default"):
@@ -137,7 +140,7 @@ class SQLite:
     notifies = False
     checks_changes = True
 
-    def finish(self, rows, *, now, dependents=False, logs=(), using="default"):
+    def finish(self, rows, *, now, dependents=False, logs=(), connection=None, using="default"):
         return sqlite_finish(rows, now=now, dependents=dependents, logs=logs, using=using)
 
     def finish_and_claim(self, rows, *, worker, queues, limit, now, lease_until, ids=None, due_by=None, limits=True,
@@ -160,7 +163,8 @@ class SQLite:
         )
         return won, claimed, rooms
 
-    def claim_keyed(self, *, worker, queues, limit, now, lease_until, in_flight=(), using="default"):
+    def claim_keyed(self, *, worker, queues, limit, now, lease_until, in_flight=(), connection=None,
+                    using="default"):
         return claim_keyed(
             worker=worker, queues=queues, limit=limit, now=now, lease_until=lease_until, in_flight=in_flight, using=using
         )

@@ -9,7 +9,8 @@ in chunks of ``CHUNK`` candidates until the claim has its jobs or has read
    partial index ``job_pending_key_claim_idx``), leaving out the keys found
    full or busy before and the jobs already chosen;
 2. PostgreSQL: take a transaction-level advisory lock per new key
-   (``pg_try_advisory_xact_lock(KEY_LOCKS, hashtext(key))``). A key whose
+   (``pg_try_advisory_xact_lock(KEY_LOCKS, hashtext(key))``, in the same
+   statement as 1, on the rows it returns). A key whose
    lock another claim holds is skipped for now, as ``SKIP LOCKED`` skips a
    row: that claim may be taking its last slot, and no claim ever waits
    for another (no lock order, no deadlock). SQLite: writers take turns
@@ -23,10 +24,13 @@ in chunks of ``CHUNK`` candidates until the claim has its jobs or has read
 
 then claim the chosen jobs by id, compare-and-set on ``status = 'pending'``.
 
-Keyed jobs of a limited queue obey its limits too: the claim locks the
-queue's row first (PostgreSQL; as the limited queues' own claim does, so the
-two take turns), counts its running jobs and its recent starts, and writes
-a start for each job it takes from a rate-limited queue.
+Keyed jobs of a limited queue obey its limits too: the claim takes the
+queue's turn first (PostgreSQL: it locks and writes the queue's row, as the
+limited claim does when it waits, ``limited.PG_LOCK``, so the two take
+turns), counts its running jobs and its recent starts, and writes a start
+for each job it takes from a rate-limited queue (and adds them to the
+queue's ledger). On the dispatcher's own connection (PostgreSQL) the
+statements are prepared.
 
 A key at its limit holds its jobs back (pending: ``held``) without holding
 anything else: the other keys, keyless jobs and other queues are claimed as
@@ -35,6 +39,7 @@ its rows in the index, not a read. Paused and limited queues are left out,
 as by the plain claim: paused queues and expired jobs are left out.
 """
 
+from contextlib import contextmanager
 from datetime import timedelta
 
 from django.db import transaction
@@ -51,6 +56,8 @@ from .base import (
     is_postgres,
     unexpired,
 )
+from .limited import PG_LOCK
+from .postgres import pg_array
 
 # The advisory lock space of keys (the first of the two int4 arguments of the
 # advisory lock functions): apart from the locks an application takes with one bigint.
@@ -62,45 +69,54 @@ CHUNK = 64
 KEY_SCAN = 1000
 
 
-def claim_keyed(*, worker, queues, limit, now, lease_until, in_flight=(), scan=KEY_SCAN, using="default"):
+def claim_keyed(
+    *, worker, queues, limit, now, lease_until, in_flight=(), scan=KEY_SCAN, connection=None, using="default"
+):
     """Claim up to ``limit`` due keyed jobs of ``queues`` within their keys' limits.
 
     Return ``(claimed rows (CLAIM_COLUMNS), held)``: ``held`` is True when a
     due keyed job was left pending because its key was at its limit (or
-    another claim held the key's lock).
+    another claim held the key's lock). ``connection``, a psycopg connection
+    to the same PostgreSQL database (the dispatcher's own), runs it as
+    prepared statements (planning them cost as much as running them).
     """
     if limit <= 0 or not queues:
         return [], False
     pg = is_postgres(using)
     t = adapt_dt(now, using)
-    with transaction.atomic(using=using):
-        state = _Choice(limit, _queue_rooms(queues, now, pg, using))
+    db = _Db(connection, using)
+    with db.transaction():
+        state = _Choice(limit, _queue_rooms(queues, now, pg, db))
         read = 0
         while not state.done() and read < scan:
-            rows = _candidates(queues, now, [*in_flight, *state.chosen], sorted(state.excluded()), CHUNK, pg, using)
+            rows = _candidates(
+                queues, now, [*in_flight, *state.chosen], sorted(state.excluded()), CHUNK, pg, db, sorted(state.running)
+            )
             if not rows:
                 break
             read += len(rows)
+            # PostgreSQL: the candidates come with their keys' locks taken (True) or held elsewhere (False).
+            taken = {row[1]: row[4] for row in rows if row[4] is not None} if pg else {}
+            rows = [row[:4] for row in rows]
             keys = sorted({key for _, key, _, _ in rows} - state.running.keys() - state.busy)
             if keys:
-                locked = _lock(keys, using) if pg else keys
+                locked = [key for key in keys if taken.get(key)] if pg else keys
                 state.busy.update(set(keys) - set(locked))
                 state.running.update(dict.fromkeys(locked, 0))
-                state.running.update(_running(locked, using))
+                state.running.update(_running(locked, db))
             state.take(rows)
         if not state.chosen:
             return [], state.held
         params = [worker, adapt_dt(lease_until, using), t, t, t]
         ids = _in_list("id", state.chosen, params, using)
-        claimed = _rows(
+        claimed = db.rows(
             f"UPDATE {TABLE} SET status = 'running', attempts = attempts + 1, worker = %s, "
             "lease_expires_at = %s, started_at = COALESCE(started_at, %s), last_attempted_at = %s, "
             f"updated_at = %s, finished_at = NULL WHERE status = 'pending' AND {ids} "
             f"RETURNING {claim_returning(pg=pg)}",
             params,
-            using,
         )
-        _record_starts(claimed, state.rooms, t, using)
+        _record_starts(claimed, state.rooms, t, db)
     return claimed, state.held
 
 
@@ -153,89 +169,132 @@ def choose(candidates, running, limit):
     return state.chosen, state.held
 
 
-def _queue_rooms(queues, now, pg, using):
+def _queue_rooms(queues, now, pg, db):
     """Return ``{queue: (room, rate-limited)}`` of the limited queues among ``queues`` (room None: no bound).
 
-    PostgreSQL: their rows are locked first (name order, as the limited
-    claim locks them), so the counts, statements of their own, see every
-    claim of those queues that committed before.
+    PostgreSQL: their rows are locked first and written (name order, as
+    the limited claim takes its turn when it waits for it, ``limited.PG_LOCK``),
+    so the counts, statements of their own, see every claim of those queues
+    that committed before, and a limited claim that counted before this one
+    commits finds the queue contended.
     """
-    params = []
-    names = _in_list("name", sorted(queues), params, using)
-    rows = _rows(
-        f"SELECT name, concurrency_limit, rate_limit, rate_period FROM {QUEUE_TABLE} WHERE {names} "
-        f"AND (concurrency_limit IS NOT NULL OR rate_limit IS NOT NULL) ORDER BY name{' FOR UPDATE' if pg else ''}",
-        params,
-        using,
-    )
+    if pg:
+        # Their turns, as the limited claim waits for them: locked in name order and written.
+        rows = db.rows(PG_LOCK, {"queues": pg_array(sorted(queues))})
+    else:
+        params = []
+        names = _in_list("name", sorted(queues), params, db.using)
+        rows = db.rows(
+            f"SELECT name, concurrency_limit, rate_limit, rate_period FROM {QUEUE_TABLE} WHERE {names} "
+            "AND (concurrency_limit IS NOT NULL OR rate_limit IS NOT NULL)",
+            params,
+        )
     rooms = {}
     for name, concurrency, rate, period in rows:
         room = None
         if concurrency is not None:
-            [(running,)] = _rows(f"SELECT count(*) FROM {TABLE} WHERE status = 'running' AND queue = %s", [name], using)
+            [(running,)] = db.rows(f"SELECT count(*) FROM {TABLE} WHERE status = 'running' AND queue = %s", [name])
             room = concurrency - running
         if rate is not None:
             # A millisecond more than the window, as the limited claim counts: never a start too few.
-            since = adapt_dt(now - timedelta(seconds=period + 0.001), using)
-            [(started,)] = _rows(f"SELECT count(*) FROM {START_TABLE} WHERE queue = %s AND started_at > %s", [name, since], using)
+            since = adapt_dt(now - timedelta(seconds=period + 0.001), db.using)
+            [(started,)] = db.rows(f"SELECT count(*) FROM {START_TABLE} WHERE queue = %s AND started_at > %s", [name, since])
             room = rate - started if room is None else min(room, rate - started)
         rooms[name] = (room, rate is not None)
     return rooms
 
 
-def _record_starts(claimed, rooms, t, using):
-    """Write a start for each claimed job of a rate-limited queue (its window counts it)."""
+def _record_starts(claimed, rooms, t, db):
+    """Write a start for each claimed job of a rate-limited queue (its window counts it).
+
+    PostgreSQL: and add them to the queue's ledger (``limited._pg_turn``),
+    in this claim's turn at the queue.
+    """
     at = CLAIM_COLUMNS.index("queue")
     started = [row[at] for row in claimed if rooms.get(row[at], (None, False))[1]]
     if started:
-        _rows(
+        db.rows(
             f"INSERT INTO {START_TABLE} (queue, started_at) VALUES {', '.join(['(%s, %s)'] * len(started))} RETURNING id",
             [v for name in started for v in (name, t)],
-            using,
         )
+        if is_postgres(db.using):
+            for name in sorted(set(started)):
+                db.rows(
+                    f"UPDATE {QUEUE_TABLE} SET rate_starts = rate_starts + %s WHERE name = %s RETURNING name",
+                    [started.count(name), name],
+                )
 
 
-def _lock(keys, using):
-    """PostgreSQL: take the advisory locks of ``keys`` that no other transaction holds; return those keys."""
-    return [
-        key for (key,) in _rows(
-            "SELECT k FROM unnest(%s::text[]) AS k WHERE pg_try_advisory_xact_lock(%s, hashtext(k))",
-            [keys, KEY_LOCKS],
-            using,
-        )
-    ]
-
-
-def _running(keys, using):
+def _running(keys, db):
     if not keys:
         return {}
     params = []
     return dict(
-        _rows(
+        db.rows(
             f"SELECT concurrency_key, count(*) FROM {TABLE} WHERE status = 'running' "
-            f"AND {_in_list('concurrency_key', keys, params, using)} GROUP BY concurrency_key",
+            f"AND {_in_list('concurrency_key', keys, params, db.using)} GROUP BY concurrency_key",
             params,
-            using,
         )
     )
 
 
-def _candidates(queues, now, skip_ids, skip_keys, chunk, pg, using):
-    params = [adapt_dt(now, using), adapt_dt(now, using)]
+class _Db:
+    """Where one keyed claim runs: the dispatcher's own psycopg connection (PostgreSQL), or Django's ``using``."""
+
+    def __init__(self, connection, using):
+        self.connection = connection
+        self.using = using
+        self.cursor = None
+
+    @contextmanager
+    def transaction(self):
+        if self.connection is None:
+            with transaction.atomic(using=self.using):
+                yield
+            return
+        with self.connection.transaction(), self.connection.cursor() as cursor:
+            self.cursor = cursor
+            try:
+                yield
+            finally:
+                self.cursor = None
+
+    def rows(self, statement, params):
+        if self.cursor is None:
+            return _rows(statement, params, self.using)
+        self.cursor.execute(statement, params, prepare=True)
+        return self.cursor.fetchall()
+
+
+def _candidates(queues, now, skip_ids, skip_keys, chunk, pg, db, locked=()):
+    """Return the next ``chunk`` due keyed jobs ``(id, key, key limit, queue)`` in claim order.
+
+    PostgreSQL: each with the result of the try of its key's advisory lock
+    (``pg_try_advisory_xact_lock``; None for the ``locked`` keys, this claim's already), in the
+    same round trip.
+    """
+    params = [adapt_dt(now, db.using), adapt_dt(now, db.using)]
     where = [
         "status = 'pending'", "concurrency_key IS NOT NULL", "execute_at <= %s", unexpired("%s"),
-        _in_list("queue", sorted(queues), params, using), f"queue NOT IN (SELECT name FROM {QUEUE_TABLE} WHERE paused)",
+        _in_list("queue", sorted(queues), params, db.using), f"queue NOT IN (SELECT name FROM {QUEUE_TABLE} WHERE paused)",
     ]
     if skip_ids:
         # Never a job this dispatcher still runs (invariant 14), nor one chosen already.
-        where.append(f"NOT {_in_list('id', sorted(skip_ids), params, using)}")
+        where.append(f"NOT {_in_list('id', sorted(skip_ids), params, db.using)}")
     if skip_keys:
-        where.append(f"NOT {_in_list('concurrency_key', skip_keys, params, using)}")
+        where.append(f"NOT {_in_list('concurrency_key', skip_keys, params, db.using)}")
     params.append(int(chunk))
     hint = "" if pg else " INDEXED BY job_pending_key_claim_idx"
-    return _rows(
-        f"SELECT id, concurrency_key, concurrency_limit, queue FROM {TABLE}{hint} WHERE {' AND '.join(where)} "
-        "ORDER BY priority DESC, execute_at, id LIMIT %s",
-        params,
-        using,
+    statement = (
+        f"SELECT id, concurrency_key, concurrency_limit, queue, priority, execute_at FROM {TABLE}{hint} "
+        f"WHERE {' AND '.join(where)} ORDER BY priority DESC, execute_at, id LIMIT %s"
+    )
+    if not pg:
+        return [row[:4] for row in db.rows(statement, params)]
+    # The locks are tried on the chosen rows only: the subquery's LIMIT comes first.
+    return db.rows(
+        "SELECT c.id, c.concurrency_key, c.concurrency_limit, c.queue, CASE WHEN c.concurrency_key = ANY(%s) "
+        f"THEN NULL ELSE pg_try_advisory_xact_lock(%s, hashtext(c.concurrency_key)) END FROM ({statement}) c "
+        "ORDER BY c.priority DESC, c.execute_at, c.id",
+        [list(locked), KEY_LOCKS, *params],
     )
