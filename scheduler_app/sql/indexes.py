@@ -24,6 +24,9 @@ path (enqueue pending, claim running, finish succeeded) writes none:
 
 PostgreSQL builds and drops them ``CONCURRENTLY`` (the migration is not
 atomic), so an installation's enqueues and claims go on while it migrates.
+Each index is dropped before it is built: a build that was interrupted
+leaves an invalid index of that name, and running ``migrate`` again
+replaces it rather than keeping it.
 """
 
 from ..vocabulary.jobs import Status
@@ -48,7 +51,9 @@ _POSTGRES_FORWARD = [
     f"CREATE INDEX CONCURRENTLY IF NOT EXISTS job_tags_gin_idx ON {TABLE} USING gin (tags) WHERE {TAGGED}",
 ]
 _POSTGRES_BACKWARD = [
+    "DROP INDEX CONCURRENTLY IF EXISTS job_queue_id_idx",
     f"CREATE INDEX CONCURRENTLY IF NOT EXISTS job_queue_id_idx ON {TABLE} (queue, id)",
+    "DROP INDEX CONCURRENTLY IF EXISTS job_task_id_idx",
     f"CREATE INDEX CONCURRENTLY IF NOT EXISTS job_task_id_idx ON {TABLE} (task, id)",
     "DROP INDEX CONCURRENTLY IF EXISTS job_status_id_idx",
     f"CREATE INDEX CONCURRENTLY IF NOT EXISTS job_status_id_idx ON {TABLE} (status, id)",
