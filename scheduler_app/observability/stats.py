@@ -12,7 +12,6 @@ from django.utils import timezone
 
 from .. import conf, schedules, sql
 from ..models import (
-    ACTIVE_STATUSES,
     FINISHED_STATUSES,
     Job,
     JobDependency,
@@ -43,7 +42,7 @@ def job_counts():
     estimated = sql.estimated_value_counts(Job, "status", FINISHED_STATUSES, min_rows=EXACT_COUNT_LIMIT)
     jobs = Job.objects.order_by()
     if estimated is not None:
-        jobs = jobs.filter(status__in=ACTIVE_STATUSES)
+        jobs = jobs.active()
         counts.update(estimated)
     for row in jobs.values("status").annotate(n=Count("id")):
         counts[row["status"]] = row["n"]

@@ -29,6 +29,11 @@ leaves an invalid index of that name, and running ``migrate`` again
 replaces it rather than keeping it.
 """
 
+from functools import reduce
+from operator import or_
+
+from django.db.models import Q
+
 from ..vocabulary.jobs import Status
 
 TABLE = "scheduler_app_job"
@@ -37,6 +42,21 @@ TABLE = "scheduler_app_job"
 LISTED_STATUSES = (Status.WAITING, Status.FAILED, Status.CANCELLED)
 # The partial index's predicate on tags, and the same text in the filter.
 TAGGED = "tags <> '[]'::jsonb"
+
+
+
+def any_status(statuses):
+    """Return a condition: the job's status is one of ``statuses``, in a form the partial indexes serve.
+
+    ``status IN (...)`` implies none of the partial indexes' predicates, so
+    over the whole table PostgreSQL scans it (the dashboard's counts of the
+    active jobs read every finished row of a table of millions). An OR of
+    equalities is planned arm by arm: each status by the index that holds it
+    (pending: the pending-only indexes, running: the lease index, waiting,
+    failed, cancelled: ``job_status_id_idx``), the arms' bitmaps or'ed.
+    """
+    return reduce(or_, (Q(status=status) for status in statuses))
+
 
 _listed = ", ".join(f"'{status}'" for status in LISTED_STATUSES)
 

@@ -73,3 +73,31 @@ def test_a_failed_job_is_listed_by_the_status_index():
     job, _ = lifecycle.enqueue(ADD, [1, 2])
     Job.objects.filter(pk=job.pk).update(status=Status.FAILED)
     assert index_tuples([Status.FAILED])["job_status_id_idx"] == 1
+
+
+def plan(queryset):
+    sql, params = queryset.query.sql_with_params()
+    with connection.cursor() as cursor:
+        # Few rows here: whether an index *can* serve it (a seq scan is then the only way left).
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("SET LOCAL enable_indexscan = off")  # not the primary key's order: the status's own indexes
+        cursor.execute("EXPLAIN " + sql, params)
+        return "\n".join(row[0] for row in cursor.fetchall())
+
+
+def test_the_active_jobs_are_read_through_the_partial_indexes():
+    # The dashboard counts the active jobs of a table of millions of finished
+    # ones: ``status IN (...)`` implies no partial index's predicate and was a
+    # scan of the table once job_status_id_idx stopped holding every status.
+    from django.db.models import Count
+
+    lifecycle.enqueue_many([{"task": ADD, "args": [i, i]} for i in range(20)])
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {TABLE}")
+    for queryset in (
+        Job.objects.active().order_by(),
+        Job.objects.active().order_by().values("queue").annotate(n=Count("id")),
+    ):
+        text = plan(queryset)
+        assert f"Seq Scan on {TABLE}" not in text, text
+        assert "job_status_id_idx" in text and "job_running_lease_idx" in text, text
