@@ -101,3 +101,15 @@ def test_the_active_jobs_are_read_through_the_partial_indexes():
         text = plan(queryset)
         assert f"Seq Scan on {TABLE}" not in text, text
         assert "job_status_id_idx" in text and "job_running_lease_idx" in text, text
+
+
+def test_the_api_status_filter_is_read_through_the_partial_indexes():
+    from django.http import QueryDict
+
+    from scheduler_app.api.filters import JobFilter
+
+    lifecycle.enqueue_many([{"task": ADD, "args": [i, i]} for i in range(20)])
+    filterset = JobFilter(QueryDict("status=pending,running,pending"), queryset=Job.objects.order_by())
+    assert filterset.is_valid(), filterset.errors
+    text = plan(filterset.qs)
+    assert f"Seq Scan on {TABLE}" not in text and "job_running_lease_idx" in text, text
