@@ -114,7 +114,7 @@ def build_job(
     task, args=(), kwargs=None, *, execute_at=None, delay=None, priority=None, queue=None, max_attempts=None,
     timeout=None, unique_key=None, unique_for=None, depends_on=None, on_dependency_failure=None, created_by=None,
     schedule=None, now=None, backend_options=None, pass_results=False, workflow=None, concurrency_key=None,
-    concurrency_limit=None, expires_in=None, expires_at=None, tags=None, meta=None,
+    concurrency_limit=None, expires_in=None, expires_at=None, tags=None, meta=None, _memo=None,
 ):
     """Validate a job description and return an unsaved Job; raise ValidationError with errors keyed by field.
 
@@ -132,7 +132,9 @@ def build_job(
     follow ``validation.admission`` (the task's ``@options`` give them when
     the caller does not).
     ``tags`` (default: ``@options(tags=...)``) and ``meta`` (default {}) are
-    ``validation.labels``'s.
+    ``validation.labels``'s. ``_memo``: a dict one call shares between the
+    jobs it builds (``enqueue_many``), which keeps the defaults precedence
+    chose per task and backend options (they depend on nothing else).
     """
     errors = Errors()
     now = now or timezone.now()
@@ -144,7 +146,7 @@ def build_job(
         "priority": priority, "queue": queue, "max_attempts": max_attempts, "timeout": timeout,
         "unique_for": unique_for, "tags": tags,
     }
-    values = _chosen_fields(errors, given, _sources(task_obj, task_options, backend_options))
+    values = _chosen_fields(errors, given, task_obj, task_options, backend_options, _memo)
     _unique_for_within_tasks(errors, values["unique_for"], task_options)
     execute_at = _execute_at(errors, execute_at, delay, now)
     depends_on = [] if depends_on is None else errors.run(DEPENDS_ON, depends_on) or []
@@ -198,13 +200,45 @@ _CHOSEN = {
 }
 
 
-def _chosen_fields(errors, given, sources):
+def _chosen_fields(errors, given, task_obj, task_options, backend_options, memo=None):
     """Return each field of ``given``: the caller's value or the one precedence chose, checked by its rule."""
     values = {}
+    defaults = None
     for field, value in given.items():
-        value = chosen(field, value, sources)
-        values[field] = None if value is None else errors.run(_CHOSEN[field], value)
+        if value is not None:
+            values[field] = errors.run(_CHOSEN[field], value)
+            continue
+        if defaults is None:
+            defaults = _defaults(task_obj, task_options, backend_options, memo)
+        value, problems = defaults[field]
+        for name, message in problems:
+            errors.add(name, message)
+        values[field] = list(value) if isinstance(value, list) else value
     return values
+
+
+def _defaults(task_obj, task_options, backend_options, memo):
+    """Return ``{field: (value precedence chose and its rule checked, [(field, message)] it raised)}``.
+
+    The same for every job of one task and backend options: with ``memo``
+    (one call's dict) worked out once per pair. The pair is kept with the
+    answer, so an id the call's objects no longer hold is never mistaken.
+    """
+    key = (id(task_obj), id(backend_options))
+    if memo is not None and key in memo:
+        held_task, held_options, answer = memo[key]
+        if held_task is task_obj and held_options is backend_options:
+            return answer
+    sources = _sources(task_obj, task_options, backend_options)
+    answer = {}
+    for field, rule in _CHOSEN.items():
+        value = chosen(field, None, sources)
+        probe = Errors()
+        checked = None if value is None else probe.run(rule, value)
+        answer[field] = (checked, [(name, m) for name, messages in probe.errors.items() for m in messages])
+    if memo is not None:
+        memo[key] = (task_obj, backend_options, answer)
+    return answer
 
 
 def _membership(workflow):

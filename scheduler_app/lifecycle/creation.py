@@ -118,13 +118,14 @@ def enqueue_many_created(specs, *, created_by=None, max_size=None, using="defaul
         created_by = creator.pk
     cache_creator = Job.created_by.field.set_cached_value
     built, errors, keys, links = [], {}, {}, {}
+    memo = {}  # the defaults precedence chose, per task (build_job)
     for index, spec in enumerate(specs):
         spec = dict(spec)
         try:
             links[index] = DEPENDS_ON_INDEX.check(spec.pop("depends_on_index", None) or [])
             task = spec.pop("task")
             spec.setdefault("backend_options", defaults)
-            job = build_job(task, created_by=created_by, now=now, **spec)
+            job = build_job(task, created_by=created_by, now=now, _memo=memo, **spec)
             if creator is not None:
                 cache_creator(job, creator)
         except KeyError:

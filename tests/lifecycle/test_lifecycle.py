@@ -546,3 +546,35 @@ def test_sqlite_claims_by_query_walk_the_claim_index_and_housekeeping_gathers_st
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM sqlite_stat1 WHERE tbl = 'scheduler_app_job'")
         assert cursor.fetchone()[0] > 0
+
+
+@pytest.mark.django_db
+def test_enqueue_many_works_out_each_tasks_defaults_for_its_own_jobs():
+    # enqueue_many keeps the defaults precedence chose per task and backend
+    # options (build_job's _memo): tasks, values given for some jobs only and
+    # a bad setting, mixed in one call, each job gets its own.
+    from django.test import override_settings
+
+    from tests.testapp import tasks
+
+    T = "tests.testapp.tasks."
+    jobs = lifecycle.enqueue_many([
+        {"task": T + "with_options", "args": [1], "unique_key": "a"},
+        {"task": T + "add", "args": [1, 2]},
+        {"task": tasks.add, "args": [3, 4], "priority": 7, "queue": "slow"},
+        {"task": T + "with_options", "args": [2], "unique_key": "b", "max_attempts": 2, "tags": ["t"]},
+        {"task": T + "add", "args": [5, 6]},
+    ])
+    got = [(j.queue, j.priority, j.max_attempts, j.timeout, j.tags) for j in jobs]
+    assert got == [
+        ("slow", 0, 5, 30, []),
+        ("default", 0, 3, None, []),
+        ("slow", 7, 3, None, []),
+        ("slow", 0, 2, 30, ["t"]),
+        ("default", 0, 3, None, []),
+    ]
+    with override_settings(SCHEDULER={"DEFAULT_MAX_ATTEMPTS": 0}):
+        with pytest.raises(creation.BulkValidationError) as caught:
+            lifecycle.enqueue_many([{"task": T + "add", "args": [1, 2]}, {"task": T + "add", "args": [3, 4]}])
+    assert set(caught.value.by_index) == {0, 1}
+    assert all("max_attempts" in errors for errors in caught.value.by_index.values())
