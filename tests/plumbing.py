@@ -259,3 +259,19 @@ def token_client(user):
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
     return client
+
+
+def most_at_once(intervals):
+    """Return how many of ``intervals`` ``[(start, end)]`` overlapped at most at once."""
+    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
+    peak = now = 0
+    for _, step in events:
+        now += step
+        peak = max(peak, now)
+    return peak
+
+
+def most_in_a_window(times, width):
+    """Return the most of ``times`` that fall in any window of ``width`` seconds."""
+    times = sorted(times)
+    return max((sum(1 for t in times[i:] if t < start + width) for i, start in enumerate(times)), default=0)

@@ -21,6 +21,7 @@ from scheduler_app import lifecycle
 from scheduler_app.models import Job, Queue
 from scheduler_app.runtime.store import DjangoStore
 from scheduler_app.vocabulary.jobs import Outcome, Status
+from tests.plumbing import most_at_once, most_in_a_window
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -159,15 +160,6 @@ def race(limit, jobs, *, threads=4, batch=2, seconds=None):
     return [(a, b) for a, b, _ in spans], starts
 
 
-def most_at_once(intervals):
-    events = sorted([(a, 1) for a, _ in intervals] + [(b, -1) for _, b in intervals])
-    peak = now = 0
-    for _, step in events:
-        now += step
-        peak = max(peak, now)
-    return peak
-
-
 def test_dispatchers_racing_on_a_small_concurrency_limit_never_exceed_it():
     lifecycle.set_limits("slow", concurrency_limit=3)
     spans, _ = race(3, 120)
@@ -182,4 +174,4 @@ def test_dispatchers_racing_on_a_small_rate_limit_never_exceed_it():
     starts.sort()
     assert len(starts) >= 10
     # The window is the claims' own time: at most 5 starts in any half second of it.
-    assert max(sum(1 for b in starts[i:] if b < a + 0.5) for i, a in enumerate(starts)) <= 5
+    assert most_in_a_window(starts, 0.5) <= 5

@@ -11,10 +11,10 @@ import pytest
 
 from scheduler_app import lifecycle
 from scheduler_app.models import Job
+from tests.plumbing import most_at_once
 from tests.runtime.test_limit_processes import (
     dispatchers_for_this_database,
     log_tail,
-    most_at_once,
     run_dispatchers,
 )
 

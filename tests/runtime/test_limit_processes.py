@@ -15,7 +15,13 @@ from django.db import connection
 
 from scheduler_app import lifecycle
 from scheduler_app.models import Job, Worker
-from tests.plumbing import dispatcher_thread, start_dispatcher, wait_for
+from tests.plumbing import (
+    dispatcher_thread,
+    most_at_once,
+    most_in_a_window,
+    start_dispatcher,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -30,20 +36,6 @@ def spans(marker_dir):
             start, end = (float(x) for x in fh.read().split())
         found.append((start, end))
     return found
-
-
-def most_at_once(intervals):
-    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
-    peak = now = 0
-    for _, step in events:
-        now += step
-        peak = max(peak, now)
-    return peak
-
-
-def most_in_a_window(times, width):
-    times = sorted(times)
-    return max((sum(1 for t in times[i:] if t < start + width) for i, start in enumerate(times)), default=0)
 
 
 def enqueue_spans(marker_dir, count, seconds, queue="slow"):
