@@ -11,9 +11,10 @@ import os
 import signal
 
 import pytest
+from django.db import transaction
 from django.db.models import Count
 
-from scheduler_app.models import Job, Workflow
+from scheduler_app.models import Job, Worker, Workflow
 from scheduler_app.workflows import group, step
 from tests.plumbing import start_dispatcher, wait_for
 
@@ -44,24 +45,31 @@ def log_tail(path):
 
 
 def test_callbacks_run_once_with_dispatcher_processes_racing_to_end_the_last_jobs(marker_dir, tmp_path):
-    made = []
-    for n in range(WORKFLOWS):
-        failing = n % 3 == 0  # a third of them fail: on_failure, not on_success
-        last = step(BOOM).using(max_attempts=1) if failing else step(ADD, 0, 0)
-        members = [step(ADD, i, n) for i in range(MEMBERS - 1)] + [last]
-        callbacks = {
-            name: step(STAMP, marker_dir, f"{name}{n}") for name in ("on_success", "on_failure", "on_finish")
-        }
-        made.append((group(*members).enqueue(name=f"race-{n}", **callbacks), failing))
-    expected = {}
-    for n, (_, failing) in enumerate(made):
-        expected[f"on_finish{n}"] = 1
-        expected[f"on_failure{n}" if failing else f"on_success{n}"] = 1
     logs = [tmp_path / f"d{i}.log" for i in range(3)]
     processes = [
         start_dispatcher("--concurrency", "4", "--poll-interval", "0.2", log_path=log) for log in logs
     ]
+    made = []
+    expected = {}
     try:
+        # Every dispatcher is up before the first job is due, so the first one
+        # to start cannot end them all before the others have begun.
+        pids = [p.pid for p in processes]
+        up = wait_for(lambda: Worker.objects.filter(pid__in=pids, state="alive").count() == 3, timeout=60)
+        assert up, [log_tail(log) for log in logs]
+        with transaction.atomic():  # all due at once: the dispatchers race for them
+            for n in range(WORKFLOWS):
+                failing = n % 3 == 0  # a third of them fail: on_failure, not on_success
+                last = step(BOOM).using(max_attempts=1) if failing else step(ADD, 0, 0)
+                members = [step(ADD, i, n) for i in range(MEMBERS - 1)] + [last]
+                callbacks = {
+                    name: step(STAMP, marker_dir, f"{name}{n}")
+                    for name in ("on_success", "on_failure", "on_finish")
+                }
+                made.append((group(*members).enqueue(name=f"race-{n}", **callbacks), failing))
+        for n, (_, failing) in enumerate(made):
+            expected[f"on_finish{n}"] = 1
+            expected[f"on_failure{n}" if failing else f"on_success{n}"] = 1
         done = wait_for(lambda: sum(stamps(marker_dir).values()) >= len(expected), timeout=180)
         assert done, [log_tail(log) for log in logs]
         # Callbacks are enqueued by the transaction that ends a workflow: once
