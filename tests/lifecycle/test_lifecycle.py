@@ -104,6 +104,33 @@ class TestEnqueue:
         with pytest.raises(TypeError, match="no field 'nope'"):
             new_job(task=ADD, nope=1)
 
+    def test_a_new_job_is_the_instance_the_model_would_build_and_its_signals_are_kept(self, staff_user):
+        """``new_job`` skips ``Job.__init__`` only while nobody listens to ``pre_init``/``post_init``."""
+        from django.db.models.signals import post_init
+
+        from scheduler_app.lifecycle.building import new_job
+
+        now = timezone.now()
+        values = {"task": ADD, "args": [1, 2], "priority": 5, "created_by_id": staff_user.pk, "tags": ["a"]}
+        values |= {"execute_at": now, "created_at": now, "updated_at": now}  # the callable defaults
+        fast, model = new_job(**values), Job(**values)
+        plain = {k: v for k, v in fast.__dict__.items() if k != "_state"}
+        assert plain == {k: v for k, v in model.__dict__.items() if k != "_state"}
+        assert fast._state.adding and fast._state.db is None and fast.created_by == staff_user
+        seen = []
+
+        def heard(sender, instance, **kwargs):
+            seen.append(instance)
+
+        post_init.connect(heard, sender=Job)
+        try:
+            made = new_job(**values)
+        finally:
+            post_init.disconnect(heard, sender=Job)
+        assert seen == [made]
+        made.save()
+        assert Job.objects.get(pk=made.pk).tags == ["a"]
+
     def test_argument_shapes_are_checked_per_shape(self):
         """The signature check is kept per (task, number of args, keywords): each shape gets its own answer."""
         for args, kwargs, ok in [([1, 2], {}, True), ([1], {}, False), ([1], {"b": 2}, True), ([1], {"c": 2}, False),
