@@ -80,18 +80,17 @@ class Claimer:
     def _claim_keyed(self, group, free, now, paused):
         """Claim for a group whose window holds due keyed jobs: the keyed claim, then jobs without a key by query.
 
-        The outcomes are written first: the claim counts a key's running
-        jobs as committed. When keys held jobs back, the group's keyed jobs
-        wait until a job ends (``keys_changed``) or ``retry_interval``.
+        The outcomes are written in the claim's transaction, before it counts
+        a key's running jobs. When keys held jobs back, the group's keyed
+        jobs wait until a job ends (``keys_changed``) or ``retry_interval``.
         """
         queues = self.groups[group][0] - paused  # limited queues too: the keyed claim obeys their limits
         if not queues:
             return
         outcomes = self.outcomes.pending
+        jobs, held = self.store.claim_keyed(queues, free, now, finished=outcomes, in_flight=self.pool.in_flight())
         if outcomes:
-            self.store.finish(outcomes, now)
             self.outcomes.written(self.store, self.clock.time())
-        jobs, held = self.store.claim_keyed(queues, free, now, in_flight=self.pool.in_flight())
         self._start(group, jobs, now)
         if held:
             self.keys_blocked[group] = now + self.gate.retry_interval

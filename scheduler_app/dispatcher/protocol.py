@@ -99,15 +99,17 @@ class Store(Protocol):
         to end.
         """
 
-    def claim_keyed(self, queues: Iterable[str], limit: int, now: float, in_flight: Iterable[int] = ()) -> tuple[list[ClaimedJob], bool]:
-        """Claim up to ``limit`` due jobs of ``queues`` by query: those with a concurrency key first, within their keys' limits.
+    def claim_keyed(self, queues: Iterable[str], limit: int, now: float, finished: Sequence[Outcome] = (), in_flight: Iterable[int] = ()) -> tuple[list[ClaimedJob], bool]:
+        """Record ``finished``, then claim up to ``limit`` due jobs of ``queues`` by query: those with a concurrency key first, within their keys' limits.
+
+        As ``claim``: never a job of ``in_flight``; a refused outcome fails its own job.
 
         At most ``concurrency_limit`` jobs of one key run at once across
-        every dispatcher; the slots left go to jobs without a key. Paused
-        and limited queues, expired jobs and ``in_flight`` are left alone.
-        Return the jobs in claim order and whether a due job with a key was
-        held back because its key was at its limit. Outcomes are not
-        written here: the caller finishes them first.
+        every dispatcher (the attempts ``finished`` ends no longer count);
+        the slots left go to jobs without a key. Paused and limited queues,
+        expired jobs and ``in_flight`` are left alone. Return the jobs in
+        claim order and whether a due job with a key was held back because
+        its key was at its limit.
         """
 
     def notify_freed(self, queues: Iterable[str]) -> None:

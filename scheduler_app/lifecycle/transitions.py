@@ -98,20 +98,34 @@ def claim_limited(
     return jobs, _blocked(rooms, jobs, now)
 
 
-def claim_keyed(worker, *, queues, limit, lease, now=None, in_flight=(), connection=None, using="default"):
+def claim_keyed(
+    worker, *, queues, limit, lease, now=None, finished=(), in_flight=(), connection=None, using="default"
+):
     """Claim up to ``limit`` due jobs of ``queues``: those with a concurrency key within their keys' limits first.
 
     Return ``(claimed jobs in claim order, held)``; ``held`` is True when a
     due job with a key was left pending because its key was at its limit
     (``sql.keys``). The slots keyed jobs leave free go to a claim by query
-    of jobs without a key (:func:`claim`). Outcomes are written before
-    (``finish``): a claim counts the running jobs of a key as committed.
+    of jobs without a key (:func:`claim`). Outcomes in ``finished`` are
+    recorded first, in the keyed claim's transaction, as :func:`claim`
+    records them (``with_outcomes``): its counts of a key's running jobs
+    see them ended.
     """
     now = now or timezone.now()
-    rows, held = sql.dialect(using).claim_keyed(
-        worker=worker, queues=sorted(queues), limit=max(limit, 0), now=now,
-        lease_until=now + timedelta(seconds=lease), in_flight=sorted(in_flight), connection=connection, using=using,
-    )
+    finished = list(finished)
+    dialect = sql.dialect(using)
+    lease_until = now + timedelta(seconds=lease)
+    queues, in_flight = sorted(queues), sorted(in_flight)
+
+    def statement(outcomes):
+        return dialect.finish_and_claim_keyed(
+            finish_rows(outcomes), worker=worker, queues=queues, limit=max(limit, 0), now=now,
+            lease_until=lease_until, logs=log_rows(outcomes), in_flight=in_flight, connection=connection,
+            using=using,
+        )
+
+    won, rows, held = with_outcomes(statement, finished, now, using)
+    report_lost(finished, won)
     jobs = _claimed(rows, worker, now)
     if len(jobs) < limit:
         jobs += claim(

@@ -261,13 +261,14 @@ class DjangoStore:
             using=self.using,
         )
 
-    def claim_keyed(self, queues, limit, now, in_flight=()):
+    def claim_keyed(self, queues, limit, now, finished=(), in_flight=()):
         return lifecycle.claim_keyed(
             self.worker_id,
             queues=sorted(queues),
             limit=limit,
             lease=self.lease,
             now=to_datetime(now),
+            finished=finished,
             in_flight=in_flight,
             connection=self._hot_connection(),
             using=self.using,

@@ -50,9 +50,10 @@ class Dialect(Protocol):
                                  connection=None, using="default") -> tuple[dict, list, list]:
         """As ``finish_and_claim`` by query, within the limits of limited queues; return ``(won, claimed, rooms)``."""
 
-    def claim_keyed(self, *, worker, queues, limit, now, lease_until, in_flight=(), connection=None,
-                    using="default") -> tuple[list, bool]:
-        """Claim due jobs with a concurrency key within their keys' limits; return ``(claimed rows, held)`` (``sql.keys``)."""
+    def finish_and_claim_keyed(self, rows, *, worker, queues, limit, now, lease_until, logs=(), in_flight=(),
+                               connection=None, using="default") -> tuple[dict, list, bool]:
+        """Record outcome ``rows`` (as ``finish`` without dependents), then claim due jobs with a concurrency key
+        within their keys' limits, in one transaction; return ``(won, claimed rows, held)`` (``sql.keys``)."""
 
     def append_logs(self, attempts, logs, *, using="default") -> set:
         """Write running ``attempts``' (``(job, worker, attempt, count)``) log rows ``logs``; return the job ids that won.
@@ -105,11 +106,14 @@ class Postgres:
             in_flight=in_flight, connection=connection, using=using,
         )
 
-    def claim_keyed(self, *, worker, queues, limit, now, lease_until, in_flight=(), connection=None,
-                    using="default"):
+    def finish_and_claim_keyed(self, rows, *, worker, queues, limit, now, lease_until, logs=(), in_flight=(),
+                               connection=None, using="default"):
+        def finish(hot):
+            return self.finish(rows, now=now, logs=logs, connection=hot, using=using)
+
         return claim_keyed(
             worker=worker, queues=queues, limit=limit, now=now, lease_until=lease_until, in_flight=in_flight,
-            connection=connection, using=using,
+            finish=finish if rows else None, connection=connection, using=using,
         )
 
     def append_logs(self, attempts, logs, *, using="default"):
@@ -163,10 +167,14 @@ class SQLite:
         )
         return won, claimed, rooms
 
-    def claim_keyed(self, *, worker, queues, limit, now, lease_until, in_flight=(), connection=None,
-                    using="default"):
+    def finish_and_claim_keyed(self, rows, *, worker, queues, limit, now, lease_until, logs=(), in_flight=(),
+                               connection=None, using="default"):
+        def finish(_):
+            return self.finish(rows, now=now, logs=logs, using=using)
+
         return claim_keyed(
-            worker=worker, queues=queues, limit=limit, now=now, lease_until=lease_until, in_flight=in_flight, using=using
+            worker=worker, queues=queues, limit=limit, now=now, lease_until=lease_until, in_flight=in_flight,
+            finish=finish if rows else None, using=using,
         )
 
     def append_logs(self, attempts, logs, *, using="default"):

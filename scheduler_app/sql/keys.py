@@ -2,7 +2,9 @@
 
 Every other claim leaves keyed jobs alone (``base.unkeyed_unexpired``), so
 this one decides alone which of them start (invariant 11). One transaction,
-in chunks of ``CHUNK`` candidates until the claim has its jobs or has read
+which first records the claimer's outcomes (their jobs then count as ended
+in what follows: one commit a cycle, as the other claims), then reads in
+chunks of ``CHUNK`` candidates until the claim has its jobs or has read
 ``KEY_SCAN`` of them:
 
 1. read the best due keyed jobs of the queues in claim order (by their own
@@ -70,22 +72,30 @@ KEY_SCAN = 1000
 
 
 def claim_keyed(
-    *, worker, queues, limit, now, lease_until, in_flight=(), scan=KEY_SCAN, connection=None, using="default"
+    *, worker, queues, limit, now, lease_until, in_flight=(), scan=KEY_SCAN, finish=None, connection=None,
+    using="default",
 ):
     """Claim up to ``limit`` due keyed jobs of ``queues`` within their keys' limits.
 
-    Return ``(claimed rows (CLAIM_COLUMNS), held)``: ``held`` is True when a
-    due keyed job was left pending because its key was at its limit (or
-    another claim held the key's lock). ``connection``, a psycopg connection
-    to the same PostgreSQL database (the dispatcher's own), runs it as
-    prepared statements (planning them cost as much as running them).
+    Return ``(won, claimed rows (CLAIM_COLUMNS), held)``: ``held`` is True
+    when a due keyed job was left pending because its key was at its limit
+    (or another claim held the key's lock). ``finish``, a callable of the
+    psycopg connection (or None: Django's), records the claimer's outcomes
+    first, in the same transaction (one commit a cycle, not two), and
+    returns ``won`` (``{}`` without it); the counts that follow see its
+    jobs ended. ``connection``, a psycopg connection to the same PostgreSQL
+    database (the dispatcher's own), runs it all as prepared statements
+    (planning them cost as much as running them).
     """
-    if limit <= 0 or not queues:
-        return [], False
+    if (limit <= 0 or not queues) and finish is None:
+        return {}, [], False
     pg = is_postgres(using)
     t = adapt_dt(now, using)
     db = _Db(connection, using)
     with db.transaction():
+        won = {} if finish is None else finish(connection)
+        if limit <= 0 or not queues:
+            return won, [], False
         state = _Choice(limit, _queue_rooms(queues, now, pg, db))
         read = 0
         while not state.done() and read < scan:
@@ -106,7 +116,7 @@ def claim_keyed(
                 state.running.update(_running(locked, db))
             state.take(rows)
         if not state.chosen:
-            return [], state.held
+            return won, [], state.held
         params = [worker, adapt_dt(lease_until, using), t, t, t]
         ids = _in_list("id", state.chosen, params, using)
         claimed = db.rows(
@@ -117,7 +127,7 @@ def claim_keyed(
             params,
         )
         _record_starts(claimed, state.rooms, t, db)
-    return claimed, state.held
+    return won, claimed, state.held
 
 
 class _Choice:

@@ -330,10 +330,12 @@ class FakeStore:
             self.limited_claims.append((set(queues), limit, [j.id for j in chosen], full))
             return [self._claimed(row) for row in chosen], full
 
-    def claim_keyed(self, queues, limit, now, in_flight=()):
-        """As the SQL (``sql.keys``): keyed jobs within their keys' room, then jobs without a key by query."""
+    def claim_keyed(self, queues, limit, now, finished=(), in_flight=()):
+        """As the SQL (``sql.keys``): the outcomes, keyed jobs within their keys' room, then jobs without a key by query."""
         with self._tables.lock:
             self._maybe_fail()
+            if finished:
+                self._finish(finished, now)
             free = set(queues) - self._tables.paused
             in_flight = set(in_flight)
             room = {

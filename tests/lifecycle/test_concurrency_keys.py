@@ -1,17 +1,21 @@
 """Concurrency keys in the service: one rule for every entry point, a claim that counts each key's running jobs."""
 
 import threading
+import time
 from datetime import timedelta
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.db import connection, connections
+from django.db.models import Count
 from django.utils import timezone
 
 from scheduler_app import lifecycle, options
 from scheduler_app.models import Job
+from scheduler_app.runtime.store import DjangoStore
 from scheduler_app.sql import keys
 from scheduler_app.sql.keys import choose
+from scheduler_app.vocabulary.jobs import Outcome, Status
 
 pytestmark = pytest.mark.django_db
 
@@ -200,3 +204,84 @@ def test_concurrent_claims_never_take_more_than_the_limit():
     assert len(taken) == 3
     assert Job.objects.filter(status="running", concurrency_key="shared").count() == 3
     assert connection.vendor in ("postgresql", "sqlite")
+
+
+def test_the_keyed_claim_records_its_outcomes_first_and_counts_their_keys_as_free():
+    """An outcome handed to the claim ends its job before the key's running jobs are counted: its key's next job starts."""
+    first, _ = lifecycle.enqueue(ADD, [1, 1], concurrency_key="k", concurrency_limit=1)
+    second, _ = lifecycle.enqueue(ADD, [2, 2], concurrency_key="k", concurrency_limit=1)
+    [claimed], held = claim_keyed()
+    assert claimed.id == first.pk and held
+    done = Outcome(first.pk, "w", claimed.attempt, Status.SUCCEEDED, result_json="2")
+    jobs, held = lifecycle.claim_keyed("w", queues=["default"], limit=4, lease=30, finished=[done])
+    assert [j.id for j in jobs] == [second.pk] and not held
+    assert Job.objects.get(pk=first.pk).status == "succeeded"
+
+
+@pytest.mark.django_db(transaction=True)  # the refused statement ends its transaction, as in autocommit
+def test_an_outcome_the_database_refuses_fails_its_own_job_and_the_keyed_claim_goes_on():
+    first, _ = lifecycle.enqueue(ADD, [1, 1], concurrency_key="k", concurrency_limit=1)
+    second, _ = lifecycle.enqueue(ADD, [2, 2], concurrency_key="k", concurrency_limit=1)
+    [claimed], _ = claim_keyed()
+    refused = Outcome(first.pk, "w", claimed.attempt, Status.SUCCEEDED, result_json="{not json")
+    jobs, held = lifecycle.claim_keyed("w", queues=["default"], limit=4, lease=30, finished=[refused])
+    assert [j.id for j in jobs] == [second.pk] and not held
+    assert Job.objects.get(pk=first.pk).status == "failed"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_dispatchers_finishing_and_claiming_keyed_jobs_at_once_never_pass_a_keys_limit():
+    """Four stores (PostgreSQL: each with its loop's own connection) hand their outcomes to the keyed claim.
+
+    The finish and the count share one transaction: a key's room comes from
+    the jobs it ended, never from one another store still runs. A sampler on
+    its own connection counts each key's running jobs all along.
+    """
+    limits = {"a": 2, "b": 1}
+    lifecycle.enqueue_many(
+        [{"task": ADD, "args": [i, i], "concurrency_key": key, "concurrency_limit": limit}
+         for i in range(15) for key, limit in limits.items()]
+    )
+    stop, errors, peaks = threading.Event(), [], {}
+    finished_jobs = []
+
+    def sampler():
+        try:
+            while not stop.is_set():
+                for key, n in Job.objects.filter(status="running").values_list("concurrency_key").annotate(
+                    n=Count("pk")
+                ).order_by():
+                    peaks[key] = max(peaks.get(key, 0), n)
+        finally:
+            connections.close_all()
+
+    def dispatcher(n):
+        store = DjangoStore(f"keyed-{n}", lease=30)
+        outcomes = []
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                claimed, _ = store.claim_keyed({"default"}, 2, time.time(), finished=outcomes)
+                finished_jobs.extend(o.job_id for o in outcomes)
+                outcomes = [Outcome(j.id, store.worker_id, j.attempt, Status.SUCCEEDED, result_json="1") for j in claimed]
+                if not claimed and not Job.objects.filter(status__in=["pending", "running"]).exists():
+                    break
+                time.sleep(0.002)  # the jobs "run"
+        except Exception as exc:  # reported below
+            errors.append(exc)
+        finally:
+            store.reset()
+            connections.close_all()
+
+    watcher = threading.Thread(target=sampler)
+    watcher.start()
+    threads = [threading.Thread(target=dispatcher, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(90)
+    stop.set()
+    watcher.join(10)
+    assert errors == []
+    assert Job.objects.filter(status="succeeded").count() == 30 and len(set(finished_jobs)) == 30
+    assert peaks and all(peaks[key] <= limit for key, limit in limits.items()), peaks
