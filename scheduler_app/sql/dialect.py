@@ -17,7 +17,7 @@ from django.db import connections
 from . import connections as pg_connections
 from .base import is_postgres
 from .bulk import pg_bulk_insert
-from .keys import claim_keyed
+from .keys import claim_keyed, pg_claim_keyed
 from .limited import pg_limited_claim, sqlite_limited_claim
 from .livelogs import pg_append_logs, sqlite_append_logs
 from .postgres import pg_analyze_if_outgrown, pg_finish_and_claim, pg_insert_and_notify
@@ -108,6 +108,19 @@ class Postgres:
 
     def finish_and_claim_keyed(self, rows, *, worker, queues, limit, now, lease_until, logs=(), in_flight=(),
                                connection=None, using="default"):
+        if connection is not None:  # the dispatcher's own: one statement, unless a queue has limits
+            won, claimed, held = pg_claim_keyed(
+                rows, worker=worker, queues=queues, limit=limit, now=now, lease_until=lease_until, logs=logs,
+                in_flight=in_flight, connection=connection,
+            )
+            if claimed is not None:
+                return won, claimed, held
+            _, claimed, held = claim_keyed(
+                worker=worker, queues=queues, limit=limit, now=now, lease_until=lease_until, in_flight=in_flight,
+                connection=connection, using=using,
+            )
+            return won, claimed, held
+
         def finish(hot):
             return self.finish(rows, now=now, logs=logs, connection=hot, using=using)
 

@@ -267,14 +267,18 @@ def finish_ctes(*, dependents=False, logs=False):
     )
 
 
-def claim_update(source):
-    """Return the CTE ``u``: the claim of the ids in CTE ``source`` (pending -> running), comma-less."""
+def claim_update(source, *, pending=False):
+    """Return the CTE ``u``: the claim of the ids in CTE ``source`` (pending -> running), comma-less.
+
+    ``pending``: compare-and-set on the status too (the ids were chosen, not locked, by ``source``).
+    """
+    cas = f" AND {STATUS_AS_FILTER.format(status='pending', alias='j.')}" if pending else ""
     return (
         f"u AS (UPDATE {TABLE} AS j SET status = 'running', attempts = j.attempts + 1, "
         "worker = %(worker)s, lease_expires_at = %(lease)s, "
         "started_at = COALESCE(j.started_at, %(now)s), last_attempted_at = %(now)s, "
         "updated_at = %(now)s, finished_at = NULL "
-        f"WHERE j.id = ANY(ARRAY(SELECT id FROM {source})) RETURNING {claim_returning('j', pg=True)})"
+        f"WHERE j.id = ANY(ARRAY(SELECT id FROM {source})){cas} RETURNING {claim_returning('j', pg=True)})"
     )
 
 
