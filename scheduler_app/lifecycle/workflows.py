@@ -28,6 +28,7 @@ from .. import sql
 from ..models import Job, JobDependency, JobStatus, Workflow, WorkflowStatus
 from ..models.workflows import CALLBACKS
 from ..signals import workflow_closed
+from ..validation.admission import EXPIRES_AT
 from ..validation.fields import EXECUTE_AT
 from .actions import cancel_many
 from .announce import announce
@@ -196,11 +197,16 @@ def _enqueue_callbacks(workflow, status, using):
     Workflow.objects.using(using).filter(pk=workflow.pk).update(callbacks=callbacks)
 
 
+# The times a callback spec may hold, each with its rule: stored as ISO 8601 text (``Workflow``), parsed back here.
+_SPEC_TIMES = {"execute_at": EXECUTE_AT, "expires_at": EXPIRES_AT}
+
+
 def callback_spec(spec):
-    """Return a stored callback spec as ``build_job`` arguments (its time, stored as text, parsed)."""
+    """Return a stored callback spec as ``build_job`` arguments (its times, stored as text, parsed)."""
     spec = dict(spec)
-    if isinstance(spec.get("execute_at"), str):
-        spec["execute_at"] = EXECUTE_AT.parse(spec["execute_at"])
+    for field, rule in _SPEC_TIMES.items():
+        if isinstance(spec.get(field), str):
+            spec[field] = rule.parse(spec[field])
     return spec
 
 

@@ -17,7 +17,8 @@ from django.db import connections
 from . import connections as pg_connections
 from .base import is_postgres
 from .bulk import pg_bulk_insert
-from .keys import claim_keyed, pg_claim_keyed
+from .keyed_claim import pg_claim_keyed
+from .keys import claim_keyed
 from .limited import pg_limited_claim, sqlite_limited_claim
 from .livelogs import pg_append_logs, sqlite_append_logs
 from .postgres import pg_analyze_if_outgrown, pg_finish_and_claim, pg_insert_and_notify
@@ -108,11 +109,14 @@ class Postgres:
 
     def finish_and_claim_keyed(self, rows, *, worker, queues, limit, now, lease_until, logs=(), in_flight=(),
                                connection=None, using="default"):
+        done = None
         if connection is not None:  # the dispatcher's own: one statement, unless a queue has limits
-            won, claimed, held = pg_claim_keyed(
+            done = pg_claim_keyed(
                 rows, worker=worker, queues=queues, limit=limit, now=now, lease_until=lease_until, logs=logs,
                 in_flight=in_flight, connection=connection,
             )
+        if done is not None:
+            won, claimed, held = done
             if claimed is not None:
                 return won, claimed, held
             _, claimed, held = claim_keyed(

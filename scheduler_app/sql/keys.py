@@ -41,13 +41,10 @@ its rows in the index, not a read. Paused and limited queues are left out,
 as by the plain claim: paused queues and expired jobs are left out.
 """
 
-import threading
-import weakref
 from contextlib import contextmanager
 from datetime import timedelta
 
 from django.db import transaction
-from psycopg import errors as pg_errors
 
 from .base import (
     CLAIM_COLUMNS,
@@ -61,8 +58,8 @@ from .base import (
     is_postgres,
     unexpired,
 )
-from .limited import LIMITED, PG_LOCK
-from .postgres import claim_update, finish_ctes, pg_array, pg_finish_and_claim_params
+from .limited import PG_LOCK
+from .postgres import pg_array
 
 # The advisory lock space of keys (the first of the two int4 arguments of the
 # advisory lock functions): apart from the locks an application takes with one bigint.
@@ -319,195 +316,3 @@ def _candidates(queues, now, skip_ids, skip_keys, chunk, pg, db, locked=()):
         "ORDER BY c.priority DESC, c.execute_at, c.id",
         [list(locked), KEY_LOCKS, *params],
     )
-
-
-# -- PostgreSQL, on the dispatcher's own connection: the whole claim in one statement --
-#
-# The steps above, each a round trip in a transaction of seven (BEGIN, the
-# outcomes, the queues' turns, the candidates with their keys' locks, the
-# keys' running jobs, the claim, COMMIT), run inside one statement: a
-# function of the session's own (``pg_temp``, made from this module's and
-# ``postgres``'s texts when the connection first claims, so no migration
-# holds a copy of them) records the outcomes, then reads the candidates,
-# tries their keys' locks, counts the running jobs of the keys it locked and
-# chooses, chunk by chunk as ``claim_keyed``; the statement that calls it
-# claims the chosen jobs (compare-and-set on ``pending``). A VOLATILE
-# function's statements each take a fresh snapshot (READ COMMITTED): the
-# count comes after the locks, as the separate statement's does, and sees
-# the outcomes just recorded. The locks are the statement's transaction's,
-# held until it commits. Queues with limits are left to ``claim_keyed`` (the
-# function says so after the outcomes): their turns and counts stay there.
-
-PG_FUNCTION = "scheduler_keyed_claim_v2"
-
-
-def _pg_function():
-    finish = finish_ctes(dependents=False, logs=True).rstrip(", ")
-    for param, argument in (("%(finished)s", "p_finished"), ("%(now)s", "p_now"), ("%(logs)s", "p_logs")):
-        finish = finish.replace(param, argument)
-    keyed = (
-        f"FROM {TABLE} WHERE status = 'pending' AND concurrency_key IS NOT NULL AND execute_at <= p_now "
-        f"AND {unexpired('p_now')} AND queue = ANY(p_queues) "
-        f"AND queue NOT IN (SELECT name FROM {QUEUE_TABLE} WHERE paused) "
-        "AND id <> ALL(p_in_flight) AND id <> ALL(v_chosen) AND concurrency_key <> ALL(v_skip) "
-        "ORDER BY priority DESC, execute_at, id LIMIT v_chunk"
-    )
-    return f"""CREATE OR REPLACE FUNCTION pg_temp.{PG_FUNCTION}(
-    p_finished jsonb, p_logs json, p_now timestamptz, p_queues text[], p_limit integer, p_in_flight bigint[],
-    p_chunk integer, p_scan integer
-) RETURNS TABLE (kind text, job bigint, status text) LANGUAGE plpgsql VOLATILE AS $fn$
-#variable_conflict use_column
-DECLARE
-    v_chosen bigint[] := '{{}}';
-    v_skip text[] := '{{}}';
-    v_busy text[] := '{{}}';
-    v_new text[];
-    v_running jsonb := '{{}}';
-    v_taken jsonb := '{{}}';
-    v_held boolean := false;
-    v_read integer := 0;
-    v_ids bigint[];
-    v_keys text[];
-    v_limits integer[];
-    v_locks boolean[];
-    v_count record;
-    v_key text;
-    v_room integer;
-    v_chunk integer;
-BEGIN
-    IF p_finished IS NOT NULL THEN
-        RETURN QUERY WITH {finish} SELECT 'f'::text, f.id, f.status::text FROM f;
-    END IF;
-    IF EXISTS (SELECT 1 FROM {QUEUE_TABLE} WHERE name = ANY(p_queues) AND {LIMITED}) THEN
-        RETURN QUERY SELECT 'l'::text, NULL::bigint, NULL::text;
-        RETURN;
-    END IF;
-    v_chunk := LEAST(p_chunk, GREATEST(2 * p_limit, 8));  -- first_chunk
-    WHILE cardinality(v_chosen) < p_limit AND v_read < p_scan LOOP
-        SELECT array_agg(c.id ORDER BY c.priority DESC, c.execute_at, c.id),
-               array_agg(c.concurrency_key ORDER BY c.priority DESC, c.execute_at, c.id),
-               array_agg(c.concurrency_limit ORDER BY c.priority DESC, c.execute_at, c.id),
-               array_agg(pg_try_advisory_xact_lock({KEY_LOCKS}, hashtext(c.concurrency_key))
-                         ORDER BY c.priority DESC, c.execute_at, c.id)
-          INTO v_ids, v_keys, v_limits, v_locks
-          FROM (SELECT id, concurrency_key, concurrency_limit, priority, execute_at {keyed}) c;
-        EXIT WHEN v_ids IS NULL;
-        v_read := v_read + cardinality(v_ids);
-        v_chunk := LEAST(v_chunk * 4, p_chunk);
-        v_new := '{{}}';
-        FOR i IN 1 .. cardinality(v_ids) LOOP
-            v_key := v_keys[i];
-            IF v_running ? v_key OR v_key = ANY(v_busy) THEN
-                CONTINUE;
-            ELSIF v_locks[i] THEN
-                v_running := v_running || jsonb_build_object(v_key, 0);
-                v_new := v_new || v_key;
-            ELSE
-                v_busy := v_busy || v_key;  -- another claim holds it: skipped for now, as SKIP LOCKED skips a row
-            END IF;
-        END LOOP;
-        IF cardinality(v_new) > 0 THEN
-            FOR v_count IN
-                SELECT concurrency_key AS k, count(*) AS n FROM {TABLE}
-                 WHERE status = 'running' AND concurrency_key = ANY(v_new) GROUP BY concurrency_key
-            LOOP
-                v_running := v_running || jsonb_build_object(v_count.k, v_count.n);
-            END LOOP;
-        END IF;
-        FOR i IN 1 .. cardinality(v_ids) LOOP
-            v_key := v_keys[i];
-            IF v_key = ANY(v_busy) THEN
-                v_held := true;
-                IF NOT v_key = ANY(v_skip) THEN
-                    v_skip := v_skip || v_key;
-                END IF;
-                CONTINUE;
-            END IF;
-            v_room := COALESCE(v_limits[i], 1) - (v_running ->> v_key)::integer - COALESCE((v_taken ->> v_key)::integer, 0);
-            IF v_room <= 0 THEN
-                v_held := true;
-                IF NOT v_key = ANY(v_skip) THEN
-                    v_skip := v_skip || v_key;
-                END IF;
-                CONTINUE;
-            END IF;
-            EXIT WHEN cardinality(v_chosen) >= p_limit;
-            v_chosen := v_chosen || v_ids[i];
-            v_taken := v_taken || jsonb_build_object(v_key, COALESCE((v_taken ->> v_key)::integer, 0) + 1);
-        END LOOP;
-    END LOOP;
-    RETURN QUERY SELECT 't'::text, c, NULL::text FROM unnest(v_chosen) AS c;
-    IF v_held THEN
-        RETURN QUERY SELECT 'h'::text, NULL::bigint, NULL::text;
-    END IF;
-END
-$fn$"""
-
-
-PG_CLAIM = (
-    f"WITH ch AS MATERIALIZED (SELECT * FROM pg_temp.{PG_FUNCTION}(%(finished)s::jsonb, %(logs)s::json, "
-    f"%(now)s::timestamptz, %(queues)s::text[], %(limit)s::integer, %(in_flight)s::bigint[], {CHUNK}, {KEY_SCAN})), "
-    "t AS (SELECT job AS id FROM ch WHERE kind = 't'), "
-    f"{claim_update('t', pending=True)} "
-    "SELECT NULL::text AS kind, NULL::text AS state, u.* FROM u "
-    f"UNION ALL SELECT ch.kind, ch.status, ch.job{', NULL' * (len(CLAIM_COLUMNS) - 1)} FROM ch WHERE ch.kind <> 't'"
-)
-
-
-class _Made:
-    """The psycopg connections whose session has the function (a new session makes it again)."""
-
-    def __init__(self):
-        self.sessions = weakref.WeakSet()
-        self.lock = threading.Lock()
-
-    def ensure(self, connection, *, again=False):
-        with self.lock:
-            if connection in self.sessions and not again:
-                return
-        with connection.cursor() as cursor:
-            cursor.execute(_pg_function())
-        with self.lock:
-            self.sessions.add(connection)
-
-
-_MADE = _Made()
-
-
-def pg_claim_keyed(rows, *, worker, queues, limit, now, lease_until, logs=(), in_flight=(), connection):
-    """Record outcome ``rows`` and claim keyed jobs in one statement on ``connection`` (see above).
-
-    Return ``(won, claimed rows, held)``, or ``(won, None, False)`` when a
-    queue of ``queues`` has limits: the outcomes are recorded, and the claim
-    is ``claim_keyed``'s.
-    """
-    params = pg_finish_and_claim_params(
-        rows, worker=worker, queues=queues, now=now, lease_until=lease_until, ids=None, logs=logs,
-        in_flight=in_flight,
-    )
-    params["finished"] = params["finished"] if rows else None
-    params["logs"] = params.get("logs", "[]")
-    params["limit"] = max(int(limit), 0)
-    _MADE.ensure(connection)
-    try:
-        result = _pg_claim(connection, params)
-    except pg_errors.UndefinedFunction:  # the session lost it (DISCARD ALL, a new server session)
-        _MADE.ensure(connection, again=True)
-        result = _pg_claim(connection, params)
-    won, claimed, held, limited = {}, [], False, False
-    for kind, state, *row in result:
-        if kind is None:
-            claimed.append(tuple(row))
-        elif kind == "f":
-            won[row[0]] = state
-        elif kind == "h":
-            held = True
-        elif kind == "l":
-            limited = True
-    return won, (None if limited else claimed), held
-
-
-def _pg_claim(connection, params):
-    with connection.cursor() as cursor:
-        cursor.execute(PG_CLAIM, params, prepare=True)
-        return cursor.fetchall()

@@ -255,6 +255,10 @@ def text_fields(body):
     return found
 
 
+# A workflow's callbacks answer with their job's field errors as "field: message" (lifecycle.workflows.check_callbacks).
+CALLBACK_KEYS = {"on_success", "on_failure", "on_finish"}
+
+
 def field_messages(errors, field="non_field_errors"):
     """Yield (field, message) for every message of a DRF error body, however nested."""
     if isinstance(errors, dict):
@@ -263,6 +267,8 @@ def field_messages(errors, field="non_field_errors"):
     elif isinstance(errors, list):
         for item in errors:
             yield from field_messages(item, field)
+    elif field in CALLBACK_KEYS and ": " in str(errors):
+        yield tuple(str(errors).split(": ", 1))
     else:
         yield field, str(errors)
 
@@ -292,6 +298,9 @@ def test_only_the_listed_rules_are_allowed():
     assert is_stated_only_in_words(response(duration), {"task": "t", "delay": "soon"})
     assert is_stated_only_in_words(response({"jobs": {"0": duration}}), {"jobs": [{"delay": "soon"}]})
     assert not is_stated_only_in_words(response(duration), {"task": "t", "delay": 5})
+    # A callback's job: its field errors as "field: message".
+    assert is_stated_only_in_words(response({"on_success": ["args: The arguments do not match f(a): missing"]}))
+    assert not is_stated_only_in_words(response({"on_success": ["task: Unknown task 'x'."]}))
 
 
 def valid_data_is_accepted_unless_a_rule_is_stated_only_in_words(ctx, response, case):

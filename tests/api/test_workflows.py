@@ -124,3 +124,21 @@ def test_plain_jobs_take_pass_results_too(api):
     assert second.status_code == 201, second.content
     drain()
     assert api.get(f"/api/jobs/{second.json()['id']}/").json()["result"] == [5]
+
+
+def test_a_callback_keeps_every_time_it_was_given(api):
+    """A callback spec is stored as JSON, its times as text: each is read back as the time it was (expires_at too)."""
+    later, expires = "2031-05-06T07:08:09+02:00", "2032-01-02T03:04:05.5+12:33"
+    body = {
+        "jobs": [{"task": ADD, "args": [1, 2]}],
+        "on_success": {"task": ECHO, "args": ["ok"], "execute_at": later, "expires_at": expires},
+        "on_finish": {"task": ECHO, "args": ["done"], "expires_at": "0268-04-07T13:35:04.0+12:33"},
+    }
+    response = api.post("/api/workflows/", body, format="json")
+    assert response.status_code == 201, response.content
+    drain()
+    workflow = Workflow.objects.get(pk=response.json()["id"])
+    made = {e["callback"]: Job.objects.get(pk=e["job"]) for e in workflow.callbacks["enqueued"]}
+    assert made["on_success"].execute_at.isoformat() == "2031-05-06T05:08:09+00:00"
+    assert made["on_success"].expires_at.isoformat() == "2032-01-01T14:31:05.500000+00:00"
+    assert made["on_finish"].expires_at.year == 268

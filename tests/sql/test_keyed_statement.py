@@ -1,6 +1,6 @@
 """The keyed claim in one statement on the dispatcher's own connection (PostgreSQL): the same choice as ``claim_keyed``.
 
-``sql.keys.pg_claim_keyed`` runs the steps of ``sql.keys.claim_keyed`` in a
+``sql.keyed_claim.pg_claim_keyed`` runs the steps of ``sql.keys.claim_keyed`` in a
 function of the session's own; the tests hold the two to the same answers on
 random backlogs, and check what only the statement does: the outcomes first,
 another claim's key lock, limited queues handed back, a session that lost
@@ -17,7 +17,7 @@ from django.utils import timezone
 from scheduler_app import lifecycle, sql
 from scheduler_app.lifecycle.finishing import finish_rows
 from scheduler_app.models import Job, Queue
-from scheduler_app.sql import keys
+from scheduler_app.sql import keyed_claim, keys
 from scheduler_app.vocabulary.jobs import Outcome, Status
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres_only]
@@ -53,7 +53,7 @@ def both(hot, *, limit, queues=("default", "slow"), in_flight=(), now=None):
             raise _Rollback
     except _Rollback:
         pass
-    won, rows, held = keys.pg_claim_keyed([], connection=hot, **common)
+    won, rows, held = keyed_claim.pg_claim_keyed([], connection=hot, **common)
     assert won == {}
     return seen["python"], (sorted(r[0] for r in rows), held)
 
@@ -90,12 +90,12 @@ def test_the_outcomes_are_recorded_first_and_their_keys_have_room_again(hot):
     first, _ = lifecycle.enqueue(ADD, [1, 1], concurrency_key="k", concurrency_limit=1)
     second, _ = lifecycle.enqueue(ADD, [2, 2], concurrency_key="k", concurrency_limit=1)
     now = timezone.now()
-    _, [row], held = keys.pg_claim_keyed(
+    _, [row], held = keyed_claim.pg_claim_keyed(
         [], worker="w", queues=["default"], limit=4, now=now, lease_until=now + timedelta(seconds=30), connection=hot
     )
     assert row[0] == first.pk and held
     done = Outcome(first.pk, "w", 1, Status.SUCCEEDED, result_json="2")
-    won, rows, held = keys.pg_claim_keyed(
+    won, rows, held = keyed_claim.pg_claim_keyed(
         finish_rows([done]), worker="w", queues=["default"], limit=4, now=now,
         lease_until=now + timedelta(seconds=30), connection=hot,
     )
@@ -109,7 +109,7 @@ def test_a_key_another_claim_holds_is_skipped_and_held(hot):
     now = timezone.now()
     with transaction.atomic(), connection.cursor() as cursor:  # another claim, in its transaction
         cursor.execute("SELECT pg_advisory_xact_lock(%s, hashtext('locked'))", [keys.KEY_LOCKS])
-        _, rows, held = keys.pg_claim_keyed(
+        _, rows, held = keyed_claim.pg_claim_keyed(
             [], worker="w", queues=["default"], limit=4, now=now, lease_until=now + timedelta(seconds=30),
             connection=hot,
         )
@@ -121,7 +121,7 @@ def test_limited_queues_are_left_to_the_claim_that_takes_their_turn(hot):
     job, _ = lifecycle.enqueue(ADD, [1, 1], queue="slow", concurrency_key="k", concurrency_limit=5)
     other, _ = lifecycle.enqueue(ADD, [2, 2], queue="slow", concurrency_key="k", concurrency_limit=5)
     now = timezone.now()
-    won, rows, _ = keys.pg_claim_keyed(
+    won, rows, _ = keyed_claim.pg_claim_keyed(
         [], worker="w", queues=["slow"], limit=4, now=now, lease_until=now + timedelta(seconds=30), connection=hot
     )
     assert rows is None and won == {}
@@ -135,9 +135,35 @@ def test_limited_queues_are_left_to_the_claim_that_takes_their_turn(hot):
 def test_a_session_that_lost_the_function_makes_it_again(hot):
     job, _ = lifecycle.enqueue(ADD, [1, 1], concurrency_key="k")
     now = timezone.now()
-    keys.pg_claim_keyed([], worker="w", queues=["slow"], limit=1, now=now, lease_until=now, connection=hot)
+    keyed_claim.pg_claim_keyed([], worker="w", queues=["slow"], limit=1, now=now, lease_until=now, connection=hot)
     hot.execute("DISCARD ALL")  # a pooler's reset: the session's temporary objects are gone
-    _, rows, _ = keys.pg_claim_keyed(
+    _, rows, _ = keyed_claim.pg_claim_keyed(
         [], worker="w", queues=["default"], limit=1, now=now, lease_until=now + timedelta(seconds=30), connection=hot
     )
     assert [r[0] for r in rows] == [job.pk]
+
+
+def test_a_session_that_may_not_make_the_function_claims_with_the_transaction(hot, monkeypatch, caplog):
+    """No TEMP privilege on the database: the keyed claim of several statements, the outcomes recorded in it."""
+    monkeypatch.setattr(
+        keyed_claim, "function_text",
+        lambda: "DO $$ BEGIN RAISE EXCEPTION 'no temp' USING ERRCODE = 'insufficient_privilege'; END $$",
+    )
+    first, _ = lifecycle.enqueue(ADD, [1, 1], concurrency_key="k", concurrency_limit=1)
+    second, _ = lifecycle.enqueue(ADD, [2, 2], concurrency_key="k", concurrency_limit=1)
+    now = timezone.now()
+    assert keyed_claim.pg_claim_keyed(
+        [], worker="w", queues=["default"], limit=4, now=now, lease_until=now, connection=hot
+    ) is None
+    assert "TEMP privilege" in caplog.text
+    dialect = sql.dialect()
+    _, [row], held = dialect.finish_and_claim_keyed(
+        [], worker="w", queues=["default"], limit=4, now=now, lease_until=now + timedelta(seconds=30), connection=hot
+    )
+    assert row[0] == first.pk and held
+    done = Outcome(first.pk, "w", 1, Status.SUCCEEDED, result_json="2")
+    won, rows, _ = dialect.finish_and_claim_keyed(
+        finish_rows([done]), worker="w", queues=["default"], limit=4, now=now,
+        lease_until=now + timedelta(seconds=30), connection=hot,
+    )
+    assert won == {first.pk: "succeeded"} and [r[0] for r in rows] == [second.pk]
