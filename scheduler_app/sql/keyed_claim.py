@@ -184,6 +184,17 @@ class _Sessions:
         return made
 
 
+    def give_up(self, connection):
+        """The function never stays in ``connection``'s session (a pooler in transaction mode): claims go without it."""
+        logger.warning(
+            "the keyed claim's function does not stay in this connection's database session (a pooler in "
+            "transaction mode?): keyed claims run as a transaction of several statements, not one",
+            extra={"action": "keyed_claim_statements"},
+        )
+        with self.lock:
+            self.made[connection] = False
+
+
 SESSIONS = _Sessions()
 
 
@@ -207,10 +218,20 @@ def pg_claim_keyed(rows, *, worker, queues, limit, now, lease_until, logs=(), in
     try:
         result = _execute(connection, params)
     except Exception as exc:
-        if getattr(exc, "sqlstate", None) != _UNDEFINED_FUNCTION:  # the session lost it: DISCARD, a new server session
+        if getattr(exc, "sqlstate", None) != _UNDEFINED_FUNCTION:
             raise
-        SESSIONS.ready(connection, again=True)
-        result = _execute(connection, params)
+        # The session lost it (DISCARD ALL), or this is another server session:
+        # made again, once; a pooler in transaction mode that hands out another
+        # session again gets the transaction of statements from now on.
+        if not SESSIONS.ready(connection, again=True):
+            return None
+        try:
+            result = _execute(connection, params)
+        except Exception as again:
+            if getattr(again, "sqlstate", None) != _UNDEFINED_FUNCTION:
+                raise
+            SESSIONS.give_up(connection)
+            return None
     won, claimed, held, limited = {}, [], False, False
     for kind, state, *row in result:
         if kind is None:

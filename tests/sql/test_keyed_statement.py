@@ -167,3 +167,28 @@ def test_a_session_that_may_not_make_the_function_claims_with_the_transaction(ho
         lease_until=now + timedelta(seconds=30), connection=hot,
     )
     assert won == {first.pk: "succeeded"} and [r[0] for r in rows] == [second.pk]
+
+
+def test_a_connection_whose_session_keeps_losing_the_function_claims_with_the_transaction(hot, monkeypatch, caplog):
+    """A pooler in transaction mode hands each statement another server session: after one try to make it again,
+    the keyed claim of several statements, from then on."""
+    job, _ = lifecycle.enqueue(ADD, [1, 1], concurrency_key="k")
+    now = timezone.now()
+    calls = []
+
+    class Lost(Exception):
+        sqlstate = "42883"  # undefined_function
+
+    def lost(connection, params):
+        calls.append(1)
+        raise Lost("function pg_temp.scheduler_keyed_claim(...) does not exist")
+
+    monkeypatch.setattr(keyed_claim, "_execute", lost)
+    lease = now + timedelta(seconds=30)
+    assert keyed_claim.pg_claim_keyed([], worker="w", queues=["default"], limit=1, now=now, lease_until=lease,
+                                      connection=hot) is None
+    assert len(calls) == 2 and "pooler in transaction mode" in caplog.text
+    _, rows, _ = sql.dialect().finish_and_claim_keyed(
+        [], worker="w", queues=["default"], limit=1, now=now, lease_until=lease, connection=hot
+    )
+    assert [r[0] for r in rows] == [job.pk] and len(calls) == 2  # not tried again
