@@ -109,29 +109,16 @@ class Postgres:
 
     def finish_and_claim_keyed(self, rows, *, worker, queues, limit, now, lease_until, logs=(), in_flight=(),
                                connection=None, using="default"):
-        done = None
-        if connection is not None:  # the dispatcher's own: one statement, unless a queue has limits
-            done = pg_claim_keyed(
-                rows, worker=worker, queues=queues, limit=limit, now=now, lease_until=lease_until, logs=logs,
-                in_flight=in_flight, connection=connection,
-            )
-        if done is not None:
-            won, claimed, held = done
-            if claimed is not None:
-                return won, claimed, held
-            _, claimed, held = claim_keyed(
-                worker=worker, queues=queues, limit=limit, now=now, lease_until=lease_until, in_flight=in_flight,
-                connection=connection, using=using,
-            )
-            return won, claimed, held
-
-        def finish(hot):
-            return self.finish(rows, now=now, logs=logs, connection=hot, using=using)
-
-        return claim_keyed(
-            worker=worker, queues=queues, limit=limit, now=now, lease_until=lease_until, in_flight=in_flight,
-            finish=finish if rows else None, connection=connection, using=using,
-        )
+        claim = {"worker": worker, "queues": queues, "limit": limit, "now": now, "lease_until": lease_until,
+                 "in_flight": in_flight, "connection": connection}
+        # The dispatcher's own connection: one statement (None: the session cannot have its function).
+        done = None if connection is None else pg_claim_keyed(rows, logs=logs, **claim)
+        if done is None:
+            return claim_keyed(**claim, finish=_finisher(self, rows, now, logs, using), using=using)
+        won, claimed, held = done
+        if claimed is None:  # a queue has limits: the outcomes are recorded, the claim takes its turn at the queue
+            _, claimed, held = claim_keyed(**claim, using=using)
+        return won, claimed, held
 
     def append_logs(self, attempts, logs, *, using="default"):
         return pg_append_logs(attempts, logs, using=using)
@@ -186,12 +173,9 @@ class SQLite:
 
     def finish_and_claim_keyed(self, rows, *, worker, queues, limit, now, lease_until, logs=(), in_flight=(),
                                connection=None, using="default"):
-        def finish(_):
-            return self.finish(rows, now=now, logs=logs, using=using)
-
         return claim_keyed(
             worker=worker, queues=queues, limit=limit, now=now, lease_until=lease_until, in_flight=in_flight,
-            finish=finish if rows else None, using=using,
+            finish=_finisher(self, rows, now, logs, using), using=using,
         )
 
     def append_logs(self, attempts, logs, *, using="default"):
@@ -216,6 +200,13 @@ class SQLite:
 
     def optimize(self, *, using="default"):
         sqlite_optimize(using=using)
+
+
+def _finisher(dialect, rows, now, logs, using):
+    """Return ``keys.claim_keyed``'s ``finish``: the dialect's finish of ``rows`` on the claim's connection, or None."""
+    if not rows:
+        return None
+    return lambda connection: dialect.finish(rows, now=now, logs=logs, connection=connection, using=using)
 
 
 _POSTGRES, _SQLITE = Postgres(), SQLite()

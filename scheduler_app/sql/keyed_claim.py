@@ -30,20 +30,21 @@ import threading
 import weakref
 
 from .base import CLAIM_COLUMNS, QUEUE_TABLE, TABLE, unexpired
-from .keys import CHUNK, KEY_LOCKS, KEY_SCAN
+from .keys import CHUNK, CHUNK_GROWTH, KEY_LOCKS, KEY_SCAN, first_chunk
 from .limited import LIMITED
 from .postgres import claim_update, finish_ctes, pg_finish_and_claim_params
 
 logger = logging.getLogger(__name__)
 
-FUNCTION = "scheduler_keyed_claim"
+FUNCTION = "scheduler_keyed_claim_v2"  # a new name when its arguments change
 
 # {finish}: the outcomes' CTEs; {keyed}: the candidates' FROM ... LIMIT; the
-# others are names. The first chunk is keys.first_chunk's, each next one four
-# times the last, up to p_chunk.
+# others are names. The chunks grow as ``keys.claim_keyed``'s: the first is
+# p_first (``keys.first_chunk``), each next one ``keys.CHUNK_GROWTH`` times the
+# last, up to p_chunk.
 _BODY = """CREATE OR REPLACE FUNCTION pg_temp.{function}(
     p_finished jsonb, p_logs json, p_now timestamptz, p_queues text[], p_limit integer, p_in_flight bigint[],
-    p_chunk integer, p_scan integer
+    p_first integer, p_chunk integer, p_scan integer
 ) RETURNS TABLE (kind text, job bigint, status text) LANGUAGE plpgsql VOLATILE AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -55,7 +56,7 @@ DECLARE
     v_taken jsonb := '{{}}';  -- key -> its jobs chosen here
     v_held boolean := false;
     v_read integer := 0;
-    v_chunk integer := LEAST(p_chunk, GREATEST(2 * p_limit, 8));
+    v_chunk integer := p_first;
     v_ids bigint[];
     v_keys text[];
     v_limits integer[];
@@ -80,7 +81,7 @@ BEGIN
           FROM (SELECT id, concurrency_key, concurrency_limit, priority, execute_at {keyed}) c;
         EXIT WHEN v_ids IS NULL;
         v_read := v_read + cardinality(v_ids);
-        v_chunk := LEAST(v_chunk * 4, p_chunk);
+        v_chunk := LEAST(v_chunk * {growth}, p_chunk);
         v_new := '{{}}';
         FOR i IN 1 .. cardinality(v_ids) LOOP
             v_key := v_keys[i];
@@ -137,13 +138,14 @@ def function_text():
     )
     return _BODY.format(
         function=FUNCTION, finish=finish, keyed=keyed, queues=QUEUE_TABLE, jobs=TABLE, limited=LIMITED,
-        locks=KEY_LOCKS,
+        locks=KEY_LOCKS, growth=CHUNK_GROWTH,
     )
 
 
 STATEMENT = (
     f"WITH ch AS MATERIALIZED (SELECT * FROM pg_temp.{FUNCTION}(%(finished)s::jsonb, %(logs)s::json, "
-    f"%(now)s::timestamptz, %(queues)s::text[], %(limit)s::integer, %(in_flight)s::bigint[], {CHUNK}, {KEY_SCAN})), "
+    f"%(now)s::timestamptz, %(queues)s::text[], %(limit)s::integer, %(in_flight)s::bigint[], %(first)s::integer, "
+    f"{CHUNK}, {KEY_SCAN})), "
     "t AS (SELECT job AS id FROM ch WHERE kind = 't'), "
     f"{claim_update('t', pending=True)} "
     "SELECT NULL::text AS kind, NULL::text AS state, u.* FROM u "
@@ -215,6 +217,7 @@ def pg_claim_keyed(rows, *, worker, queues, limit, now, lease_until, logs=(), in
     params["finished"] = params["finished"] if rows else None
     params["logs"] = params.get("logs", "[]")
     params["limit"] = max(int(limit), 0)
+    params["first"] = first_chunk(params["limit"])
     try:
         result = _execute(connection, params)
     except Exception as exc:

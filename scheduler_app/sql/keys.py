@@ -68,9 +68,10 @@ KEY_LOCKS = 0x5CED
 # Candidates read per round trip, and at most per claim: the keys of the first
 # KEY_SCAN due keyed jobs (full keys' jobs left out) are all a claim considers.
 # The first chunk is a little more than the claim asks for (``first_chunk``),
-# each next one four times the last, up to CHUNK: every candidate's key is
-# locked and counted, and a key locked in vain is one other claims skip.
+# each next one CHUNK_GROWTH times the last, up to CHUNK: every candidate's key
+# is locked and counted, and a key locked in vain is one other claims skip.
 CHUNK = 64
+CHUNK_GROWTH = 4
 KEY_SCAN = 1000
 
 
@@ -109,7 +110,7 @@ def claim_keyed(
             rows = _candidates(
                 queues, now, [*in_flight, *state.chosen], sorted(state.excluded()), chunk, pg, db, sorted(state.running)
             )
-            chunk = min(chunk * 4, CHUNK)
+            chunk = min(chunk * CHUNK_GROWTH, CHUNK)
             if not rows:
                 break
             read += len(rows)

@@ -31,10 +31,6 @@ def hot():
     raw.close()
 
 
-class _Rollback(Exception):
-    pass
-
-
 def both(hot, *, limit, queues=("default", "slow"), in_flight=(), now=None):
     """Return ``(the Python claim's (ids, held), the statement's (ids, held))`` on the same rows.
 
@@ -45,17 +41,13 @@ def both(hot, *, limit, queues=("default", "slow"), in_flight=(), now=None):
     lease = now + timedelta(seconds=30)
     common = {"worker": "w", "queues": sorted(queues), "limit": limit, "now": now, "lease_until": lease,
               "in_flight": sorted(in_flight)}
-    seen = {}
-    try:
-        with transaction.atomic():
-            _, rows, held = keys.claim_keyed(**common)
-            seen["python"] = (sorted(r[0] for r in rows), held)  # an UPDATE returns rows in no order
-            raise _Rollback
-    except _Rollback:
-        pass
+    with transaction.atomic():
+        _, rows, held = keys.claim_keyed(**common)
+        python = (sorted(r[0] for r in rows), held)  # an UPDATE returns rows in no order
+        transaction.set_rollback(True)
     won, rows, held = keyed_claim.pg_claim_keyed([], connection=hot, **common)
     assert won == {}
-    return seen["python"], (sorted(r[0] for r in rows), held)
+    return python, (sorted(r[0] for r in rows), held)
 
 
 @pytest.mark.parametrize("seed", range(16))
@@ -86,21 +78,23 @@ def test_the_statement_chooses_what_the_python_claim_chooses(hot, seed):
     assert statement == python
 
 
-def test_the_outcomes_are_recorded_first_and_their_keys_have_room_again(hot):
+def ends_the_first_and_starts_the_second(claim):
+    """Two jobs of one key of limit 1: ``claim`` (``pg_claim_keyed``'s arguments) takes the first and holds the
+    second; handed the first's outcome, it records it first and takes the second."""
     first, _ = lifecycle.enqueue(ADD, [1, 1], concurrency_key="k", concurrency_limit=1)
     second, _ = lifecycle.enqueue(ADD, [2, 2], concurrency_key="k", concurrency_limit=1)
     now = timezone.now()
-    _, [row], held = keyed_claim.pg_claim_keyed(
-        [], worker="w", queues=["default"], limit=4, now=now, lease_until=now + timedelta(seconds=30), connection=hot
-    )
+    at = {"worker": "w", "queues": ["default"], "limit": 4, "now": now, "lease_until": now + timedelta(seconds=30)}
+    _, [row], held = claim([], **at)
     assert row[0] == first.pk and held
     done = Outcome(first.pk, "w", 1, Status.SUCCEEDED, result_json="2")
-    won, rows, held = keyed_claim.pg_claim_keyed(
-        finish_rows([done]), worker="w", queues=["default"], limit=4, now=now,
-        lease_until=now + timedelta(seconds=30), connection=hot,
-    )
+    won, rows, held = claim(finish_rows([done]), **at)
     assert won == {first.pk: "succeeded"} and [r[0] for r in rows] == [second.pk] and not held
     assert Job.objects.get(pk=first.pk).result == 2
+
+
+def test_the_outcomes_are_recorded_first_and_their_keys_have_room_again(hot):
+    ends_the_first_and_starts_the_second(lambda rows, **at: keyed_claim.pg_claim_keyed(rows, connection=hot, **at))
 
 
 def test_a_key_another_claim_holds_is_skipped_and_held(hot):
@@ -149,24 +143,14 @@ def test_a_session_that_may_not_make_the_function_claims_with_the_transaction(ho
         keyed_claim, "function_text",
         lambda: "DO $$ BEGIN RAISE EXCEPTION 'no temp' USING ERRCODE = 'insufficient_privilege'; END $$",
     )
-    first, _ = lifecycle.enqueue(ADD, [1, 1], concurrency_key="k", concurrency_limit=1)
-    second, _ = lifecycle.enqueue(ADD, [2, 2], concurrency_key="k", concurrency_limit=1)
     now = timezone.now()
     assert keyed_claim.pg_claim_keyed(
         [], worker="w", queues=["default"], limit=4, now=now, lease_until=now, connection=hot
     ) is None
     assert "TEMP privilege" in caplog.text
-    dialect = sql.dialect()
-    _, [row], held = dialect.finish_and_claim_keyed(
-        [], worker="w", queues=["default"], limit=4, now=now, lease_until=now + timedelta(seconds=30), connection=hot
+    ends_the_first_and_starts_the_second(
+        lambda rows, **at: sql.dialect().finish_and_claim_keyed(rows, connection=hot, **at)
     )
-    assert row[0] == first.pk and held
-    done = Outcome(first.pk, "w", 1, Status.SUCCEEDED, result_json="2")
-    won, rows, _ = dialect.finish_and_claim_keyed(
-        finish_rows([done]), worker="w", queues=["default"], limit=4, now=now,
-        lease_until=now + timedelta(seconds=30), connection=hot,
-    )
-    assert won == {first.pk: "succeeded"} and [r[0] for r in rows] == [second.pk]
 
 
 def test_a_connection_whose_session_keeps_losing_the_function_claims_with_the_transaction(hot, monkeypatch, caplog):
