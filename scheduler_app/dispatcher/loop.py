@@ -31,6 +31,10 @@ from .window import Window
 
 logger = logging.getLogger(__name__)
 
+# While jobs handed back at shutdown wait for their dispatcher's process to
+# end, look again this soon, doubling up to a heartbeat's interval.
+TAKE_BACK_RECHECK = 0.1
+
 
 def _moment(now):
     """Return loop time ``now`` (epoch seconds) as the aware datetime outcomes record."""
@@ -88,6 +92,10 @@ class Dispatcher:
         # Loop thread only, below: when each timer is due next, the database back-off.
         self._stop_deadline = None
         self._due_heartbeat = self._due_paused = self._due_housekeeping = self._due_change_check = 0.0
+        # When to look for jobs handed back by dispatchers now gone (at once: a predecessor's), and the
+        # next look's delay while some wait.
+        self._due_take_back = 0.0
+        self._take_back_delay = TAKE_BACK_RECHECK
         self._db_retry_at = self._db_backoff = 0.0
         self._need_paused = False
         self.paused = frozenset()
@@ -189,6 +197,7 @@ class Dispatcher:
             self.pool.shutdown()
             for close in self.on_exit:
                 close()
+            self._retire_when_done()
             try:
                 if self.rollups is not None:
                     self._write_rollups(self.clock.time(), final=True)
@@ -199,6 +208,26 @@ class Dispatcher:
             except self.store.transient_errors:
                 logger.warning("could not mark this dispatcher stopped (database unavailable)")
         return 0
+
+    def _retire_when_done(self):
+        """Tell the store once no thread of this dispatcher runs an attempt: what it handed back may be taken.
+
+        The threads of attempts handed back at the end of the grace period
+        cannot be killed; until they return, the store keeps this
+        dispatcher alive for the others (``store.retire``). A process that
+        exits ends them, and the lock with them.
+        """
+        threads = self.pool.live_threads()
+        if not threads:
+            self.store.retire()
+            return
+
+        def retire():
+            for thread in threads:
+                thread.join()
+            self.store.retire()
+
+        threading.Thread(target=retire, name="scheduler-retire", daemon=True).start()
 
     def tick(self, now):
         """Do one pass at time ``now``; return how many seconds to wait."""
@@ -278,6 +307,8 @@ class Dispatcher:
         self.window.sync(self.store, now)
         if now >= self._due_heartbeat:
             self._heartbeat(now)
+        if now >= self._due_take_back:
+            self._take_back(now)
         if self._need_paused or now >= self._due_paused:
             self.paused = frozenset(self.store.paused_queues())
             self.gate.update(self.store.limited_queues())
@@ -316,6 +347,9 @@ class Dispatcher:
             if message.freed:
                 self.gate.free(message.freed, only_concurrency=True)
                 self.claims.keys_changed()
+            if message.handed_back:
+                self._due_take_back = 0.0
+                self._take_back_delay = TAKE_BACK_RECHECK
 
     def _collect(self, now):
         moment = _moment(now)
@@ -354,6 +388,16 @@ class Dispatcher:
         )
         self._due_heartbeat = now + self.lease / 3
 
+    def _take_back(self, now):
+        """Take back jobs handed back by dispatchers now gone; look again soon while some still wait."""
+        _, waiting = self.store.take_back(now)
+        if waiting:
+            self._due_take_back = now + self._take_back_delay
+            self._take_back_delay = min(self._take_back_delay * 2, self.lease / 3)
+        else:
+            self._due_take_back = now + self.lease / 3
+            self._take_back_delay = TAKE_BACK_RECHECK
+
     def _check_done(self):
         if self.pool.busy() or self.outcomes.pending or self.pool.abandoned_count:
             return
@@ -388,7 +432,7 @@ class Dispatcher:
             self._flush(now)
             released = self.store.release(unfinished, now)
             logger.warning(
-                "grace period over: released %d unfinished jobs back to pending",
+                "grace period over: handed back %d unfinished jobs; they run again once this process is gone",
                 len(released), extra={"action": "release"},
             )
             self.finished = True
@@ -399,6 +443,7 @@ class Dispatcher:
         moments = [
             *self.window.moments(claiming=not self._stopping),
             self._due_heartbeat,
+            self._due_take_back,
             self._due_paused,
             self._due_housekeeping,
         ]

@@ -284,6 +284,12 @@ class WorkerPool:
         """Return the jobs whose attempts are in flight (timed-out ones excluded)."""
         return [r.job for r in self._running.values() if not r.timed_out]
 
+    def live_threads(self):
+        """Return the OS threads of this pool that are still alive (running an attempt, or about to exit)."""
+        threads = [t for group in self._threads.values() for t in group]
+        threads += [t for t, _ in self._abandoned.values()]
+        return [t.os_thread for t in threads if t.os_thread.is_alive()]
+
     def close(self):
         """Start nothing more: attempts no thread has taken yet never start (they stay in running_jobs)."""
         with self._lock:

@@ -141,11 +141,19 @@ class Store(Protocol):
         """End pending and waiting jobs past their ``expires_at`` cancelled (dependents settled); return how many."""
 
     def release(self, jobs: Sequence[ClaimedJob], now: float) -> set[int]:
-        """Give this dispatcher's unfinished attempts back to pending (shutdown); return their ids.
+        """Hand this dispatcher's unfinished attempts back (shutdown); return their ids.
 
-        The interrupted attempt is not counted; a job whose cancel was
-        requested ends cancelled instead.
+        They stay unclaimable, each with an ``errors`` entry saying it was
+        released, until this dispatcher is gone (``retire``, or its process
+        ended): then ``take_back`` returns them to pending, the attempt not
+        counted (cancelled, if their cancel was requested).
         """
+
+    def take_back(self, now: float) -> tuple[int, int]:
+        """Return jobs handed back by dispatchers now gone to pending; return ``(taken, still waiting)``."""
+
+    def retire(self) -> None:
+        """Say that nothing of this dispatcher runs any more (safe from any thread; idempotent)."""
 
     def materialize(self, now: float, ids: Iterable[int] = ()) -> list[Entry]:
         """Enqueue the jobs of due schedules; return their entries (``at`` None: nothing left to run)."""

@@ -37,6 +37,7 @@ from .states import (
     InvalidTransition,
     JobTimeout,
     LeaseExpired,
+    ReleasedAtShutdown,
     SnoozedTooOften,
 )
 from .transitions import (
@@ -46,6 +47,7 @@ from .transitions import (
     release,
     renew_leases,
     rescue_expired,
+    take_back,
     set_progress,
 )
 from .workflows import cancel_workflow, derive_status, retry_workflow, workflow_of
@@ -56,6 +58,7 @@ __all__ = [
     "InvalidTransition",
     "JobTimeout",
     "LeaseExpired",
+    "ReleasedAtShutdown",
     "SnoozedTooOften",
     "announce",
     "announce_schedules",
@@ -84,6 +87,7 @@ __all__ = [
     "renew_leases",
     "reschedule",
     "rescue_expired",
+    "take_back",
     "resume_queue",
     "retry",
     "retry_many",

@@ -65,5 +65,9 @@ class LeaseExpired(Exception):
     """Recorded as the error of an attempt whose dispatcher stopped renewing its lease."""
 
 
+class ReleasedAtShutdown(Exception):
+    """Recorded as the entry of an attempt handed back when its dispatcher stopped past its grace period (not counted)."""
+
+
 class JobTimeout(Exception):
     """Recorded as the error of an attempt that ran past its timeout."""

@@ -1,4 +1,4 @@
-"""The dispatcher's transitions: claim, finish, renew leases, rescue, release, progress.
+"""The dispatcher's transitions: claim, finish, renew leases, rescue, release and take back, progress.
 
 Each is one statement from ``sql`` and a compare-and-set: a claim takes only
 pending rows; a finish, a renewal, a release and a progress report match only
@@ -19,8 +19,10 @@ from ..models import Job, JobStatus
 from ..validation.fields import PROGRESS
 from ..vocabulary import storable
 from ..vocabulary.jobs import ClaimedJob
-from ..vocabulary.policy import LEASE_EXPIRED_MESSAGE
-from .announce import announce
+from ..sql import liveness
+from ..vocabulary.policy import LEASE_EXPIRED_MESSAGE, RELEASED_MESSAGE
+from ..vocabulary.wakeup import WakeUp
+from .announce import announce, send
 from .dependencies import settle
 from .finishing import finish_rows, log_rows, report_lost, with_outcomes
 
@@ -248,23 +250,49 @@ def rescue_expired(*, now=None, limit=500, retry_at=None, using="default"):
 
 
 def release(worker, attempts, *, now=None, using="default"):
-    """Give unfinished attempts of ``worker`` back to pending (shutdown); return their ids.
+    """Hand unfinished attempts of ``worker`` back at shutdown; return their ids.
 
-    The interrupted attempt is not counted; a job whose cancel was requested
-    ends cancelled instead (``types.attempt_end``).
+    They stay unclaimable until ``worker``'s process is gone (``take_back``):
+    a thread cannot be killed, so one may still be running them (invariant
+    14). Each gets an ``errors`` entry saying it was released; dispatchers
+    are told, to look for the moment they may take them back.
     """
     attempts = list(attempts)
     if not attempts:
         return set()
     now = now or timezone.now()
     with transaction.atomic(using=using):
-        rows = sql.release(attempts, worker=worker, now=now, using=using)
-        pending = [job_id for job_id, status, _ in rows if status == JobStatus.PENDING]
+        ids = sql.release(attempts, worker=worker, now=now, message=RELEASED_MESSAGE, using=using)
+        if ids:
+            send(WakeUp.of(handed_back=True), using)
+    return set(ids)
+
+
+def take_back(*, now=None, using="default"):
+    """Put the attempts handed back by dispatchers now gone back to pending; return ``(taken, waiting)``.
+
+    The handed-back attempt is not counted; a job whose cancel was requested
+    ends cancelled (its dependents follow). ``waiting``: handed-back jobs
+    whose dispatcher may still run them.
+    """
+    now = now or timezone.now()
+    with transaction.atomic(using=using):
+        rows = sql.handed_back(using=using)
+        if not rows:
+            return 0, 0
+        ended = liveness.gone({worker for _, worker in rows}, using=using)
+        ids = [job_id for job_id, worker in rows if worker in ended]
+        taken = sql.take_back(ids, now=now, using=using)
+        pending = [job_id for job_id, status, _, _ in taken if status == JobStatus.PENDING]
         if pending:
             announce(jobs=list(Job.objects.using(using).filter(pk__in=pending)), using=using)
-        # A job whose cancel was requested ends here (the one rule): its dependents follow.
-        settle({job_id: status for job_id, status, has in rows if has}, now=now, using=using)
-    return {job_id for job_id, _, _ in rows}
+        settle({job_id: status for job_id, status, _, has in taken if has}, now=now, using=using)
+    if taken:
+        logger.info(
+            "took back %d jobs handed back at shutdown by dispatchers now gone", len(taken),
+            extra={"action": "take_back"},
+        )
+    return len(taken), len(rows) - len(ids)
 
 
 def set_progress(job_id, worker, attempt, progress, *, now=None, using="default"):

@@ -21,6 +21,7 @@ from ..dispatcher.timeline import Entry, schedule_entry
 from ..models import Job, Worker, WorkerState
 from ..observability import rollups
 from ..sql import connections as pg
+from ..sql import liveness
 from ..vocabulary.policy import RetryPolicy
 from ..vocabulary.wakeup import WakeUp
 
@@ -69,6 +70,7 @@ class DjangoStore:
         self._dialect = sql.dialect(using)
         self._data_version = None  # SQLite: PRAGMA data_version last seen
         self._statistics_checked = -STATISTICS_CHECK_INTERVAL  # monotonic time of the last check
+        self._liveness = None  # sql.liveness.Liveness from register() to retire(); any thread may retire
 
     def _hot_connection(self):
         """PostgreSQL: the loop's own connection for claims and finishes (``sql.connections.hot``); None elsewhere."""
@@ -79,6 +81,10 @@ class DjangoStore:
     # -- this dispatcher's Worker row --------------------------------------
 
     def register(self, *, queues, slots):
+        # Held until nothing of this dispatcher runs (``retire``), or its process ends: what it hands back
+        # at shutdown is taken back only then (``lifecycle.take_back``).
+        if self._liveness is None:
+            self._liveness = liveness.Liveness(self.worker_id, self.using)
         # Queues seen for the first time get their row (and limits) from the settings.
         lifecycle.ensure_queues(queues, using=self.using)
         now = timezone.now()
@@ -307,6 +313,13 @@ class DjangoStore:
             now=to_datetime(now),
             using=self.using,
         )
+
+    def take_back(self, now):
+        return lifecycle.take_back(now=to_datetime(now), using=self.using)
+
+    def retire(self):
+        if self._liveness is not None:
+            self._liveness.close()
 
     def write_rollups(self, tallies, now, *, samples=True):
         rollups.record(tallies, to_datetime(now), samples=samples, using=self.using)

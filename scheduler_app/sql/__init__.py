@@ -37,7 +37,7 @@ from .flow import (
     settle_dependents,
     take_unique_window,
 )
-from .leases import release, renew, rescue
+from .leases import handed_back, release, renew, rescue, take_back
 from .limited import pg_limited_claim, pg_limited_claim_text, sqlite_limited_claim
 from .postgres import (
     pg_analyze_if_outgrown,
@@ -77,6 +77,7 @@ __all__ = [
     "pg_insert_statement",
     "pg_limited_claim",
     "pg_limited_claim_text",
+    "handed_back",
     "release",
     "renew",
     "rescue",
@@ -85,6 +86,7 @@ __all__ = [
     "sqlite_finish",
     "sqlite_limited_claim",
     "sqlite_optimize",
+    "take_back",
     "take_unique_window",
     "vendor",
 ]

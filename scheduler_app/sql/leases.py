@@ -1,23 +1,23 @@
-"""Leases, on both databases: rescue expired ones, renew this dispatcher's, release on shutdown."""
+"""Leases, on both databases: rescue expired ones, renew this dispatcher's, hand back at shutdown, take back."""
 
 import json
 
-from ..vocabulary.policy import LEASE_EXPIRED_CLASS
+from ..vocabulary.policy import LEASE_EXPIRED_CLASS, RELEASED_CLASS
 from .base import TABLE, _in_list, _rows, adapt_dt, ending, is_postgres
 
 
-def _lost_error(alias, pg):
-    """The ``errors`` entry a rescue appends, built in SQL from the row itself."""
+def _entry(alias, pg, exception_class):
+    """The ``errors`` entry a rescue or a release appends, built in SQL from the row itself (time, message: params)."""
     a = f"{alias}." if alias else ""
     if pg:
         return (
             f"jsonb_build_object('attempt', {a}attempts, 'time', %s::text, "
-            f"'worker', {a}worker, 'exception_class', '{LEASE_EXPIRED_CLASS}', "
+            f"'worker', {a}worker, 'exception_class', '{exception_class}', "
             "'message', %s::text, 'traceback', '')"
         )
     return (
         f"json_object('attempt', attempts, 'time', %s, 'worker', worker, "
-        f"'exception_class', '{LEASE_EXPIRED_CLASS}', 'message', %s, 'traceback', '')"
+        f"'exception_class', '{exception_class}', 'message', %s, 'traceback', '')"
     )
 
 
@@ -49,11 +49,11 @@ def rescue(*, now, limit, message, retry_at, using="default"):
     if pg:
         source = "t AS (SELECT * FROM jsonb_to_recordset(%s::jsonb) AS t(tid bigint, tat timestamptz))"
         source_params = [json.dumps([{"tid": i, "tat": at.isoformat()} for i, at in times])]
-        append = f"errors = j.errors || jsonb_build_array({_lost_error('j', True)})"
+        append = f"errors = j.errors || jsonb_build_array({_entry('j', True, LEASE_EXPIRED_CLASS)})"
     else:
         source = f"t(tid, tat) AS (VALUES {', '.join(['(%s, %s)'] * len(times))})"
         source_params = [v for i, at in times for v in (i, adapt_dt(at, using))]
-        append = f"errors = json_insert(errors, '$[#]', {_lost_error('', False)})"
+        append = f"errors = json_insert(errors, '$[#]', {_entry('', False, LEASE_EXPIRED_CLASS)})"
     statement = (
         f"WITH {source} UPDATE {TABLE} AS j SET status = {status}, {append}, "
         f"execute_at = CASE WHEN {status} = 'pending' THEN t.tat ELSE j.execute_at END, "
@@ -84,24 +84,65 @@ def renew(*, worker, lease_until, ids=None, using="default"):
     return [(r[0], bool(r[1])) for r in _rows(statement, params, using)]
 
 
-def release(rows, *, worker, now, using="default"):
-    """Give unfinished attempts back to pending; return ``[(id, status, has_dependents)]`` of the rows that matched.
+def release(rows, *, worker, now, message, using="default"):
+    """Hand unfinished attempts back at shutdown; return the ids of the rows that matched.
 
-    ``rows`` are ``(id, attempt)`` pairs of ``worker``; the attempt that was
-    interrupted by a shutdown is not counted against the job. A job whose
-    cancel was requested ends cancelled instead (``base.ending``).
+    ``rows`` are ``(id, attempt)`` pairs of ``worker``. The rows stay
+    ``running`` (no claim takes them) with no lease (no rescue either) and
+    an ``errors`` entry saying the attempt was released: they go back to
+    pending only through ``take_back``, once ``worker`` is gone
+    (``liveness``), because a thread of it may still be running them.
     """
-    params = [adapt_dt(now, using), worker]
+    if not rows:
+        return []
+    pg = is_postgres(using)
     conds = []
+    params = []
     for job_id, attempt in rows:
         conds.append("(id = %s AND attempts = %s)")
         params.extend([job_id, attempt])
+    if pg:
+        append = f"errors = errors || jsonb_build_array({_entry('', True, RELEASED_CLASS)})"
+    else:
+        append = f"errors = json_insert(errors, '$[#]', {_entry('', False, RELEASED_CLASS)})"
+    statement = (
+        f"UPDATE {TABLE} SET {append}, lease_expires_at = NULL, updated_at = %s "
+        f"WHERE status = 'running' AND worker = %s AND ({' OR '.join(conds)}) RETURNING id"
+    )
+    t = adapt_dt(now, using)
+    return [r[0] for r in _rows(statement, [now.isoformat(), message, t, worker, *params], using)]
+
+
+def handed_back(*, limit=500, using="default"):
+    """Return ``[(id, worker)]`` of attempts handed back at shutdown and not taken back yet (locked, on PostgreSQL)."""
+    lock = " FOR UPDATE SKIP LOCKED" if is_postgres(using) else ""
+    return [
+        (r[0], r[1])
+        for r in _rows(
+            f"SELECT id, worker FROM {TABLE} WHERE status = 'running' AND lease_expires_at IS NULL "
+            f"ORDER BY id LIMIT %s{lock}",
+            [int(limit)],
+            using,
+        )
+    ]
+
+
+def take_back(ids, *, now, using="default"):
+    """Put handed-back attempts ``ids`` back to pending, uncounted; return ``[(id, status, queue, has_dependents)]``.
+
+    The caller checked that their dispatchers are gone. Compare-and-set on
+    the handed-back state; a job whose cancel was requested ends cancelled
+    instead (``base.ending``).
+    """
+    if not ids:
+        return []
+    params = [adapt_dt(now, using)]
     status = ending("'pending'")
     statement = (
         f"UPDATE {TABLE} SET status = {status}, attempts = attempts - 1, "
-        f"finished_at = CASE WHEN {status} = 'pending' THEN NULL ELSE %s END, "
-        f"lease_expires_at = NULL, updated_at = %s "
-        f"WHERE status = 'running' AND worker = %s AND ({' OR '.join(conds)}) "
-        f"RETURNING id, status, has_dependents"
+        f"finished_at = CASE WHEN {status} = 'pending' THEN NULL ELSE %s END, updated_at = %s "
+        f"WHERE status = 'running' AND lease_expires_at IS NULL AND {_in_list('id', sorted(ids), params, using)} "
+        f"RETURNING id, status, queue, has_dependents"
     )
-    return [(r[0], r[1], bool(r[2])) for r in _rows(statement, [adapt_dt(now, using), *params], using)]
+    params = [adapt_dt(now, using), *params]
+    return [(r[0], r[1], r[2], bool(r[3])) for r in _rows(statement, params, using)]

@@ -19,6 +19,11 @@ TIMEOUT_CLASS = "scheduler_app.lifecycle.JobTimeout"
 SNOOZED_TOO_OFTEN_CLASS = "scheduler_app.lifecycle.SnoozedTooOften"
 LEASE_EXPIRED_CLASS = "scheduler_app.lifecycle.LeaseExpired"
 LEASE_EXPIRED_MESSAGE = "Lost: the dispatcher running this attempt stopped renewing its lease."
+RELEASED_CLASS = "scheduler_app.lifecycle.ReleasedAtShutdown"
+RELEASED_MESSAGE = (
+    "Released at shutdown: the attempt did not finish within its dispatcher's grace period "
+    "(not counted; the job runs again once that dispatcher's process is gone)."
+)
 
 RESULT_TOO_LARGE_CLASS = "scheduler_app.lifecycle.ResultTooLarge"
 UNSTORABLE_CLASS = "scheduler_app.lifecycle.UnstorableOutcome"

@@ -16,7 +16,9 @@ Wire format (JSON object, every key optional)::
      "schedules": [[id, next run epoch or null], ...],
      "freed": ["default"],                 # limited queues where a running job ended
      "sync": true,                         # too much to list: poll instead
-     "queues_changed": true}               # a queue was paused, resumed or its limits changed
+     "queues_changed": true,               # a queue was paused, resumed or its limits changed
+     "handed_back": true}                  # a stopping dispatcher handed attempts back: take them
+                                           # back once it is gone (``lifecycle.take_back``)
 
 NOTIFY payloads must stay under 8000 bytes: past ``MAX_ITEMS`` jobs or
 schedules a message says ``sync`` instead of listing them.
@@ -44,9 +46,13 @@ class WakeUp:
     freed: tuple = ()  # limited queues where a running job ended: room to claim again
     sync: bool = False
     queues_changed: bool = False
+    handed_back: bool = False
 
     @classmethod
-    def of(cls, *, jobs=(), removed=(), cancel=(), schedules=(), queues=(), freed=(), queues_changed=False):
+    def of(
+        cls, *, jobs=(), removed=(), cancel=(), schedules=(), queues=(), freed=(), queues_changed=False,
+        handed_back=False,
+    ):
         """Build a message; ``jobs`` are (id, execute_at epoch, priority, queue) tuples.
 
         Past MAX_ITEMS jobs, removals or schedules, the message asks for a
@@ -57,7 +63,7 @@ class WakeUp:
         queues = tuple(sorted(set(queues) | {j[3] for j in jobs}))
         freed = tuple(sorted(set(freed)))
         if max(len(jobs), len(removed), len(cancel), len(schedules)) > MAX_ITEMS:
-            return cls(queues=queues, freed=freed, sync=True, queues_changed=queues_changed)
+            return cls(queues=queues, freed=freed, sync=True, queues_changed=queues_changed, handed_back=handed_back)
         return cls(
             queues=queues,
             jobs=jobs,
@@ -66,6 +72,7 @@ class WakeUp:
             schedules=schedules,
             freed=freed,
             queues_changed=queues_changed,
+            handed_back=handed_back,
         )
 
     def to_dict(self):
@@ -78,6 +85,8 @@ class WakeUp:
             data["sync"] = True
         if self.queues_changed:
             data["queues_changed"] = True
+        if self.handed_back:
+            data["handed_back"] = True
         return data
 
     def encode(self):
@@ -107,6 +116,7 @@ class WakeUp:
                 freed=tuple(str(q) for q in data.get("freed", ())),
                 sync=bool(data.get("sync", False)),
                 queues_changed=bool(data.get("queues_changed", False)),
+                handed_back=bool(data.get("handed_back", False)),
             )
         except (TypeError, ValueError):
             return cls(sync=True, queues_changed=True)

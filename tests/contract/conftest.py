@@ -184,6 +184,7 @@ class DjangoHarness:
         # The PostgreSQL store's own connection would keep the test database from being dropped.
         for store in [self.store, *self._peers]:
             store.reset()
+            store.retire()  # its liveness lock: a session (PostgreSQL) or a file (SQLite) of its own
 
 
 @pytest.fixture(params=["fake", pytest.param("django", marks=pytest.mark.django_db(transaction=True))])

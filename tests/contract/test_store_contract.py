@@ -21,7 +21,7 @@ import pytest
 
 from scheduler_app.dispatcher.timeline import Entry, schedule_entry
 from scheduler_app.vocabulary.jobs import ClaimedJob, Outcome, Status
-from scheduler_app.vocabulary.policy import LEASE_EXPIRED_CLASS, error_entry
+from scheduler_app.vocabulary.policy import LEASE_EXPIRED_CLASS, RELEASED_CLASS, error_entry
 from tests.contract.conftest import ARGS, BACKOFF, LEASE, TASK, at
 
 QUEUES = frozenset({"default", "slow"})
@@ -320,19 +320,36 @@ def test_rescue_takes_back_expired_attempts_and_counts_them(harness, store, now)
     assert store.rescue(now + LEASE + 2 + BACKOFF) == 0
 
 
-def test_release_puts_running_jobs_back_to_pending_uncounted(harness, store, now):
+def test_a_release_hands_attempts_back_only_once_their_dispatcher_is_gone(harness, store, now):
+    job_id = harness.add(now - 1, max_attempts=3)
+    store.register(queues=QUEUES, slots={"*": 1})
+    (job,) = store.claim(QUEUES, 1, now)
+    peer = harness.peer("contract-b")
+    assert store.release([job], now) == {job_id}
+    # Handed back, visibly: still running (no claim takes it) while its dispatcher may run it.
+    row = harness.row(job_id)
+    assert (row["status"], row["attempts"]) == (Status.RUNNING, 1)
+    assert row["errors"][-1]["exception_class"] == RELEASED_CLASS and row["errors"][-1]["attempt"] == 1
+    assert peer.claim(QUEUES, 1, now + 1) == []
+    assert peer.rescue(now + 10 * LEASE) == 0  # no lease to expire: only its dispatcher's end frees it
+    assert peer.take_back(now + 1) == (0, 1)
+    store.retire()
+    assert peer.take_back(now + 2) == (1, 0)
+    row = harness.row(job_id)
+    assert (row["status"], row["attempts"]) == (Status.PENDING, 0)  # the released attempt is not counted
+    assert peer.take_back(now + 3) == (0, 0)
+    (again,) = peer.claim(QUEUES, 1, now + 3)
+    assert again.attempt == 1
+
+
+def test_a_release_matches_only_this_dispatchers_current_attempts(harness, store, now):
     job_id = harness.add(now - 1, max_attempts=3)
     (job,) = store.claim(QUEUES, 1, now)
-    assert store.release([job], now) == {job_id}
+    assert harness.peer("contract-b").release([job], now) == set()
+    assert store.release([dataclasses.replace(job, attempt=2)], now) == set()
     row = harness.row(job_id)
-    assert (row["status"], row["attempts"]) == (Status.PENDING, 0)
-    assert store.any_due(QUEUES, now)
-    (again,) = store.claim(QUEUES, 1, now)
-    assert again.attempt == 1
-    # Only this dispatcher's current attempts.
-    assert harness.peer("contract-b").release([again], now) == set()
-    assert store.release([dataclasses.replace(again, attempt=2)], now) == set()
-    assert harness.row(job_id)["status"] == Status.RUNNING
+    assert (row["status"], row["errors"]) == (Status.RUNNING, [])
+    assert harness.peer("contract-b").take_back(now) == (0, 0)
 
 
 # -- schedules and this dispatcher's row ---------------------------------------

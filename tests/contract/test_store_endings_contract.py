@@ -49,7 +49,10 @@ def test_a_release_at_shutdown_of_a_job_whose_cancel_was_requested_ends_it(harne
     stopped = harness.add(now - 1, max_attempts=3)
     jobs = store.claim(QUEUES, 2, now)
     harness.request_cancel(stopped)
+    store.register(queues=QUEUES, slots={"*": 2})
     assert store.release(jobs, now) == {kept, stopped}
+    store.retire()
+    assert harness.peer("contract-b").take_back(now) == (2, 0)
     assert harness.row(kept)["status"] == Status.PENDING and harness.row(kept)["attempts"] == 0
     assert harness.row(stopped)["status"] == Status.CANCELLED
     assert [j.id for j in store.claim(QUEUES, 5, now + 1)] == [kept]

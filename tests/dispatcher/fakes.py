@@ -26,6 +26,8 @@ from scheduler_app.vocabulary.jobs import ClaimedJob, Status, attempt_end
 from scheduler_app.vocabulary.policy import (
     LEASE_EXPIRED_CLASS,
     LEASE_EXPIRED_MESSAGE,
+    RELEASED_CLASS,
+    RELEASED_MESSAGE,
     RetryPolicy,
 )
 from tests.dispatcher.fake_executor import FakeExecutor, claimed_job  # noqa: F401  (re-exported for the tests)
@@ -102,6 +104,7 @@ class _Tables:
         self.rollups = {}  # (minute, queue, task) -> rollup.Tally, merged from every store
         self.limits = {}  # queue -> FakeLimits
         self.starts = []  # (queue, epoch): attempts started in rate-limited queues
+        self.alive = set()  # worker ids registered and not retired (sql.liveness)
         self.scheduled_ids = itertools.count(SCHEDULED_JOB_IDS)
         # Every method holds it: loop tests add jobs from the test thread
         # while the dispatcher runs on another.
@@ -185,6 +188,7 @@ class FakeStore:
         with self._tables.lock:
             self._maybe_fail()
             self.worker_row.update(state="alive", queues=sorted(queues), slots=dict(slots))
+            self._tables.alive.add(self.worker_id)
 
     def heartbeat(self, now, *, running, processed, failed):
         with self._tables.lock:
@@ -452,19 +456,37 @@ class FakeStore:
             return len(expired)
 
     def release(self, jobs, now):
+        """Hand attempts back: they stay running, without a lease, until this store retires (as the SQL does)."""
         with self._tables.lock:
             self._maybe_fail()
             won = []
             for job in jobs:
                 row = self.jobs.get(job.id)
                 if row and row.status == Status.RUNNING and row.worker == self.worker_id and row.attempts == job.attempt:
-                    row.status = attempt_end(Status.PENDING, row.cancel_requested)
-                    row.attempts -= 1  # the interrupted attempt does not count
+                    row.errors.append({
+                        "attempt": row.attempts, "time": to_datetime(now).isoformat(), "worker": row.worker,
+                        "exception_class": RELEASED_CLASS, "message": RELEASED_MESSAGE, "traceback": "",
+                    })
                     row.lease_until = None
                     row.updated = now
                     won.append(job.id)
             self.released.extend(won)
             return set(won)
+
+    def take_back(self, now):
+        with self._tables.lock:
+            self._maybe_fail()
+            handed = [j for j in self.jobs.values() if j.status == Status.RUNNING and j.lease_until is None]
+            taken = [j for j in handed if j.worker not in self._tables.alive]
+            for row in taken:
+                row.status = attempt_end(Status.PENDING, row.cancel_requested)
+                row.attempts -= 1  # the interrupted attempt does not count
+                row.updated = now
+            return len(taken), len(handed) - len(taken)
+
+    def retire(self):
+        with self._tables.lock:
+            self._tables.alive.discard(self.worker_id)
 
     def materialize(self, now, ids=()):
         """Turn due schedules into jobs (one per run), as the Django store does."""

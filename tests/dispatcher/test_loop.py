@@ -7,7 +7,7 @@ import pytest
 
 from scheduler_app.dispatcher.loop import Dispatcher
 from scheduler_app.vocabulary.clock import FakeClock
-from scheduler_app.vocabulary.policy import TIMEOUT_CLASS
+from scheduler_app.vocabulary.policy import RELEASED_CLASS, TIMEOUT_CLASS
 from scheduler_app.vocabulary.wakeup import WakeUp
 from tests.dispatcher.fakes import FakeStore
 from tests.dispatcher.test_pool import wait_for
@@ -210,9 +210,30 @@ def test_stop_releases_what_did_not_finish_in_grace():
         clock.advance(0.1)
         dispatcher.tick(clock.time())
         assert dispatcher.finished and store.released == [1]
-        assert store.jobs[1].status == "pending"
+        # Handed back: no claim takes it while a thread of this dispatcher may run it.
+        assert store.jobs[1].status == "running" and store.jobs[1].errors[-1]["exception_class"] == RELEASED_CLASS
     finally:
         hold.set()
+
+
+def test_a_handed_back_job_is_taken_back_only_once_no_thread_of_its_dispatcher_runs_it():
+    dispatcher, store, clock = make(grace=0.0)
+    hold = threading.Event()
+    store.add(1, 999.0, hold=hold)
+    peer = store.peer("peer")
+    runner = threading.Thread(target=dispatcher.run)
+    runner.start()
+    try:
+        assert wait_for(lambda: store.behaviours[1].runs)
+        dispatcher.stop()
+        runner.join(10)
+        assert not runner.is_alive() and store.released == [1]
+        assert peer.take_back(clock.time()) == (0, 1)  # its thread still runs the attempt
+        assert store.jobs[1].status == "running"
+    finally:
+        hold.set()
+    assert wait_for(lambda: peer.take_back(clock.time()) == (1, 0))
+    assert (store.jobs[1].status, store.jobs[1].attempts) == ("pending", 0)
 
 
 def test_the_hooks_before_release_stop_the_unfinished_attempts_before_they_are_released():

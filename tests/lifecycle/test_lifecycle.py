@@ -333,10 +333,14 @@ class TestDispatcherTransitions:
         job.refresh_from_db()
         assert job.progress["current"] == 3
 
-    def test_release_returns_unfinished_attempts_uncounted(self):
+    def test_release_hands_attempts_back_and_take_back_returns_them_uncounted(self):
         job, _ = lifecycle.enqueue(ADD, [1, 1])
         (c,) = claim_one()
         assert lifecycle.release("w1", [(c.id, c.attempt)]) == {job.pk}
+        job.refresh_from_db()
+        assert (job.status, job.attempts, job.lease_expires_at) == ("running", 1, None)
+        assert job.errors[-1]["exception_class"] == "scheduler_app.lifecycle.ReleasedAtShutdown"
+        assert lifecycle.take_back() == (1, 0)  # "w1" holds no liveness lock: gone
         job.refresh_from_db()
         assert (job.status, job.attempts) == ("pending", 0)
 

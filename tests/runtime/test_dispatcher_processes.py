@@ -120,8 +120,13 @@ def test_sigterm_past_grace_releases_unfinished_jobs_to_pending(tmp_path):
     finally:
         stop([process], signal.SIGKILL)
     job.refresh_from_db()
-    # Released by the dispatcher at the end of its grace: back to pending, the attempt not counted.
-    assert (job.status, job.attempts, job.lease_expires_at) == ("pending", 0, None)
+    # Handed back at the end of its grace, visibly; the next dispatcher (or any other) takes it back
+    # once the process is gone, the attempt not counted.
+    assert (job.status, job.attempts, job.lease_expires_at) == ("running", 1, None)
+    assert job.errors[-1]["exception_class"] == "scheduler_app.lifecycle.ReleasedAtShutdown"
+    assert lifecycle.take_back() == (1, 0)
+    job.refresh_from_db()
+    assert (job.status, job.attempts) == ("pending", 0)
 
 
 def test_second_signal_exits_at_once(tmp_path):

@@ -84,12 +84,13 @@ def test_at_the_end_of_the_grace_the_worker_and_what_its_task_started_are_gone_b
     try:
         worker, child = family_pids(tmp_path / "pids-a", log)
         process.send_signal(signal.SIGTERM)
-        assert wait_for(lambda: Job.objects.get(pk=job.pk).status == "pending", timeout=30), log_tail(log)
-        # The moment another dispatcher could claim it again: nothing of this attempt runs.
+        assert wait_for(lambda: Job.objects.get(pk=job.pk).lease_expires_at is None, timeout=30), log_tail(log)
+        # Handed back: nothing of this attempt runs, and its process is yet to end.
         assert gone(worker) and gone(child), (gone(worker), gone(child))
         assert process.wait(30) == 0, log_tail(log)
     finally:
         kill(process)
+    assert lifecycle.take_back() == (1, 0)
     job.refresh_from_db()
     assert (job.status, job.attempts) == ("pending", 0)
 

@@ -1,6 +1,7 @@
 import argparse
 import logging
 import os
+import sys
 
 from django.core.management.base import CommandError
 
@@ -86,6 +87,13 @@ class Command(SchedulerCommand):
             "dispatcher %s stopped: %d jobs processed, %d failed",
             dispatcher.store.worker_id, dispatcher.processed, dispatcher.failed,
         )
+        if dispatcher.pool.live_threads() and sys.argv[1:2] == ["rundispatcher"]:
+            # Threads still run attempts it handed back: they end with the process, now, so that
+            # the others may take those jobs back (a thread a task started must not keep it alive).
+            logging.shutdown()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
 
     def _supervise(self, options):
         """Run ``--processes`` dispatchers as children of this process; return when all stopped."""
