@@ -275,3 +275,23 @@ def most_in_a_window(times, width):
     """Return the most of ``times`` that fall in any window of ``width`` seconds."""
     times = sorted(times)
     return max((sum(1 for t in times[i:] if t < start + width) for i, start in enumerate(times)), default=0)
+
+
+def overlapping_runs(marker_dir):
+    """Return ``[(job id, run a, run b)]`` for runs of one job whose ``ticker`` lines interleave in time."""
+    spans = {}
+    for path in Path(marker_dir).glob("ticks-*"):
+        for line in path.read_text().splitlines():
+            job, run, at = line.split()
+            first, last = spans.get((job, run), (float(at), float(at)))
+            spans[(job, run)] = (min(first, float(at)), max(last, float(at)))
+    found = []
+    by_job = {}
+    for (job, run), span in spans.items():
+        by_job.setdefault(job, []).append((span, run))
+    for job, runs in by_job.items():
+        runs.sort()
+        for (span_a, a), (span_b, b) in zip(runs, runs[1:]):
+            if span_b[0] <= span_a[1]:
+                found.append((int(job), a, b))
+    return found

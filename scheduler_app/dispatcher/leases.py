@@ -12,6 +12,7 @@ unless they succeeded.
 """
 
 import logging
+from datetime import UTC, datetime
 
 from ..vocabulary.jobs import Status
 from ..vocabulary.policy import LEASE_EXPIRED_CLASS, error_entry
@@ -25,6 +26,10 @@ LEASE_STOPPED_MESSAGE = (
     "Stopped: this dispatcher could not renew the attempt's lease (database unavailable), "
     "so another dispatcher may take the job back."
 )
+NOT_STARTED_MESSAGE = (
+    "Not started: the attempt's lease had run out before a worker could start it (was the dispatcher paused?); "
+    "another dispatcher may have taken the job back."
+)
 
 
 class LeaseWatch:
@@ -37,15 +42,47 @@ class LeaseWatch:
         self.until = None
         self.lost = set()  # ids of attempts stopped because their leases ran out
         self.on_lost = []  # callables given those attempts (ClaimedJobs)
+        # Callables given ``(until, lease)`` whenever ``until`` moves (None: nothing in flight): the guardian.
+        self.on_until = []
+
+    def _moved(self, until):
+        if until != self.until:
+            self.until = until
+            for tell in self.on_until:
+                tell(until, self.lease)
 
     def claimed(self, now):
         """Attempts were claimed at ``now``: their leases run until ``now + lease`` at least."""
         if self.until is None:
-            self.until = now + self.lease
+            self._moved(now + self.lease)
 
     def renewed(self, now, running):
         """The leases of ``running`` (ids) were renewed at ``now``."""
-        self.until = now + self.lease if running else None
+        self._moved(now + self.lease if running else None)
+
+    def idle(self):
+        """Nothing is in flight any more: no lease to watch until the next claim."""
+        if self.until is not None:
+            self._moved(None)
+
+    def refuse(self, job, now):
+        """Return the lost Outcome of ``job`` if its lease ran out (as far as this dispatcher knows) before it
+        started, else None. Any thread: what a worker asks right before it starts the attempt (invariant 14).
+
+        Its lease ran at least until its claim's time plus the lease; a
+        dispatcher paused past that may have lost the job to a rescue.
+        """
+        if job.last_attempted_at.timestamp() + self.lease * (1 - LEASE_MARGIN) > now:
+            return None
+        logger.warning(
+            "job %s: not started, its lease ran out before a worker could start it", job.id,
+            extra={"job_id": job.id, "action": "lease_lost"},
+        )
+        moment = datetime.fromtimestamp(now, UTC)
+        error = error_entry(
+            job, exception_class=LEASE_EXPIRED_CLASS, message=NOT_STARTED_MESSAGE, traceback_text="", now=moment
+        )
+        return self.policy.failed(job, error, moment)
 
     def moment(self):
         """Return when the attempts in flight must stop unless renewed by then (None: nothing runs)."""

@@ -22,6 +22,7 @@ from ..vocabulary.clock import SystemClock
 from ..vocabulary.policy import RetryPolicy
 from .claiming import Claimer
 from .gate import Gate
+from .handback import HandBack
 from .leases import LeaseWatch
 from .outcomes import OutcomeBuffer
 from .pool import WorkerPool
@@ -30,10 +31,6 @@ from .timeline import SCHEDULES, Timeline
 from .window import Window
 
 logger = logging.getLogger(__name__)
-
-# While jobs handed back at shutdown wait for their dispatcher's process to
-# end, look again this soon, doubling up to a heartbeat's interval.
-TAKE_BACK_RECHECK = 0.1
 
 
 def _moment(now):
@@ -66,8 +63,7 @@ class Dispatcher:
         self.burst = burst
         self.housekeeping_interval = housekeeping_interval
         self.pause_interval = pause_interval
-        # Where other processes cannot notify (SQLite), ask the store this
-        # often whether anyone committed since; a yes brings the poll forward.
+        # Where other processes cannot notify (SQLite): how often to ask the store whether anyone committed.
         self.change_check_interval = change_check_interval
         # Loop thread only: the window, the per-minute tallies (None: not kept), the full limited queues.
         self.rollups = Reporter(rollup_interval, logger) if rollup_interval else None
@@ -77,10 +73,13 @@ class Dispatcher:
             full_sync_interval=full_sync_interval, sync_overlap=sync_overlap,
         )
         slots = {name: slots for name, (_, slots) in self.groups.items()}
-        self.pool = WorkerPool(slots, execute, wake=self.wake, clock=self.clock, max_abandoned=max_abandoned)
+        # A worker asks the leases, right before it starts an attempt, whether it still may.
+        refuse = lambda job, now: self.leases.refuse(job, now)  # noqa: E731
+        self.pool = WorkerPool(slots, execute, wake=self.wake, clock=self.clock, max_abandoned=max_abandoned, refuse=refuse)
         self.gate = Gate(retry_interval=poll_interval)
         self.outcomes = OutcomeBuffer(self.gate, self.rollups)
         self.leases = LeaseWatch(lease, self.pool, self.policy)
+        self.hand_back = HandBack(store, self.pool, lease)
         self.claims = Claimer(
             store, self.groups, timeline=self.timeline, window=self.window, pool=self.pool, gate=self.gate,
             outcomes=self.outcomes, leases=self.leases, clock=self.clock, rollups=self.rollups,
@@ -92,16 +91,11 @@ class Dispatcher:
         # Loop thread only, below: when each timer is due next, the database back-off.
         self._stop_deadline = None
         self._due_heartbeat = self._due_paused = self._due_housekeeping = self._due_change_check = 0.0
-        # When to look for jobs handed back by dispatchers now gone (at once: a predecessor's), and the
-        # next look's delay while some wait.
-        self._due_take_back = 0.0
-        self._take_back_delay = TAKE_BACK_RECHECK
         self._db_retry_at = self._db_backoff = 0.0
         self._need_paused = False
         self.paused = frozenset()
         self.on_exit = []  # callables run when run() ends (e.g. stop worker processes)
-        # Callables given the unfinished attempts at the end of the grace period, before they are
-        # released: each must stop them for good (wiring: kill the worker processes running them).
+        # Given the unfinished attempts at the grace's end, before their release: each stops them for good.
         self.before_release = []
         self.process_queues = frozenset()  # queues whose jobs run in worker processes (wiring sets it)
         self.finished = False
@@ -197,7 +191,7 @@ class Dispatcher:
             self.pool.shutdown()
             for close in self.on_exit:
                 close()
-            self._retire_when_done()
+            self.hand_back.retire_when_done()
             try:
                 if self.rollups is not None:
                     self._write_rollups(self.clock.time(), final=True)
@@ -208,26 +202,6 @@ class Dispatcher:
             except self.store.transient_errors:
                 logger.warning("could not mark this dispatcher stopped (database unavailable)")
         return 0
-
-    def _retire_when_done(self):
-        """Tell the store once no thread of this dispatcher runs an attempt: what it handed back may be taken.
-
-        The threads of attempts handed back at the end of the grace period
-        cannot be killed; until they return, the store keeps this
-        dispatcher alive for the others (``store.retire``). A process that
-        exits ends them, and the lock with them.
-        """
-        threads = self.pool.live_threads()
-        if not threads:
-            self.store.retire()
-            return
-
-        def retire():
-            for thread in threads:
-                thread.join()
-            self.store.retire()
-
-        threading.Thread(target=retire, name="scheduler-retire", daemon=True).start()
 
     def tick(self, now):
         """Do one pass at time ``now``; return how many seconds to wait."""
@@ -307,8 +281,8 @@ class Dispatcher:
         self.window.sync(self.store, now)
         if now >= self._due_heartbeat:
             self._heartbeat(now)
-        if now >= self._due_take_back:
-            self._take_back(now)
+        if now >= self.hand_back.due:
+            self.hand_back.take_back(now)
         if self._need_paused or now >= self._due_paused:
             self.paused = frozenset(self.store.paused_queues())
             self.gate.update(self.store.limited_queues())
@@ -348,8 +322,7 @@ class Dispatcher:
                 self.gate.free(message.freed, only_concurrency=True)
                 self.claims.keys_changed()
             if message.handed_back:
-                self._due_take_back = 0.0
-                self._take_back_delay = TAKE_BACK_RECHECK
+                self.hand_back.told()
 
     def _collect(self, now):
         moment = _moment(now)
@@ -367,6 +340,8 @@ class Dispatcher:
             self.outcomes.add(job, self.policy.timed_out(job, moment), now)
         if len(self.outcomes.pending) != collected:
             self.claims.keys_changed()  # a job ended: its key may have room
+            if not self.pool.busy():
+                self.leases.idle()
         self.claims.release_held()
 
     def _write_rollups(self, now, final=False):
@@ -387,16 +362,6 @@ class Dispatcher:
             now, running=self.pool.busy(), processed=self.processed, failed=self.failed
         )
         self._due_heartbeat = now + self.lease / 3
-
-    def _take_back(self, now):
-        """Take back jobs handed back by dispatchers now gone; look again soon while some still wait."""
-        _, waiting = self.store.take_back(now)
-        if waiting:
-            self._due_take_back = now + self._take_back_delay
-            self._take_back_delay = min(self._take_back_delay * 2, self.lease / 3)
-        else:
-            self._due_take_back = now + self.lease / 3
-            self._take_back_delay = TAKE_BACK_RECHECK
 
     def _check_done(self):
         if self.pool.busy() or self.outcomes.pending or self.pool.abandoned_count:
@@ -443,7 +408,7 @@ class Dispatcher:
         moments = [
             *self.window.moments(claiming=not self._stopping),
             self._due_heartbeat,
-            self._due_take_back,
+            self.hand_back.due,
             self._due_paused,
             self._due_housekeeping,
         ]

@@ -68,10 +68,12 @@ class _Running:
 
 
 class WorkerPool:
-    def __init__(self, groups, execute, *, wake, clock, max_abandoned=8, name="scheduler"):
+    def __init__(self, groups, execute, *, wake, clock, max_abandoned=8, name="scheduler", refuse=None):
         self.groups = dict(groups)  # group -> slots
         self.name = name
         self._execute = execute  # (job, cancel_event, deadline_epoch) -> outcome
+        # (job, epoch now) -> an Outcome instead of starting it (its lease ran out), or None: start it.
+        self._refuse = refuse
         # job -> True when the executor enforces that job's timeout itself (None: it never does).
         self._owns_deadline = getattr(execute, "owns_deadline", None)
         self._wake = wake
@@ -181,7 +183,11 @@ class WorkerPool:
                 return
             job = record.job
             try:
-                outcome, error = self._execute(job, record.cancel_event, record.deadline_epoch), None
+                refused = self._refuse(job, self._clock.time()) if self._refuse is not None else None
+                if refused is not None:
+                    outcome, error = refused, None
+                else:
+                    outcome, error = self._execute(job, record.cancel_event, record.deadline_epoch), None
             except BaseException as exc:  # the executor should not raise; never lose a slot
                 logger.exception("executor raised for job %s", getattr(job, "id", "?"))
                 outcome, error = None, exc

@@ -11,6 +11,7 @@ from ...dispatcher.shutdown import StopRequest, graceful_signals
 from ...lifecycle.building import QUEUE
 from ...runtime import supervisor as supervisor_module
 from ...runtime import wiring
+from ...runtime.guardian import Guardian
 from ...runtime.supervisor import Supervisor, supervisor_signals
 from ...validation.settings import MAX_JOBS, PROCESSES, SETTINGS
 from .. import arguments
@@ -78,6 +79,10 @@ class Command(SchedulerCommand):
         stop = StopRequest()
         with graceful_signals(stop):
             dispatcher = self._build(options, prewarm=True)
+            # Kills this process if its leases would run out unrenewed with attempts in flight (paused, stuck).
+            guardian = Guardian()
+            dispatcher.leases.on_until.append(guardian.lease_until)
+            dispatcher.on_exit.append(guardian.close)
             if not options["supervised"]:  # the supervisor prints the one banner
                 self._banner(dispatcher)
             stop.attach(dispatcher.stop)
