@@ -19,6 +19,7 @@ import time
 from datetime import UTC, datetime
 
 from ..vocabulary.clock import SystemClock
+from ..vocabulary.jobs import Status
 from ..vocabulary.policy import RetryPolicy
 from .claiming import Claimer
 from .gate import Gate
@@ -92,13 +93,13 @@ class Dispatcher:
         self._stop_deadline = None
         self._due_heartbeat = self._due_paused = self._due_housekeeping = self._due_change_check = 0.0
         self._db_retry_at = self._db_backoff = 0.0
-        self._need_paused = False
         self.paused = frozenset()
         self.on_exit = []  # callables run when run() ends (e.g. stop worker processes)
         # Given the unfinished attempts at the grace's end, before their release: each stops them for good.
         self.before_release = []
         self.process_queues = frozenset()  # queues whose jobs run in worker processes (wiring sets it)
-        self.finished = False
+        self.overdue = {}  # job id -> (job, retry Outcome) of a timed-out attempt whose thread runs on; loop only
+        self.finished = self._need_paused = False
 
     def _group_of(self, queue):
         """Return the slot group of ``queue``; schedules have a pseudo-group without slots."""
@@ -178,12 +179,9 @@ class Dispatcher:
                 if wait > 0:
                     self._event.wait(wait)
                     if self.pool.busy():
-                        # Yield the GIL once: worker threads that finished at the same
-                        # moment report now, so one round trip records (and
-                        # refills) several slots instead of one. Not when none
-                        # runs: the yield is a sleep of ~0.08 ms (the kernel's
-                        # timer slack), added to the pickup of a job on an idle
-                        # dispatcher for nothing to batch.
+                        # Yield the GIL once: worker threads that finished at the same moment report
+                        # now, so one round trip records (and refills) several slots. Not when none
+                        # runs: the yield is a sleep of ~0.08 ms (timer slack) added to an idle pickup.
                         time.sleep(0)
                 else:
                     self.poll_wakeups()  # no sleep, but what arrived is read
@@ -253,7 +251,7 @@ class Dispatcher:
         if not self._stopping or self._stop_deadline is None or now < self._stop_deadline:
             return False
         self.pool.close()
-        unfinished = self.pool.running_jobs()
+        unfinished = self.pool.running_jobs() + [job for job, _ in self.overdue.values()]
         for stop_attempts in self.before_release:
             stop_attempts(unfinished)  # nothing of this dispatcher's may run on once it is gone
         logger.error(
@@ -331,16 +329,27 @@ class Dispatcher:
             if outcome is None:
                 outcome = self.policy.raised(job, error, moment)
             self.outcomes.add(job, self.leases.outcome(job, outcome, moment), now)
+        for job_id in self.pool.returned():
+            if (held := self.overdue.pop(job_id, None)) is not None:
+                self.outcomes.add(*held, now)
         for job in self.pool.expire():
+            outcome = self.policy.timed_out(job, moment)
+            # A retry waits for the overdue thread to return: until then the job stays running here, its
+            # lease renewed, so that no other dispatcher starts it beside that thread (invariant 14).
+            held = outcome.status == Status.PENDING and self.pool.runs_on(job.id)
             logger.warning(
-                "job %s timed out after %ss", job.id, job.timeout,
+                "job %s timed out after %ss%s", job.id, job.timeout,
+                "; its thread runs on: retried once it returns" if held else "",
                 extra={"job_id": job.id, "action": "timeout"},
             )
             self.leases.lost.discard(job.id)
-            self.outcomes.add(job, self.policy.timed_out(job, moment), now)
+            if held:
+                self.overdue[job.id] = (job, outcome)
+            else:
+                self.outcomes.add(job, outcome, now)
         if len(self.outcomes.pending) != collected:
             self.claims.keys_changed()  # a job ended: its key may have room
-            if not self.pool.busy():
+            if not self.pool.busy() and not self.overdue:
                 self.leases.idle()
         self.claims.release_held()
 
@@ -351,7 +360,7 @@ class Dispatcher:
     def _heartbeat(self, now):
         # Only the attempts still running: an outcome this dispatcher could
         # not write keeps its old lease, which expires (invariant 13).
-        running = [job.id for job in self.pool.running_jobs()]
+        running = [job.id for job in self.pool.running_jobs()] + list(self.overdue)
         cancel = self.store.renew(now, running)
         self.leases.renewed(now, running)
         if cancel:
@@ -386,12 +395,13 @@ class Dispatcher:
     def _stop_step(self, now):
         if self._stop_deadline is None:
             self._begin_stop(now)
-        if not self.pool.busy() and not self.outcomes.pending:
+        if not self.pool.busy() and not self.outcomes.pending and not self.overdue:
             self.finished = True
         elif now >= self._stop_deadline:
             self.pool.close()  # an attempt no thread has taken yet must not start once released
             self._collect(now)  # one that ended meanwhile is written, not released (and run again)
-            unfinished = self.pool.running_jobs()
+            unfinished = self.pool.running_jobs() + [job for job, _ in self.overdue.values()]
+            self.overdue.clear()
             for stop_attempts in self.before_release:
                 stop_attempts(unfinished)  # gone before the release commits: another dispatcher may start them
             self._flush(now)

@@ -88,6 +88,7 @@ class WorkerPool:
         self._busy = dict.fromkeys(self.groups, 0)  # group -> len of its _running; loop thread only
         self._by_job = {}  # job id -> token; loop thread only
         self._abandoned = {}  # token -> (WorkerThread, job id) still running a timed-out job; loop thread only
+        self._returned = []  # ids of timed-out jobs whose threads returned since returned(); loop thread only
         self._tokens = itertools.count(1)
         self._numbers = itertools.count(1)
         self._closed = False  # under _lock: close() was called
@@ -207,15 +208,18 @@ class WorkerPool:
                 token, outcome, error = self._done.get_nowait()
             except queue.Empty:
                 return finished
-            if self._abandoned.pop(token, None) is not None:
+            if (abandoned := self._abandoned.pop(token, None)) is not None:
                 logger.info("dropped the late result of an abandoned attempt (token %s)", token)
+                self._returned.append(abandoned[1])
                 continue
             record = self._running.pop(token, None)
             if record is None:
                 continue
             self._busy[record.group] -= 1
             self._by_job.pop(record.job.id, None)
-            if not record.timed_out:
+            if record.timed_out:
+                self._returned.append(record.job.id)
+            else:
                 # (A timed-out one failed at its deadline already; its slot frees now.)
                 finished.append((record.job, outcome, error))
 
@@ -259,6 +263,18 @@ class WorkerPool:
                 self._threads[record.group].discard(thread)
                 self._abandoned[token] = (thread, record.job.id)
         return expired
+
+    def returned(self):
+        """Return the ids of timed-out jobs whose threads returned since the last call (their late results dropped)."""
+        returned, self._returned = self._returned, []
+        return returned
+
+    def runs_on(self, job_id):
+        """Return whether a thread still runs the timed-out attempt of ``job_id`` (abandoned, or keeping its slot)."""
+        token = self._by_job.get(job_id)
+        if token is not None:
+            return self._running[token].timed_out
+        return any(jid == job_id for _, jid in self._abandoned.values())
 
     def next_deadline(self):
         deadlines = [

@@ -121,14 +121,21 @@ def test_a_timed_out_job_whose_thread_runs_on_is_not_claimed_again_here():
         dispatcher.tick(clock.time())
         assert wait_for(lambda: store.behaviours[1].runs)
         clock.advance(0.05)
-        dispatcher.tick(clock.time())  # timed out: retried after its backoff; the thread runs on
+        dispatcher.tick(clock.time())  # timed out; the thread runs on: the retry waits for it
         assert dispatcher.pool.abandoned_count == 1
         clock.advance(60)
         for _ in range(3):
             dispatcher.tick(clock.time())
-        assert store.jobs[1].status == Status.PENDING and len(store.behaviours[1].runs) == 1
+        assert store.jobs[1].status == Status.RUNNING and len(store.behaviours[1].runs) == 1
+        # Another dispatcher cannot take it either: it is running, and its lease is renewed here.
+        peer = store.peer("peer")
+        assert peer.claim({"default"}, 5, clock.time()) == [] and peer.rescue(clock.time()) == 0
+        assert store.jobs[1].lease_until > clock.time()
     finally:
         hold.set()
+    # Its thread returned: the retry is written now, and a poll later it runs again.
+    assert settle(dispatcher, clock, lambda: store.jobs[1].status == Status.PENDING)
+    clock.advance(dispatcher.poll_interval)
     assert settle(dispatcher, clock, lambda: store.jobs[1].status == Status.SUCCEEDED)
     errors = store.jobs[1].errors
     assert [e["exception_class"] for e in errors] == [TIMEOUT_CLASS]
