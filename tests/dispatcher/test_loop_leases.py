@@ -162,3 +162,48 @@ def test_stores_renew_what_they_are_given():
     store._take([store.jobs[1], store.jobs[2]], 10.0)
     store.renew(20.0, [1])
     assert (store.jobs[1].lease_until, store.jobs[2].lease_until) == (50.0, 40.0)
+
+
+def test_a_worker_starts_no_attempt_whose_lease_ran_out_before_it_could():
+    """A dispatcher paused between a claim and a worker's start (invariant 14): the attempt is refused, as lost."""
+    dispatcher, store, clock = make()
+    store.add(1, 999.0, max_attempts=3)
+    (job,) = store.claim({"default"}, 1, clock.time())
+    assert dispatcher.leases.refuse(job, clock.time() + dispatcher.lease * (1 - LEASE_MARGIN) - 0.01) is None
+    outcome = dispatcher.leases.refuse(job, clock.time() + dispatcher.lease * (1 - LEASE_MARGIN))
+    assert outcome.status == Status.PENDING and outcome.error["exception_class"] == LEASE_EXPIRED_CLASS
+    assert "Not started" in outcome.error["message"]
+
+
+def test_the_pool_asks_before_it_starts_an_attempt_and_records_a_refusal_instead():
+    dispatcher, store, clock = make()
+    store.add(1, 999.0, max_attempts=3)
+    asked = []
+
+    def refuse(job, now):
+        asked.append((job.id, now))
+        return dispatcher.leases.refuse(job, now + dispatcher.lease)  # as if paused past the lease
+
+    dispatcher.pool._refuse = refuse
+    dispatcher.tick(clock.time())
+    assert settle(dispatcher, clock, lambda: store.jobs[1].status == Status.PENDING)
+    assert asked == [(1, clock.time())] and store.behaviours[1].runs == []  # never started
+    assert [e["exception_class"] for e in store.jobs[1].errors] == [LEASE_EXPIRED_CLASS]
+
+
+def test_the_guardian_is_told_when_the_earliest_lease_in_flight_moves_and_when_nothing_runs():
+    dispatcher, store, clock = make()
+    told = []
+    dispatcher.leases.on_until.append(lambda until, lease: told.append(until))
+    hold = threading.Event()
+    store.add(1, 999.0, hold=hold)
+    try:
+        dispatcher.tick(clock.time())
+        assert told == [clock.time() + dispatcher.lease]
+        clock.advance(dispatcher.lease / 3)
+        dispatcher.tick(clock.time())  # a heartbeat renews it
+        assert told[-1] == clock.time() + dispatcher.lease
+    finally:
+        hold.set()
+    assert settle(dispatcher, clock, lambda: store.jobs[1].status == Status.SUCCEEDED)
+    assert told[-1] is None  # idle: disarmed
