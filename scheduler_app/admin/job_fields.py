@@ -155,6 +155,8 @@ class JobFields:
     def lease_display(self, obj):
         if obj.status != JobStatus.RUNNING:
             return "–"
+        if obj.lease_expires_at is None:  # handed back at shutdown (lifecycle.release)
+            return "none: handed back at shutdown, it runs again once its dispatcher's process is gone"
         return when_html(obj.lease_expires_at)
 
     @admin.display(description="schedule")

@@ -443,3 +443,14 @@ class TestActions:
         with mock.patch.object(lifecycle, "cancel_many", wraps=lifecycle.cancel_many) as cancel_many:
             act(admin_client_, "cancel_jobs", [job])
         cancel_many.assert_called_once_with([job.pk])
+
+
+def test_a_job_handed_back_at_shutdown_says_so_on_its_page(admin_client_):
+    from scheduler_app import lifecycle
+
+    job, _ = lifecycle.enqueue(ADD, [1, 2], max_attempts=2)
+    (claimed,) = lifecycle.claim("w1", queues={"default"}, limit=1, lease=30)
+    lifecycle.release("w1", [(claimed.id, claimed.attempt)])
+    page = admin_client_.get(change_url(job)).content.decode()
+    assert "handed back at shutdown" in page
+    assert "Released at shutdown" in page  # the attempt history
