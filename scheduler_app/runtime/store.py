@@ -307,6 +307,8 @@ class DjangoStore:
         return lifecycle.expire_due(now=to_datetime(now), using=self.using)
 
     def release(self, jobs, now):
+        if self._liveness is not None:
+            self._liveness.ensure()  # held, or nothing tells the others that its threads still run
         return lifecycle.release(
             self.worker_id,
             [(job.id, job.attempt) for job in jobs],

@@ -7,10 +7,15 @@ exit), so each dispatcher holds a lock that the operating system or the
 database lets go of when its process ends, and gives it up itself once its
 last attempt returned (``Liveness.close``):
 
-* PostgreSQL: a session-level advisory lock on a connection of its own
-  (``pg_advisory_lock(LIVENESS_LOCKS, hashtext(worker id))``), let go when
-  the session ends, whatever ended the process. Another session learns
-  whether the owner is gone by trying the same lock for its transaction.
+* PostgreSQL: a transaction-level advisory lock
+  (``pg_advisory_xact_lock(LIVENESS_LOCKS, hashtext(worker id))``) in a
+  transaction left open on a connection of its own, let go when that
+  transaction ends: at ``close()``, or when the session ends, whatever ended
+  the process. An open transaction pins its server session, so the lock
+  holds through a pooler in transaction mode too (a session-level lock
+  would stay behind on a pooled server session, and that session's next
+  user could take it again). Another session learns whether the owner is
+  gone by trying the same lock for its own transaction.
 * SQLite (one machine): an ``flock`` on a file beside the database file,
   let go by the kernel when the process ends.
 
@@ -59,16 +64,33 @@ class Liveness:
         with _held_lock:
             _held.add(worker_id)
         if is_postgres(using):
-            from . import connections as pg  # psycopg: only on PostgreSQL
-
-            connection = pg.connect(using)
-            connection.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", [LIVENESS_LOCKS, worker_id])
-            self._resource = connection
+            self._using = using
+            self._resource = self._pg_lock()
         elif (directory := _lock_dir(using)) is not None:
             directory.mkdir(exist_ok=True)
+            self._directory = directory
             fd = os.open(_lock_file(directory, worker_id), os.O_RDWR | os.O_CREAT, 0o644)
             fcntl.flock(fd, fcntl.LOCK_EX)
             self._resource = fd
+
+    def _pg_lock(self):
+        from . import connections as pg  # psycopg: only on PostgreSQL
+
+        connection = pg.connect(self._using)
+        connection.execute("BEGIN")
+        connection.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", [LIVENESS_LOCKS, self.worker_id])
+        return connection
+
+    def ensure(self):
+        """Make sure the lock is still held (PostgreSQL: its session may have been ended); take it again if not."""
+        if self._closed or isinstance(self._resource, int) or self._resource is None:
+            return
+        try:
+            self._resource.execute("SELECT 1")
+        except Exception:  # the session is gone, and the lock with it
+            with contextlib.suppress(Exception):
+                self._resource.close()
+            self._resource = self._pg_lock()
 
     def close(self):
         """Let the lock go: nothing of this dispatcher runs any more."""
@@ -78,6 +100,8 @@ class Liveness:
         resource, self._resource = self._resource, None
         if isinstance(resource, int):
             os.close(resource)
+            with contextlib.suppress(OSError):
+                _lock_file(self._directory, self.worker_id).unlink()
         elif resource is not None:
             with contextlib.suppress(Exception):  # a session that ended let the lock go already
                 resource.close()
