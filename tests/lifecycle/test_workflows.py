@@ -210,6 +210,58 @@ def test_a_bad_callback_is_refused_when_the_block_closes():
     assert not Job.objects.exists()
 
 
+@pytest.mark.parametrize("make", ["block", "canvas"])
+def test_a_callback_depending_on_no_job_is_refused_at_creation(make):
+    """The callbacks take the jobs' rules, existence of the jobs they depend on included; nothing is made."""
+    kept = add.enqueue(1, 1).id
+    # A callback given as a job spec may name any field of one (a step takes no depends_on).
+    on_success = {"task": ECHO, "args": ["ok"], "depends_on": [987654]}
+    on_finish = {"task": ECHO, "depends_on": [int(kept)]}
+    with pytest.raises(ValidationError) as caught:
+        if make == "block":
+            with Workflow(on_success=on_success, on_finish=on_finish):
+                add.enqueue(1, 2)
+        else:
+            chain(step(add, 1, 2)).enqueue(on_success=on_success, on_finish=on_finish)
+    assert caught.value.message_dict == {"on_success": ["depends_on: No job has the id 987654."]}
+    assert list(Job.objects.values_list("pk", flat=True)) == [int(kept)]
+
+
+def test_a_callback_that_cannot_be_enqueued_when_the_workflow_ends_is_a_failed_job_saying_why():
+    """Its dependency was pruned in between: the workflow still ends, the callback is a failed job of it, the rest run."""
+    gone = int(add.enqueue(1, 1).id)
+    wf = chain(step(add, 1, 2)).enqueue(
+        on_success={"task": ECHO, "args": ["ok"], "depends_on": [gone]}, on_finish=step(echo, "done")
+    )
+    Job.objects.filter(pk=gone).delete()
+    drain()
+    wf.refresh_from_db()
+    assert wf.status == "succeeded" and members(wf).count() == 1
+    made = callback_jobs(wf)
+    refused, ran = made["on_success"], made["on_finish"]
+    assert ran.status == "succeeded" and ran.result == ["done"]
+    assert (refused.status, refused.task, refused.args, refused.workflow_id) == ("failed", ECHO, ["ok"], wf.pk)
+    assert refused.finished_at is not None and refused.attempts == 0
+    [error] = refused.errors
+    assert error["exception_class"] == "scheduler_app.lifecycle.CallbackRefused"
+    assert error["message"] == (
+        f"The workflow's on_success callback could not be enqueued: depends_on: No job has the id {gone}."
+    )
+    [entry] = [e for e in wf.callbacks["enqueued"] if e["callback"] == "on_success"]
+    assert entry["error"] == f"depends_on: No job has the id {gone}."
+
+
+def test_a_callback_whose_task_is_gone_when_the_workflow_ends_is_a_failed_job_too():
+    from scheduler_app.models import Workflow as Row
+
+    wf = chain(step(add, 1, 2)).enqueue(on_failure=step(echo), on_finish=step(echo, "done"))
+    Row.objects.filter(pk=wf.pk).update(callbacks={"on_finish": {"task": "gone.task", "kwargs": {"n": 1}}})
+    drain()
+    refused = callback_jobs(wf)["on_finish"]
+    assert (refused.status, refused.task, refused.kwargs) == ("failed", "gone.task", {"n": 1})
+    assert refused.errors[0]["message"].startswith("The workflow's on_finish callback could not be enqueued: task: ")
+
+
 def test_the_status_rule():
     assert derive_status({}) == "succeeded"
     assert derive_status({JobStatus.PENDING: 2, JobStatus.WAITING: 1}) == "pending"
