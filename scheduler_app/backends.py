@@ -98,7 +98,8 @@ class SchedulerBackend(BaseTaskBackend):
         from . import registry, taskresults
 
         try:
-            return taskresults.job_result(job, task, alias=self.alias)
+            # The backend it was enqueued through, whichever backend reads it back.
+            return taskresults.job_result(job, task, alias=job.backend or self.alias)
         except registry.UnknownTask:
             raise TaskResultDoesNotExist(
                 f"{job.pk}: its task {job.task} is no longer registered"
