@@ -180,6 +180,45 @@ def test_retrying_a_workflow_revives_the_dependents_a_failure_cancelled():
     assert wf.status == "succeeded"
 
 
+def test_a_retried_workflow_runs_its_callbacks_again_and_leaves_the_earlier_ones_as_they_ended():
+    """What docs/WORKFLOWS.md says of a retry: the callbacks of the new ending run as new jobs; the old stay."""
+    wf = chain(step(boom, "first"), step(echo)).enqueue(
+        on_success=step(echo, "ok"), on_failure=step(boom, "alert").using(max_attempts=1), on_finish=step(echo, "done")
+    )
+    Job.objects.filter(workflow=wf).update(max_attempts=1)
+    drain()
+    first_round = callback_jobs(wf)
+    assert {name: job.status for name, job in first_round.items()} == {"on_failure": "failed", "on_finish": "succeeded"}
+    Job.objects.filter(pk=job_of(wf, 0).pk).update(task=ECHO)  # the failing step works now
+    wf = lifecycle.retry_workflow(wf.pk)
+    assert wf.callbacks_enqueued_at is None
+    drain()
+    wf.refresh_from_db()
+    assert wf.status == "succeeded"  # the failed on_failure job of the first ending is not one of its jobs
+    entries = [(e["callback"], Job.objects.get(pk=e["job"])) for e in wf.callbacks["enqueued"]]
+    assert [(name, job.status) for name, job in entries] == [
+        ("on_failure", "failed"), ("on_finish", "succeeded"),  # the first ending's, not retried
+        ("on_success", "succeeded"), ("on_finish", "succeeded"),  # the second's: on_finish ran again
+    ]
+    assert entries[1][1].pk != entries[3][1].pk and entries[3][1].result == ["done"]
+
+
+def test_a_chord_body_that_runs_anyway_gets_none_for_a_failed_member_and_the_workflow_still_fails():
+    body = step(echo).using(on_dependency_failure="run")
+    members_ = group(step(add, 1, 2), step(boom, "no"), step(add, 3, 4), step(echo, "cancelled"))
+    wf = chord(members_, body).enqueue(
+        on_success=step(echo, "ok"), on_failure=step(echo, "bad"), on_finish=step(echo, "done")
+    )
+    Job.objects.filter(workflow=wf).update(max_attempts=1)
+    lifecycle.cancel(job_of(wf, 3).pk)
+    drain()
+    ran = job_of(wf, 4)
+    # The members' results in group order; a failed or cancelled member has none.
+    assert ran.status == "succeeded" and ran.result == [[3, None, 7, None]]
+    wf.refresh_from_db()
+    assert wf.status == "failed" and sorted(callback_jobs(wf)) == ["on_failure", "on_finish"]
+
+
 def test_a_takes_context_task_sees_its_workflow_callbacks_too():
     wf = chain(step(workflow_seen), step(workflow_seen)).enqueue(on_finish=step(workflow_seen))
     drain()
