@@ -40,6 +40,13 @@ def med(s):
     return None if not s else s.get("median")
 
 
+def claims_cell(v):
+    """The claim-to-start delay's p50 / p99 / max (median of repetitions), '-' where not measured (peers)."""
+    if "claim_p50" not in v:
+        return "-"
+    return " / ".join(fmt(med(v[k]), 1) for k in ("claim_p50", "claim_p99", "claim_max"))
+
+
 def floor_tables(r):
     """(bare, project) claim floors {batch: entry}; a results file from before the bare table has only
     the project-table floor."""
@@ -456,15 +463,18 @@ def render(results):
             name = key.split("/")[0]
             stamped = min(x.get("stamped", 0) for x in v["reps"])
             rows.append([LABEL[name], v.get("label", ""), fmt(v.get("n")), ms(v["jobs_per_s"], 0),
-                         ms(v["jobs_per_s_wall"], 0), f"{fmt(stamped)}/{fmt(v.get('n'))}", len(v["reps"]),
-                         "" if v["complete"] else "**incomplete (timeout)**"])
+                         ms(v["jobs_per_s_wall"], 0), f"{fmt(stamped)}/{fmt(v.get('n'))}", claims_cell(v),
+                         len(v["reps"]), "" if v["complete"] else "**incomplete (timeout)**"])
         parts.append("### Throughput: jobs that do a little work (`stamp`: one INSERT each; PostgreSQL)\n\n" + table(
             ["subject", "configuration", "N", "jobs/s (first start → last finish)", "jobs/s (spawn → last finish)",
-             "stamps written (worst rep)", "reps", ""], rows) +
+             "stamps written (worst rep)", "claim → start ms p50 / p99 / max", "reps", ""], rows) +
             "\n\nN due `stamp(key, due)` jobs (bench/stamps.py: `time.time()`, then one INSERT into `bench_stamp` "
             "on the worker's own connection), enqueued before the workers start; this project with one dispatcher "
             "of 4 slots, the peers with their own worker commands at their default and at concurrency 4. The "
-            "configurations alternate within each repetition; `bench_stamp` is emptied before and after each run.\n")
+            "configurations alternate within each repetition; `bench_stamp` is emptied before and after each run. "
+            "Claim → start (this project): from the claim's time (the job's `last_attempted_at`, the time the rate "
+            "limit counts) to the task's first statement (its stamp), per job; p50, p99 and max of a run, median of "
+            "the repetitions.\n")
 
     # -- log levels, per-job log line
     lg = r.get("logging", {})
@@ -512,12 +522,17 @@ def render(results):
             name, kind = key.split("/")
             ran = v.get("ran", [])
             rows.append([LABEL[name], DBL[kind], cond, ms(v["p50"]), ms(v["p95"]), ms(v["p99"]), ms(v["max"]),
-                         ms(v["min"]), f"{min(ran) if ran else 0}/{v.get('expected')}", len(v.get("reps", []))])
+                         ms(v["min"]), claims_cell(v), f"{min(ran) if ran else 0}/{v.get('expected')}",
+                         len(v.get("reps", []))])
         parts.append("### Timing precision: lateness = job's own start − execute_at, ms "
                      f"({fmt(cfg.get('prec_n', 200))} jobs spread over {fmt(cfg.get('prec_spread', 10))} s, the "
                      "first 3 s ahead, worker already running)\n\n" +
-                     table(["subject", "database", "slots", "p50", "p95", "p99", "max", "min", "ran (worst rep)",
-                            "reps"], rows) + "\n")
+                     table(["subject", "database", "slots", "p50", "p95", "p99", "max", "min",
+                            "claim → start p50 / p99 / max", "ran (worst rep)", "reps"], rows) +
+                     "\n\nClaim → start (this project): from the claim's time (the job's `last_attempted_at`, the "
+                     "time its queue's rate limit counts) to the task's first statement; a run's p50, p99 and max, "
+                     "median of the repetitions. The rate limit holds at claims: starts follow them by this delay "
+                     "(docs/LIMITS.md).\n")
 
     # -- pickup
     if pick:

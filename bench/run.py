@@ -618,13 +618,50 @@ def m_stamp(ctx):
         res = throughput_once(subj, spec["n"], spec["variant"], f"stamp-{v.replace('/', '-')}-{r}", slots=4,
                               stamp=True)
         res["stamped"] = subj.db.q("SELECT count(*) FROM bench_stamp")[0][0]  # the work was done
+        if spec["subject"] == "ours":
+            res |= delay_stats(claim_to_start_ms(subj))  # under a backlog: every slot refilled at once
         subj.reset()  # bench_stamp holds one run's rows at most
         return res
 
     out = interleaved(ctx, variants, run)
     for v, o in out.items():
-        log(f"  stamp {v}: {fmt_s(o['jobs_per_s'])} jobs/s, stamped {min(x['stamped'] for x in o['reps'])}/{o['n']}")
+        o |= pack_claims(o["reps"])
+        log(f"  stamp {v}: {fmt_s(o['jobs_per_s'])} jobs/s, stamped {min(x['stamped'] for x in o['reps'])}/{o['n']}"
+            + (f", claim→start p50 {fmt_s(o['claim_p50'], 1)} p99 {fmt_s(o['claim_p99'], 1)} "
+               f"max {fmt_s(o['claim_max'], 1)} ms" if "claim_p50" in o else ""))
     return out
+
+
+def claim_to_start_ms(subj):
+    """Return each ``stamp`` job's claim-to-start delay in ms (this project only): from the claim's time
+    (its ``last_attempted_at``: the time the claim stamped, which the rate limit counts) to the task's
+    first statement (its ``bench_stamp`` row). Both are the dispatcher host's clock."""
+    started = {str(k): s for k, s in subj.db.q("SELECT key, started FROM bench_stamp")}
+    delays = []
+    rows = subj.db.q("SELECT args, kwargs, last_attempted_at FROM scheduler_app_job "
+                     "WHERE task = 'bench.benchapp.tasks.stamp' AND last_attempted_at IS NOT NULL")
+    for args, kwargs, claimed in rows:
+        args, kwargs = (json.loads(x) if isinstance(x, str) else x for x in (args, kwargs))
+        key = str(kwargs.get("key", args[0] if args else ""))
+        if key in started:
+            delays.append((started[key] - to_epoch(claimed)) * 1000)
+    return delays
+
+
+def delay_stats(delays):
+    """p50, p99 and max of one run's claim-to-start delays (ms), and how many there were."""
+    return {"claim_p50": pct(delays, 50), "claim_p99": pct(delays, 99),
+            "claim_max": max(delays) if delays else None, "claim_n": len(delays)}
+
+
+CLAIM_KEYS = ("claim_p50", "claim_p99", "claim_max")
+
+
+def pack_claims(reps):
+    """Summaries (median, min-max of repetitions) of the runs' claim-to-start p50, p99 and max; {} for peers."""
+    if not any(k in r for r in reps for k in CLAIM_KEYS):
+        return {}
+    return {k: summary([r.get(k) for r in reps]) for k in CLAIM_KEYS}
 
 
 def pack(reps):
@@ -670,13 +707,15 @@ def precision_rep(ctx, subj, tag, busy=0):
         "p50": pct(late, 50), "p95": pct(late, 95), "p99": pct(late, 99),
         "max": max(late) if late else None, "min": min(late) if late else None,
     }
+    if isinstance(subj, Ours):
+        rep |= delay_stats(claim_to_start_ms(subj))
     if busy:
         rep["busy_running"] = info.get("busy_running")
     return rep
 
 
 def pack_precision(ctx, reps):
-    return {k: summary([x[k] for x in reps]) for k in ("p50", "p95", "p99", "max", "min")} | {
+    return {k: summary([x[k] for x in reps]) for k in ("p50", "p95", "p99", "max", "min")} | pack_claims(reps) | {
         "ran": [x["ran"] for x in reps], "expected": ctx.prec_n, "reps": reps}
 
 
@@ -690,8 +729,10 @@ def m_precision(ctx):
             reps = [precision_rep(ctx, subj, f"prec-{name}-{kind}-{r}")
                     for r in range(ctx.reps if name == "ours" else ctx.peer_timing_reps)]
             out[f"{name}/{kind}"] = pack_precision(ctx, reps)
-            log(f"  precision {name} {kind}: p50 {fmt_s(out[f'{name}/{kind}']['p50'], 1)} "
-                f"p99 {fmt_s(out[f'{name}/{kind}']['p99'], 1)} max {fmt_s(out[f'{name}/{kind}']['max'], 1)} ms")
+            o = out[f"{name}/{kind}"]
+            log(f"  precision {name} {kind}: p50 {fmt_s(o['p50'], 1)} p99 {fmt_s(o['p99'], 1)} "
+                f"max {fmt_s(o['max'], 1)} ms" + (f"; claim→start p50 {fmt_s(o['claim_p50'], 1)} "
+                f"p99 {fmt_s(o['claim_p99'], 1)} max {fmt_s(o['claim_max'], 1)} ms" if "claim_p50" in o else ""))
     return out
 
 
@@ -702,7 +743,8 @@ def m_precision_busy(ctx):
     o = pack_precision(ctx, reps) | {"busy": ctx.busy_slots, "slots": 4,
                                      "busy_running": [x.get("busy_running") for x in reps]}
     log(f"  precision ours pg, {ctx.busy_slots} of 4 slots busy (running: {o['busy_running']}): "
-        f"p50 {fmt_s(o['p50'], 1)} p99 {fmt_s(o['p99'], 1)} max {fmt_s(o['max'], 1)} ms")
+        f"p50 {fmt_s(o['p50'], 1)} p99 {fmt_s(o['p99'], 1)} max {fmt_s(o['max'], 1)} ms; "
+        f"claim→start p50 {fmt_s(o['claim_p50'], 1)} p99 {fmt_s(o['claim_p99'], 1)} max {fmt_s(o['claim_max'], 1)} ms")
     return {"ours/pg": o}
 
 

@@ -6,6 +6,11 @@
 
 This module loads before the app registry is ready, so models and the
 lifecycle service are imported inside methods.
+
+Every refusal is an ``InvalidTask`` in the caller's words (``run_after``,
+``queue_name``: ``validation.errors.TASKS_WORDS``); one of the task's
+arguments is an :class:`InvalidTaskArguments`, which is a ``TypeError`` too,
+as Django's own backends raise for arguments that are not JSON.
 """
 
 import contextlib
@@ -13,6 +18,22 @@ import contextlib
 from django.core.exceptions import ValidationError
 from django.tasks.backends.base import BaseTaskBackend
 from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
+
+from .validation.errors import TASKS_WORDS, error_text, refused_arguments
+
+
+class InvalidTaskArguments(InvalidTask, TypeError):
+    """A task's arguments were refused (not JSON, too large, not its signature, its own check).
+
+    An ``InvalidTask``, and a ``TypeError`` as Django's own backends raise:
+    code that catches either around ``enqueue()`` catches it.
+    """
+
+
+def invalid_task(exc):
+    """Return the error a django.tasks caller gets for a ValidationError of the scheduler's rules, in its words."""
+    kind = InvalidTaskArguments if refused_arguments(exc) else InvalidTask
+    return kind(error_text(exc, TASKS_WORDS))
 
 
 class SchedulerBackend(BaseTaskBackend):
@@ -42,12 +63,8 @@ class SchedulerBackend(BaseTaskBackend):
                 return
         except TypeError:  # an unhashable Task (a list in a field): check every time
             pass
-        from django.core.exceptions import ValidationError
-
         from .lifecycle.building import QUEUE
-        from .validation.errors import error_text
         from .validation.fields import EXECUTE_AT, PRIORITY
-
 
         checks = [(PRIORITY, task.priority), (QUEUE, task.queue_name)]
         if task.run_after is not None:
@@ -56,7 +73,7 @@ class SchedulerBackend(BaseTaskBackend):
             try:
                 rule.check(value)
             except ValidationError as exc:
-                raise InvalidTask(error_text(exc)) from None
+                raise invalid_task(exc) from None
         super().validate_task(task)
         with contextlib.suppress(TypeError):
             if len(self._valid) > 4096:
@@ -81,7 +98,7 @@ class SchedulerBackend(BaseTaskBackend):
                 using=self.database,
             )
         except ValidationError as exc:
-            raise InvalidTask(lifecycle.error_text(exc)) from exc
+            raise invalid_task(exc) from exc
         return self.to_result(job, task=task)
 
     def get_result(self, result_id):
@@ -98,7 +115,8 @@ class SchedulerBackend(BaseTaskBackend):
         from . import registry, taskresults
 
         try:
-            return taskresults.job_result(job, task, alias=self.alias)
+            # The backend it was enqueued through, whichever backend reads it back.
+            return taskresults.job_result(job, task, alias=job.backend or self.alias)
         except registry.UnknownTask:
             raise TaskResultDoesNotExist(
                 f"{job.pk}: its task {job.task} is no longer registered"

@@ -18,6 +18,7 @@ the rule gives everywhere (``lifecycle.validation``, ``settings_rules``).
     E010  an app the scheduler needs is not in INSTALLED_APPS
     E011  SCHEDULER["QUEUES"] is not queue names mapped to limits and a mode
     E012  SCHEDULER["ROUTES"] is not task paths or globs mapped to a queue and a priority
+    E013  a scheduler backend's TASKS alias is longer than a job's ``backend`` column
     W001  SCHEDULER has a key the scheduler does not know (a typo?)
     W002  SCHEDULER has a key that was renamed (ALLOWED_COMMANDS: RUN_COMMAND_ALLOWED)
 """
@@ -79,6 +80,15 @@ def check_backends(app_configs=None, **kwargs):
                         id="scheduler_app.E001",
                     )
                 )
+        if len(str(alias)) > limits.BACKEND_ALIAS_MAX:
+            errors.append(
+                checks.Error(
+                    f"The TASKS alias {str(alias)[:40]!r}... is longer than {limits.BACKEND_ALIAS_MAX} characters: "
+                    "a job keeps the alias of the backend it was enqueued through.",
+                    hint="Give the scheduler backend a shorter alias.",
+                    id="scheduler_app.E013",
+                )
+            )
         database = (entry.get("OPTIONS") or {}).get("database", "default")
         db = settings.DATABASES.get(database) or {}
         if _in_memory_sqlite(db):

@@ -155,11 +155,14 @@ def _deferred(execute_at, created_at):
 def job_result(job, task=None, alias=None):
     """Return the TaskResult of a Job row (``task``: its registered Task, looked up if None).
 
+    Its backend is ``alias``, else the one the job was enqueued through
+    (``Job.backend``), else the task's own (``sender_of``).
+
     Raise ``registry.UnknownTask`` when the job's task is no longer registered.
     """
     if task is None:
         task = registry.get(job.task)
-    _, alias = sender_of(task, alias)
+    _, alias = sender_of(task, alias or job.backend or None)
     result = TaskResult(
         task=task_as(
             task,
@@ -192,7 +195,7 @@ def _load_errors(value):
 
 def attempt_result(job, task):
     """Return the RUNNING TaskResult of a claimed attempt (a ``ClaimedJob``) of ``task``."""
-    _, alias = sender_of(task)
+    _, alias = sender_of(task, job.backend or None)
     errors = _load_errors(job.errors)
     if errors or job.attempt > 1:
         # One worker per attempt, this one last; an attempt that left no
@@ -274,7 +277,7 @@ def send_enqueued(jobs, task=None):
             job_task = registry.get(job.task) if task is None else task
         except registry.UnknownTask:
             continue
-        sender, _ = sender_of(job_task)
+        sender, _ = sender_of(job_task, job.backend or None)
         heard = listened.get(sender)
         if heard is None:
             heard = listened[sender] = wanted(task_enqueued, sender)

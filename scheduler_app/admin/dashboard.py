@@ -30,6 +30,7 @@ from ..observability import history, lateness, stats
 from ..observability import workflows as workflow_numbers
 from ..sql import readable
 from ..validation import progress as progress_rule
+from . import visibility
 from .changelist import site_view
 from .formatting import (
     clock,
@@ -49,6 +50,18 @@ FAILURES_LIMIT = 10
 WORKERS_LIMIT = 50
 REFRESH_SECONDS = 3
 SECTIONS = ["summary", "queues", "tasks", "upcoming", "running", "failures", "workers"]
+# The models whose rows the dashboard shows, and what shows them: a reader
+# sees each only with its view permission (``visibility``), as the model's
+# own list and its API would answer. The counts, the history and the per-task
+# numbers are the dashboard's own (its view permission).
+PANELS = {
+    "job": ("running", "failures", "upcoming"),  # jobs one by one
+    "schedule": ("upcoming",),  # schedules' next runs, among the upcoming rows
+    "queue": ("queues", "upcoming_paused"),
+    "worker": ("workers", "workers_alive"),
+    "workflow": ("workflows",),
+}
+EVERYTHING = frozenset(PANELS)
 # The history's ranges (minutes): 1 h, 24 h, 7 d.
 RANGES = {60: "1 h", 1440: "24 h", 10080: "7 d"}
 # view_job is what the dashboard asked for before it had a permission of its own.
@@ -178,31 +191,18 @@ def task_rows(minutes, now):
     return rows
 
 
-def dashboard_data(now=None, minutes=60):
-    """Return everything the dashboard shows, as template- and JSON-friendly values."""
+def dashboard_data(now=None, minutes=60, shown=EVERYTHING):
+    """Return what the dashboard shows, as template- and JSON-friendly values.
+
+    ``shown``: the models (``PANELS``' keys) whose rows the reader may see;
+    the parts of the others are neither read nor returned.
+    """
     now = now or timezone.now()
     counts = stats.job_counts()
     queues = stats.queues(now)
-    paused = {q["name"] for q in queues if q["paused"]}
     for q in queues:
         q["lag"] = humanize_seconds(q["oldest_due_lag_seconds"]) if q["due"] else "–"
-    # Ranked by what will run: a paused queue's jobs are left out (and counted).
-    items = stats.upcoming(now, UPCOMING_LIMIT, skip_queues=paused)
-    jobs = [item for item in items if not isinstance(item, Schedule)]
-    # Why late jobs wait: the queues' counts and the upcoming rows from one read (none when nothing is late).
-    late_per_queue = {q["name"]: q["late"] for q in queues if q["late"]}
-    waiting_queues = set(late_per_queue) | {job.queue for job in jobs if lateness.is_late(job, now)}
-    reasons = lateness.queue_reasons(waiting_queues, now) if waiting_queues else {}
-    lateness.attach(jobs, now, reasons=reasons)
-    upcoming = [upcoming_row(item, now, paused) for item in items]
-    late = lateness.tally(late_per_queue, reasons)
-    running = [running_row(job, now) for job in stats.running_jobs(RUNNING_LIMIT)]
-    failures = [failure_row(job, now) for job in stats.recent_failures(FAILURES_LIMIT)]
-    workers = [worker_row(w, now) for w in stats.recent_workers(now, WORKERS_LIMIT)]
-    lag = stats.oldest_due_lag(now)
-    # Floats of rows written around the service may be NaN or infinite: JSON (the
-    # feed, the charts' json_script) has no words for them.
-    return readable.finite({
+    data = {
         "generated_at": now.isoformat(),
         "counts": counts,
         "status_cards": [
@@ -210,33 +210,85 @@ def dashboard_data(now=None, minutes=60):
         ],
         "total": sum(counts.values()),
         "due_now": sum(q["due"] for q in queues),
-        "oldest_due_lag_seconds": lag,
-        "oldest_due_lag": humanize_seconds(lag) if lag else "–",
         "throughput": stats.throughput(now),
         "history": history.series(minutes, now=now),
         "minutes": minutes,
         "tasks": task_rows(minutes, now),
-        "queues": queues,
-        "upcoming": upcoming,
-        "upcoming_paused": [{"name": q["name"], "pending": q["pending"]} for q in queues if q["paused"] and q["pending"]],
+        "shown": sorted(shown),
+    }
+    lag = stats.oldest_due_lag(now)
+    data |= {"oldest_due_lag_seconds": lag, "oldest_due_lag": humanize_seconds(lag) if lag else "–"}
+    data |= _late_and_upcoming(now, queues, shown)
+    if "job" in shown:
+        running = [running_row(job, now) for job in stats.running_jobs(RUNNING_LIMIT)]
+        data["running"] = running
+        data["running_more"] = max(counts[JobStatus.RUNNING] - len(running), 0)
+        data["failures"] = [failure_row(job, now) for job in stats.recent_failures(FAILURES_LIMIT)]
+    if "queue" in shown:
+        data["queues"] = queues
+        data["upcoming_paused"] = [{"name": q["name"], "pending": q["pending"]} for q in queues if q["paused"] and q["pending"]]
+    if "worker" in shown:
+        workers = [worker_row(w, now) for w in stats.recent_workers(now, WORKERS_LIMIT)]
+        data["workers"] = workers
+        data["workers_alive"] = sum(1 for w in workers if w["state"] == "alive")
+    if "workflow" in shown:
+        data["workflows"] = workflow_numbers.dashboard_counts()
+    # Floats of rows written around the service may be NaN or infinite: JSON (the
+    # feed, the charts' json_script) has no words for them.
+    return readable.finite(data)
+
+
+def _late_and_upcoming(now, queues, shown):
+    """Return the late jobs' tally by reason and, for a reader who may see jobs or schedules, the upcoming rows."""
+    paused = {q["name"] for q in queues if q["paused"]}
+    # Why late jobs wait: the queues' counts and the upcoming rows from one read (none when nothing is late).
+    late_per_queue = {q["name"]: q["late"] for q in queues if q["late"]}
+    items = []
+    if shown & {"job", "schedule"}:
+        # Ranked by what will run: a paused queue's jobs are left out (and counted).
+        items = stats.upcoming(now, UPCOMING_LIMIT, skip_queues=paused, jobs="job" in shown, runs="schedule" in shown)
+    jobs = [item for item in items if not isinstance(item, Schedule)]
+    waiting_queues = set(late_per_queue) | {job.queue for job in jobs if lateness.is_late(job, now)}
+    reasons = lateness.queue_reasons(waiting_queues, now) if waiting_queues else {}
+    late = lateness.tally(late_per_queue, reasons)
+    found = {
         # Late pending jobs by why they wait (lateness.REASONS' order).
         "late": [{"reason": r, "label": lateness.label(r), "count": n} for r, n in late.items()],
         "late_total": sum(late.values()),
-        "running": running,
-        "running_more": max(counts[JobStatus.RUNNING] - len(running), 0),
-        "failures": failures,
-        "workers": workers,
-        "workers_alive": sum(1 for w in workers if w["state"] == "alive"),
-        "workflows": workflow_numbers.dashboard_counts(),
-    })
+    }
+    if shown & {"job", "schedule"}:
+        lateness.attach(jobs, now, reasons=reasons)
+        found["upcoming"] = [upcoming_row(item, now, paused) for item in items]
+    return found
+
+
+def sections_of(shown):
+    """Return the dashboard's sections a reader who may view the models ``shown`` sees, in order."""
+    hidden = {part for model, parts in PANELS.items() if model not in shown for part in parts}
+    hidden -= {part for model in shown for part in PANELS[model]}  # upcoming: jobs or schedules' runs
+    return [name for name in SECTIONS if name not in hidden]
+
+
+# The toolbar's links: (label, admin URL name, the model the reader must view; None: the add permission of jobs).
+LINKS = [("All jobs", "job_changelist", "job"), ("Queues", "queue_changelist", "queue"),
+         ("Schedule a job", "job_add", None), ("Workers", "worker_changelist", "worker")]
+
+
+def links(user, site_name):
+    """Return the toolbar's links ``user`` may follow."""
+    return [
+        {"label": label, "url": reverse(f"admin:scheduler_app_{name}", current_app=site_name)}
+        for label, name, model in LINKS
+        if (visibility.may_view(user, model) if model else user.has_perm("scheduler_app.add_job"))
+    ]
 
 
 def render_sections(request, data):
-    """Return ``{section: html}`` rendered by the same templates as the page."""
+    """Return ``{section: html}`` of the sections the data holds, rendered by the same templates as the page."""
     context = {**data, "can_pause": request.user.has_perm(QUEUE_PERMISSION)}
     return {
         name: render_to_string(f"scheduler_app/dashboard/_{name}.html", context, request=request)
-        for name in SECTIONS
+        for name in sections_of(set(data["shown"]))
     }
 
 
@@ -278,12 +330,13 @@ class DashboardAdmin(admin.ModelAdmin):
         """Render the dashboard page."""
         self._require_view(request)
         now = timezone.now()
-        data = dashboard_data(now, minutes_of(request))
+        data = dashboard_data(now, minutes_of(request), visibility.viewable(request.user, PANELS))
         context = {
             **self.admin_site.each_context(request),
             "title": "Scheduler dashboard",
             "subtitle": None,
             "sections": render_sections(request, data),
+            "links": links(request.user, self.admin_site.name),
             "data_url": reverse("admin:scheduler_app_dashboard_data", current_app=self.admin_site.name),
             "refresh_ms": REFRESH_SECONDS * 1000,
             "refresh_seconds": REFRESH_SECONDS,
@@ -306,7 +359,7 @@ class DashboardAdmin(admin.ModelAdmin):
         """
         self._require_view(request)
         started = time.monotonic()
-        data = dashboard_data(minutes=minutes_of(request))
+        data = dashboard_data(minutes=minutes_of(request), shown=visibility.viewable(request.user, PANELS))
         html = render_sections(request, data)
         return JsonResponse({**data, "html": html, "took_ms": round((time.monotonic() - started) * 1000)})
 

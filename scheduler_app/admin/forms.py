@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from .. import conf, lifecycle, registry
 from ..lifecycle.building import QUEUE, TASK
+from ..lifecycle.dependencies import unknown as unknown_dependencies
 from ..lifecycle.states import allowed_from, refusal
 from ..models import Job
 from ..sql.readable import in_zone
@@ -315,9 +316,8 @@ class JobAddForm(_LifecycleValidatedForm):
         self.tags = data.get("tags") or []
         if options["depends_on"]:
             # Ids of no job are refused by enqueue (in its transaction); say so on the box before.
-            known = set(Job.objects.filter(pk__in=options["depends_on"]).values_list("pk", flat=True))
-            for missing in [d for d in options["depends_on"] if d not in known]:
-                self.add_error("depends_on", f"No job has the id {missing}.")
+            for message in unknown_dependencies(options["depends_on"]):
+                self.add_error("depends_on", message)
         try:
             self.instance = lifecycle.build_job(
                 data.get("task"), data.get("args", []), data.get("kwargs", {}), **options

@@ -17,6 +17,7 @@ from ..observability.stats import held_by_key
 from ..sql.readable import error_entries
 from ..validation import progress as progress_rule
 from ..validation.fields import PROGRESS
+from . import visibility
 from .formatting import (
     exact_time,
     humanize_seconds,
@@ -29,6 +30,21 @@ from .formatting import (
 )
 
 HELD = " · held by its concurrency key"
+# The job page's fields that show a row of another model, that model, and the
+# field a reader who may not view it sees instead (the job's own column only).
+GUARDED = {
+    "schedule_link": ("schedule", "schedule_plain"),
+    "workflow_display": ("workflow", "workflow_plain"),
+    "worker_display": ("worker", "worker_plain"),
+}
+
+
+def fields_for(user, names):
+    """Return the field ``names`` ``user`` sees: each guarded one swapped for its plain field where it must be."""
+    return [
+        GUARDED[name][1] if name in GUARDED and not visibility.may_view(user, GUARDED[name][0]) else name
+        for name in names
+    ]
 
 
 def mark_held(jobs):
@@ -168,6 +184,18 @@ class JobFields:
             return f"#{obj.schedule_id}"
         url = reverse("admin:scheduler_app_schedule_change", args=[schedule.pk])
         return format_html('<a href="{}">{}</a>', url, schedule.name)
+
+    @admin.display(description="schedule")
+    def schedule_plain(self, obj):
+        return "–" if obj.schedule_id is None else f"#{obj.schedule_id}"
+
+    @admin.display(description="workflow")
+    def workflow_plain(self, obj):
+        return "–" if obj.workflow_id is None else f"#{obj.workflow_id}"
+
+    @admin.display(description="worker")
+    def worker_plain(self, obj):
+        return obj.worker or "–"
 
     @admin.display(description="worker")
     def worker_display(self, obj):

@@ -27,7 +27,7 @@ from .changelist import (
 )
 from .dependencies import WORKFLOW_FIELDS, DependenciesMixin, DependencyFilter
 from .forms import JobAddForm, JobRescheduleForm
-from .job_fields import JobFields
+from .job_fields import JobFields, fields_for
 from .job_summary import JobSummary
 from .live import JobLive
 from .lookups import SafeLookupsMixin
@@ -126,12 +126,16 @@ class JobAdmin(BulkActionsMixin, DependenciesMixin, JobSummary, JobLive, JobFiel
             fieldsets = [fs for name in first for fs in fieldsets if fs[0] == name] + [fs for fs in fieldsets if fs[0] not in first]
         if not (obj.status == JobStatus.PENDING and self.has_change_permission(request, obj)):
             hidden.add("execute_at")  # view only: "when" shows execute_at in the admin's one date format
-        return [(name, {**opts, "fields": [f for f in opts["fields"] if f not in hidden]}) for name, opts in fieldsets]
+        return [
+            (name, {**opts, "fields": fields_for(request.user, [f for f in opts["fields"] if f not in hidden])})
+            for name, opts in fieldsets
+        ]
 
     def get_readonly_fields(self, request, obj=None):
         if obj is None:
             return []
-        return [f for fs in self.change_fieldsets for f in fs[1]["fields"] if f not in self.rescheduled_fields]
+        shown = fields_for(request.user, [f for fs in self.change_fieldsets for f in fs[1]["fields"]])
+        return [f for f in shown if f not in self.rescheduled_fields]
 
     def get_form(self, request, obj=None, change=False, **kwargs):
         return JobRescheduleForm if obj is not None else JobAddForm

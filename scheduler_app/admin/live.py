@@ -14,7 +14,7 @@ from django.utils import timezone
 from ..api.filters import MAX_ID
 from ..models import Job
 from ..observability import lateness
-from .job_fields import mark_held
+from .job_fields import fields_for, mark_held
 
 # The job page's fields that change while a job runs (read-only boxes only:
 # the reschedule inputs of a pending job are never replaced).
@@ -52,7 +52,7 @@ class JobLive:
             raise Http404("No job has this id.")
         if not self.has_view_permission(request, job):
             raise PermissionDenied
-        fields = {name: str(getattr(self, name)(job)) for name in PAGE_FIELDS}
+        fields = {name: str(getattr(self, name)(job)) for name in fields_for(request.user, PAGE_FIELDS)}
         summary = str(self.summary_html(request, job))
         return JsonResponse({"id": job.pk, "status": job.status, "logs_count": job.logs_count, "fields": fields, "summary": summary, "at": timezone.now().isoformat()})
 

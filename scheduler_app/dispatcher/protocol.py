@@ -63,7 +63,11 @@ class Store(Protocol):
         """Return the names of queues with a concurrency or a rate limit (claimed by ``claim_limited`` only)."""
 
     def any_due(self, queues: Iterable[str], now: float) -> bool:
-        """Return whether a pending job of ``queues`` is due at ``now``."""
+        """Return whether a pending job of ``queues`` is due at ``now`` that a claim could take.
+
+        Not an expired job, nor one another transaction holds locked (a
+        claim skips it): a ``--burst`` run ends when there is none.
+        """
 
     # -- transitions -----------------------------------------------------
 

@@ -25,7 +25,7 @@ from django.tasks import Task
 from django.tasks.base import DEFAULT_TASK_PRIORITY, DEFAULT_TASK_QUEUE_NAME
 from django.utils import timezone
 
-from .. import conf, registry
+from .. import conf, registry, taskresults
 from ..models import Job
 from ..models.workflows import current_workflow
 from ..validation import admission
@@ -165,12 +165,22 @@ def build_job(
         created_by_id=getattr(created_by, "pk", created_by), schedule_id=getattr(schedule, "pk", schedule),
         created_at=now, updated_at=now, on_dependency_failure=on_dependency_failure, tags=values["tags"] or [],
         meta=meta, has_dependencies=bool(depends_on), pass_results=pass_results, **_membership(workflow), **admitted,
+        backend=_backend_of(task),
     )
     if created_by is not None and not isinstance(created_by, int):
         job.created_by = created_by  # the instance, cached as Job(created_by=...) would
     job._depends_on = depends_on
     job._unique_for = values["unique_for"]
     return job
+
+
+def _backend_of(task):
+    """Return the backend alias a job keeps: a Task's (``task.using(backend=...)``), as its results report it.
+
+    A task given by name (the admin, the API, a command, a schedule): "",
+    and its results report the task's own backend.
+    """
+    return taskresults.sender_of(task)[1] if isinstance(task, Task) else ""
 
 
 def _sources(task_obj, task_options, backend_options):

@@ -23,7 +23,7 @@ from ..validation.fields import DEPENDS_ON_INDEX
 from ..vocabulary.wakeup import WakeUp
 from .announce import announce, job_item, signal_after_commit
 from .building import build_job
-from .dependencies import order, pass_results, record_failure, start_state
+from .dependencies import order, pass_results, record_failure, start_state, unknown
 from .states import BulkValidationError
 
 
@@ -235,7 +235,7 @@ def _create(built, links, *, using):
     wanted |= {resolved[t].pk for i in new for t in links.get(i, ()) if t in resolved}
     statuses = sql.mark_dependencies(wanted, using=using)
     missing = {
-        i: {"depends_on": [f"No job has the id {d}." for d in built[i]._depends_on if d not in statuses]}
+        i: {"depends_on": unknown(built[i]._depends_on, known=statuses)}
         for i in new
         if any(d not in statuses for d in built[i]._depends_on)
     }

@@ -21,6 +21,17 @@ from .states import BulkValidationError
 FAILED_ENDS = (JobStatus.FAILED, JobStatus.CANCELLED)
 
 
+def unknown(ids, *, known=None, using="default"):
+    """Return the error of each of ``ids`` that no job has; ``known``: the ids that exist, when looked up already.
+
+    The one rule of ``depends_on``'s existence: a job's, a workflow
+    callback's, the admin form's.
+    """
+    if known is None:
+        known = set(Job.objects.using(using).filter(pk__in=list(ids)).values_list("pk", flat=True)) if ids else set()
+    return [f"No job has the id {d}." for d in ids if d not in known]
+
+
 def settle(ended, *, now, using="default", report=None):
     """Settle the waiting dependents of jobs that ended (``{id: status}``), down the chain; return how many moved.
 

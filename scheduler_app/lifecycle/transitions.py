@@ -209,6 +209,7 @@ def _claimed(rows, worker, now):
             started_at=_moment(r[12]),
             errors=r[13],
             snoozes=r[14] or 0,
+            backend=r[15] or "",
         )
         for r in rows
     ]

@@ -30,17 +30,20 @@ from ..models.workflows import CALLBACKS
 from ..signals import workflow_closed
 from ..validation.admission import EXPIRES_AT
 from ..validation.fields import EXECUTE_AT
+from ..vocabulary.bounds import TASK_NAME_MAX
 from .actions import cancel_many
 from .announce import announce
 from .building import build_job
 from .creation import enqueue_many, enqueue_many_created
-from .dependencies import pass_results
-from .states import InvalidTransition
+from .dependencies import pass_results, unknown
+from .states import BulkValidationError, InvalidTransition
 
 logger = logging.getLogger(__name__)
 
 ACTIVE = (JobStatus.PENDING, JobStatus.WAITING, JobStatus.RUNNING)
 ENDED = (WorkflowStatus.SUCCEEDED, WorkflowStatus.FAILED, WorkflowStatus.CANCELLED)
+# The error of a callback's job that could not be made when its workflow ended.
+CALLBACK_REFUSED_CLASS = "scheduler_app.lifecycle.CallbackRefused"
 
 
 def derive_status(counts):
@@ -172,8 +175,10 @@ def due_callbacks(status):
 def _enqueue_callbacks(workflow, status, using):
     """Enqueue the workflow's callbacks for ``status`` as jobs of the workflow; record their ids.
 
-    A callback that can no longer be made (its task is gone) is logged and
-    recorded; it never holds up the finish that ended the workflow.
+    A callback that can no longer be made (its task is gone, a job it
+    depends on was pruned) becomes a failed job of the workflow whose error
+    says why (:func:`_refused`); it never holds up the finish that ended the
+    workflow.
     """
     callbacks = dict(workflow.callbacks) if isinstance(workflow.callbacks, dict) else {}
     enqueued = list(callbacks.get("enqueued") or [])
@@ -181,20 +186,53 @@ def _enqueue_callbacks(workflow, status, using):
         spec = callbacks.get(name)
         if not isinstance(spec, dict):
             continue
-        spec = {**callback_spec(spec), "workflow": workflow.pk}
         try:
             with transaction.atomic(using=using):
-                [job] = enqueue_many([spec], created_by=workflow.created_by_id, using=using)
+                made = {**callback_spec(spec), "workflow": workflow.pk}
+                [job] = enqueue_many([made], created_by=workflow.created_by_id, using=using)
             enqueued.append({"callback": name, "job": job.pk})
-        except (ValidationError, IntegrityError, TypeError, KeyError) as exc:
+        except Exception as exc:  # whatever it was, the workflow's ending stands: the reason is kept on a job
+            reason = "; ".join(spec_errors(exc))
             logger.error(
-                "workflow %s: its %s callback could not be enqueued: %s", workflow.pk, name, exc,
+                "workflow %s: its %s callback could not be enqueued: %s", workflow.pk, name, reason,
                 extra={"action": "workflow_callback_refused"},
             )
-            enqueued.append({"callback": name, "job": None, "error": str(exc)[:1000]})
+            job = _refused(workflow, name, spec, reason, using)
+            enqueued.append({"callback": name, "job": job.pk, "error": reason[:1000]})
     callbacks["enqueued"] = enqueued
     workflow.callbacks = callbacks
     Workflow.objects.using(using).filter(pk=workflow.pk).update(callbacks=callbacks)
+
+
+def _refused(workflow, name, spec, reason, using):
+    """Save a failed job of the workflow for callback ``name`` that could not be enqueued; its error says why."""
+    now = timezone.now()
+    task, args, kwargs = spec.get("task"), spec.get("args"), spec.get("kwargs")
+    error = {
+        "attempt": 0, "time": now.isoformat(), "worker": "", "exception_class": CALLBACK_REFUSED_CLASS,
+        "message": f"The workflow's {name} callback could not be enqueued: {reason}", "traceback": "",
+    }
+    return Job.objects.using(using).create(
+        task=str(task or "")[:TASK_NAME_MAX], args=args if isinstance(args, list) else [],
+        kwargs=kwargs if isinstance(kwargs, dict) else {}, status=JobStatus.FAILED, max_attempts=1,
+        workflow_id=workflow.pk, created_by_id=workflow.created_by_id, execute_at=now, created_at=now,
+        updated_at=now, finished_at=now, errors=[error],
+    )
+
+
+def spec_errors(exc):
+    """Return why a callback spec was refused, as ``["field: message", ...]``."""
+    if isinstance(exc, BulkValidationError):
+        fields = next(iter(exc.by_index.values()), {})
+    elif isinstance(exc, ValidationError):
+        fields = exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
+    elif isinstance(exc, KeyError):
+        fields = {"task": ["This field is required."]}
+    elif isinstance(exc, TypeError):
+        fields = {"non_field_errors": [str(exc)]}
+    else:
+        fields = {"non_field_errors": [f"{type(exc).__name__}: {exc}"]}
+    return [f"{field}: {m}" for field, messages in fields.items() for m in messages]
 
 
 # The times a callback spec may hold, each with its rule: stored as ISO 8601 text (``Workflow``), parsed back here.
@@ -210,8 +248,13 @@ def callback_spec(spec):
     return spec
 
 
-def check_callbacks(callbacks):
-    """Raise ValidationError ``{callback: ["field: error", ...]}`` for callbacks that could not be enqueued."""
+def check_callbacks(callbacks, *, using="default"):
+    """Raise ValidationError ``{callback: ["field: error", ...]}`` for callbacks that could not be enqueued.
+
+    The rules of ``enqueue_many``'s jobs: every field's, and that each job a
+    callback depends on exists (the workflow's own jobs, made in this
+    transaction, do).
+    """
     errors = {}
     for name in CALLBACKS:
         spec = callbacks.get(name)
@@ -219,23 +262,21 @@ def check_callbacks(callbacks):
             continue
         try:
             spec = callback_spec(spec)
-            build_job(spec.pop("task"), **spec)
-        except KeyError:
-            errors[name] = {"task": ["This field is required."]}
-        except TypeError as exc:
-            errors[name] = {"non_field_errors": [str(exc)]}
-        except ValidationError as exc:
-            errors[name] = exc.message_dict
+            job = build_job(spec.pop("task"), **spec)
+        except (KeyError, TypeError, ValidationError) as exc:
+            errors[name] = spec_errors(exc)
+            continue
+        missing = unknown(job._depends_on, using=using)
+        if missing:
+            errors[name] = [f"depends_on: {m}" for m in missing]
     if errors:
-        raise ValidationError(
-            {name: [f"{field}: {m}" for field, messages in e.items() for m in messages] for name, e in errors.items()}
-        )
+        raise ValidationError(errors)
 
 
 @receiver(workflow_closed, dispatch_uid="scheduler_app.lifecycle.workflows.closed")
 def closed(sender, workflow, using, **kwargs):
     """A ``with Workflow(...)`` block ended: check its callbacks; settle it now if its jobs all ended (or it has none)."""
-    check_callbacks(workflow.callbacks or {})
+    check_callbacks(workflow.callbacks or {}, using=using)
     refresh(workflow.pk, using=using)
 
 

@@ -16,6 +16,7 @@ from ..sql.readable import (
 )
 from ..sql.readable import json_reader as stored_json
 from ..vocabulary.bounds import (
+    BACKEND_ALIAS_MAX,
     CONCURRENCY_KEY_MAX,
     MAX_ATTEMPTS_MIN,
     PRIORITY_MAX,
@@ -176,6 +177,10 @@ class Job(models.Model):
     # At most concurrency_limit jobs with the same key run at once, across every dispatcher.
     concurrency_key = models.CharField(max_length=CONCURRENCY_KEY_MAX, null=True, blank=True)
     concurrency_limit = models.PositiveIntegerField(default=1, db_default=1)
+    # The scheduler backend (its TASKS alias) a Task enqueued it through:
+    # its TaskResults and task signals report it. Empty for jobs made by
+    # name (the admin, the API, commands, schedules): they report the task's.
+    backend = models.CharField(max_length=BACKEND_ALIAS_MAX, blank=True, default="", db_default="")
 
     objects = JobQuerySet.as_manager()
 

@@ -230,16 +230,17 @@ def upcoming_jobs(now=None, limit=20, *, skip_queues=()):
     return due + list(future[: limit - len(due)])
 
 
-def upcoming(now=None, limit=20, *, skip_queues=()):
+def upcoming(now=None, limit=20, *, skip_queues=(), jobs=True, runs=True):
     """Return the next pending jobs and the next runs of enabled schedules, in run order.
 
     A list of ``Job`` and ``Schedule`` instances: due jobs keep their claim
     order at the top; future jobs and schedule runs follow by time (a job
-    before a schedule run at the same time).
+    before a schedule run at the same time). ``jobs=False`` or ``runs=False``
+    leaves one kind out (a reader who may not see it).
     """
     now = now or timezone.now()
-    jobs = upcoming_jobs(now, limit, skip_queues=skip_queues)
-    runs = [run for run in schedules.upcoming(now, limit) if run.queue not in skip_queues]
+    jobs = upcoming_jobs(now, limit, skip_queues=skip_queues) if jobs else []
+    runs = [run for run in schedules.upcoming(now, limit) if run.queue not in skip_queues] if runs else []
     if not runs:
         return jobs
     # A time that is None (SQLite text that is no time: readable.py) is due, as the dispatcher takes it.

@@ -99,7 +99,7 @@ class Executor:
             # A row written around the service; every attempt would read the same.
             which = "args (a JSON list)" if job.args is None else "kwargs (a JSON object)"
             return self.policy.fatal(job, UnreadableJob(f"The job's stored {which} cannot be read."), _now(), traceback_text="")
-        sender, _ = taskresults.sender_of(task)
+        sender, _ = taskresults.sender_of(task, job.backend or None)
         start = taskresults.wanted(task_started, sender)
         finish = taskresults.wanted(task_finished, sender)
         result = taskresults.attempt_result(job, task) if start or finish or task.takes_context else None

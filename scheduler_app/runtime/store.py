@@ -231,12 +231,7 @@ class DjangoStore:
         return lifecycle.limited_queues(using=self.using)
 
     def any_due(self, queues, now):
-        return (
-            Job.objects.using(self.using)
-            .due(to_datetime(now))
-            .filter(queue__in=sorted(queues))
-            .exists()
-        )
+        return sql.any_due(queues, to_datetime(now), using=self.using)
 
     # -- transitions (through the lifecycle) -------------------------------
 

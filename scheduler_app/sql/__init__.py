@@ -30,6 +30,7 @@ from .base import (
 )
 from .bulk import pg_bulk_insert
 from .dialect import Dialect, dialect
+from .due import any_due
 from .expiry import EXPIRED_PREFIX, expire
 from .flow import (
     DEPENDENCY_FAILED_CLASS,
@@ -58,6 +59,7 @@ __all__ = [
     "TABLE",
     "Epoch",
     "adapt_dt",
+    "any_due",
     "claim_returning",
     "dialect",
     "EXPIRED_PREFIX",

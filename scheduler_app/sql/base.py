@@ -53,7 +53,7 @@ def ending(status, cancel="cancel_requested"):
 # three are for the attempt's TaskResult (errors: the earlier ones, as text).
 CLAIM_COLUMNS = (
     "id", "task", "args", "kwargs", "queue", "priority", "execute_at", "attempts", "max_attempts",
-    "timeout", "cancel_requested", "created_at", "started_at", "errors", "snoozes",
+    "timeout", "cancel_requested", "created_at", "started_at", "errors", "snoozes", "backend",
 )
 
 

@@ -39,8 +39,27 @@ class Errors:
             raise ValidationError(self.errors)
 
 
-def error_text(exc):
-    """Return a ValidationError as one line: ``field: message; field: message``."""
+# The words a django.tasks caller wrote (``Task.using``, ``@task``, ``step().using``)
+# for the job fields whose rules refused them; the others are the same.
+TASKS_WORDS = {"execute_at": "run_after", "queue": "queue_name"}
+# The fields of a task's arguments: a refusal of either is a TypeError too.
+ARGUMENT_FIELDS = frozenset({"args", "kwargs"})
+
+
+def error_text(exc, words=None):
+    """Return a ValidationError as one line: ``field: message; field: message``.
+
+    ``words`` names the fields in the caller's words (``TASKS_WORDS``); by
+    default they keep the job's (the API's, the admin's) names.
+    """
     if hasattr(exc, "error_dict"):
-        return "; ".join(f"{field}: {' '.join(messages)}" for field, messages in exc.message_dict.items())
+        words = words or {}
+        return "; ".join(
+            f"{words.get(field, field)}: {' '.join(messages)}" for field, messages in exc.message_dict.items()
+        )
     return " ".join(exc.messages)
+
+
+def refused_arguments(exc):
+    """Whether a ValidationError refuses a task's arguments (``args`` or ``kwargs``)."""
+    return hasattr(exc, "error_dict") and not ARGUMENT_FIELDS.isdisjoint(exc.error_dict)

@@ -20,6 +20,8 @@ DELAY_MAX = 100 * 365 * 24 * 3600
 UNIQUE_KEY_MAX = 255
 TASK_NAME_MAX = 255
 QUEUE_NAME_MAX = 64
+# A TASKS alias a job keeps (the django.tasks backend it was enqueued through).
+BACKEND_ALIAS_MAX = 100
 # Columns: a dispatcher's id (host-pid-random) and host name, a log record's
 # logger name and level (a smallint), a schedule's name, cron text and zone.
 WORKER_ID_MAX = 100

@@ -116,6 +116,15 @@ def test_a_callback_the_lifecycle_refuses_is_a_400_by_callback(api):
     assert not Workflow.objects.exists()
 
 
+def test_a_callback_depending_on_no_job_is_a_400_naming_it(api):
+    kept = api.post("/api/jobs/", {"task": ADD, "args": [2, 3]}, format="json").json()["id"]
+    body = {"jobs": [{"task": ADD, "args": [1, 2]}], "on_failure": {"task": ECHO, "depends_on": [kept, 987654]}}
+    response = api.post("/api/workflows/", body, format="json")
+    assert response.status_code == 400, response.content
+    assert response.json() == {"on_failure": ["depends_on: No job has the id 987654."]}
+    assert list(Job.objects.values_list("pk", flat=True)) == [kept] and not Workflow.objects.exists()
+
+
 def test_plain_jobs_take_pass_results_too(api):
     first = api.post("/api/jobs/", {"task": ADD, "args": [2, 3]}, format="json").json()["id"]
     second = api.post(

@@ -90,6 +90,28 @@ def test_async_task_and_async_api():
     assert fetched.return_value == 42
 
 
+def test_arguments_django_would_refuse_are_a_type_error_as_there_the_rest_an_invalid_task_only():
+    """Code that catches TypeError around enqueue(), as it would with Django's own backends, catches ours."""
+    from django.tasks.backends.immediate import ImmediateBackend
+
+    theirs = ImmediateBackend("immediate", {"QUEUES": [], "OPTIONS": {}})
+    with pytest.raises(TypeError):
+        theirs.enqueue(t.add, [object(), 1], {})
+    for call in (
+        lambda: t.add.enqueue(object(), 1),
+        lambda: t.add.enqueue(1, b={1, 2}),
+        lambda: async_to_sync(t.add.aenqueue)(object(), 1),
+        lambda: t.add.enqueue(1),  # not its signature: Python's own TypeError
+    ):
+        with pytest.raises(TypeError) as caught:
+            call()
+        assert isinstance(caught.value, InvalidTask)
+    with pytest.raises(InvalidTask) as caught:
+        t.add.using(priority=101)
+    assert not isinstance(caught.value, TypeError)
+    assert Job.objects.count() == 0
+
+
 def test_tasks_outside_tasks_modules_are_refused():
     # Not in an installed app's tasks.py: a dispatcher could not run it.
     from tests.testapp.stray import stray

@@ -145,6 +145,26 @@ def test_a_task_returning_what_cannot_be_stored_fails_with_the_reason(signals):
     assert finished[-1].status == TaskResultStatus.FAILED and finished[-1].errors[0].traceback
 
 
+def test_a_job_enqueued_through_another_backend_reports_it_in_every_result_and_signal(signals, settings):
+    """``task.using(backend=...)``: the job keeps the alias; enqueue, refresh, get_result and every signal report it."""
+    settings.TASKS = {**settings.TASKS, "second": {"BACKEND": "scheduler_app.backends.SchedulerBackend", "QUEUES": QUEUES}}
+    result = t.add.using(backend="second").enqueue(2, 3)
+    assert (result.backend, result.task.backend) == ("second", "second")
+    with dispatcher_thread():
+        assert wait_for(lambda: Job.objects.get(pk=int(result.id)).status == "succeeded", 30)
+    result.refresh()
+    assert (result.status, result.backend, result.task.backend, result.return_value) == (
+        TaskResultStatus.SUCCESSFUL, "second", "second", 5
+    )
+    for backend in ("default", "second"):  # whichever backend reads it back
+        fetched = task_backends[backend].get_result(result.id)
+        assert (fetched.backend, fetched.task.backend) == ("second", "second"), backend
+    sent = [(name, s.backend, s.task.backend) for name, _, _, _, s in signals if s.id == result.id]
+    assert sent == [(name, "second", "second") for name in ("enqueued", "started", "finished")]
+    plain = t.add.enqueue(1, 1)
+    assert task_backends["second"].get_result(plain.id).backend == "default"
+
+
 @pytest.mark.once  # parallelism, restarts, logging: not the database's
 def test_django_tasks_logger_follows_scheduler_log_level_from_warning_up_and_at_debug():
     code = (

@@ -261,7 +261,10 @@ class FakeStore:
     def any_due(self, queues, now):
         with self._tables.lock:
             self._maybe_fail()
-            return any(j.status == Status.PENDING and j.queue in queues and j.at <= now for j in self.jobs.values())
+            return any(
+                j.status == Status.PENDING and j.queue in queues and j.at <= now and (j.expires is None or j.expires > now)
+                for j in self.jobs.values()
+            )
 
     # -- transitions -------------------------------------------------------
 

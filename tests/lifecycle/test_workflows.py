@@ -180,6 +180,45 @@ def test_retrying_a_workflow_revives_the_dependents_a_failure_cancelled():
     assert wf.status == "succeeded"
 
 
+def test_a_retried_workflow_runs_its_callbacks_again_and_leaves_the_earlier_ones_as_they_ended():
+    """What docs/WORKFLOWS.md says of a retry: the callbacks of the new ending run as new jobs; the old stay."""
+    wf = chain(step(boom, "first"), step(echo)).enqueue(
+        on_success=step(echo, "ok"), on_failure=step(boom, "alert").using(max_attempts=1), on_finish=step(echo, "done")
+    )
+    Job.objects.filter(workflow=wf).update(max_attempts=1)
+    drain()
+    first_round = callback_jobs(wf)
+    assert {name: job.status for name, job in first_round.items()} == {"on_failure": "failed", "on_finish": "succeeded"}
+    Job.objects.filter(pk=job_of(wf, 0).pk).update(task=ECHO)  # the failing step works now
+    wf = lifecycle.retry_workflow(wf.pk)
+    assert wf.callbacks_enqueued_at is None
+    drain()
+    wf.refresh_from_db()
+    assert wf.status == "succeeded"  # the failed on_failure job of the first ending is not one of its jobs
+    entries = [(e["callback"], Job.objects.get(pk=e["job"])) for e in wf.callbacks["enqueued"]]
+    assert [(name, job.status) for name, job in entries] == [
+        ("on_failure", "failed"), ("on_finish", "succeeded"),  # the first ending's, not retried
+        ("on_success", "succeeded"), ("on_finish", "succeeded"),  # the second's: on_finish ran again
+    ]
+    assert entries[1][1].pk != entries[3][1].pk and entries[3][1].result == ["done"]
+
+
+def test_a_chord_body_that_runs_anyway_gets_none_for_a_failed_member_and_the_workflow_still_fails():
+    body = step(echo).using(on_dependency_failure="run")
+    members_ = group(step(add, 1, 2), step(boom, "no"), step(add, 3, 4), step(echo, "cancelled"))
+    wf = chord(members_, body).enqueue(
+        on_success=step(echo, "ok"), on_failure=step(echo, "bad"), on_finish=step(echo, "done")
+    )
+    Job.objects.filter(workflow=wf).update(max_attempts=1)
+    lifecycle.cancel(job_of(wf, 3).pk)
+    drain()
+    ran = job_of(wf, 4)
+    # The members' results in group order; a failed or cancelled member has none.
+    assert ran.status == "succeeded" and ran.result == [[3, None, 7, None]]
+    wf.refresh_from_db()
+    assert wf.status == "failed" and sorted(callback_jobs(wf)) == ["on_failure", "on_finish"]
+
+
 def test_a_takes_context_task_sees_its_workflow_callbacks_too():
     wf = chain(step(workflow_seen), step(workflow_seen)).enqueue(on_finish=step(workflow_seen))
     drain()
@@ -208,6 +247,58 @@ def test_a_bad_callback_is_refused_when_the_block_closes():
         add.enqueue(1, 2)
     assert "on_success" in caught.value.message_dict
     assert not Job.objects.exists()
+
+
+@pytest.mark.parametrize("make", ["block", "canvas"])
+def test_a_callback_depending_on_no_job_is_refused_at_creation(make):
+    """The callbacks take the jobs' rules, existence of the jobs they depend on included; nothing is made."""
+    kept = add.enqueue(1, 1).id
+    # A callback given as a job spec may name any field of one (a step takes no depends_on).
+    on_success = {"task": ECHO, "args": ["ok"], "depends_on": [987654]}
+    on_finish = {"task": ECHO, "depends_on": [int(kept)]}
+    with pytest.raises(ValidationError) as caught:
+        if make == "block":
+            with Workflow(on_success=on_success, on_finish=on_finish):
+                add.enqueue(1, 2)
+        else:
+            chain(step(add, 1, 2)).enqueue(on_success=on_success, on_finish=on_finish)
+    assert caught.value.message_dict == {"on_success": ["depends_on: No job has the id 987654."]}
+    assert list(Job.objects.values_list("pk", flat=True)) == [int(kept)]
+
+
+def test_a_callback_that_cannot_be_enqueued_when_the_workflow_ends_is_a_failed_job_saying_why():
+    """Its dependency was pruned in between: the workflow still ends, the callback is a failed job of it, the rest run."""
+    gone = int(add.enqueue(1, 1).id)
+    wf = chain(step(add, 1, 2)).enqueue(
+        on_success={"task": ECHO, "args": ["ok"], "depends_on": [gone]}, on_finish=step(echo, "done")
+    )
+    Job.objects.filter(pk=gone).delete()
+    drain()
+    wf.refresh_from_db()
+    assert wf.status == "succeeded" and members(wf).count() == 1
+    made = callback_jobs(wf)
+    refused, ran = made["on_success"], made["on_finish"]
+    assert ran.status == "succeeded" and ran.result == ["done"]
+    assert (refused.status, refused.task, refused.args, refused.workflow_id) == ("failed", ECHO, ["ok"], wf.pk)
+    assert refused.finished_at is not None and refused.attempts == 0
+    [error] = refused.errors
+    assert error["exception_class"] == "scheduler_app.lifecycle.CallbackRefused"
+    assert error["message"] == (
+        f"The workflow's on_success callback could not be enqueued: depends_on: No job has the id {gone}."
+    )
+    [entry] = [e for e in wf.callbacks["enqueued"] if e["callback"] == "on_success"]
+    assert entry["error"] == f"depends_on: No job has the id {gone}."
+
+
+def test_a_callback_whose_task_is_gone_when_the_workflow_ends_is_a_failed_job_too():
+    from scheduler_app.models import Workflow as Row
+
+    wf = chain(step(add, 1, 2)).enqueue(on_failure=step(echo), on_finish=step(echo, "done"))
+    Row.objects.filter(pk=wf.pk).update(callbacks={"on_finish": {"task": "gone.task", "kwargs": {"n": 1}}})
+    drain()
+    refused = callback_jobs(wf)["on_finish"]
+    assert (refused.status, refused.task, refused.kwargs) == ("failed", "gone.task", {"n": 1})
+    assert refused.errors[0]["message"].startswith("The workflow's on_finish callback could not be enqueued: task: ")
 
 
 def test_the_status_rule():

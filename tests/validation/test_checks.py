@@ -61,6 +61,12 @@ def test_no_scheduler_backend():
     ]
 
 
+def test_a_backend_alias_longer_than_a_job_keeps():
+    long = "b" * 101
+    assert ids(TASKS={"default": {"BACKEND": BACKEND}, long: {"BACKEND": BACKEND}}) == ["scheduler_app.E013"]
+    assert ids(TASKS={"default": {"BACKEND": BACKEND}, "b" * 100: {"BACKEND": BACKEND}}) == []
+
+
 @pytest.mark.parametrize("name", [":memory:", "file:jobs?mode=memory&cache=shared", ""])
 def test_in_memory_sqlite(name):
     databases = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": name}}
