@@ -474,3 +474,23 @@ def chatty_snoozer(key, times=1):
 def tagged(x=None):
     """A task whose jobs carry tags unless the caller gives its own."""
     return x
+
+
+@task
+def forks(marker_dir, name, child_seconds=0.0, parent_seconds=0.0):
+    """Fork, and come back out of the task in both processes, as a careless task does.
+
+    The child writes ``child-NAME`` (its pid), sleeps ``child_seconds`` and
+    returns ``"child"``; the parent waits for that file, sleeps
+    ``parent_seconds`` and returns ``"parent"``.
+    """
+    path = os.path.join(marker_dir, f"child-{name}")
+    if os.fork() == 0:
+        _write(path, str(os.getpid()))
+        time.sleep(child_seconds)
+        return "child"
+    end = time.monotonic() + 30
+    while not os.path.exists(path) and time.monotonic() < end:
+        time.sleep(0.005)
+    time.sleep(parent_seconds)
+    return "parent"
