@@ -2,6 +2,7 @@
 outlives the attempt, and the queue keeps running. Real dispatcher processes, real forks, a
 process queue and a thread queue."""
 
+import contextlib
 import os
 import signal
 
@@ -52,33 +53,35 @@ def stop(process, log):
     return process.returncode
 
 
+# Forking jobs: (task, kwargs, the parent's result).
+FORKING = {
+    # The child comes back out of the task at once: it exits 0 by itself, and the parent sees it.
+    "returns": ("forks", {"wait": True}, 0),
+    "exits": ("forks", {"child_exit": 3, "wait": True}, 3),  # sys.exit(3) in the child
+    "async": ("async_forks", {}, 0),  # forked on asgiref's loop thread
+    # The child still runs the task when the parent returns.
+    "lingers": ("forks", {"child_seconds": 60.0}, "parent"),
+}
+
+
 def forks_then_plain_jobs(tmp_path, queue_option):
-    """Run forking jobs between plain ones on a 2-slot queue; check each job and each child."""
-    forking = {
-        "returns": 0.0,  # the child comes back out of the task at once
-        "lingers": 60.0,  # the child is still running the task when the parent returns
-        "again": 0.0,
-    }
-    jobs = {}
-    for priority, (name, seconds) in enumerate(forking.items()):
-        jobs[name] = lifecycle.enqueue(
-            T + "forks", [str(tmp_path), name, seconds], queue="slow", priority=50 - 20 * priority
-        )[0]
+    """Run forking jobs between plain ones on a 2-slot queue; check each job and each child; return the children."""
+    jobs, expected = {}, {}
+    for n, (name, (task, kwargs, result)) in enumerate(FORKING.items()):
+        jobs[name] = lifecycle.enqueue(T + task, [str(tmp_path), name], kwargs, queue="slow", priority=90 - 20 * n)[0]
+        expected[name] = result
         for i in range(3):  # plain jobs behind each forking one
-            jobs[f"{name}+{i}"] = lifecycle.enqueue(
-                T + "add", [i, 10 * priority], queue="slow", priority=40 - 20 * priority - i
-            )[0]
+            plain = f"{name}+{i}"
+            jobs[plain] = lifecycle.enqueue(T + "add", [n, i], queue="slow", priority=80 - 20 * n - i)[0]
+            expected[plain] = n + i
     log = tmp_path / "dispatcher.log"
     process = start_dispatcher("--queue", queue_option, "--poll-interval", "0.2", log_path=log)
+    ids = [job.pk for job in jobs.values()]
     try:
-        children = {name: child_pid(tmp_path, name, log) for name in forking}
-
-        def finished():
-            return set(Job.objects.filter(pk__in=[j.pk for j in jobs.values()]).values_list("status", flat=True)) <= FINISHED
-
+        children = {name: child_pid(tmp_path, name, log) for name in FORKING}
         # A hang guard, not a timing assertion: before the fix the last job stayed running.
-        assert wait_for(finished, timeout=60), (
-            dict(Job.objects.filter(pk__in=[j.pk for j in jobs.values()]).values_list("id", "status")),
+        assert wait_for(lambda: set(Job.objects.filter(pk__in=ids).values_list("status", flat=True)) <= FINISHED, timeout=60), (
+            dict(Job.objects.filter(pk__in=ids).values_list("id", "status")),
             log_tail(log),
         )
         # Each child is gone once its attempt is over (killed if it was still running the task).
@@ -90,9 +93,8 @@ def forks_then_plain_jobs(tmp_path, queue_option):
             process.wait(10)
     for name, job in jobs.items():
         job.refresh_from_db()
-        expected = "parent" if name in forking else int(name[-1]) + 10 * list(forking).index(name.split("+")[0])
         # The parent's result, from the first attempt: no child's result, no second run.
-        assert (job.status, job.result, job.attempts) == ("succeeded", expected, 1), (name, job.errors, log_tail(log))
+        assert (job.status, job.result, job.attempts) == ("succeeded", expected[name], 1), (name, job.errors, log_tail(log))
     return children
 
 
@@ -101,8 +103,31 @@ def test_a_task_that_forks_in_a_process_queue_leaves_the_slot_to_its_worker(tmp_
 
 
 def test_a_task_that_forks_in_a_thread_queue_leaves_no_copy_of_the_dispatcher(tmp_path):
-    children = forks_then_plain_jobs(tmp_path, "slow:2")
-    assert all(gone(pid) for pid in children.values())
+    forks_then_plain_jobs(tmp_path, "slow:2")
+
+
+def test_what_a_task_leaves_running_in_a_process_queue_ends_with_its_attempt(tmp_path):
+    left, _ = lifecycle.enqueue(T + "leaves_behind", [str(tmp_path), "a"], queue="slow", priority=10)
+    after, _ = lifecycle.enqueue(T + "add", [2, 3], queue="slow")
+    log = tmp_path / "dispatcher.log"
+    process = start_dispatcher("--queue", "slow:1:process", "--poll-interval", "0.2", log_path=log)
+    child = orphan = None
+    try:
+        path = tmp_path / "left-a"
+        assert wait_for(path.exists, timeout=60), log_tail(log)
+        child, orphan = (int(pid) for pid in path.read_text().split())
+        assert wait_for(lambda: Job.objects.get(pk=left.pk).status == "succeeded", timeout=60), log_tail(log)
+        # Its own child, and the orphan in a session of its own that the worker adopted.
+        assert gone(child) and gone(orphan), (gone(child), gone(orphan))
+        assert wait_for(lambda: Job.objects.get(pk=after.pk).status == "succeeded", timeout=60), log_tail(log)
+        assert stop(process, log) == 0, log_tail(log)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+        for pid in filter(None, (child, orphan)):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)  # the old code left them: do not leave them to the machine
 
 
 def test_a_forked_child_in_a_thread_queue_ends_on_sigterm_and_with_its_dispatcher(tmp_path):
