@@ -21,6 +21,7 @@ from ..observability.logflush import LogFlusher
 from ..validation.durations import Snooze
 from ..vocabulary.jobs import Status
 from ..vocabulary.policy import TIMEOUT_CLASS
+from . import forks
 
 # Its documented name (README), from before the module moved: projects configure it.
 logger = logging.getLogger("scheduler_app.dispatcher.runner")
@@ -52,6 +53,17 @@ class Executor:
         self.flusher = LogFlusher(using) if own_connections else None
 
     def __call__(self, job, cancel_event, deadline):
+        # A child the task forked never reports for the slot, nor outlives the attempt (forks.py).
+        with forks.attempt() as attempt:
+            outcome = self._attempt(job, cancel_event, deadline)
+        if attempt.killed:
+            logger.info(
+                "job %s: killed %d processes its task forked and left running", job.id, attempt.killed,
+                extra={"job_id": job.id, "action": "forked"},
+            )
+        return outcome
+
+    def _attempt(self, job, cancel_event, deadline):
         if self.own_connections:
             close_old_connections()
         started = time.monotonic()
@@ -108,9 +120,9 @@ class Executor:
         try:
             if task.takes_context:
                 context = self._context(result, job, cancel_event, deadline)
-                value = task.call(context, *job.args, **job.kwargs)
+                value = forks.call(task, context, *job.args, **job.kwargs)
             else:
-                value = task.call(*job.args, **job.kwargs)
+                value = forks.call(task, *job.args, **job.kwargs)
         except JobCancelled:
             outcome = self._past_deadline(job, deadline) or self.policy.cancelled(job)
         except Snooze as snooze:

@@ -11,6 +11,7 @@ import sys
 from .. import conf, signals, sql
 from ..dispatcher.loop import Dispatcher
 from ..observability import joblogs
+from . import forks
 from .executor import Executor
 from .store import DjangoStore, default_policy, new_worker_id
 
@@ -21,7 +22,8 @@ def retry_policy():
 
 
 def executor_for(using="default"):
-    """Return ``(retry policy, thread executor)``, per-job log capture installed (a worker process calls it too)."""
+    """Return ``(retry policy, thread executor)``, per-job log capture and fork hooks installed (a worker process calls it too)."""
+    forks.install()  # a task's forked child starts clean: forks.py
     if conf.get("JOB_LOG_MAX_RECORDS"):
         joblogs.install()  # per-job logs: see joblogs
     policy = retry_policy()

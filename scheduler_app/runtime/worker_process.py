@@ -10,10 +10,14 @@ The child talks to the dispatcher over one pipe:
     child -> ("outcome", Outcome)     how the attempt ended
 
 The child binds itself to its parent first (``lifeline.bind_to_parent``): a
-group of its own, which it kills when the dispatcher is gone.
+group of its own, which it kills when the dispatcher is gone. After each
+attempt, before its outcome, it ends every process the task left running
+(``lifeline.end_children``): nothing of an attempt runs on beside the next.
+A child the task forked never gets back to this loop (``forks.py``).
 """
 
 import contextlib
+import logging
 import os
 import signal
 import threading
@@ -23,6 +27,8 @@ from datetime import UTC, datetime
 from . import lifeline
 
 _WAITID = hasattr(os, "waitid")  # Linux; macOS from Python 3.13
+
+logger = logging.getLogger(__name__)
 
 
 def child_main(conn, cancel, settings_module, using, parent_pid):
@@ -52,6 +58,11 @@ def child_main(conn, cancel, settings_module, using, parent_pid):
             outcome = executor(job, cancel, deadline)
         except BaseException as exc:  # the executor reports the task's own; this escaped it (a receiver?)
             outcome = policy.raised(job, exc, datetime.now(UTC))
+        if left := lifeline.end_children():
+            logger.info(
+                "job %s: killed %d processes its task left running", job.id, left,
+                extra={"job_id": job.id, "action": "forked"},
+            )
         conn.send(("outcome", outcome))
 
 

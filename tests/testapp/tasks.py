@@ -491,3 +491,56 @@ def ticker(context, marker_dir, seconds=2.0):
         if time.monotonic() >= end:
             return context.job_id
         time.sleep(0.02)
+
+
+@task
+def forks(marker_dir, name, child_seconds=0.0, parent_seconds=0.0, child_exit=None, wait=False):
+    """Fork, and come back out of the task in both processes, as a careless task does.
+
+    The child writes ``child-NAME`` (its pid), sleeps ``child_seconds``, then
+    returns ``"child"`` (or calls ``sys.exit(child_exit)``). The parent waits
+    for that file and sleeps ``parent_seconds``; with ``wait`` it waits (30 s
+    at most) for the child to end and returns its exit code, else ``"parent"``.
+    """
+    import sys
+
+    path = os.path.join(marker_dir, f"child-{name}")
+    child = os.fork()
+    if child == 0:
+        _write(path, str(os.getpid()))
+        time.sleep(child_seconds)
+        if child_exit is not None:
+            sys.exit(child_exit)
+        return "child"
+    end = time.monotonic() + 30
+    while not os.path.exists(path) and time.monotonic() < end:
+        time.sleep(0.005)
+    time.sleep(parent_seconds)
+    if not wait:
+        return "parent"
+    while time.monotonic() < end:
+        pid, status = os.waitpid(child, os.WNOHANG)
+        if pid:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.005)
+    return "the child still runs"
+
+
+@task
+async def async_forks(marker_dir, name, child_exit=None):
+    """``forks`` (``wait``) from a coroutine, which runs on asgiref's loop thread."""
+    return forks.func(marker_dir, name, child_exit=child_exit, wait=True)
+
+
+@task
+def leaves_behind(marker_dir, name):
+    """Start two ``sleep`` processes and return: a child, and an orphan in a session of its own.
+
+    Writes their pids in ``left-NAME``.
+    """
+    child = subprocess.Popen(["sleep", "600"])
+    shell = subprocess.run(
+        ["sh", "-c", "setsid sleep 600 >/dev/null 2>&1 & echo $!"], capture_output=True, text=True, check=True
+    )
+    _write(os.path.join(marker_dir, f"left-{name}"), f"{child.pid} {shell.stdout.strip()}")
+    return "left"
