@@ -49,6 +49,20 @@ def count_ticks(dispatcher):
     dispatcher.test_ticks = (done, cond)
 
 
+def count_claims(store):
+    """Record the kind of every claim ``store`` makes from now on; return the list they go to."""
+    claims = []
+    for name in ("claim", "claim_limited", "claim_keyed"):
+        method = getattr(store, name)
+
+        def counted(*args, _method=method, _name=name, **kwargs):
+            claims.append(_name)
+            return _method(*args, **kwargs)
+
+        setattr(store, name, counted)
+    return claims
+
+
 def ticked(dispatcher, count=2, *, since=None, timeout=10.0):
     """Wake a running dispatcher until it completes ``count`` more ticks; return whether it did.
 

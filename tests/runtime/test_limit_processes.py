@@ -17,6 +17,7 @@ from scheduler_app import lifecycle
 from scheduler_app.models import Job, Worker
 from scheduler_app.vocabulary.clock import FakeClock
 from tests.plumbing import (
+    count_claims,
     dispatcher_thread,
     most_at_once,
     most_in_a_window,
@@ -117,20 +118,6 @@ def test_a_crashed_dispatchers_jobs_stop_counting_once_rescued(marker_dir, tmp_p
     finally:
         rescuer.send_signal(signal.SIGKILL)
         rescuer.wait(10)
-
-
-def count_claims(store):
-    """Record every claim ``store`` makes (of any kind); return the list they go to."""
-    claims = []
-    for name in ("claim", "claim_limited", "claim_keyed"):
-        method = getattr(store, name)
-
-        def counted(*args, _method=method, _name=name, **kwargs):
-            claims.append(_name)
-            return _method(*args, **kwargs)
-
-        setattr(store, name, counted)
-    return claims
 
 
 def test_a_dispatcher_waiting_on_a_full_queue_sleeps(marker_dir, tmp_path):
