@@ -49,6 +49,37 @@ def count_ticks(dispatcher):
     dispatcher.test_ticks = (done, cond)
 
 
+def at_once(*functions, timeout=60.0):
+    """Call ``functions`` at the same moment, each on a thread of its own; return their results in order.
+
+    Each thread has its own database connections, closed when it is done (a
+    test that uses this needs ``transaction=True``). The first exception of
+    any of them is raised here; ``timeout`` is a hang guard.
+    """
+    start = threading.Barrier(len(functions))
+    results = [None] * len(functions)
+    errors = []
+
+    def run(index, function):
+        try:
+            start.wait(timeout)
+            results[index] = function()
+        except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=run, args=pair, daemon=True) for pair in enumerate(functions)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout)
+    assert not any(thread.is_alive() for thread in threads), "a thread did not return (hang guard)"
+    if errors:
+        raise errors[0]
+    return results
+
+
 def count_claims(store):
     """Record the kind of every claim ``store`` makes from now on; return the list they go to."""
     claims = []
