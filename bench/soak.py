@@ -70,7 +70,7 @@ class Dispatcher:
         self.kills = 0
 
     def start(self):
-        log = open(self.log_dir / f"dispatcher-{self.number}.log", "a")
+        log = open(self.log_dir / f"dispatcher-{self.number}.log", "a")  # noqa: SIM115 - the dispatcher writes to it
         self.process = subprocess.Popen(
             [PY, str(ROOT / "manage.py"), "rundispatcher", "--queue", "soak_t:4", "--queue", "soak_p:2:process",
              "--lease", str(self.lease), "--grace", "2", "--poll-interval", "0.5"],
@@ -165,7 +165,7 @@ def main():
             next_kill = now + rng.uniform(3, 6)
         try:
             remaining = psql(url, "SELECT count(*) FROM scheduler_app_job WHERE status IN ('pending', 'running', 'waiting')")[0][0]
-        except Exception:  # PostgreSQL restarting
+        except Exception:  # noqa: BLE001 - PostgreSQL restarting
             continue
         if remaining == 0:
             break

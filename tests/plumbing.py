@@ -131,7 +131,7 @@ def dispatcher_thread(groups=None, **options):
                     listener.connected.wait(10)
                 started.set()
                 dispatcher.run()
-        except BaseException as exc:  # surfaced by the test below
+        except BaseException as exc:  # noqa: BLE001 - surfaced by the test below
             errors.append(exc)
             started.set()
         finally:
@@ -240,7 +240,7 @@ def manage(*args, **env):
 def start_dispatcher(*args, log_path=None, **env):
     """Start `manage.py rundispatcher ARGS` against the test database; return the Popen."""
     cmd, environment = manage("rundispatcher", *args, **env)
-    out = open(log_path, "w") if log_path else subprocess.DEVNULL
+    out = open(log_path, "w") if log_path else subprocess.DEVNULL  # noqa: SIM115 - the dispatcher writes to it
     return subprocess.Popen(cmd, env=environment, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
 
 

@@ -256,7 +256,7 @@ def test_dispatchers_finishing_and_claiming_keyed_jobs_at_once_never_pass_a_keys
                 if not claimed and not Job.objects.filter(status__in=["pending", "running"]).exists():
                     break
                 time.sleep(0.002)  # the jobs "run"
-        except Exception as exc:  # reported below
+        except Exception as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
         finally:
             store.reset()

@@ -587,8 +587,7 @@ def test_enqueue_many_works_out_each_tasks_defaults_for_its_own_jobs():
         ("slow", 0, 2, 30, ["t"]),
         ("default", 0, 3, None, []),
     ]
-    with override_settings(SCHEDULER={"DEFAULT_MAX_ATTEMPTS": 0}):
-        with pytest.raises(creation.BulkValidationError) as caught:
-            lifecycle.enqueue_many([{"task": T + "add", "args": [1, 2]}, {"task": T + "add", "args": [3, 4]}])
+    with override_settings(SCHEDULER={"DEFAULT_MAX_ATTEMPTS": 0}), pytest.raises(creation.BulkValidationError) as caught:
+        lifecycle.enqueue_many([{"task": T + "add", "args": [1, 2]}, {"task": T + "add", "args": [3, 4]}])
     assert set(caught.value.by_index) == {0, 1}
     assert all("max_attempts" in errors for errors in caught.value.by_index.values())

@@ -157,7 +157,7 @@ def race(limit, jobs, *, threads=4, batch=2, seconds=None):
                     for i, (at, end, job_id) in enumerate(spans):
                         if end is None and job_id in {j.id for j in claimed}:
                             spans[i] = (at, sent, job_id)
-        except Exception as exc:  # reported below
+        except Exception as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
         finally:
             if outcomes:

@@ -14,7 +14,7 @@ import pytest
 from django.db import connection
 
 from scheduler_app import lifecycle
-from scheduler_app.models import Job, Worker
+from scheduler_app.models import Job
 from scheduler_app.vocabulary.clock import FakeClock
 from tests.plumbing import (
     count_claims,
