@@ -4,12 +4,15 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test venv bench clean help
+.PHONY: run test lint format venv bench clean help
 
 help:
 	@echo "make run    - set up, migrate, start the web server and the dispatcher (SQLite; HOST, PORT)"
-	@echo "make test   - the whole suite on SQLite, and on PostgreSQL when one is reachable"
-	@echo "              (SCHEDULER_TEST_DBS=sqlite make test: the SQLite pass alone; docs/OPERATIONS.md)"
+	@echo "make test   - the linter, then the whole suite on SQLite and on PostgreSQL (when one is"
+	@echo "              reachable), both at once on parallel workers (SCHEDULER_TEST_DBS=sqlite make test:"
+	@echo "              the SQLite pass alone; scripts/test.sh FILE or -k EXPR: a selection; docs/OPERATIONS.md)"
+	@echo "make lint   - ruff check and ruff format --check (make test runs them first)"
+	@echo "make format - apply ruff's safe fixes and its formatting to the whole tree"
 	@echo "make bench  - benchmarks against the peers (see docs/BENCHMARKS.md)"
 
 venv: $(STAMP)
@@ -31,6 +34,12 @@ run: $(STAMP)
 
 test: $(STAMP)
 	@scripts/test.sh
+
+lint: $(STAMP)
+	@$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
+
+format: $(STAMP)
+	@scripts/format.sh
 
 bench: $(STAMP)
 	@$(PY) bench/run.py

@@ -40,7 +40,6 @@ import json
 import time
 
 import psycopg
-
 from floor import BARE, BARE_DDL, CLAIM, FINISH  # bench/ is on the path when run from there
 from floor import SEED as BARE_SEED
 

@@ -163,8 +163,5 @@ if __name__ == "__main__":
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--n", type=int, default=5000)
     a = p.parse_args()
-    if a.mode == "enqueue":
-        out = run_enqueue(a.dsn, a.n)
-    else:
-        out = run_claim(a.dsn, a.batch, a.n, a.table)
+    out = run_enqueue(a.dsn, a.n) if a.mode == "enqueue" else run_claim(a.dsn, a.batch, a.n, a.table)
     print("RESULT " + json.dumps(out))

@@ -126,9 +126,9 @@ def run(args):
             # The hot key's first job runs: its key is at its limit for the whole row.
             store.claim_keyed({"default"}, running, time.time())
         if kind == "plain":
-            claim = lambda now: store.claim({"default"}, 4, now)  # noqa: E731
+            claim = lambda now, store=store: store.claim({"default"}, 4, now)  # noqa: E731
         elif hasattr(store, "claim_keyed"):
-            claim = lambda now: store.claim_keyed({"default"}, 4, now)[0]  # noqa: E731
+            claim = lambda now, store=store: store.claim_keyed({"default"}, 4, now)[0]  # noqa: E731
         else:
             continue
         times = sorted(timed(claim, store.release, args.repeat, args.warmup))

@@ -129,7 +129,8 @@ def main():
     create_stamp_table()
     with connection.cursor() as c:
         c.execute("DELETE FROM bench_stamp")
-    out = tempfile.NamedTemporaryFile(suffix=".json", delete=False).name
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as handle:
+        out = handle.name
     proc = subprocess.Popen(
         [sys.executable, __file__, "--dispatcher", out, "--concurrency", str(args.slots)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

@@ -2,10 +2,11 @@
 
 import collections
 import sys
+from pathlib import Path
 
 self_t, incl, threads = collections.Counter(), collections.Counter(), collections.Counter()
 total = 0
-for line in open(sys.argv[1]):
+for line in Path(sys.argv[1]).read_text().splitlines():
     stack, _, count = line.rstrip().rpartition(" ")
     n = int(count)
     frames = stack.split(";")

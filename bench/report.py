@@ -2,6 +2,7 @@
 
 import os
 import re
+from pathlib import Path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LABEL = {
@@ -658,7 +659,7 @@ def scaling_table(results):
 
 
 def replace_between(path, start, end, body, header):
-    text = open(path).read() if os.path.exists(path) else header + f"\n{start}\n{end}\n"
+    text = Path(path).read_text() if os.path.exists(path) else header + f"\n{start}\n{end}\n"
     if start not in text:
         text += f"\n{start}\n{end}\n"
     pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.S)
@@ -671,7 +672,7 @@ def section(path, start, end):
     """The text between two markers of a file, or None."""
     if not os.path.exists(path):
         return None
-    m = re.search(re.escape(start) + "\n?(.*?)\n?" + re.escape(end), open(path).read(), re.S)
+    m = re.search(re.escape(start) + "\n?(.*?)\n?" + re.escape(end), Path(path).read_text(), re.S)
     return m.group(1) if m else None
 
 

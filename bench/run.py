@@ -18,6 +18,7 @@ what each does.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -163,7 +164,7 @@ class DB:
         cur = c.execute(sql, params)
         try:
             return cur.fetchall()
-        except Exception:  # statements without rows
+        except Exception:  # noqa: BLE001 - statements without rows
             return []
 
     def close(self):
@@ -192,7 +193,7 @@ class Proc:
     def __init__(self, argv, env, tag):
         os.makedirs(LOGS, exist_ok=True)
         self.log_path = os.path.join(LOGS, f"{tag}.log")
-        self.log = open(self.log_path, "ab")
+        self.log = open(self.log_path, "ab")  # noqa: SIM115 - the subprocess writes to it until stop()
         self.started = time.time()
         self.p = subprocess.Popen(
             argv, env=env, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
@@ -215,10 +216,8 @@ class Proc:
         except psutil.NoSuchProcess:
             kids = []
         if self.alive():
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.p.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
             try:
                 self.p.wait(grace)
             except subprocess.TimeoutExpired:
@@ -226,16 +225,12 @@ class Proc:
                 self.p.wait(5)
         else:
             # children of a group leader that already exited (django-q2)
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.p.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
         _, left = psutil.wait_procs(kids, timeout=grace)
         for k in left:
-            try:
+            with contextlib.suppress(psutil.NoSuchProcess):
                 k.kill()
-            except psutil.NoSuchProcess:
-                pass
         # Write the log out now: a dispatcher at INFO leaves megabytes of dirty pages whose
         # writeback would otherwise compete with the next run's commits (slowing whatever
         # ran after a default-log-level run).
@@ -572,7 +567,7 @@ def m_throughput(ctx):
                 nreps = ctx.reps if n <= ctx.curve_n else ctx.big_reps
                 reps = [throughput_once(ours, n, "default", f"tp-ours-{kind}-{n}-{r}", slots=4)
                         for r in range(nreps)]
-                out["ours"][f"{kind}/n={n}/slots=4"] = pack(reps)  # noqa
+                out["ours"][f"{kind}/n={n}/slots=4"] = pack(reps)
                 log(f"  ours {kind} n={n} slots=4: {fmt_s(out['ours'][f'{kind}/n={n}/slots=4']['jobs_per_s'])} jobs/s")
             if kind == "pg" or ctx.sqlite_curve:
                 for slots in ctx.curve:
@@ -880,7 +875,7 @@ def m_pickup(ctx):
                         if name == "ours":
                             args += ["--via", via, "--url", server.url, "--token", ctx.tokens[kind]]
                         res = timed_session(subj, f"pick-{name}-{kind}-{via}-{r}",
-                                            lambda: subj.driver(*args), ctx.warmup)
+                                            lambda subj=subj, args=args: subj.driver(*args), ctx.warmup)
                         lat, after = res["latency_ms"], res.get("after_return_ms") or []
                         reps.append({"p50": pct(lat, 50), "p99": pct(lat, 99), "max": pct(lat, 100),
                                      "missing": sum(1 for x in lat if x is None),
@@ -977,7 +972,7 @@ def m_memory(ctx):
         procs = subj.workers("default", f"mem-{kind}-due")
         try:
             time.sleep(1)
-            remaining = lambda: subj.db.q(Ours.remaining_sql)[0][0] == 0  # noqa: E731
+            remaining = lambda subj=subj: subj.db.q(Ours.remaining_sql)[0][0] == 0  # noqa: E731
             res["due_mb"], res["due_last_mb"] = sample_rss(procs, ctx.mem_due_seconds, until=remaining, every=0.5)
             res["due_remaining"] = subj.db.q(Ours.remaining_sql)[0][0]
         finally:
@@ -1193,7 +1188,7 @@ def machine():
     def sh(cmd):
         try:
             return subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=10).stdout.strip()
-        except Exception:
+        except Exception:  # noqa: BLE001 - a figure of the machine left blank
             return ""
 
     lscpu = sh("lscpu")

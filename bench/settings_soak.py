@@ -3,7 +3,7 @@
 from bench.settings_ours import *  # noqa: F403
 
 TASKS["default"]["QUEUES"] = ["default", "slow", "soak_t", "soak_p"]  # noqa: F405
-SCHEDULER = {  # noqa: F405
+SCHEDULER = {
     **SCHEDULER,  # noqa: F405
     "QUEUES": {"soak_p": {"mode": "process"}},
     "RETRY_BACKOFF_BASE": 0.2,

@@ -82,7 +82,7 @@ class Dispatcher:
         self.kills = 0
 
     def start(self, grace=2):
-        log = open(self.log_dir / f"dispatcher-{self.number}.log", "a")
+        log = open(self.log_dir / f"dispatcher-{self.number}.log", "a")  # noqa: SIM115 - the dispatcher writes to it
         self.process = subprocess.Popen(
             [PY, str(ROOT / "manage.py"), "rundispatcher", "--queue", "soak_t:4", "--queue", "soak_p:2:process",
              "--lease", str(self.lease), "--grace", str(grace), "--poll-interval", "0.5"],
@@ -224,7 +224,7 @@ def main():
             next_kill = time.monotonic() + rng.uniform(3, 6 if args.scenario != "pause" else 8)
         try:
             remaining = psql(url, "SELECT count(*) FROM scheduler_app_job WHERE status IN ('pending', 'running', 'waiting')")[0][0]
-        except Exception:  # PostgreSQL restarting
+        except Exception:  # noqa: BLE001 - PostgreSQL restarting
             continue
         if remaining == 0:
             break

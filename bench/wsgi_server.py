@@ -22,8 +22,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings_ours")
 
-from django.core.servers.basehttp import WSGIServer, run  # noqa: E402
-from django.core.wsgi import get_wsgi_application  # noqa: E402
+from django.core.servers.basehttp import WSGIServer, run
+from django.core.wsgi import get_wsgi_application
 
 django_app = get_wsgi_application()
 

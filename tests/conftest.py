@@ -36,6 +36,26 @@ def _flush_with_delete_on_postgresql():
         ops.sql_flush = truncate
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_report_to_serializable(report):
+    """Send xdist's controller text it can encode: a test's captured output may hold lone surrogates.
+
+    Tests of unstorable values log them (a task's '\\udcff'); execnet refuses
+    such a string and the worker dies with the whole run.
+    """
+    return _encodable((yield))
+
+
+def _encodable(value):
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {_encodable(k): _encodable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_encodable(v) for v in value)
+    return value
+
+
 @pytest.fixture
 def staff_user(db):
     return get_user_model().objects.create_user(
@@ -66,6 +86,10 @@ def _pure(path):
 def pytest_collection_modifyitems(config, items):
     from django.db import connection
 
+    # The slow tests first (a stable sort keeps each file's order): spread over
+    # xdist's workers, they start at once and the end of the run is made of
+    # short tests that even the workers out, instead of one long test alone.
+    items.sort(key=lambda item: "slow" not in item.keywords)
     if connection.vendor == "postgresql":
         # What does not depend on the database runs once, in the SQLite pass
         # (make test always runs it): the pure unit tests, the browser tests

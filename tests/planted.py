@@ -8,6 +8,7 @@ surrogates, bytes that are not UTF-8. ``PAGES`` and ``API`` are every GET
 of the admin and of the API that shows these rows.
 """
 
+import json
 from datetime import timedelta
 
 from django.db import connection
@@ -164,3 +165,26 @@ def api_urls(jobs):
     for job in jobs.values():
         urls += [f"/api/jobs/{job.pk}/", f"/api/jobs/{job.pk}/logs/"]
     return urls
+
+
+def visit(client, urls):
+    """GET each URL; return those that failed, with the error.
+
+    A page fails with a 500, or with a body a browser cannot read: JSON that
+    ``JSON.parse`` refuses (NaN, Infinity) or text that is not UTF-8.
+    """
+    client.raise_request_exception = False
+    failed = []
+    for url in urls:
+        response = client.get(url)
+        if response.status_code >= 500:
+            failed.append((url, response.status_code, repr(getattr(response, "exc_info", (None, None))[1])))
+        elif response.get("Content-Type", "").startswith("application/json"):
+            json.loads(response.content, parse_constant=_no_such_number)
+        else:
+            response.content.decode("utf-8")
+    return failed
+
+
+def _no_such_number(name):
+    raise ValueError(f"{name} is not JSON")

@@ -49,6 +49,51 @@ def count_ticks(dispatcher):
     dispatcher.test_ticks = (done, cond)
 
 
+def at_once(*functions, timeout=60.0):
+    """Call ``functions`` at the same moment, each on a thread of its own; return their results in order.
+
+    Each thread has its own database connections, closed when it is done (a
+    test that uses this needs ``transaction=True``). The first exception of
+    any of them is raised here; ``timeout`` is a hang guard.
+    """
+    start = threading.Barrier(len(functions))
+    results = [None] * len(functions)
+    errors = []
+
+    def run(index, function):
+        try:
+            start.wait(timeout)
+            results[index] = function()
+        except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=run, args=pair, daemon=True) for pair in enumerate(functions)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout)
+    assert not any(thread.is_alive() for thread in threads), "a thread did not return (hang guard)"
+    if errors:
+        raise errors[0]
+    return results
+
+
+def count_claims(store):
+    """Record the kind of every claim ``store`` makes from now on; return the list they go to."""
+    claims = []
+    for name in ("claim", "claim_limited", "claim_keyed"):
+        method = getattr(store, name)
+
+        def counted(*args, _method=method, _name=name, **kwargs):
+            claims.append(_name)
+            return _method(*args, **kwargs)
+
+        setattr(store, name, counted)
+    return claims
+
+
 def ticked(dispatcher, count=2, *, since=None, timeout=10.0):
     """Wake a running dispatcher until it completes ``count`` more ticks; return whether it did.
 
@@ -86,7 +131,7 @@ def dispatcher_thread(groups=None, **options):
                     listener.connected.wait(10)
                 started.set()
                 dispatcher.run()
-        except BaseException as exc:  # surfaced by the test below
+        except BaseException as exc:  # noqa: BLE001 - surfaced by the test below
             errors.append(exc)
             started.set()
         finally:
@@ -195,7 +240,7 @@ def manage(*args, **env):
 def start_dispatcher(*args, log_path=None, **env):
     """Start `manage.py rundispatcher ARGS` against the test database; return the Popen."""
     cmd, environment = manage("rundispatcher", *args, **env)
-    out = open(log_path, "w") if log_path else subprocess.DEVNULL
+    out = open(log_path, "w") if log_path else subprocess.DEVNULL  # noqa: SIM115 - the dispatcher writes to it
     return subprocess.Popen(cmd, env=environment, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
 
 

@@ -7,7 +7,7 @@ database with SCHEDULER_TEST_DB_NAME (see tests/conftest.py).
 
 import os
 
-from project.settings import *  # noqa: F401,F403
+from project.settings import *  # noqa: F403
 from project.settings import BASE_DIR, DATABASES, INSTALLED_APPS, SCHEDULER, TASKS
 
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.testapp"]

@@ -13,7 +13,7 @@ import time
 from datetime import UTC, datetime
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from bench.drivers.common import create_stamp_table, emit, setup_django, wait_stamp  # noqa: E402
+from bench.drivers.common import create_stamp_table, emit, setup_django, wait_stamp
 
 NOOP = "scheduler_app.demo.tasks.noop"
 STAMP = "bench.benchapp.tasks.stamp"
@@ -210,8 +210,8 @@ def cmd_explain(args):
     from django.db import connection, transaction
 
     from scheduler_app import lifecycle
-    from scheduler_app.runtime.store import DjangoStore
     from scheduler_app.models import Job
+    from scheduler_app.runtime.store import DjangoStore
 
     now = datetime.now(tz=UTC)
     queues = ["default", "slow"]
@@ -297,8 +297,8 @@ def cmd_claim_cost(args):
     claims run with the queue's limits set so that they never bind.
     """
     from scheduler_app import lifecycle
-    from scheduler_app.runtime.store import DjangoStore
     from scheduler_app.models import QueueStart
+    from scheduler_app.runtime.store import DjangoStore
 
     lifecycle.enqueue_many([{"task": NOOP}] * args.n, max_size=None)
     store = DjangoStore("bench-claims", lease=30)

@@ -11,7 +11,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from bench.drivers.common import setup_django  # noqa: E402
+from bench.drivers.common import setup_django
 
 setup_django("bench.settings_ours")
 

@@ -14,7 +14,7 @@ import time
 from datetime import UTC, datetime
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from bench.drivers.common import create_stamp_table, emit, setup_django, wait_stamp  # noqa: E402
+from bench.drivers.common import create_stamp_table, emit, setup_django, wait_stamp
 
 PEER = os.environ["PEER"]
 

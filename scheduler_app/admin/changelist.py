@@ -75,7 +75,7 @@ class TaskFilter(admin.SimpleListFilter):
         shorts = [n.rpartition(".")[2] for n in names]
         return [
             (n, format_html('<span title="{}">{}</span>', n, short) if shorts.count(short) == 1 else mark_safe("<wbr>.".join(escape(p) for p in n.split("."))))
-            for n, short in zip(names, shorts)
+            for n, short in zip(names, shorts, strict=True)
         ]
 
     def queryset(self, request, queryset):

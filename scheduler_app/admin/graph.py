@@ -50,7 +50,7 @@ class Node:
 
 def layers(ids, edges):
     """Return ``{id: layer}``: 0 without dependencies, else one more than the deepest dependency."""
-    waits = {pk: 0 for pk in ids}
+    waits = dict.fromkeys(ids, 0)
     dependents = defaultdict(list)
     for dep, job in edges:
         waits[job] += 1

@@ -139,9 +139,7 @@ class DirectAttributesMixin(TimesMixin):
                 out[name] = None if check is None else field.to_representation(value)
                 continue
             value = getattr(instance, extra if kind is _KEY else name)
-            if value is None or kind is _KEY:
-                out[name] = value
-            elif kind is _SAME and type(value) in extra:
+            if value is None or kind is _KEY or kind is _SAME and type(value) in extra:
                 out[name] = value
             elif kind is _DATETIME and type(value) is datetime and value.tzinfo is not None:
                 if value is not extra[1]:  # the jobs of one bulk request share their datetimes

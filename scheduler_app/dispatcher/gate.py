@@ -55,7 +55,7 @@ class Gate:
         for queue, (until, _) in list(self._blocked.items()):
             if until <= now:
                 del self._blocked[queue]
-        return {q for q in self._blocked}
+        return set(self._blocked)
 
     def to_tell(self, queues, now):
         """Return which of ``queues`` (their jobs ended) to tell other dispatchers about now, and note it."""

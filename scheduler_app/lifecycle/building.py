@@ -305,7 +305,7 @@ def _unique_key(errors, unique_key, task_obj, task_options, args, kwargs, unique
     if unique_key is None and task_options is not None and not {"args", "kwargs"} & set(errors.errors):
         try:
             unique_key = task_options.unique_key(registry.name_of(task_obj), args, kwargs, unique_for=unique_for)
-        except Exception as exc:  # the task's own callable raised
+        except Exception as exc:  # noqa: BLE001 - the task's own callable raised
             errors.add("unique_key", f"The task's unique key could not be made: {type(exc).__name__}: {exc}")
     if unique_key is not None:
         errors.run(UNIQUE_KEY, unique_key)
@@ -355,7 +355,7 @@ def _validate_arguments(errors, validate, args, kwargs):
         validate(args, kwargs)
     except ValidationError as exc:
         errors.merge(exc, "args")
-    except Exception as exc:  # the task's own callable raised
+    except Exception as exc:  # noqa: BLE001 - the task's own callable raised
         errors.add("args", f"The task's check of its arguments failed: {type(exc).__name__}: {exc}")
 
 
@@ -382,7 +382,7 @@ def new_job(**values):
     # than store the value on a new instance (a foreign key's id clears a
     # cached object, and a new instance has none). A third of building a job.
     job = Job.__new__(Job)
-    job.__dict__.update(zip(_attnames(), row))
+    job.__dict__.update(zip(_attnames(), row, strict=False))
     job._state = ModelState()
     return job
 

@@ -17,8 +17,8 @@ from .jobs import (
 from .observability import Counter, JobLog, Rollup, RollupCursor, Tallies
 from .queues import Queue
 from .schedules import MisfirePolicy, Schedule
-from .workflows import Workflow, WorkflowStatus
 from .workers import Worker, WorkerQuerySet, WorkerState, stale_before
+from .workflows import Workflow, WorkflowStatus
 
 __all__ = [
     "ACTIVE_STATUSES", "FINISHED_STATUSES", "Counter", "Dashboard", "DependencyFailure", "Job", "JobDependency",

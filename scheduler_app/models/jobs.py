@@ -94,7 +94,7 @@ class Job(models.Model):
     timeout = models.FloatField(
         null=True, blank=True, help_text="Seconds an attempt may run; empty: no limit."
     )
-    unique_key = models.CharField(
+    unique_key = models.CharField(  # noqa: DJ001 - NULL is "no key": the partial unique index leaves those rows out
         max_length=UNIQUE_KEY_MAX,
         null=True,
         blank=True,
@@ -175,7 +175,7 @@ class Job(models.Model):
     # A job not started by this time never starts (it ends cancelled, "Expired: ...").
     expires_at = models.DateTimeField(null=True, blank=True)
     # At most concurrency_limit jobs with the same key run at once, across every dispatcher.
-    concurrency_key = models.CharField(max_length=CONCURRENCY_KEY_MAX, null=True, blank=True)
+    concurrency_key = models.CharField(max_length=CONCURRENCY_KEY_MAX, null=True, blank=True)  # noqa: DJ001 - NULL is "no key"
     concurrency_limit = models.PositiveIntegerField(default=1, db_default=1)
     # The scheduler backend (its TASKS alias) a Task enqueued it through:
     # its TaskResults and task signals report it. Empty for jobs made by

@@ -7,7 +7,6 @@ from django.utils import timezone
 
 from ..vocabulary.bounds import QUEUE_NAME_MAX
 
-
 LEDGER_FIELDS = frozenset(
     {"rate_starts", "rate_checked_starts", "rate_checked_window", "rate_checked_at", "rate_checked_period"}
 )

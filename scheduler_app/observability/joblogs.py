@@ -79,7 +79,7 @@ class Capture:
             return
         try:
             message = record.getMessage()
-        except Exception as exc:  # a bad %-format in the task's own call
+        except Exception as exc:  # noqa: BLE001 - a bad %-format in the task's own call
             message = f"{record.msg!r} (could not format: {type(exc).__name__})"
         if not isinstance(message, str):
             message = str(message)

@@ -121,7 +121,7 @@ class LogFlusher:
         ]
         try:
             won = sql.dialect(self.using).append_logs(attempts, logs, using=self.using)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any refusal: transient ones retried, others written one attempt at a time
             connections[self.using].close()  # a broken connection is opened again next time
             if is_transient(exc):
                 logger.info("could not write running jobs' log records now (%s); trying again", exc, extra={"action": "joblogs_flush"})

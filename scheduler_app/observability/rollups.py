@@ -51,7 +51,7 @@ def record(tallies, now=None, *, samples=True, using="default"):
 def queue_samples(now, *, using="default"):
     """Return ``[(minute, queue, depth, due, lag seconds)]`` for every known queue and any with pending jobs."""
     minute = minute_floor(now)
-    found = {q: (0, 0, 0.0) for q in conf.known_queues()}
+    found = dict.fromkeys(conf.known_queues(), (0, 0, 0.0))
     for queue, (depth, due, oldest) in pending_by_queue(now, using=using).items():
         lag = (now - oldest).total_seconds() if oldest is not None else 0.0
         found[queue] = (depth, due, round(max(lag, 0.0), 3))

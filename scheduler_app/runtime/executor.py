@@ -92,7 +92,7 @@ class Executor:
             return 0
         try:
             return joblogs.stored(job, self.using)
-        except Exception:  # the database is unreachable: the outcome will wait for it anyway
+        except Exception:  # noqa: BLE001 - the database is unreachable: the outcome will wait for it anyway
             logger.warning("job %s: could not read its stored log records", job.id, extra={"job_id": job.id, "action": "start"})
             return 0
 
@@ -127,7 +127,7 @@ class Executor:
             outcome = self._past_deadline(job, deadline) or self.policy.cancelled(job)
         except Snooze as snooze:
             outcome = self._past_deadline(job, deadline) or self.policy.snoozed(job, snooze.seconds, _now())
-        except (Exception, SystemExit) as exc:
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - whatever the task raised is its attempt's error
             # sys.exit() in a task is an error of its attempt, not the end of the
             # thread (or of the worker process) that runs it.
             outcome = self._past_deadline(job, deadline) or self._raised(job, exc)

@@ -108,7 +108,7 @@ class _Spawner:
         while (reply := self._requests.get()) is not None:
             try:
                 reply.put((True, self._start()))
-            except BaseException as exc:  # handed to the caller
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
                 reply.put((False, exc))
 
     def stop(self):
@@ -145,7 +145,7 @@ class ProcessExecutor:
         try:
             for _ in range(count):
                 self._add_idle()
-        except Exception as exc:  # not fatal: a job that needs one starts one (and reports what fails)
+        except Exception as exc:  # noqa: BLE001 - not fatal: a job that needs one starts one (and reports what fails)
             logger.warning("could not start the worker processes ahead of their jobs: %s: %s", type(exc).__name__, exc)
 
     def _add_idle(self):
@@ -207,7 +207,7 @@ class ProcessExecutor:
         # ``deadline`` is the pool's: None here, as this executor owns the attempt's deadline.
         try:
             worker = self._take(job)
-        except Exception as exc:  # fork failed: memory, a process limit
+        except Exception as exc:  # noqa: BLE001 - fork failed: memory, a process limit
             return self._start_failed(job, f"Could not start a worker process: {type(exc).__name__}: {exc}")
         if worker is None:
             return self._aborted(job)

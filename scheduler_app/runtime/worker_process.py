@@ -56,7 +56,7 @@ def child_main(conn, cancel, settings_module, using, parent_pid):
         conn.send(("started", deadline))
         try:
             outcome = executor(job, cancel, deadline)
-        except BaseException as exc:  # the executor reports the task's own; this escaped it (a receiver?)
+        except BaseException as exc:  # noqa: BLE001 - the executor reports the task's own; this escaped it (a receiver?)
             outcome = policy.raised(job, exc, datetime.now(UTC))
         if left := lifeline.end_children():
             logger.info(

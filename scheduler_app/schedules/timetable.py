@@ -171,7 +171,7 @@ def describe(schedule):
     expr = _get(schedule, "cron") or ""
     try:
         text = CronSim(expr, datetime(2000, 1, 1, tzinfo=UTC)).explain()
-    except Exception:  # an invalid or unusual expression: show it as typed
+    except Exception:  # noqa: BLE001 - an invalid or unusual expression: show it as typed
         text = expr
     zone = _get(schedule, "timezone") or "UTC"
     return f"{text} ({zone})"

@@ -73,7 +73,7 @@ def resolve(host, port, deadline):
     def lookup():
         try:
             outcome["infos"] = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except BaseException as exc:  # handed to the caller
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
             outcome["error"] = exc
 
     thread = threading.Thread(target=lookup, name="webhook-lookup", daemon=True)

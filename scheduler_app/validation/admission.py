@@ -85,7 +85,7 @@ def key_template_problem(template, func):
     """Return why ``template`` cannot make a key from ``func``'s arguments, or None."""
     try:
         names = KEY_TEMPLATE.fields(template)
-    except Exception as exc:  # ValidationError: its message
+    except Exception as exc:  # noqa: BLE001 - ValidationError: its message
         return " ".join(getattr(exc, "messages", [str(exc)]))
     try:
         parameters = inspect.signature(func).parameters

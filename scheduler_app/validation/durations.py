@@ -34,7 +34,7 @@ def seconds_of(value):
         except ValueError:
             try:
                 value = pytimeparse2.parse(text, raise_exception=True)
-            except Exception:  # text the parser cannot read, or a length past what it computes (1e20)
+            except Exception:  # noqa: BLE001 - text the parser cannot read, or a length past what it computes (1e20)
                 return None
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return None

@@ -33,7 +33,7 @@ def error_entry(job, *, exception_class, message, traceback_text, now):
     """Return the ``errors`` entry of attempt ``job`` that ended with an error (storable: cleaned and bounded)."""
     try:
         message = str(message)
-    except Exception as exc:  # an exception whose __str__ raises
+    except Exception as exc:  # noqa: BLE001 - an exception whose __str__ raises
         message = f"<the exception's message could not be read: {type(exc).__name__}>"
     return storable.error_entry({
         "attempt": job.attempt,

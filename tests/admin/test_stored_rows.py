@@ -6,8 +6,6 @@ that is no time), progress of any shape, JSON with lone surrogates, text
 that is not UTF-8. Each page answers; none of them a 500.
 """
 
-import json
-
 import pytest
 from django.test import override_settings
 
@@ -16,25 +14,6 @@ from scheduler_app.sql.readable import END_OF_TIME, START_OF_TIME
 from tests import planted
 
 pytestmark = pytest.mark.django_db
-
-
-def visit(client, urls):
-    """GET each URL; return those that failed, with the error."""
-    client.raise_request_exception = False
-    failed = []
-    for url in urls:
-        response = client.get(url)
-        if response.status_code >= 500:
-            failed.append((url, response.status_code, repr(getattr(response, "exc_info", (None, None))[1])))
-        elif response.get("Content-Type", "").startswith("application/json"):
-            json.loads(response.content, parse_constant=no_such_number)  # what a browser's JSON.parse reads
-        else:
-            response.content.decode("utf-8")
-    return failed
-
-
-def no_such_number(name):
-    raise ValueError(f"{name} is not JSON")
 
 
 def act(client, jobs, action):
@@ -49,10 +28,10 @@ def test_times_no_zone_or_no_python_can_hold(admin_client_, value, zone):
     jobs = planted.world()
     planted.plant_time(value)
     with override_settings(TIME_ZONE=zone):
-        assert visit(admin_client_, planted.pages(jobs)) == []
+        assert planted.visit(admin_client_, planted.pages(jobs)) == []
         assert act(admin_client_, jobs, "cancel_jobs") == 302
         assert act(admin_client_, jobs, "retry_jobs") == 302
-        assert visit(admin_client_, ["/admin/scheduler_app/job/"]) == []
+        assert planted.visit(admin_client_, ["/admin/scheduler_app/job/"]) == []
 
 
 @pytest.mark.parametrize("column", ["execute_at", "created_at", "last_attempted_at", "finished_at"])
@@ -61,7 +40,7 @@ def test_one_time_past_the_years_on_its_own(admin_client_, column):
     jobs = planted.world()
     planted.plant_time(planted.times()[0][0], models=[Job], columns=[column])
     with override_settings(TIME_ZONE="Asia/Tokyo"):
-        assert visit(admin_client_, planted.pages(jobs)) == []
+        assert planted.visit(admin_client_, planted.pages(jobs)) == []
 
 
 @pytest.mark.postgres_only
@@ -106,7 +85,7 @@ ODD_PROGRESS = [
 def test_any_stored_progress(admin_client_, progress):
     jobs = planted.world()
     Job.objects.filter(pk=jobs["running"].pk).update(progress=progress)
-    assert visit(admin_client_, planted.pages(jobs)) == []
+    assert planted.visit(admin_client_, planted.pages(jobs)) == []
 
 
 def test_progress_is_shown_by_the_one_rule(admin_client_):
@@ -135,7 +114,7 @@ def test_lone_surrogates_and_nul_in_json_read_as_replacement_characters(admin_cl
     planted.plant(Job, failed, errors=bad, args='["\\udfff"]', kwargs='{"\\ud800": "\\u0000"}', result='"\\udcff"')
     planted.plant(Job, jobs["running"].pk, progress='{"current": 1, "total": 2, "message": "\\udcff"}')
     planted.plant(Worker, planted.WORKER, queues='["default", "\\udcff"]')
-    assert visit(admin_client_, planted.pages(jobs)) == []
+    assert planted.visit(admin_client_, planted.pages(jobs)) == []
     job = Job.objects.get(pk=failed)
     assert job.errors[0]["message"] == "bad \ufffd \ufffd" and job.kwargs == {"\ufffd": "\ufffd"}
     page = admin_client_.get(f"/admin/scheduler_app/job/{failed}/change/").content.decode()
@@ -158,7 +137,7 @@ def test_text_that_is_not_utf8_or_holds_nul(admin_client_, column):
             )
         cursor.execute("UPDATE scheduler_app_joblog SET message = CAST(X'6C6F67FF' AS TEXT)")
         cursor.execute("UPDATE scheduler_app_worker SET hostname = CAST(X'68FF00' AS TEXT)")
-    assert visit(admin_client_, planted.pages(jobs)) == []
+    assert planted.visit(admin_client_, planted.pages(jobs)) == []
     stored = Job.objects.filter(pk=jobs["failed"].pk).values_list(column, flat=True).get()
     assert stored == "a\ufffd\x00\ufffd\ufffd\ufffdbfailed"
 
@@ -171,7 +150,7 @@ def test_json_nested_deeper_than_any_page_can_show(admin_client_, depth):
         planted.plant(Job, jobs["succeeded"].pk, result=deep)
     except Exception:  # noqa: BLE001 - the database refused it (SQLite's json_valid stops at 1000 levels)
         pytest.skip(f"{depth} levels: the database refuses them")
-    assert visit(admin_client_, planted.pages(jobs)) == []
+    assert planted.visit(admin_client_, planted.pages(jobs)) == []
 
 
 # -- the issue's examples -------------------------------------------------------------
@@ -211,14 +190,14 @@ ODD_QUEUES = ["abc", [1, None], {"a": 1}, 5]
 def test_errors_of_any_shape(admin_client_, errors):
     jobs = planted.world()
     Job.objects.filter(pk__in=[j.pk for j in jobs.values()]).update(errors=errors)
-    assert visit(admin_client_, [url for url in planted.pages(jobs) if "/job/" in url or "/dashboard/" in url]) == []
+    assert planted.visit(admin_client_, [url for url in planted.pages(jobs) if "/job/" in url or "/dashboard/" in url]) == []
 
 
 @pytest.mark.parametrize("slots, queues", list(zip(ODD_SLOTS, ODD_QUEUES * 2, strict=False)), ids=range(len(ODD_SLOTS)))
 def test_dispatcher_rows_of_any_shape(admin_client_, slots, queues):
     jobs = planted.world()
     Worker.objects.update(slots=slots, queues=queues)
-    assert visit(admin_client_, planted.pages(jobs)[-10:]) == []
+    assert planted.visit(admin_client_, planted.pages(jobs)[-10:]) == []
 
 
 def test_every_get_answers_head_too(admin_client_):
@@ -244,4 +223,4 @@ def test_floats_that_are_not_numbers_json_can_write(admin_client_, number):
         cursor.execute(f"UPDATE scheduler_app_worker SET lease_seconds = {value}")
         cursor.execute(f"UPDATE scheduler_app_rollup SET lag = {value}, run_max = {value}, wait_sum = {value}, run_sum = {value}")
         cursor.execute(f"UPDATE scheduler_app_counter SET run_max = {value}, wait_sum = {value}, run_sum = {value}")
-    assert visit(admin_client_, planted.pages(jobs)) == []
+    assert planted.visit(admin_client_, planted.pages(jobs)) == []

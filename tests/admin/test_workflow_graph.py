@@ -34,7 +34,7 @@ def test_nodes_do_not_overlap_and_fit_the_drawing():
     assert not grouped and len(nodes) == 21 and list(frames) == [0]  # 20 side by side: four lines
     boxes = {(n.x, n.y) for n in nodes}
     assert len(boxes) == 21  # every job has its own place
-    assert all(0 <= n.x and n.x + graph.NODE_W <= width and n.y + graph.NODE_H <= height for n in nodes)
+    assert all(n.x >= 0 and n.x + graph.NODE_W <= width and n.y + graph.NODE_H <= height for n in nodes)
     last = next(n for n in nodes if n.key == 21)
     assert last.y > max(n.y for n in nodes if n.key != 21)
 

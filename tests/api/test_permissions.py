@@ -279,7 +279,7 @@ def test_every_action_of_every_view_declares_its_permissions():
         for sub in getattr(pattern, "url_patterns", []):
             callback = getattr(sub, "callback", None)
             cls = getattr(callback, "cls", None)
-            if cls is None or not getattr(pattern, "app_name", None) == "api":
+            if cls is None or getattr(pattern, "app_name", None) != "api":
                 continue
             declared = getattr(cls, "required_permissions", {})
             actions = getattr(callback, "actions", None)

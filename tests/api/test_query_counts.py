@@ -42,7 +42,7 @@ def make_workers(numbers, user):
 def make_queues(numbers, user):
     # Every source of a queue row grows: flags, active jobs, live workers' slots.
     names = [f"q{i:02}" for i in numbers]
-    Queue.objects.bulk_create(Queue(name=name, paused=i % 2 == 0) for i, name in zip(numbers, names))
+    Queue.objects.bulk_create(Queue(name=name, paused=i % 2 == 0) for i, name in zip(numbers, names, strict=True))
     past = timezone.now() - timedelta(seconds=5)
     Job.objects.bulk_create(Job(task=ADD, queue=name, execute_at=past) for name in names)
     Worker.objects.create(id=f"w-{names[0]}", hostname="h", pid=1, queues=names, slots={"*": 2})

@@ -1,9 +1,13 @@
-"""GET /api/jobs/ with a million jobs: bounded counts, index-backed plans, fast pages.
+"""GET /api/jobs/ at scale: bounded counts, a few queries a page, index-backed plans.
 
-Seeds SCALE_JOBS rows (default 1,000,000) with one INSERT ... SELECT, once
-per database for the whole module, then times the list endpoint under its
-common filters and orderings, one test each. On PostgreSQL it also checks
-the plans of the index-backed combinations.
+Seeds SCALE_JOBS rows with one INSERT ... SELECT, once for the whole module:
+a million on PostgreSQL, whose plans depend on the table's statistics (the
+one million-row seed of a run: the SQLite pass does not repeat it), and
+20,000 on SQLite, past the count's bound of 10,000 (what the pages check
+does not change with more). Each test requests a page under a common filter
+or ordering and checks its queries and its count; on PostgreSQL it also
+checks the plans of the index-backed combinations. The time of each page is
+printed (``-s``), never judged: docs/API.md has the figures.
 """
 
 import os
@@ -15,13 +19,11 @@ from django.test.utils import CaptureQueriesContext
 
 from scheduler_app.models import Job, Schedule
 
-# No django_db mark: the module's fixtures hold the database (see `million`).
-pytestmark = pytest.mark.slow
+# No django_db mark: the module's fixtures hold the database (see `at_scale`).
+# One xdist group: the seed is made once, on the worker that runs them all.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("scale")]
 
-N = int(os.environ.get("SCALE_JOBS", "1000000"))
-# Generous: the CI machine is shared; a full scan plus sort of a million
-# rows takes several times longer than this on either database.
-PAGE_SECONDS = float(os.environ.get("SCALE_PAGE_SECONDS", "1.0"))
+N = int(os.environ.get("SCALE_JOBS", "1000000" if connection.vendor == "postgresql" else "20000"))
 
 COLUMNS = (
     "task, args, kwargs, queue, priority, execute_at, status, attempts, max_attempts, "
@@ -92,7 +94,6 @@ SCANS = [
 ]
 if connection.vendor != "postgresql":
     SCANS.append("status=succeeded&ordering=-finished_at")
-SCAN_SECONDS = float(os.environ.get("SCALE_SCAN_SECONDS", "8.0"))
 
 
 def seed(n):
@@ -104,14 +105,14 @@ def seed(n):
 
 
 @pytest.fixture(scope="module")
-def million(django_db_setup, django_db_blocker):
+def at_scale(django_db_setup, django_db_blocker):
     """Seed N jobs once for the module; return an API client of a staff user.
 
     All of it happens in one transaction, rolled back after the module's last
     test: every test here sees the rows, no other module ever does. The tests
     do not take pytest-django's ``db``: its per-test teardown checks foreign
-    keys, which is a scan of the million rows on SQLite (0.17 s a test) and,
-    on PostgreSQL, runs again the two million deferred checks the seeding
+    keys, which is a scan of every row on SQLite (0.17 s a test) and,
+    on PostgreSQL, runs again the millions of deferred checks the seeding
     INSERT queued (0.9 s a test). Each test gets a savepoint instead.
     """
     from django.contrib.auth import get_user_model
@@ -143,14 +144,14 @@ def million(django_db_setup, django_db_blocker):
 
 
 @pytest.fixture(autouse=True)
-def savepoint(million):
+def savepoint(at_scale):
     """Roll back whatever a test writes (its transaction nests in the module's)."""
     with transaction.atomic():
         yield
         transaction.set_rollback(True)
 
 
-def check_page(api, query, seconds):
+def check_page(api, query):
     url = f"/api/jobs/?{query}"
     api.get(url)  # warm the cache: the second request is the one measured
     with CaptureQueriesContext(connection) as ctx:
@@ -174,9 +175,6 @@ def check_page(api, query, seconds):
         if "COUNT(" in sql.upper():
             assert "LIMIT" in sql.upper(), f"unbounded COUNT for ?{query}: {sql}"
     assert body["count_exact"] or body["count"] > 10_000
-    # A performance bound, not a hang guard: what this module is for. The
-    # bounds are generous for a shared machine (see PAGE_SECONDS).
-    assert elapsed < seconds, f"?{query} took {elapsed:.2f}s"
 
 
 def query_id(query):
@@ -184,13 +182,13 @@ def query_id(query):
 
 
 @pytest.mark.parametrize("query", INDEX_BACKED, ids=query_id)
-def test_an_index_backed_page_is_fast(million, query):
-    check_page(million, query, PAGE_SECONDS)
+def test_an_index_backed_page_takes_a_few_queries_and_a_bounded_count(at_scale, query):
+    check_page(at_scale, query)
 
 
 @pytest.mark.parametrize("query", SCANS, ids=query_id)
-def test_a_page_no_index_serves_yet_is_bounded(million, query):
-    check_page(million, query, SCAN_SECONDS)
+def test_a_page_no_index_serves_yet_is_bounded(at_scale, query):
+    check_page(at_scale, query)
 
 
 # Page, queue, task, priority and search are served by the primary key

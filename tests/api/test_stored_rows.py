@@ -18,19 +18,6 @@ from tests.plumbing import ADD
 pytestmark = pytest.mark.django_db
 
 
-def visit(client, urls):
-    """GET each URL; return those that failed, with the error."""
-    client.raise_request_exception = False
-    failed = []
-    for url in urls:
-        response = client.get(url)
-        if response.status_code >= 500:
-            failed.append((url, response.status_code, repr(getattr(response, "exc_info", (None, None))[1])))
-        else:
-            response.json()
-    return failed
-
-
 def act(client, jobs):
     """Cancel, retry and reschedule every job; return the statuses of the answers."""
     client.raise_request_exception = False
@@ -47,9 +34,9 @@ def test_times_no_zone_or_no_python_can_hold(api, value, zone):
     jobs = planted.world()
     planted.plant_time(value)
     with override_settings(TIME_ZONE=zone):
-        assert visit(api, planted.api_urls(jobs)) == []
+        assert planted.visit(api, planted.api_urls(jobs)) == []
         assert act(api, jobs) <= {200, 409}
-        assert visit(api, ["/api/jobs/"]) == []
+        assert planted.visit(api, ["/api/jobs/"]) == []
 
 
 @pytest.mark.parametrize("zone", ["Asia/Tokyo", "Pacific/Kiritimati", "America/New_York", "Etc/GMT+12"])
@@ -131,7 +118,7 @@ def test_stored_progress_is_read_by_the_one_rule(api, stored, shown):
     Job.objects.filter(pk=jobs["running"].pk).update(progress=stored)
     got = api.get(f"/api/jobs/{jobs['running'].pk}/").json()["progress"]
     assert {k: got[k] for k in shown} == shown
-    assert visit(api, planted.api_urls(jobs)) == []
+    assert planted.visit(api, planted.api_urls(jobs)) == []
 
 
 # -- text no document can encode (SQLite: PostgreSQL refuses to store it) --------------
@@ -147,7 +134,7 @@ def test_lone_surrogates_and_nul_in_json_read_as_replacement_characters(api):
         result='{"\\ud800": "\\udcff \\ud83d\\ude00"}',
     )
     planted.plant(Worker, planted.WORKER, queues='["\\udcff"]', slots='{"\\udcff": 2}')
-    assert visit(api, planted.api_urls(jobs)) == []
+    assert planted.visit(api, planted.api_urls(jobs)) == []
     got = api.get(f"/api/jobs/{failed}/").json()
     assert got["errors"] == [{"message": "bad \ufffd", "exception_class": "\ufffd"}]
     assert got["result"] == {"\ufffd": "\ufffd \U0001f600"}  # a pair escaped as two halves is one character
@@ -164,7 +151,7 @@ def test_text_that_is_not_utf8(api):
         cursor.execute("UPDATE scheduler_app_job SET task = CAST(X'61FF00' AS TEXT), queue = CAST(X'FE' AS TEXT)")
         cursor.execute("UPDATE scheduler_app_joblog SET message = CAST(X'FF' AS TEXT), logger = CAST(X'00FF' AS TEXT)")
         cursor.execute("UPDATE scheduler_app_worker SET id = CAST(X'77FF' AS TEXT) WHERE pid = 2")
-    assert visit(api, planted.api_urls(jobs)) == []
+    assert planted.visit(api, planted.api_urls(jobs)) == []
     assert api.get(f"/api/jobs/{jobs['failed'].pk}/").json()["task"] == "a\ufffd\x00"
 
 
@@ -211,7 +198,7 @@ def test_json_of_any_shape(api, errors, slots, queues):
     jobs = planted.world()
     Job.objects.update(errors=errors)
     Worker.objects.update(slots=slots, queues=queues)
-    assert visit(api, planted.api_urls(jobs)) == []
+    assert planted.visit(api, planted.api_urls(jobs)) == []
 
 
 # -- numbers JSON has no words for -----------------------------------------------------
@@ -231,4 +218,4 @@ def test_floats_that_are_not_numbers_json_can_write(api, number):
         cursor.execute(f"UPDATE scheduler_app_queue SET rate_period = {value}")
         cursor.execute(f"UPDATE scheduler_app_worker SET lease_seconds = {value}")
         cursor.execute(f"UPDATE scheduler_app_rollup SET lag = {value}, run_max = {value}, wait_sum = {value}")
-    assert visit(api, planted.api_urls(jobs)) == []
+    assert planted.visit(api, planted.api_urls(jobs)) == []

@@ -65,7 +65,7 @@ def test_failed_task_maps_errors():
     assert fetched.errors[0].exception_class is ValueError
     assert "kaput" in fetched.errors[0].traceback
     with pytest.raises(ValueError):
-        fetched.return_value
+        _ = fetched.return_value
 
 
 def test_cancelled_maps_to_failed():

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from scheduler_app.dispatcher.pool import WorkerPool
+from scheduler_app.dispatcher.pool import WorkerPool, WorkerThread
 from scheduler_app.vocabulary.clock import FakeClock
 from tests.dispatcher.fake_executor import FakeExecutor, claimed_job
 
@@ -133,14 +133,17 @@ def test_cancel_request_reaches_the_running_job():
 
 def test_a_batch_of_slow_jobs_gets_a_thread_each():
     pool, _, job = make_pool({"a": 4})
-    start = time.monotonic()
-    pool.submit_many("a", [job(i, sleep=0.3) for i in range(4)])
+    hold = threading.Event()
+    try:
+        pool.submit_many("a", [job(i, hold=hold) for i in range(4)])
+        # One wake-up for the batch; each thread that takes a job wakes the next:
+        # all four start while none has returned (one after another, only the first would).
+        assert wait_for(lambda: all(job.behaviours[i].runs for i in range(4))), "the four did not run at once"
+        assert pool.collect() == []
+    finally:
+        hold.set()
     results = collect_until(pool, 4)
-    # One wake-up for the batch; each thread that takes a job wakes the next.
     assert sorted(j.id for j, _, _ in results) == [0, 1, 2, 3]
-    assert time.monotonic() - start < 0.55, "the four ran one after another"
-    starts = [job.behaviours[i].runs[0] for i in range(4)]
-    assert max(starts) - min(starts) < 0.1
     assert sum(1 for t in threading.enumerate() if t.name.startswith("scheduler-a-")) == 4
     pool.shutdown()
 
@@ -160,6 +163,12 @@ def test_more_than_the_free_slots_is_refused_whole():
         pool.submit_many("a", [job(1), job(2), job(3)])
     assert pool.free("a") == 2 and pool.running_jobs() == []
     pool.shutdown()
+
+
+def asleep(pool, group):
+    """Return how many of ``group``'s threads sleep on their inbox (they looked at the ready queue last)."""
+    with pool._lock:
+        return len(pool._sleeping[group])
 
 
 def _one_busy_thread_and_a_second_slot(pool, job, hold):
@@ -191,7 +200,8 @@ def test_an_attempt_overdue_before_any_thread_took_it_never_starts():
         hold.set()
     ((done, _, _),) = collect_until(pool, 1)
     assert done.id == 1
-    time.sleep(0.1)  # the thread is free now and looks at the ready queue
+    # The thread is free now: it looks at the ready queue, passes the dropped attempt by, and sleeps.
+    assert wait_for(lambda: asleep(pool, "a") == 1)
     assert job.behaviours[2].runs == []
     pool.shutdown()
 
@@ -208,7 +218,10 @@ def test_close_starts_no_ready_attempt_and_keeps_it_in_running_jobs():
     finally:
         hold.set()
     collect_until(pool, 1)
-    time.sleep(0.1)
+    # Back from job 1, the thread finds the pool closed and exits without taking job 2.
+    (thread,) = (t for t in pool._threads["a"] if isinstance(t, WorkerThread))
+    thread.os_thread.join(10)
+    assert not thread.os_thread.is_alive()
     assert job.behaviours[2].runs == []
     pool.shutdown()
 

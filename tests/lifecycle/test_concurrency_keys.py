@@ -16,6 +16,7 @@ from scheduler_app.runtime.store import DjangoStore
 from scheduler_app.sql import keys
 from scheduler_app.sql.keys import choose
 from scheduler_app.vocabulary.jobs import Outcome, Status
+from tests.plumbing import at_once
 
 pytestmark = pytest.mark.django_db
 
@@ -184,23 +185,11 @@ def test_concurrent_claims_never_take_more_than_the_limit():
     """Threads each with their own connection claim one key's jobs at once: the limit holds (PostgreSQL's locks)."""
     for i in range(40):
         lifecycle.enqueue(ADD, [i, i], concurrency_key="shared", concurrency_limit=3)
-    barrier = threading.Barrier(6)
-    taken = []
 
     def claimer(n):
-        try:
-            barrier.wait(10)
-            for _ in range(5):
-                jobs, _ = claim_keyed(limit=2, worker=f"w{n}")
-                taken.extend(jobs)
-        finally:
-            connections.close_all()
+        return [job for _ in range(5) for job in claim_keyed(limit=2, worker=f"w{n}")[0]]
 
-    threads = [threading.Thread(target=claimer, args=(n,)) for n in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    taken = [job for jobs in at_once(*(lambda n=n: claimer(n) for n in range(6))) for job in jobs]
     assert len(taken) == 3
     assert Job.objects.filter(status="running", concurrency_key="shared").count() == 3
     assert connection.vendor in ("postgresql", "sqlite")
@@ -267,7 +256,7 @@ def test_dispatchers_finishing_and_claiming_keyed_jobs_at_once_never_pass_a_keys
                 if not claimed and not Job.objects.filter(status__in=["pending", "running"]).exists():
                     break
                 time.sleep(0.002)  # the jobs "run"
-        except Exception as exc:  # reported below
+        except Exception as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
         finally:
             store.reset()

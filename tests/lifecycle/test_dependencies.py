@@ -4,18 +4,18 @@ On SQLite and PostgreSQL; the race between making a dependent and finishing
 its dependency runs on PostgreSQL, where the two really overlap.
 """
 
-import threading
 from datetime import timedelta
 
 import pytest
 from django.core.exceptions import ValidationError
-from django.db import OperationalError, connections
+from django.db import OperationalError
 from django.utils import timezone
 
 from scheduler_app import enqueue, lifecycle
 from scheduler_app.models import Job, JobDependency
 from scheduler_app.testing import drain
 from scheduler_app.vocabulary.jobs import Outcome
+from tests.plumbing import at_once
 
 pytestmark = pytest.mark.django_db
 
@@ -217,22 +217,7 @@ def test_making_a_dependent_while_its_dependency_finishes_never_strands_it():
 
 def race(first, second):
     """Run two functions at the same moment on two threads (each with its own connection); return the first's result."""
-    start = threading.Barrier(2)
-    results = {}
-
-    def run(index, function):
-        start.wait()
-        try:
-            results[index] = function()
-        finally:
-            connections.close_all()
-
-    threads = [threading.Thread(target=run, args=pair) for pair in enumerate((first, second))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
-    return results[0]
+    return at_once(first, second)[0]
 
 
 def test_a_waiting_job_is_ready_for_django_tasks():

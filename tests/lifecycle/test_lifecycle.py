@@ -1,12 +1,11 @@
 """The lifecycle service: every transition, and the races it must win or lose cleanly."""
 
 import json
-import threading
 from datetime import timedelta
 
 import pytest
 from django.core.exceptions import ValidationError
-from django.db import connection, connections
+from django.db import connection
 from django.utils import timezone
 
 from scheduler_app import lifecycle
@@ -15,6 +14,7 @@ from scheduler_app.models import Job, JobStatus
 from scheduler_app.sql.postgres import pg_array
 from scheduler_app.vocabulary.jobs import Outcome
 from scheduler_app.vocabulary.policy import RetryPolicy
+from tests.plumbing import at_once
 
 ADD = "tests.testapp.tasks.add"
 QUEUES = ["default", "slow", "other"]
@@ -426,28 +426,15 @@ class TestQueryCounts:
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_claims_from_threads_never_share_a_job():
     lifecycle.enqueue_many([{"task": ADD, "args": [i, i]} for i in range(200)])
-    results = {}
-    barrier = threading.Barrier(4)
 
     def worker(name):
         got = []
-        barrier.wait()
-        try:
-            while True:
-                batch = lifecycle.claim(name, queues=QUEUES, limit=7, lease=30)
-                if not batch:
-                    break
-                got.extend(c.id for c in batch)
-        finally:
-            connections.close_all()
-        results[name] = got
+        while batch := lifecycle.claim(name, queues=QUEUES, limit=7, lease=30):
+            got.extend(c.id for c in batch)
+        return got
 
-    threads = [threading.Thread(target=worker, args=(f"t{i}",)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    claimed = [i for ids in results.values() for i in ids]
+    results = at_once(*(lambda name=f"t{i}": worker(name) for i in range(4)))
+    claimed = [i for ids in results for i in ids]
     assert len(claimed) == 200 and len(set(claimed)) == 200
     assert Job.objects.filter(status="running").count() == 200
     assert connection.vendor in ("sqlite", "postgresql")
@@ -604,8 +591,7 @@ def test_enqueue_many_works_out_each_tasks_defaults_for_its_own_jobs():
         ("slow", 0, 2, 30, ["t"]),
         ("default", 0, 3, None, []),
     ]
-    with override_settings(SCHEDULER={"DEFAULT_MAX_ATTEMPTS": 0}):
-        with pytest.raises(creation.BulkValidationError) as caught:
-            lifecycle.enqueue_many([{"task": T + "add", "args": [1, 2]}, {"task": T + "add", "args": [3, 4]}])
+    with override_settings(SCHEDULER={"DEFAULT_MAX_ATTEMPTS": 0}), pytest.raises(creation.BulkValidationError) as caught:
+        lifecycle.enqueue_many([{"task": T + "add", "args": [1, 2]}, {"task": T + "add", "args": [3, 4]}])
     assert set(caught.value.by_index) == {0, 1}
     assert all("max_attempts" in errors for errors in caught.value.by_index.values())

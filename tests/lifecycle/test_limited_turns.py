@@ -49,6 +49,17 @@ def ledger():
     ).get(name="slow")
 
 
+def waiting_for_a_lock():
+    """Return whether a session of this test database waits for a lock another holds."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")  # a transaction keeps its first view of the activity
+        cursor.execute(
+            "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database() "
+            "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid())"
+        )
+        return cursor.fetchone()[0]
+
+
 def test_a_claim_that_holds_the_turn_is_waited_for_and_counted():
     """Another transaction holds the queue's turn and fills its limit: the claim finds the queue
     contended, waits for the turn, and counts what that transaction started."""
@@ -63,7 +74,10 @@ def test_a_claim_that_holds_the_turn_is_waited_for_and_counted():
             first = list(Job.objects.filter(queue="slow").order_by("id").values_list("id", flat=True)[:2])
             Job.objects.filter(id__in=first).update(status="running", worker="other", attempts=1)
             taken.set()
-            time.sleep(0.3)
+            # Hold the turn until the claim waits for it (a hang guard of 10 s).
+            end = time.monotonic() + 10
+            while time.monotonic() < end and not waiting_for_a_lock():
+                time.sleep(0.005)
         connection.close()
 
     thread = threading.Thread(target=other)
@@ -143,7 +157,7 @@ def race(limit, jobs, *, threads=4, batch=2, seconds=None):
                     for i, (at, end, job_id) in enumerate(spans):
                         if end is None and job_id in {j.id for j in claimed}:
                             spans[i] = (at, sent, job_id)
-        except Exception as exc:  # reported below
+        except Exception as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
         finally:
             if outcomes:

@@ -1,19 +1,17 @@
 """Snooze (a task runs again later without counting an attempt) and unique_for (a key held for a period)."""
 
-import threading
 import uuid
 from datetime import timedelta
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured, ValidationError
-from django.db import connections
 from django.test import override_settings
 from django.utils import timezone
 
 from scheduler_app import Snooze, enqueue, lifecycle, options
 from scheduler_app.models import Job, UniqueWindow
 from scheduler_app.testing import drain
-from tests.plumbing import dispatcher_thread, wait_for
+from tests.plumbing import at_once, dispatcher_thread, wait_for
 from tests.testapp import tasks
 
 NONE_LEFT = {"succeeded": 0, "failed": 0, "cancelled": 0, "snoozed": 0}
@@ -107,24 +105,7 @@ class TestUniqueFor:
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_enqueues_with_one_key_make_one_job():
     """The primary key settles it: eight threads at once, one job made, all of them answered with it."""
-    barrier = threading.Barrier(8)
-    results, errors = [], []
-
-    def make():
-        try:
-            barrier.wait()
-            results.append(enqueue("tests.testapp.tasks.add", [1, 2], unique_key="race", unique_for=3600))
-        except Exception as exc:  # noqa: BLE001  (surfaced below)
-            errors.append(exc)
-        finally:
-            connections.close_all()
-
-    threads = [threading.Thread(target=make) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert errors == []
+    results = at_once(*[lambda: enqueue("tests.testapp.tasks.add", [1, 2], unique_key="race", unique_for=3600)] * 8)
     assert sum(1 for _, created in results if created) == 1
     assert len({job.pk for job, _ in results}) == 1
     assert Job.objects.count() == 1
@@ -194,24 +175,7 @@ def test_enqueues_racing_for_a_freed_key_make_one_job():
     """Eight threads at once for the key of a cancelled job: the window's primary key lets one take it."""
     held, _ = enqueue("tests.testapp.tasks.add", [1, 2], unique_key="freed", unique_for=3600)
     lifecycle.cancel(held.pk)
-    barrier = threading.Barrier(8)
-    results, errors = [], []
-
-    def make():
-        try:
-            barrier.wait()
-            results.append(enqueue("tests.testapp.tasks.add", [1, 2], unique_key="freed", unique_for=3600))
-        except Exception as exc:  # noqa: BLE001  (surfaced below)
-            errors.append(exc)
-        finally:
-            connections.close_all()
-
-    threads = [threading.Thread(target=make) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert errors == []
+    results = at_once(*[lambda: enqueue("tests.testapp.tasks.add", [1, 2], unique_key="freed", unique_for=3600)] * 8)
     assert sum(1 for _, created in results if created) == 1
     [winner] = {job.pk for job, _ in results}
     assert winner != held.pk and window_of("freed")[0] == winner

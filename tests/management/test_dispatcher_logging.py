@@ -38,9 +38,9 @@ def test_without_logging_the_dispatcher_speaks_on_stderr_at_info(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("dispatcher ")  # the banner, as before
     lines = done.stderr.splitlines()
-    assert any(f"INFO scheduler_app.dispatcher.runner job {retried.pk} attempt 1/2 of {BOOM} failed" in l and "retry at" in l for l in lines), done.stderr
-    assert any(f"WARNING scheduler_app.dispatcher.runner job {failed.pk} failed" in l for l in lines), done.stderr
-    assert any("INFO scheduler_app.dispatcher dispatcher " in l and "stopped: 2 jobs processed" in l for l in lines), done.stderr
+    assert any(f"INFO scheduler_app.dispatcher.runner job {retried.pk} attempt 1/2 of {BOOM} failed" in line and "retry at" in line for line in lines), done.stderr
+    assert any(f"WARNING scheduler_app.dispatcher.runner job {failed.pk} failed" in line for line in lines), done.stderr
+    assert any("INFO scheduler_app.dispatcher dispatcher " in line and "stopped: 2 jobs processed" in line for line in lines), done.stderr
 
 
 def test_a_projects_logging_is_followed(tmp_path):

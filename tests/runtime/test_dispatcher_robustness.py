@@ -59,11 +59,11 @@ def test_rows_written_around_the_service_cannot_stop_the_dispatcher(caplog):
                 cursor.execute("UPDATE scheduler_app_job SET updated_at = '10000-01-01 00:00:00+00' WHERE id = %s", [future])
         else:
             ancient = plant(execute_at="'garbage'")  # SQLite keeps any text; never due, never read
-        time.sleep(0.3)  # several polls read the planted rows
-        good = [lifecycle.enqueue(ADD, [i, i])[0].pk for i in range(5)]
-        assert wait_for(lambda: all(status(j) == "succeeded" for j in good), timeout=30)
+        # The due rows it cannot read fail one by one; the dispatcher goes on with the next.
         unreadable = (bad_args, bad_kwargs, unknown, empty_object_args, empty_list_kwargs)
         assert wait_for(lambda: all(status(j) == "failed" for j in unreadable), timeout=30)
+        good = [lifecycle.enqueue(ADD, [i, i])[0].pk for i in range(5)]
+        assert wait_for(lambda: all(status(j) == "succeeded" for j in good), timeout=30)
         # PostgreSQL: never due. SQLite compares its text: '10000-...' sorts
         # before '2026-...', so a claim by query may take it and simply run
         # it (its time reads as none); either way nothing breaks.
@@ -112,12 +112,14 @@ def test_after_a_pause_returns_no_claim_starts_from_that_queue(marker_dir):
         for attempt in range(5):
             lifecycle.pause_queue("slow")
             job, _ = lifecycle.enqueue(ADD, [attempt, 1], queue="slow")
-            other, _ = lifecycle.enqueue(ADD, [attempt, 2], queue="default")
-            assert wait_for(lambda: status(other.pk) == "succeeded", timeout=30)
-            time.sleep(0.2)
+            # Two later jobs of another queue run, each claimed after the paused one was due:
+            # a claim takes due jobs oldest first, so one that ignored the pause took it before them.
+            for n in (2, 3):
+                other, _ = lifecycle.enqueue(ADD, [attempt, n], queue="default")
+                assert wait_for(lambda other=other: status(other.pk) == "succeeded", timeout=30)
             assert status(job.pk) == "pending", f"ran while its queue was paused (try {attempt})"
             lifecycle.resume_queue("slow")
-            assert wait_for(lambda: status(job.pk) == "succeeded", timeout=30)
+            assert wait_for(lambda job=job: status(job.pk) == "succeeded", timeout=30)
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(60) == 0
@@ -126,22 +128,17 @@ def test_after_a_pause_returns_no_claim_starts_from_that_queue(marker_dir):
 def test_a_cancel_from_another_process_reaches_the_running_task_at_once(marker_dir):
     """PostgreSQL: the NOTIFY; SQLite: the data_version check that also reads cancel requests.
 
-    Without it the flag arrived with the next heartbeat (lease/3 = 10 s here).
+    Without it the flag arrives with the next heartbeat: lease/3, 20 minutes
+    here, far past the wait below; so the task seeing it at all is the proof.
     """
-    process = start_dispatcher("--concurrency", "1", "--lease", "30")
+    process = start_dispatcher("--concurrency", "1", "--lease", "3600")
     try:
         job, _ = lifecycle.enqueue("tests.testapp.tasks.cancel_stamp", [marker_dir])
         started = os.path.join(marker_dir, "started")
         assert wait_for(lambda: os.path.exists(started), timeout=60)
-        time.sleep(0.3)
-        asked = time.time()
         assert lifecycle.cancel(job.pk) == "cancel_requested"
         seen = os.path.join(marker_dir, "cancel-seen")
-        assert wait_for(lambda: os.path.exists(seen), timeout=30)
-        delay = float(open(seen).read()) - asked
-        # The mechanism answers in tens of milliseconds (20 ms data_version
-        # checks on SQLite); the bound leaves room for a loaded machine.
-        assert delay < 1.0, delay
+        assert wait_for(lambda: os.path.exists(seen), timeout=60)
         assert wait_for(lambda: status(job.pk) == "cancelled", timeout=30)
     finally:
         process.send_signal(signal.SIGTERM)

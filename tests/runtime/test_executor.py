@@ -25,12 +25,12 @@ NOW = datetime(2026, 11, 26, 10, 0, tzinfo=UTC)
 
 
 def claimed(task, *args, attempt=1, max_attempts=3, errors="[]", **fields):
-    values = dict(
-        id=5, task=T + task, args=list(args), kwargs={}, queue="default", priority=0,
-        execute_at=NOW, attempt=attempt, max_attempts=max_attempts, timeout=None,
-        cancel_requested=False, worker="w-now", last_attempted_at=NOW + timedelta(minutes=attempt),
-        started_at=NOW + timedelta(minutes=1), enqueued_at=NOW, errors=errors,
-    )
+    values = {
+        "id": 5, "task": T + task, "args": list(args), "kwargs": {}, "queue": "default", "priority": 0,
+        "execute_at": NOW, "attempt": attempt, "max_attempts": max_attempts, "timeout": None,
+        "cancel_requested": False, "worker": "w-now", "last_attempted_at": NOW + timedelta(minutes=attempt),
+        "started_at": NOW + timedelta(minutes=1), "enqueued_at": NOW, "errors": errors,
+    }
     values.update(fields)
     return ClaimedJob(**values)
 
@@ -149,7 +149,7 @@ def test_no_result_is_built_when_nobody_listens(monkeypatch):
         assert run(claimed("context_info")).status == "succeeded"
         assert len(built) == 1
     finally:
-        for signal, (receivers, cache) in saved.items():
+        for signal, (receivers, _cache) in saved.items():
             signal.receivers[:] = receivers
             signal.sender_receivers_cache.clear()
 

@@ -5,6 +5,7 @@ dies fails only its attempt. Real dispatcher processes, real worker processes, k
 import os
 import signal
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -111,7 +112,7 @@ def test_kill_9_of_a_worker_process_fails_only_that_attempt(tmp_path):
     retried.refresh_from_db()
     assert retried.attempts == 2 and len(retried.errors) == 2
     assert not any(
-        os.path.exists(f"/proc/{pid}") and open(f"/proc/{pid}/stat").read().split()[2] != "Z"
+        os.path.exists(f"/proc/{pid}") and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
         for pid in [*pids.values(), second]
     ), "a worker process outlived its dispatcher"
 

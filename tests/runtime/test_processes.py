@@ -189,11 +189,13 @@ class FakeWorker:
         self.code = None  # exit code once it ended
         self.asked_to_exit = False
         self.ended = 0
+        self.polls = 0
         if sets_up:
             self.messages.put(("ready", None))
 
     # The pipe (the dispatcher's end).
     def poll(self, timeout):
+        self.polls += 1  # one a turn of the executor's loop
         end = time.monotonic() + timeout
         while not self._readable() and time.monotonic() < end:
             time.sleep(0.001)
@@ -368,14 +370,36 @@ def test_a_timeout_kills_the_worker_and_fails_the_attempt(executor):
     assert hung.code == -9 and ex._idle == [replacement]  # a hard timeout: the late result cannot come
 
 
-def test_without_a_deadline_an_attempt_runs_as_long_as_it_takes(executor):
+class LaterMonotonic:
+    """The time module, with a monotonic clock ``ahead`` seconds later than the real one."""
+
+    def __init__(self):
+        self.ahead = 0.0
+
+    def monotonic(self):
+        return time.monotonic() + self.ahead
+
+    def __getattr__(self, name):
+        return getattr(time, name)
+
+
+def test_without_a_deadline_an_attempt_runs_as_long_as_it_takes(executor, monkeypatch):
+    from scheduler_app.runtime import processes
+
+    clock = LaterMonotonic()
+    monkeypatch.setattr(processes, "time", clock)
     release = threading.Event()
     ex = executor(after(release), start_timeout=0.3)
     thread, outcomes = run_in_thread(ex, job(1))
-    time.sleep(0.6)  # well past start_timeout: once the task started, only its own deadline counts
+    assert wait_for(lambda: ex.workers.made and ex.workers.made[0].sent and ex.workers.made[0].messages.empty())
+    worker = ex.workers.made[0]  # the task started: its "started" is read
+    clock.ahead = 3600.0  # an hour past start_timeout: once the task started, only its own deadline counts
+    polls = worker.polls
+    assert wait_for(lambda: worker.polls >= polls + 2)  # a whole turn of the loop at that time
+    assert worker.code is None
     release.set()
     thread.join(5)
-    assert outcomes[0].status == Status.SUCCEEDED and ex.workers.made[0].code is None
+    assert outcomes[0].status == Status.SUCCEEDED and worker.code is None
 
 
 def test_a_cancel_requested_before_the_start_reaches_the_worker_with_the_attempt(executor):

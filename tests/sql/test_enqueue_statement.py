@@ -46,11 +46,11 @@ def test_the_json_row_stores_what_save_stores():
     schedule = schedules.create(name="s", task=ADD, args=[1, 2], interval_seconds=60)
     later = timezone.now() + timedelta(days=3, microseconds=123457)
     specs = [
-        dict(task=ADD, args=[1, 2]),
-        dict(task=NOOP, args=[{"nested": [1, 2.5, None, True, "é ☃ \"quoted\" \\ ' %s $1"]}], priority=-7),
-        dict(task=NOOP, kwargs={"value": {"deep": {"er": [[], {}]}}}, queue="slow", execute_at=later),
-        dict(task=ADD, args=[10**15, -3], timeout=2.75, max_attempts=9),
-        dict(task=NOOP, args=["", 0, False, None], created_by=user, schedule=schedule),
+        {"task": ADD, "args": [1, 2]},
+        {"task": NOOP, "args": [{"nested": [1, 2.5, None, True, "é ☃ \"quoted\" \\ ' %s $1"]}], "priority": -7},
+        {"task": NOOP, "kwargs": {"value": {"deep": {"er": [[], {}]}}}, "queue": "slow", "execute_at": later},
+        {"task": ADD, "args": [10**15, -3], "timeout": 2.75, "max_attempts": 9},
+        {"task": NOOP, "args": ["", 0, False, None], "created_by": user, "schedule": schedule},
     ]
     for spec in specs:
         task, args, kwargs = spec.pop("task"), spec.pop("args", []), spec.pop("kwargs", {})

@@ -113,10 +113,14 @@ def test_a_table_this_user_does_not_own_is_left_to_autovacuum():
 
     analysed_empty()
     lifecycle.enqueue_many([{"task": ADD, "args": [i, i]} for i in range(1200)])
-    with connection.cursor() as cursor:  # a role of this test's transaction: rolled back with it
-        cursor.execute("CREATE ROLE scheduler_test_not_owner")
-        cursor.execute("GRANT SELECT ON scheduler_app_job TO scheduler_test_not_owner")
-        cursor.execute("SET LOCAL ROLE scheduler_test_not_owner")
+    # A role of this test's transaction, rolled back with it. Roles belong to
+    # the server, not to a database: the name is this test database's, so that
+    # parallel runs and workers do not wait on each other's.
+    role = f"not_owner_{connection.settings_dict['NAME']}"[:63]
+    with connection.cursor() as cursor:
+        cursor.execute(f'CREATE ROLE "{role}"')
+        cursor.execute(f'GRANT SELECT ON scheduler_app_job TO "{role}"')
+        cursor.execute(f'SET LOCAL ROLE "{role}"')
         try:
             ran, seen = statements(None, lambda _: sql.pg_analyze_if_outgrown(1200))
             assert ran is False and not any(s.startswith("ANALYZE") for s in seen)

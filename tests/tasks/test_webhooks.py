@@ -8,7 +8,6 @@ request, so a refusal can be shown to have sent nothing.
 import json
 import socket
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -35,17 +34,23 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(200, b"x" * 200_000)
         if route == "/nul":
             return self._send(200, b"a\x00b\xff")
+        # These two answer once the test is done with them (30 s at most):
+        # a client that got anything from them did not keep its own deadline.
         if route == "/slow":
-            time.sleep(2)
+            self.server.release.wait(30)
             return self._send(200, b"late")
         if route == "/drip":
             self.send_response(200)
-            self.send_header("Content-Length", "100")
+            self.send_header("Content-Length", "600")
             self.end_headers()
-            for _ in range(100):
-                self.wfile.write(b".")
-                self.wfile.flush()
-                time.sleep(0.05)
+            for _ in range(600):  # a byte every 50 ms: no read ever waits long
+                try:
+                    self.wfile.write(b".")
+                    self.wfile.flush()
+                except OSError:  # the client gave up (a broken pipe)
+                    return None
+                if self.server.release.wait(0.05):
+                    break
             return None
         echo = {"method": self.command, "path": self.path, "body": body.decode(), "host": self.headers["Host"],
                 "token": self.headers.get("X-Token"), "type": self.headers.get("Content-Type")}
@@ -70,11 +75,13 @@ def server():
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     httpd.daemon_threads = True
     httpd.received = []
+    httpd.release = threading.Event()  # set at the end: /slow and /drip answer
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     httpd.url = f"http://127.0.0.1:{httpd.server_address[1]}"
     httpd.listed = f"127.0.0.1:{httpd.server_address[1]}"  # its WEBHOOK_ALLOWED_HOSTS entry
     yield httpd
+    httpd.release.set()
     httpd.shutdown()
     httpd.server_close()
 
@@ -200,19 +207,16 @@ def test_a_body_with_nul_and_invalid_utf8_is_kept_storable(server):
 
 @pytest.mark.parametrize("path, stage", [("/slow", "the status line"), ("/drip", "the body")])
 def test_one_deadline_for_the_whole_exchange(server, path, stage):
-    started = time.monotonic()
+    # The peer never finishes (a byte every 50 ms on /drip): only the exchange's own deadline ends it.
     with allow(server.listed, WEBHOOK_TIMEOUT=0.5), pytest.raises(WebhookTimeout) as info:
         call(f"{server.url}{path}", method="GET")
     assert str(info.value) == f"GET {server.url}{path} did not answer within 0.5 s (gave up while reading {stage})."
-    assert time.monotonic() - started < 1.5
 
 
 def test_a_job_may_shorten_the_timeout_but_not_lengthen_it(server):
     with allow(server.listed, WEBHOOK_TIMEOUT=0.5):
-        started = time.monotonic()
         with pytest.raises(TimeoutError, match="within 0.5 s"):
             call(f"{server.url}/slow", method="GET", timeout=3600)
-        assert time.monotonic() - started < 1.5
         with pytest.raises(WebhookRefused, match="timeout must be"):
             call(f"{server.url}/hook", timeout=float("nan"))
 

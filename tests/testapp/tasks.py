@@ -294,7 +294,7 @@ def isolated_logger():
 
 # -- flow control (issue 14) --------------------------------------------------
 
-from scheduler_app import Snooze
+from scheduler_app import Snooze  # noqa: E402 - with the tasks that use it
 
 
 @task(takes_context=True)

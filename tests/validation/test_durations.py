@@ -6,6 +6,7 @@ bounded as seconds are); each entry point hands it what it receives: JSON
 (``enqueue()``, ``@options``, ``Snooze``).
 """
 
+import io
 import json
 from datetime import timedelta
 
@@ -102,7 +103,7 @@ class TestEntryPoints:
     def test_enqueue_command(self, typed, seconds):
         before = timezone.now()
         call_command("enqueue", ADD, "--args", "[1, 2]", "--in", str(typed), "--timeout", str(typed),
-                     "--unique-for", str(typed), stdout=open("/dev/null", "w"))
+                     "--unique-for", str(typed), stdout=io.StringIO())
         job = Job.objects.get()
         assert job.timeout == seconds
         assert job.execute_at >= before + timedelta(seconds=seconds)

@@ -197,8 +197,8 @@ def test_the_first_and_latest_instants_are_a_day_inside_pythons():
     from scheduler_app.vocabulary.bounds import EARLIEST, LATEST
 
     # A day inside: no zone is a day from UTC, so every zone has a date for each.
-    assert LATEST == datetime(9999, 12, 30, 23, 59, 59, 999999, tzinfo=UTC)
-    assert EARLIEST == datetime(1, 1, 2, tzinfo=UTC)
+    assert datetime(9999, 12, 30, 23, 59, 59, 999999, tzinfo=UTC) == LATEST
+    assert datetime(1, 1, 2, tzinfo=UTC) == EARLIEST
 
 
 FAR_EAST = timezone(timedelta(hours=19, minutes=55))  # Python allows it; PostgreSQL stops at 15:59

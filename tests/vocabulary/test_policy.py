@@ -43,7 +43,7 @@ def raised_here(exc):
     """Return ``exc`` raised and caught (it has a traceback)."""
     try:
         raise exc
-    except Exception as caught:
+    except Exception as caught:  # noqa: BLE001 - returns whatever it raised
         return caught
 
 

@@ -44,7 +44,7 @@ class Command(SchedulerCommand):
         statuses = options["status"] or list(FINISHED_STATUSES)
         retention = conf.get("RETENTION")
         if options["older_than"] is not None:
-            retention = {s: options["older_than"] for s in statuses}
+            retention = dict.fromkeys(statuses, options["older_than"])
         else:
             retention = {s: age for s, age in retention.items() if s in statuses}
         if options["dry_run"]:
