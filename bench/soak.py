@@ -137,7 +137,7 @@ def read_records(path):
 
 def overlapping(spans):
     """Return whether any two runs' tick spans interleave (sorted by their first tick)."""
-    return any(b[0] <= a[1] for a, b in zip(spans, spans[1:]))
+    return any(b[0] <= a[1] for a, b in zip(spans, spans[1:], strict=False))
 
 
 def main():

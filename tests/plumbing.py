@@ -336,7 +336,7 @@ def overlapping_runs(marker_dir):
         by_job.setdefault(job, []).append((span, run))
     for job, runs in by_job.items():
         runs.sort()
-        for (span_a, a), (span_b, b) in zip(runs, runs[1:]):
+        for (span_a, a), (span_b, b) in zip(runs, runs[1:], strict=False):
             if span_b[0] <= span_a[1]:
                 found.append((int(job), a, b))
     return found

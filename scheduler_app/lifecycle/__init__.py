@@ -47,8 +47,8 @@ from .transitions import (
     release,
     renew_leases,
     rescue_expired,
-    take_back,
     set_progress,
+    take_back,
 )
 from .workflows import cancel_workflow, derive_status, retry_workflow, workflow_of
 

@@ -16,10 +16,10 @@ from django.utils import timezone
 
 from .. import sql
 from ..models import Job, JobStatus
+from ..sql import liveness
 from ..validation.fields import PROGRESS
 from ..vocabulary import storable
 from ..vocabulary.jobs import ClaimedJob
-from ..sql import liveness
 from ..vocabulary.policy import LEASE_EXPIRED_MESSAGE, RELEASED_MESSAGE
 from ..vocabulary.wakeup import WakeUp
 from .announce import announce, send

@@ -85,10 +85,12 @@ class Liveness:
         """Make sure the lock is still held (PostgreSQL: its session may have been ended); take it again if not."""
         if self._closed or isinstance(self._resource, int) or self._resource is None:
             return
+        from . import connections as pg
+
         try:
             self._resource.execute("SELECT 1")
-        except Exception:  # the session is gone, and the lock with it
-            with contextlib.suppress(Exception):
+        except pg.TRANSIENT_ERRORS:  # the session is gone, and the lock with it
+            with contextlib.suppress(*pg.TRANSIENT_ERRORS):
                 self._resource.close()
             self._resource = self._pg_lock()
 
