@@ -4,7 +4,9 @@ Real processes: a "parent" starts a "worker" that binds itself to it and starts 
 ``sleep``; the test kills the parent with SIGKILL and watches the other two go.
 """
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -97,3 +99,35 @@ def test_kill_group_signals_a_group_only_where_one_is_led():
         for process in (plain, leader):
             process.kill()
             process.wait(10)
+
+
+SWEEPER = """
+import os, subprocess, sys
+from scheduler_app.runtime import lifeline
+lifeline._prctl(lifeline.PR_SET_CHILD_SUBREAPER, 1)
+child = subprocess.Popen(["sleep", "600"])
+orphan = int(subprocess.run(["sh", "-c", "sleep 600 >/dev/null 2>&1 & echo $!"], capture_output=True, text=True).stdout)
+ended = subprocess.Popen(["true"])
+ended.wait()
+listed = lifeline.children()
+assert listed == lifeline._children_by_scan() == {child.pid, orphan}, (listed, lifeline._children_by_scan())
+print(child.pid, orphan, lifeline.end_children(), sorted(lifeline.children()), flush=True)
+"""
+
+
+def test_end_children_kills_and_reaps_every_child_and_adopted_orphan_and_counts_them():
+    sweeper = subprocess.Popen(
+        [sys.executable, "-c", SWEEPER], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,  # a group of its own: a hang leaves nothing behind
+    )
+    try:
+        out, err = sweeper.communicate(timeout=60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(sweeper.pid, signal.SIGKILL)
+        sweeper.wait()
+    assert sweeper.returncode == 0, err
+    child, orphan, killed, left = out.split(maxsplit=3)
+    assert (killed, left.strip()) == ("2", "[]")  # the one that had ended is not counted
+    for pid in (int(child), int(orphan)):
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
