@@ -169,7 +169,14 @@ def run(dsn, design, batch, n, drop=(), entries=False):
                 pages = {"seeded": seeded, "after_run": index_pages(conn)}
         finally:
             restore()
-    result = {"design": design, "drop": list(drop), "batch": batch, "n": done, "seconds": elapsed, "jobs_per_s": done / elapsed}
+    result = {
+        "design": design,
+        "drop": list(drop),
+        "batch": batch,
+        "n": done,
+        "seconds": elapsed,
+        "jobs_per_s": done / elapsed,
+    }
     if pages:
         result["index_pages"] = pages
     return result

@@ -126,15 +126,34 @@ def run_claim(dsn, batch, n, table):
         indexes = conn.execute("SELECT count(*) FROM pg_indexes WHERE tablename = %s", [name]).fetchone()[0]
         if table == "bare":
             conn.execute(f"DROP TABLE {BARE}")
-    return {"mode": "claim", "table": table, "indexes": indexes, "batch": batch, "n": done,
-            "seconds": elapsed, "jobs_per_s": done / elapsed}
+    return {
+        "mode": "claim",
+        "table": table,
+        "indexes": indexes,
+        "batch": batch,
+        "n": done,
+        "seconds": elapsed,
+        "jobs_per_s": done / elapsed,
+    }
 
 
 def run_enqueue(dsn, n, warmup=20):
     def params():
         now = datetime.now(UTC)
-        return ["scheduler_app.demo.tasks.noop", Jsonb([]), Jsonb({}), "default", 0, now, 3, Jsonb([]),
-                now, now, "bench_floor", "floor:"]
+        return [
+            "scheduler_app.demo.tasks.noop",
+            Jsonb([]),
+            Jsonb({}),
+            "default",
+            0,
+            now,
+            3,
+            Jsonb([]),
+            now,
+            now,
+            "bench_floor",
+            "floor:",
+        ]
 
     def loop(conn, count):
         for _ in range(count):

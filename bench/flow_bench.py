@@ -70,9 +70,16 @@ def measure(ctx, *, throughput_once, pack, summary, pct, fmt_s, log):
                 set_limits(subj, LIMITS[name])
                 try:
                     index = names.index(name)
-                    reps[name].append(throughput_once(
-                        subj, ctx.curve_n, "default", f"limits-{kind}-{index}-{r}", slots=4,
-                        enqueue_args=ENQUEUE.get(name, ())))
+                    reps[name].append(
+                        throughput_once(
+                            subj,
+                            ctx.curve_n,
+                            "default",
+                            f"limits-{kind}-{index}-{r}",
+                            slots=4,
+                            enqueue_args=ENQUEUE.get(name, ()),
+                        )
+                    )
                 finally:
                     set_limits(subj, {})
         base = None
@@ -82,8 +89,10 @@ def measure(ctx, *, throughput_once, pack, summary, pct, fmt_s, log):
             base = median if name == "no limits" else base
             lost = loss(base, median)
             o["loss_pct"] = lost
-            log(f"  {kind} 4 slots, {name}: {fmt_s(o['jobs_per_s'])} jobs/s"
-                + ("" if lost is None or name == "no limits" else f", {lost:.1f} % lost"))
+            log(
+                f"  {kind} 4 slots, {name}: {fmt_s(o['jobs_per_s'])} jobs/s"
+                + ("" if lost is None or name == "no limits" else f", {lost:.1f} % lost")
+            )
     return out
 
 
@@ -104,10 +113,16 @@ def render(results, *, table, ms, fmt):
                 continue
             tp_med = (tp.get("jobs_per_s") or {}).get("median")
             lost = None if name == "no limits" else loss(base_tp, tp_med)
-            rows.append([
-                label, name, ms(claim.get("ms"), 2) if claim else "–", fmt(claim.get("p99"), 2) if claim else "–",
-                ms(tp.get("jobs_per_s"), 0), "" if lost is None else f"{lost:.1f} %",
-            ])
+            rows.append(
+                [
+                    label,
+                    name,
+                    ms(claim.get("ms"), 2) if claim else "–",
+                    fmt(claim.get("p99"), 2) if claim else "–",
+                    ms(tp.get("jobs_per_s"), 0),
+                    "" if lost is None else f"{lost:.1f} %",
+                ]
+            )
     return (
         "### Limited queues and concurrency keys: the claim's cost and throughput at 4 slots\n\n"
         f"Claim of 4 due jobs by query from a queue holding {fmt(cfg.get('claim_n'))} due jobs, "
@@ -116,7 +131,8 @@ def render(results, *, table, ms, fmt):
         f"{fmt(cfg.get('reps'))} interleaved runs. The limits (and the keys' limits) are set high enough never "
         "to bind: the rows measure what counting them costs; issue #28's target is a loss of at most 15 % "
         "against no limits.\n\n"
-        + table(["database", "queue limits", "claim of 4 ms (median)", "p99", "jobs/s, 4 slots", "loss vs no limits"],
-                rows)
+        + table(
+            ["database", "queue limits", "claim of 4 ms (median)", "p99", "jobs/s, 4 slots", "loss vs no limits"], rows
+        )
         + "\n"
     )

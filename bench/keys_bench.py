@@ -72,8 +72,13 @@ def scenarios(n):
         ("keyless", "keyless queue, plain claim", keyless, "plain", 0),
         ("keyed_ahead", f"keyless queue + {n:,} keyed jobs ahead, plain claim", keyless + ahead, "plain", 0),
         ("keyed", f"keyed queue ({n:,} keys, limit 1), keyed claim", own_keys, "keyed", 0),
-        ("hot_key", f"keyed queue (one key at its limit, {n:,} of it ahead of 100 other keys), keyed claim",
-         hot + others, "keyed", 1),
+        (
+            "hot_key",
+            f"keyed queue (one key at its limit, {n:,} of it ahead of 100 other keys), keyed claim",
+            hot + others,
+            "keyed",
+            1,
+        ),
     ]
 
 
@@ -152,7 +157,10 @@ def measure(ctx, *, python, database_url, log):
     env = {k: v for k, v in os.environ.items() if k not in ("DJANGO_SETTINGS_MODULE", "KEYS_BENCH_ROOT")}
     done = subprocess.run(
         [python, __file__, "--json", "--n", str(ctx.claim_n), "--repeat", str(ctx.claim_repeat)],
-        env=env | {"DATABASE_URL": database_url}, cwd=HERE, capture_output=True, text=True,
+        env=env | {"DATABASE_URL": database_url},
+        cwd=HERE,
+        capture_output=True,
+        text=True,
     )
     if done.returncode:
         raise RuntimeError(f"{Path(__file__).name} exited {done.returncode}: {done.stderr[-2000:]}")

@@ -133,7 +133,8 @@ def main():
         out = handle.name
     proc = subprocess.Popen(
         [sys.executable, __file__, "--dispatcher", out, "--concurrency", str(args.slots)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         time.sleep(3)

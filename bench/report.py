@@ -85,10 +85,12 @@ class Targets:
     def render(self, title):
         met = sum(1 for x in self.rows if x[-1] == "met")
         missed = sum(1 for x in self.rows if x[-1] not in ("met", "-"))
-        return (f"### {title}: {met} met, {missed} not met, {len(self.rows) - met - missed} not measured\n\n"
-                "Every ratio compares numbers measured in this run, on this machine (peers, floor and this project "
-                "back to back); compare ratios, never absolute numbers across machines. Medians of the "
-                "repetitions.\n\n" + table(["target", "measured", "required", "achieved", ""], self.rows) + "\n")
+        return (
+            f"### {title}: {met} met, {missed} not met, {len(self.rows) - met - missed} not measured\n\n"
+            "Every ratio compares numbers measured in this run, on this machine (peers, floor and this project "
+            "back to back); compare ratios, never absolute numbers across machines. Medians of the "
+            "repetitions.\n\n" + table(["target", "measured", "required", "achieved", ""], self.rows) + "\n"
+        )
 
 
 # -- the rules, each in one place: (required, result or None) for Targets.add
@@ -130,8 +132,12 @@ def floor_share(r, cfg, slots, share):
         return req, None
     # The same statements on this project's table: the ceiling any loop over it can reach.
     pj = med(project.get(str(slots), {}).get("jobs_per_s"))
-    on_project = (f" (project-table floor {fmt(pj)} jobs/s = {100 * pj / fl:.0f} % of the bare one; "
-                  f"ours {100 * o / pj:.0f} % of it)" if pj else "")
+    on_project = (
+        f" (project-table floor {fmt(pj)} jobs/s = {100 * pj / fl:.0f} % of the bare one; "
+        f"ours {100 * o / pj:.0f} % of it)"
+        if pj
+        else ""
+    )
     return req, (f"{fmt(o)} jobs/s; floor {fmt(fl)} jobs/s{on_project}", f"{100 * o / fl:.0f} %", o >= share * fl)
 
 
@@ -144,8 +150,11 @@ def pickup(r, q, limit):
 def lateness(r, cfg, busy, q, limit):
     """(row name, required, result): lateness ``q`` with slots busy (``precision_busy``) or idle (``precision``)."""
     v = r.get("precision_busy" if busy else "precision", {}).get("ours/pg")
-    label = (f"{(v or {}).get('busy', 2)} of 4 slots busy with sleeping jobs" if busy
-             else "4 idle slots (the earlier condition, for reference)")
+    label = (
+        f"{(v or {}).get('busy', 2)} of 4 slots busy with sleeping jobs"
+        if busy
+        else "4 idle slots (the earlier condition, for reference)"
+    )
     name = f"lateness {q}, {fmt(cfg.get('prec_n'))} jobs over {fmt(cfg.get('prec_spread'))} s, {label}"
     x = med(v.get(q)) if v else None
     result = None if x is None else (f"{fmt(x, 1)} ms", f"{fmt(x, 1)} ms", x <= limit)
@@ -169,8 +178,11 @@ def against_best_peer(r, ours_key, value, what="", how=lambda entry: ""):
     req = f"≥ 1.0x the best peer{what}"
     if not (o and best):
         return req, None
-    return req, (f"this project {fmt(o)}/s; best peer ({LABEL[peer]}{how(entry)}) {fmt(best)}/s", f"{o / best:.2f}x",
-                 o >= best)
+    return req, (
+        f"this project {fmt(o)}/s; best peer ({LABEL[peer]}{how(entry)}) {fmt(best)}/s",
+        f"{o / best:.2f}x",
+        o >= best,
+    )
 
 
 def peer_bulk(entry):
@@ -207,50 +219,71 @@ def targets(results):
         binding = "80 % of the floor" if need_floor and need_floor < need_peer else "1.5x the best peer"
         if not f:
             binding += "; the floor was not measured"
-        row("1a. `task.enqueue()` one at a time, autocommit",
+        row(
+            "1a. `task.enqueue()` one at a time, autocommit",
             f"this project {fmt(o)}/s; best peer ({LABEL[bname]}) {fmt(best)}/s"
             + (f"; floor (INSERT + NOTIFY) {fmt(f)}/s" if f else ""),
-            f"{req}: 1.5x = {fmt(need_peer)}/s" + (f", 80 % = {fmt(need_floor)}/s" if f else "")
+            f"{req}: 1.5x = {fmt(need_peer)}/s"
+            + (f", 80 % = {fmt(need_floor)}/s" if f else "")
             + f" → **{fmt(need)}/s** ({binding})",
             f"{ratio(o, best):.2f}x the best peer" + (f", {100 * o / f:.0f} % of the floor" if f else ""),
-            o >= need)
+            o >= need,
+        )
     else:
         row("1a. `task.enqueue()` one at a time, autocommit", required=req)
 
     o, (best, bname), f = med(ours.get("in_tx_per_s")), best_of("in_tx_per_s"), med(floor.get("in_tx_per_s"))
     req = "≥ 1.0x the best peer's same loop"
     if o and best:
-        row("1b. a loop of `task.enqueue()` in one `transaction.atomic()`",
+        row(
+            "1b. a loop of `task.enqueue()` in one `transaction.atomic()`",
             f"this project {fmt(o)}/s; best peer ({LABEL[bname]}) {fmt(best)}/s; floor (same statements in one "
             f"transaction) {fmt(f)}/s",
-            req, f"{ratio(o, best):.2f}x" + (f" ({100 * o / f:.0f} % of the floor)" if f else ""), o >= best)
+            req,
+            f"{ratio(o, best):.2f}x" + (f" ({100 * o / f:.0f} % of the floor)" if f else ""),
+            o >= best,
+        )
     else:
         row("1b. a loop of `task.enqueue()` in one `transaction.atomic()`", required=req)
 
     many, single = med(ours.get("enqueue_many_per_s")), med(ours.get("enqueue_per_s"))
     req = "≥ 10x (1a)"
     if many and single:
-        row(f"1c. `scheduler_app.enqueue_many(items)`, {fmt(cfg.get('enqueue_many_batch', 1000))} items per call",
-            f"{fmt(many)} jobs/s; (1a) {fmt(single)}/s", req, f"{many / single:.1f}x", many >= 10 * single)
+        row(
+            f"1c. `scheduler_app.enqueue_many(items)`, {fmt(cfg.get('enqueue_many_batch', 1000))} items per call",
+            f"{fmt(many)} jobs/s; (1a) {fmt(single)}/s",
+            req,
+            f"{many / single:.1f}x",
+            many >= 10 * single,
+        )
     else:
         row("1c. `scheduler_app.enqueue_many(items)`", required=req)
     bulk = med(ours.get("api_bulk_per_s"))
     req = "≥ 0.5x (1c)"
     if bulk and many:
-        row("1d. `POST /api/jobs/bulk/`, 1,000 jobs per request", f"{fmt(bulk)} jobs/s; (1c) {fmt(many)} jobs/s",
-            req, f"{bulk / many:.2f}x", bulk >= 0.5 * many)
+        row(
+            "1d. `POST /api/jobs/bulk/`, 1,000 jobs per request",
+            f"{fmt(bulk)} jobs/s; (1c) {fmt(many)} jobs/s",
+            req,
+            f"{bulk / many:.2f}x",
+            bulk >= 0.5 * many,
+        )
     else:
         row("1d. `POST /api/jobs/bulk/`, 1,000 jobs per request", required=req)
 
     # 2. Pickup (absolute)
     for q, limit in (("p50", 3.0), ("p99", 6.0)):
-        t.add(f"2{'a' if q == 'p50' else 'b'}. pickup {q}, from before `task.enqueue()` to the job's first statement",
-              *pickup(r, q, limit))
+        t.add(
+            f"2{'a' if q == 'p50' else 'b'}. pickup {q}, from before `task.enqueue()` to the job's first statement",
+            *pickup(r, q, limit),
+        )
 
     # 3. Throughput against the floor (bare table, batch = slots)
     for slots, share in FLOOR_SHARES:
-        t.add(f"3. throughput, one dispatcher, {slots} slots, against the floor at batch {slots}",
-              *floor_share(r, cfg, slots, share))
+        t.add(
+            f"3. throughput, one dispatcher, {slots} slots, against the floor at batch {slots}",
+            *floor_share(r, cfg, slots, share),
+        )
 
     # 4. Default logging
     lg = r.get("logging", {})
@@ -273,7 +306,10 @@ def targets(results):
     # 7. Per-job log line
     jl = r.get("joblog", {})
     for level, label in (("default", "default log level"), ("warning", "`SCHEDULER_LOG_LEVEL=WARNING`")):
-        lo, no = med(jl.get(f"log_one/{level}", {}).get("jobs_per_s")), med(jl.get(f"noop/{level}", {}).get("jobs_per_s"))
+        lo, no = (
+            med(jl.get(f"log_one/{level}", {}).get("jobs_per_s")),
+            med(jl.get(f"noop/{level}", {}).get("jobs_per_s")),
+        )
         name = f"7. 4 slots, a task logging one INFO line against a no-op ({label})"
         req = "loses < 10 %"
         if lo and no:
@@ -292,8 +328,10 @@ def targets_28(results):
 
     # 1. No-op jobs against the bare-table floor
     for slots, share in FLOOR_SHARES:
-        t.add(f"1. no-op jobs, one dispatcher, {slots} slots, against the bare-table floor at batch {slots}",
-              *floor_share(r, cfg, slots, share))
+        t.add(
+            f"1. no-op jobs, one dispatcher, {slots} slots, against the bare-table floor at batch {slots}",
+            *floor_share(r, cfg, slots, share),
+        )
 
     # 2. Jobs that do a little work: stamp, 4 slots, against the best peer (its default or concurrency 4)
     st = r.get("stamp", {})
@@ -307,8 +345,16 @@ def targets_28(results):
         stamped = {k: min(x.get("stamped", 0) for x in v["reps"]) for k, v in st.items()}
         unstamped = [f"{k} {stamped[k]}/{v.get('n')}" for k, v in st.items() if stamped[k] < v.get("n", 0)]
         missing = f"; **stamps missing**: {', '.join(unstamped)}" if unstamped else ""
-        t.add(name, req, (f"this project {fmt(o)} jobs/s; best peer ({LABEL[peer]}, {entry.get('label')}) "
-                          f"{fmt(best)} jobs/s{missing}", f"{o / best:.2f}x", o >= 7 * best and not unstamped))
+        t.add(
+            name,
+            req,
+            (
+                f"this project {fmt(o)} jobs/s; best peer ({LABEL[peer]}, {entry.get('label')}) "
+                f"{fmt(best)} jobs/s{missing}",
+                f"{o / best:.2f}x",
+                o >= 7 * best and not unstamped,
+            ),
+        )
     else:
         t.add(name, req)
 
@@ -320,10 +366,13 @@ def targets_28(results):
     limited |= keyed or {"keyed limits": None}
     for label, entry in limited.items():
         v = med((entry or {}).get("jobs_per_s"))
-        t.add(f"3. 4 slots, a queue with limits that never bind, against one without limits: {label}",
-              "loses ≤ 15 %",
-              (f"no limits {fmt(base)} jobs/s; {label} {fmt(v)} jobs/s", loss(v, base), v >= 0.85 * base)
-              if v and base else None)
+        t.add(
+            f"3. 4 slots, a queue with limits that never bind, against one without limits: {label}",
+            "loses ≤ 15 %",
+            (f"no limits {fmt(base)} jobs/s; {label} {fmt(v)} jobs/s", loss(v, base), v >= 0.85 * base)
+            if v and base
+            else None,
+        )
 
     # 4. Pickup and lateness (kept from issue #15)
     t.add("4. pickup p50, from before `task.enqueue()` to the job's first statement", *pickup(r, "p50", 3.0))
@@ -335,24 +384,44 @@ def targets_28(results):
     t.add("5. `rundispatcher --processes 2` against 1, `--concurrency 16` each", *processes_gain(r))
 
     # 6. Enqueue against the best peer: one by one (autocommit, one transaction) and in bulk
-    t.add("6. enqueue one by one, autocommit: `task.enqueue()` against the peers' calls",
-          *against_best_peer(r, "enqueue_per_s", lambda e: med(e.get("enqueue_per_s"))))
-    t.add("6. enqueue one by one, a loop in one `transaction.atomic()`",
-          *against_best_peer(r, "in_tx_per_s", lambda e: med(e.get("in_tx_per_s")), what="'s same loop"))
-    t.add(f"6. enqueue in bulk: `enqueue_many()`, {fmt(cfg.get('enqueue_many_batch', 1000))} jobs per call",
-          *against_best_peer(r, "enqueue_many_per_s", peer_bulk, how=peer_bulk_how,
-                             what="'s bulk call, as many per call (a peer without one: its loop in one transaction)"))
+    t.add(
+        "6. enqueue one by one, autocommit: `task.enqueue()` against the peers' calls",
+        *against_best_peer(r, "enqueue_per_s", lambda e: med(e.get("enqueue_per_s"))),
+    )
+    t.add(
+        "6. enqueue one by one, a loop in one `transaction.atomic()`",
+        *against_best_peer(r, "in_tx_per_s", lambda e: med(e.get("in_tx_per_s")), what="'s same loop"),
+    )
+    t.add(
+        f"6. enqueue in bulk: `enqueue_many()`, {fmt(cfg.get('enqueue_many_batch', 1000))} jobs per call",
+        *against_best_peer(
+            r,
+            "enqueue_many_per_s",
+            peer_bulk,
+            how=peer_bulk_how,
+            what="'s bulk call, as many per call (a peer without one: its loop in one transaction)",
+        ),
+    )
 
     # 7. Several dispatchers
     scl = r.get("scaling", {})
     one, four = scl.get("1"), scl.get("4")
     a, b = med((one or {}).get("jobs_per_s")), med((four or {}).get("jobs_per_s"))
+
     def claims(v):
         return f"short claims {fmt(med(v.get('short_pct')), 1)} % of {fmt(med(v.get('claims')))} claims"
 
-    t.add("7. 4 dispatchers of 4 slots against one of 4 slots (short claims reported)", "≥ 1.8x",
-          (f"1 dispatcher {fmt(a)} jobs/s, {claims(one)}; 4 dispatchers {fmt(b)} jobs/s, {claims(four)}",
-           f"{b / a:.2f}x", b >= 1.8 * a) if a and b else None)
+    t.add(
+        "7. 4 dispatchers of 4 slots against one of 4 slots (short claims reported)",
+        "≥ 1.8x",
+        (
+            f"1 dispatcher {fmt(a)} jobs/s, {claims(one)}; 4 dispatchers {fmt(b)} jobs/s, {claims(four)}",
+            f"{b / a:.2f}x",
+            b >= 1.8 * a,
+        )
+        if a and b
+        else None,
+    )
 
     return t.render("Targets (issue #28, PostgreSQL)")
 
@@ -363,8 +432,10 @@ def render(results):
     cfg = results.get("config", {})
     reps = cfg.get("reps", "?")
     parts = []
-    parts.append(f"Run {results.get('started', '?')} UTC, {fmt((results.get('total_s') or 0) / 60, 1)} min, "
-                 f"{reps} repetitions unless a table says otherwise; cells are **median (min–max)**.\n")
+    parts.append(
+        f"Run {results.get('started', '?')} UTC, {fmt((results.get('total_s') or 0) / 60, 1)} min, "
+        f"{reps} repetitions unless a table says otherwise; cells are **median (min–max)**.\n"
+    )
     parts.append("Command:\n\n```\n" + results.get("command", "") + "\n```\n")
     lines = [f"- {x}" for x in m.get("lscpu", [])]
     lines += [
@@ -399,12 +470,21 @@ def render(results):
                 pk = pick.get(f"{name}/pg/enqueue", {})
             p = prec.get(f"{name}/pg", {})
             after = f" ({fmt(med(pk['after_p50']), 1)} from return)" if "after_p50" in pk else ""
-            rows.append([LABEL[name], d, c4, f"{fmt(med(p.get('p50')), 1)} / {fmt(med(p.get('p99')), 1)} ms",
-                         f"{fmt(med(pk.get('p50')), 1)} ms{after}"])
-        parts.append("### Summary (PostgreSQL)\n\n" + table(
-            ["subject", "jobs/s (default)", "jobs/s (concurrency 4)", "lateness p50 / p99", "pickup p50"], rows) +
-            "\n\nThroughput here is first job start to last job finish (the per-run tables also give it "
-            "from process spawn). Ours at N = 5,000 with 4 slots; peers at the N in their table.\n")
+            rows.append(
+                [
+                    LABEL[name],
+                    d,
+                    c4,
+                    f"{fmt(med(p.get('p50')), 1)} / {fmt(med(p.get('p99')), 1)} ms",
+                    f"{fmt(med(pk.get('p50')), 1)} ms{after}",
+                ]
+            )
+        parts.append(
+            "### Summary (PostgreSQL)\n\n"
+            + table(["subject", "jobs/s (default)", "jobs/s (concurrency 4)", "lateness p50 / p99", "pickup p50"], rows)
+            + "\n\nThroughput here is first job start to last job finish (the per-run tables also give it "
+            "from process spawn). Ours at N = 5,000 with 4 slots; peers at the N in their table.\n"
+        )
 
     # -- floor
     if floor or floor_project:
@@ -412,15 +492,33 @@ def render(results):
         rows = []
         for b in batches:
             v, pv = floor.get(b, {}), floor_project.get(b, {})
-            rows.append([b, fmt(v.get("n") or pv.get("n")), ms(v.get("jobs_per_s"), 0), ms(pv.get("jobs_per_s"), 0),
-                         f"{100 * med(pv['jobs_per_s']) / med(v['jobs_per_s']):.0f} %"
-                         if med(v.get("jobs_per_s")) and med(pv.get("jobs_per_s")) else "-"])
-        parts.append("### The floor: raw psycopg claim (CTE + SKIP LOCKED) + one finishing UPDATE\n\n" + table(
-            ["batch", "jobs per run", "jobs/s, bare table (claim index only): the targets' floor",
-             "jobs/s, project table, all indexes", "project / bare"], rows) +
-            "\n\nThe bare table (`bench_floor_job`) has the job row's columns, a primary key and one index, "
+            rows.append(
+                [
+                    b,
+                    fmt(v.get("n") or pv.get("n")),
+                    ms(v.get("jobs_per_s"), 0),
+                    ms(pv.get("jobs_per_s"), 0),
+                    f"{100 * med(pv['jobs_per_s']) / med(v['jobs_per_s']):.0f} %"
+                    if med(v.get("jobs_per_s")) and med(pv.get("jobs_per_s"))
+                    else "-",
+                ]
+            )
+        parts.append(
+            "### The floor: raw psycopg claim (CTE + SKIP LOCKED) + one finishing UPDATE\n\n"
+            + table(
+                [
+                    "batch",
+                    "jobs per run",
+                    "jobs/s, bare table (claim index only): the targets' floor",
+                    "jobs/s, project table, all indexes",
+                    "project / bare",
+                ],
+                rows,
+            )
+            + "\n\nThe bare table (`bench_floor_job`) has the job row's columns, a primary key and one index, "
             "`(priority DESC, execute_at, id) WHERE status = 'pending'`; the project table is this project's "
-            "migrated `scheduler_app_job` with every index and constraint it has.\n")
+            "migrated `scheduler_app_job` with every index and constraint it has.\n"
+        )
 
     # -- throughput: ours
     if tp.get("ours"):
@@ -429,32 +527,80 @@ def render(results):
             kind, n, slots = key.split("/")
             n, slots = int(n[2:]), int(slots[6:])
             f = (floor or floor_project).get(str(slots), {}).get("jobs_per_s") if kind == "pg" else None
-            frac = (f"{100 * med(v['jobs_per_s']) / med(f):.0f} %"
-                    if f and med(f) and med(v["jobs_per_s"]) else "-")
-            rows.append([DBL[kind], fmt(n), slots, ms(v["jobs_per_s"], 0), ms(v["jobs_per_s_wall"], 0),
-                         ms(f, 0) if f else "-", frac, len(v["reps"]),
-                         "" if v["complete"] else "**incomplete (timeout)**"])
-        parts.append("### Throughput: this project (no-op jobs, all due before the dispatcher starts; one dispatcher)\n\n"
-                     + table(["database", "N", "slots", "jobs/s (first start → last finish)",
-                              "jobs/s (spawn → last finish)",
-                              "floor jobs/s, batch = slots" + (" (bare table)" if floor else " (project table)"),
-                              "of floor", "reps", ""],
-                             rows) + "\n")
+            frac = f"{100 * med(v['jobs_per_s']) / med(f):.0f} %" if f and med(f) and med(v["jobs_per_s"]) else "-"
+            rows.append(
+                [
+                    DBL[kind],
+                    fmt(n),
+                    slots,
+                    ms(v["jobs_per_s"], 0),
+                    ms(v["jobs_per_s_wall"], 0),
+                    ms(f, 0) if f else "-",
+                    frac,
+                    len(v["reps"]),
+                    "" if v["complete"] else "**incomplete (timeout)**",
+                ]
+            )
+        parts.append(
+            "### Throughput: this project (no-op jobs, all due before the dispatcher starts; one dispatcher)\n\n"
+            + table(
+                [
+                    "database",
+                    "N",
+                    "slots",
+                    "jobs/s (first start → last finish)",
+                    "jobs/s (spawn → last finish)",
+                    "floor jobs/s, batch = slots" + (" (bare table)" if floor else " (project table)"),
+                    "of floor",
+                    "reps",
+                    "",
+                ],
+                rows,
+            )
+            + "\n"
+        )
     if tp.get("peers"):
         rows = []
         for key, v in tp["peers"].items():
             name, kind, variant = key.split("/")
-            rows.append([LABEL[name], DBL[kind], v.get("label", variant), fmt(v["reps"][0]["n"]),
-                         ms(v["jobs_per_s"], 0), ms(v["jobs_per_s_wall"], 0), len(v["reps"]),
-                         "" if v["complete"] else "**incomplete (timeout)**"])
-        parts.append("### Throughput: peers (their own worker commands, default settings and concurrency 4)\n\n" +
-                     table(["peer", "database", "configuration", "N", "jobs/s (first start → last finish)",
-                            "jobs/s (spawn → last finish)", "reps", ""], rows) + "\n")
+            rows.append(
+                [
+                    LABEL[name],
+                    DBL[kind],
+                    v.get("label", variant),
+                    fmt(v["reps"][0]["n"]),
+                    ms(v["jobs_per_s"], 0),
+                    ms(v["jobs_per_s_wall"], 0),
+                    len(v["reps"]),
+                    "" if v["complete"] else "**incomplete (timeout)**",
+                ]
+            )
+        parts.append(
+            "### Throughput: peers (their own worker commands, default settings and concurrency 4)\n\n"
+            + table(
+                [
+                    "peer",
+                    "database",
+                    "configuration",
+                    "N",
+                    "jobs/s (first start → last finish)",
+                    "jobs/s (spawn → last finish)",
+                    "reps",
+                    "",
+                ],
+                rows,
+            )
+            + "\n"
+        )
         best = max((med(v["jobs_per_s"]) or 0 for k, v in tp["peers"].items() if "/pg/" in k), default=0)
-        ours = [med(v["jobs_per_s"]) for k, v in tp.get("ours", {}).items() if k.startswith("pg/") and k.endswith("slots=4")]
+        ours = [
+            med(v["jobs_per_s"]) for k, v in tp.get("ours", {}).items() if k.startswith("pg/") and k.endswith("slots=4")
+        ]
         if best and ours and ours[0]:
-            parts.append(f"Best peer on PostgreSQL: {fmt(best)} jobs/s; this project with 4 slots: {fmt(ours[0])} jobs/s "
-                         f"= **{ours[0] / best:.2f}x** (target >= 3x and >= 3,000 jobs/s).\n")
+            parts.append(
+                f"Best peer on PostgreSQL: {fmt(best)} jobs/s; this project with 4 slots: {fmt(ours[0])} jobs/s "
+                f"= **{ours[0] / best:.2f}x** (target >= 3x and >= 3,000 jobs/s).\n"
+            )
 
     # -- jobs that do a little work
     st = r.get("stamp", {})
@@ -463,107 +609,259 @@ def render(results):
         for key, v in st.items():
             name = key.split("/")[0]
             stamped = min(x.get("stamped", 0) for x in v["reps"])
-            rows.append([LABEL[name], v.get("label", ""), fmt(v.get("n")), ms(v["jobs_per_s"], 0),
-                         ms(v["jobs_per_s_wall"], 0), f"{fmt(stamped)}/{fmt(v.get('n'))}", claims_cell(v),
-                         len(v["reps"]), "" if v["complete"] else "**incomplete (timeout)**"])
-        parts.append("### Throughput: jobs that do a little work (`stamp`: one INSERT each; PostgreSQL)\n\n" + table(
-            ["subject", "configuration", "N", "jobs/s (first start → last finish)", "jobs/s (spawn → last finish)",
-             "stamps written (worst rep)", "claim → start ms p50 / p99 / max", "reps", ""], rows) +
-            "\n\nN due `stamp(key, due)` jobs (bench/stamps.py: `time.time()`, then one INSERT into `bench_stamp` "
+            rows.append(
+                [
+                    LABEL[name],
+                    v.get("label", ""),
+                    fmt(v.get("n")),
+                    ms(v["jobs_per_s"], 0),
+                    ms(v["jobs_per_s_wall"], 0),
+                    f"{fmt(stamped)}/{fmt(v.get('n'))}",
+                    claims_cell(v),
+                    len(v["reps"]),
+                    "" if v["complete"] else "**incomplete (timeout)**",
+                ]
+            )
+        parts.append(
+            "### Throughput: jobs that do a little work (`stamp`: one INSERT each; PostgreSQL)\n\n"
+            + table(
+                [
+                    "subject",
+                    "configuration",
+                    "N",
+                    "jobs/s (first start → last finish)",
+                    "jobs/s (spawn → last finish)",
+                    "stamps written (worst rep)",
+                    "claim → start ms p50 / p99 / max",
+                    "reps",
+                    "",
+                ],
+                rows,
+            )
+            + "\n\nN due `stamp(key, due)` jobs (bench/stamps.py: `time.time()`, then one INSERT into `bench_stamp` "
             "on the worker's own connection), enqueued before the workers start; this project with one dispatcher "
             "of 4 slots, the peers with their own worker commands at their default and at concurrency 4. The "
             "configurations alternate within each repetition; `bench_stamp` is emptied before and after each run. "
             "Claim → start (this project): from the claim's time (the job's `last_attempted_at`, the time the rate "
             "limit counts) to the task's first statement (its stamp), per job; p50, p99 and max of a run, median of "
-            "the repetitions.\n")
+            "the repetitions.\n"
+        )
 
     # -- log levels, per-job log line
     lg = r.get("logging", {})
     if lg:
         base = med(lg.get("warning", {}).get("jobs_per_s"))
-        rows = [[("unset (the settings' default, INFO)" if v.get("log_level") is None else v["log_level"]),
-                 ms(v["jobs_per_s"], 0), ms(v["jobs_per_s_wall"], 0),
-                 f"{100 * med(v['jobs_per_s']) / base:.0f} %" if base and med(v["jobs_per_s"]) else "-",
-                 len(v["reps"]), "" if v["complete"] else "**incomplete (timeout)**"] for k, v in lg.items()]
-        parts.append(f"### Log level: one dispatcher, 4 slots, N = {fmt(cfg.get('log_n'))} no-op jobs\n\n" + table(
-            ["SCHEDULER_LOG_LEVEL", "jobs/s (first start → last finish)", "jobs/s (spawn → last finish)",
-             "of WARNING", "reps", ""], rows) +
-            "\n\nThe variants alternate within each repetition. At the default level the dispatcher logs a start "
-            "and an end line per job to stderr (a file under bench/results/logs here).\n")
+        rows = [
+            [
+                ("unset (the settings' default, INFO)" if v.get("log_level") is None else v["log_level"]),
+                ms(v["jobs_per_s"], 0),
+                ms(v["jobs_per_s_wall"], 0),
+                f"{100 * med(v['jobs_per_s']) / base:.0f} %" if base and med(v["jobs_per_s"]) else "-",
+                len(v["reps"]),
+                "" if v["complete"] else "**incomplete (timeout)**",
+            ]
+            for k, v in lg.items()
+        ]
+        parts.append(
+            f"### Log level: one dispatcher, 4 slots, N = {fmt(cfg.get('log_n'))} no-op jobs\n\n"
+            + table(
+                [
+                    "SCHEDULER_LOG_LEVEL",
+                    "jobs/s (first start → last finish)",
+                    "jobs/s (spawn → last finish)",
+                    "of WARNING",
+                    "reps",
+                    "",
+                ],
+                rows,
+            )
+            + "\n\nThe variants alternate within each repetition. At the default level the dispatcher logs a start "
+            "and an end line per job to stderr (a file under bench/results/logs here).\n"
+        )
     jl = r.get("joblog", {})
     if jl:
         rows = []
-        labels = {"default": "unset (default)", "warning": "WARNING",
-                  "no-capture": "unset; log capture off (`JOB_LOG_MAX_RECORDS=0`)",
-                  "no-rollups": "unset; rollups off (`ROLLUP_INTERVAL=0`)"}
+        labels = {
+            "default": "unset (default)",
+            "warning": "WARNING",
+            "no-capture": "unset; log capture off (`JOB_LOG_MAX_RECORDS=0`)",
+            "no-rollups": "unset; rollups off (`ROLLUP_INTERVAL=0`)",
+        }
         for k, v in jl.items():
             task, level = k.split("/")
             # The capture and rollup variants compare with the same task at the default level.
-            base = med(jl.get(f"{task if level in ('no-capture', 'no-rollups') else 'noop'}/"
-                              f"{'default' if level in ('no-capture', 'no-rollups') else level}", {}).get("jobs_per_s"))
-            rows.append([f"`{task}`", labels.get(level, level), ms(v["jobs_per_s"], 0),
-                         f"{100 * med(v['jobs_per_s']) / base:.0f} %" if base and med(v["jobs_per_s"]) else "-",
-                         len(v["reps"]), "" if v["complete"] else "**incomplete (timeout)**"])
-        parts.append(f"### Per-job log line: one dispatcher, 4 slots, N = {fmt(cfg.get('log_n'))} jobs\n\n" + table(
-            ["task (bench.benchapp.tasks)", "SCHEDULER_LOG_LEVEL", "jobs/s (first start → last finish)",
-             "of noop, same level (capture/rollups off: of the same task with them on)", "reps", ""], rows) +
-            "\n\n`log_one` is a no-op that calls `logging.getLogger(__name__).info(...)` once; `noop` is the "
+            base = med(
+                jl.get(
+                    f"{task if level in ('no-capture', 'no-rollups') else 'noop'}/"
+                    f"{'default' if level in ('no-capture', 'no-rollups') else level}",
+                    {},
+                ).get("jobs_per_s")
+            )
+            rows.append(
+                [
+                    f"`{task}`",
+                    labels.get(level, level),
+                    ms(v["jobs_per_s"], 0),
+                    f"{100 * med(v['jobs_per_s']) / base:.0f} %" if base and med(v["jobs_per_s"]) else "-",
+                    len(v["reps"]),
+                    "" if v["complete"] else "**incomplete (timeout)**",
+                ]
+            )
+        parts.append(
+            f"### Per-job log line: one dispatcher, 4 slots, N = {fmt(cfg.get('log_n'))} jobs\n\n"
+            + table(
+                [
+                    "task (bench.benchapp.tasks)",
+                    "SCHEDULER_LOG_LEVEL",
+                    "jobs/s (first start → last finish)",
+                    "of noop, same level (capture/rollups off: of the same task with them on)",
+                    "reps",
+                    "",
+                ],
+                rows,
+            )
+            + "\n\n`log_one` is a no-op that calls `logging.getLogger(__name__).info(...)` once; `noop` is the "
             "no-op from the same module. The variants alternate within each repetition. Capture off shows "
-            "what keeping a job's log lines costs; rollups off what the per-minute rollups cost.\n")
+            "what keeping a job's log lines costs; rollups off what the per-minute rollups cost.\n"
+        )
 
     # -- precision
     prec_busy = r.get("precision_busy", {})
     if prec or prec_busy:
         rows = []
         entries = [(k, v, "idle (4 slots)" if k.startswith("ours/") else "idle") for k, v in prec.items()]
-        entries += [(k, v, f"{v.get('busy')} of {v.get('slots')} slots busy (sleeping jobs; running at the first "
-                           f"stamp: {', '.join(str(x) for x in v.get('busy_running', []))})")
-                    for k, v in prec_busy.items()]
+        entries += [
+            (
+                k,
+                v,
+                f"{v.get('busy')} of {v.get('slots')} slots busy (sleeping jobs; running at the first "
+                f"stamp: {', '.join(str(x) for x in v.get('busy_running', []))})",
+            )
+            for k, v in prec_busy.items()
+        ]
         for key, v, cond in entries:
             name, kind = key.split("/")
             ran = v.get("ran", [])
-            rows.append([LABEL[name], DBL[kind], cond, ms(v["p50"]), ms(v["p95"]), ms(v["p99"]), ms(v["max"]),
-                         ms(v["min"]), claims_cell(v), f"{min(ran) if ran else 0}/{v.get('expected')}",
-                         len(v.get("reps", []))])
-        parts.append("### Timing precision: lateness = job's own start − execute_at, ms "
-                     f"({fmt(cfg.get('prec_n', 200))} jobs spread over {fmt(cfg.get('prec_spread', 10))} s, the "
-                     "first 3 s ahead, worker already running)\n\n" +
-                     table(["subject", "database", "slots", "p50", "p95", "p99", "max", "min",
-                            "claim → start p50 / p99 / max", "ran (worst rep)", "reps"], rows) +
-                     "\n\nClaim → start (this project): from the claim's time (the job's `last_attempted_at`, the "
-                     "time its queue's rate limit counts) to the task's first statement; a run's p50, p99 and max, "
-                     "median of the repetitions. The rate limit holds at claims: starts follow them by this delay "
-                     "(docs/LIMITS.md).\n")
+            rows.append(
+                [
+                    LABEL[name],
+                    DBL[kind],
+                    cond,
+                    ms(v["p50"]),
+                    ms(v["p95"]),
+                    ms(v["p99"]),
+                    ms(v["max"]),
+                    ms(v["min"]),
+                    claims_cell(v),
+                    f"{min(ran) if ran else 0}/{v.get('expected')}",
+                    len(v.get("reps", [])),
+                ]
+            )
+        parts.append(
+            "### Timing precision: lateness = job's own start − execute_at, ms "
+            f"({fmt(cfg.get('prec_n', 200))} jobs spread over {fmt(cfg.get('prec_spread', 10))} s, the "
+            "first 3 s ahead, worker already running)\n\n"
+            + table(
+                [
+                    "subject",
+                    "database",
+                    "slots",
+                    "p50",
+                    "p95",
+                    "p99",
+                    "max",
+                    "min",
+                    "claim → start p50 / p99 / max",
+                    "ran (worst rep)",
+                    "reps",
+                ],
+                rows,
+            )
+            + "\n\nClaim → start (this project): from the claim's time (the job's `last_attempted_at`, the "
+            "time its queue's rate limit counts) to the task's first statement; a run's p50, p99 and max, "
+            "median of the repetitions. The rate limit holds at claims: starts follow them by this delay "
+            "(docs/LIMITS.md).\n"
+        )
 
     # -- pickup
     if pick:
         rows = []
-        via_label = {"orm": "`task.enqueue()` from another process", "api": "REST API POST /api/jobs/",
-                     "inproc": "`task.enqueue()` inside a running job (same process)", "enqueue": "its enqueue API"}
+        via_label = {
+            "orm": "`task.enqueue()` from another process",
+            "api": "REST API POST /api/jobs/",
+            "inproc": "`task.enqueue()` inside a running job (same process)",
+            "enqueue": "its enqueue API",
+        }
         for key, v in pick.items():
             name, kind, via = key.split("/")
             missing = sum(x.get("missing", 0) for x in v.get("reps", []))
-            rows.append([LABEL[name], DBL[kind], via_label[via], ms(v["p50"]), ms(v["p99"]), ms(v["max"]),
-                         ms(v["after_p50"]) if "after_p50" in v else "-",
-                         ms(v["after_p99"]) if "after_p99" in v else "-", missing or ""])
-        parts.append(f"### Pickup latency: idle worker, one due-now job at a time, ms "
-                     f"({cfg.get('pickup_n', 50)} jobs per row)\n\n"
-                     "From the moment before the enqueue call to the job's own start (p50, p99, max), and from "
-                     "the moment the enqueue call returned, its transaction committed (from return).\n\n" +
-                     table(["subject", "database", "enqueued through", "p50", "p99", "max",
-                            "p50 from return", "p99 from return", "missing"], rows) + "\n")
+            rows.append(
+                [
+                    LABEL[name],
+                    DBL[kind],
+                    via_label[via],
+                    ms(v["p50"]),
+                    ms(v["p99"]),
+                    ms(v["max"]),
+                    ms(v["after_p50"]) if "after_p50" in v else "-",
+                    ms(v["after_p99"]) if "after_p99" in v else "-",
+                    missing or "",
+                ]
+            )
+        parts.append(
+            f"### Pickup latency: idle worker, one due-now job at a time, ms "
+            f"({cfg.get('pickup_n', 50)} jobs per row)\n\n"
+            "From the moment before the enqueue call to the job's own start (p50, p99, max), and from "
+            "the moment the enqueue call returned, its transaction committed (from return).\n\n"
+            + table(
+                [
+                    "subject",
+                    "database",
+                    "enqueued through",
+                    "p50",
+                    "p99",
+                    "max",
+                    "p50 from return",
+                    "p99 from return",
+                    "missing",
+                ],
+                rows,
+            )
+            + "\n"
+        )
 
     # -- memory
     mem = r.get("memory", {})
     if mem:
-        rows = [[DBL[k], fmt(v["idle_mb"], 1), fmt(v["future_mb"], 1), f"+{fmt(v['future_growth_mb'], 1)}",
-                 fmt(v["due_mb"], 1), f"+{fmt(v['due_growth_mb'], 1)}", fmt(v.get("due_remaining"))]
-                for k, v in mem.items()]
-        parts.append("### Memory: dispatcher RSS (psutil), MB, one run each\n\n" + table(
-            ["database", "idle", f"{fmt(cfg.get('mem_future'))} future pending", "growth",
-             f"{fmt(cfg.get('mem_due'))} due, 4 slots (peak)", "growth", "due jobs left when sampling stopped"], rows) +
-            f"\n\nFuture jobs are due from now + 240 s, 5 ms apart (the 300 s window holds more than the heap cap). "
-            f"The due run is sampled every 0.5 s for up to {cfg.get('mem_due_seconds')} s.\n")
+        rows = [
+            [
+                DBL[k],
+                fmt(v["idle_mb"], 1),
+                fmt(v["future_mb"], 1),
+                f"+{fmt(v['future_growth_mb'], 1)}",
+                fmt(v["due_mb"], 1),
+                f"+{fmt(v['due_growth_mb'], 1)}",
+                fmt(v.get("due_remaining")),
+            ]
+            for k, v in mem.items()
+        ]
+        parts.append(
+            "### Memory: dispatcher RSS (psutil), MB, one run each\n\n"
+            + table(
+                [
+                    "database",
+                    "idle",
+                    f"{fmt(cfg.get('mem_future'))} future pending",
+                    "growth",
+                    f"{fmt(cfg.get('mem_due'))} due, 4 slots (peak)",
+                    "growth",
+                    "due jobs left when sampling stopped",
+                ],
+                rows,
+            )
+            + f"\n\nFuture jobs are due from now + 240 s, 5 ms apart (the 300 s window holds more than the heap cap). "
+            f"The due run is sampled every 0.5 s for up to {cfg.get('mem_due_seconds')} s.\n"
+        )
 
     # -- scale
     sc = r.get("scale", {})
@@ -571,17 +869,26 @@ def render(results):
         names = list(next(iter(sc.values()))["queries"].keys())
         rows = []
         for size, v in sc.items():
-            rows.append([fmt(int(size))] + [f"{fmt(v['queries'][q]['ms']['median'], 2)} / {fmt(v['queries'][q]['p99'], 2)}"
-                                            for q in names] + [ms(v["throughput"]["jobs_per_s"], 0)])
-        parts.append("### Scale: hot queries with finished rows in the table (PostgreSQL), ms median / p99 of 30, "
-                     "and throughput (N = " + fmt(cfg.get("scale_n")) + ", 4 slots)\n\n" +
-                     table(["finished rows"] + names + ["jobs/s"], rows) +
-                     "\n\nThe raw statements run with 1,000 due pending rows present (the claim is rolled back); "
-                     "`store.*` are the dispatcher's own calls, ORM included.\n")
+            rows.append(
+                [fmt(int(size))]
+                + [f"{fmt(v['queries'][q]['ms']['median'], 2)} / {fmt(v['queries'][q]['p99'], 2)}" for q in names]
+                + [ms(v["throughput"]["jobs_per_s"], 0)]
+            )
+        parts.append(
+            "### Scale: hot queries with finished rows in the table (PostgreSQL), ms median / p99 of 30, "
+            "and throughput (N = "
+            + fmt(cfg.get("scale_n"))
+            + ", 4 slots)\n\n"
+            + table(["finished rows"] + names + ["jobs/s"], rows)
+            + "\n\nThe raw statements run with 1,000 due pending rows present (the claim is rolled back); "
+            "`store.*` are the dispatcher's own calls, ORM included.\n"
+        )
         for size, v in sc.items():
             plans = "\n\n".join(f"{q}:\n{v['queries'][q]['plan']}" for q in names if v["queries"][q]["plan"])
-            parts.append(f"<details><summary>EXPLAIN (ANALYZE, BUFFERS) with {fmt(int(size))} finished rows</summary>\n\n"
-                         f"```\n{plans}\n```\n</details>\n")
+            parts.append(
+                f"<details><summary>EXPLAIN (ANALYZE, BUFFERS) with {fmt(int(size))} finished rows</summary>\n\n"
+                f"```\n{plans}\n```\n</details>\n"
+            )
 
     # -- enqueue
     enq = r.get("enqueue", {})
@@ -590,33 +897,57 @@ def render(results):
         for key, v in enq.items():
             name, kind = key.split("/")
             label = "floor: raw psycopg INSERT + NOTIFY, bare table" if name == "floor" else LABEL[name]
-            rows.append([label, DBL[kind], ms(v["enqueue_per_s"], 0), ms(v.get("in_tx_per_s"), 0),
-                         ms(v.get("enqueue_many_per_s") or v.get("bulk_per_s"), 0),
-                         ms(v.get("enqueue_many_one_call_per_s"), 0),
-                         ms(v.get("api_bulk_per_s"), 0), ms(v.get("api_single_p50_ms")), ms(v.get("api_single_p99_ms"))])
+            rows.append(
+                [
+                    label,
+                    DBL[kind],
+                    ms(v["enqueue_per_s"], 0),
+                    ms(v.get("in_tx_per_s"), 0),
+                    ms(v.get("enqueue_many_per_s") or v.get("bulk_per_s"), 0),
+                    ms(v.get("enqueue_many_one_call_per_s"), 0),
+                    ms(v.get("api_bulk_per_s"), 0),
+                    ms(v.get("api_single_p50_ms")),
+                    ms(v.get("api_single_p99_ms")),
+                ]
+            )
         n_many = cfg.get("enqueue_many_batch", 1000) * cfg.get("enqueue_many_calls", 0)
-        parts.append("### Enqueue: one at a time through the task API (autocommit, and a loop in one "
-                     "`transaction.atomic()`), `enqueue_many()`, and through the REST API "
-                     "(Django's threaded dev server, one client)\n\n" + table(
-                         ["subject", "database", "task.enqueue() / defer() / async_task() per s, autocommit",
-                          "the same, a loop in one transaction.atomic(), per s",
-                          f"bulk call jobs/s, {fmt(cfg.get('enqueue_many_batch', 1000))} per call "
-                          "(`enqueue_many()`; procrastinate `batch_defer()`)",
-                          f"enqueue_many() jobs/s ({fmt(n_many)} in one call)",
-                          "bulk API jobs/s (1,000 per request)", "single API create p50 ms", "p99 ms"], rows) +
-                     f"\n\n{fmt(cfg.get('enqueue_n'))} calls per loop after {cfg.get('enqueue_warmup', 0)} warm-up "
-                     "calls. The floor sends one statement per job (a CTE that inserts a job-like row and calls "
-                     "`pg_notify` with its id) with psycopg's prepared statements, first one commit per job, then "
-                     "all in one transaction. Of the peers only procrastinate has a bulk call (`batch_defer()`); "
-                     "django-tasks-db and django-q2 enqueue one at a time.\n")
+        parts.append(
+            "### Enqueue: one at a time through the task API (autocommit, and a loop in one "
+            "`transaction.atomic()`), `enqueue_many()`, and through the REST API "
+            "(Django's threaded dev server, one client)\n\n"
+            + table(
+                [
+                    "subject",
+                    "database",
+                    "task.enqueue() / defer() / async_task() per s, autocommit",
+                    "the same, a loop in one transaction.atomic(), per s",
+                    f"bulk call jobs/s, {fmt(cfg.get('enqueue_many_batch', 1000))} per call "
+                    "(`enqueue_many()`; procrastinate `batch_defer()`)",
+                    f"enqueue_many() jobs/s ({fmt(n_many)} in one call)",
+                    "bulk API jobs/s (1,000 per request)",
+                    "single API create p50 ms",
+                    "p99 ms",
+                ],
+                rows,
+            )
+            + f"\n\n{fmt(cfg.get('enqueue_n'))} calls per loop after {cfg.get('enqueue_warmup', 0)} warm-up "
+            "calls. The floor sends one statement per job (a CTE that inserts a job-like row and calls "
+            "`pg_notify` with its id) with psycopg's prepared statements, first one commit per job, then "
+            "all in one transaction. Of the peers only procrastinate has a bulk call (`batch_defer()`); "
+            "django-tasks-db and django-q2 enqueue one at a time.\n"
+        )
 
     scl = r.get("scaling", {})
     if scl:
-        parts.append("### Several dispatchers on one PostgreSQL\n\n" + scaling_table(results) +
-                     "\n\nSee docs/SCALING.md.\n")
+        parts.append(
+            "### Several dispatchers on one PostgreSQL\n\n" + scaling_table(results) + "\n\nSee docs/SCALING.md.\n"
+        )
     if r.get("processes"):
-        parts.append("### `rundispatcher --processes N` (one supervisor, N dispatcher processes)\n\n" +
-                     processes_table(results) + "\n\nSee docs/SCALING.md.\n")
+        parts.append(
+            "### `rundispatcher --processes N` (one supervisor, N dispatcher processes)\n\n"
+            + processes_table(results)
+            + "\n\nSee docs/SCALING.md.\n"
+        )
     import flow_bench  # bench/flow_bench.py
     import keys_bench  # bench/keys_bench.py
     import workflows_bench  # bench/workflows_bench.py
@@ -634,15 +965,37 @@ def processes_table(results):
     rows = []
     for v in pr.values():
         one = med(pr.get(f"1/{v['slots']}", {}).get("jobs_per_s"))
-        rows.append([v["processes"], v["slots"], fmt(v["processes"] * v["slots"]), ms(v["jobs_per_s"], 0),
-                     f"{med(v['jobs_per_s']) / one:.2f}x" if one and med(v["jobs_per_s"]) else "-",
-                     ms(v.get("ready_s"), 1), len(v["reps"]), "" if v["complete"] else "**incomplete (timeout)**"])
-    return (f"`rundispatcher --processes P --concurrency S` (P = 1: the command is the dispatcher itself). Once all "
-            f"P dispatchers are registered, N = {fmt(cfg.get('proc_n'))} due no-op jobs are enqueued in one "
-            f"transaction (`enqueue_many`); jobs/s = N / (first job's start → last job's finish). "
-            f"{cfg.get('reps')} repetitions, the configurations alternating within each.\n\n" +
-            table(["processes", "slots each", "slots", "jobs/s (first start → last finish)",
-                   "x one process, same slots", "all registered after spawn, s", "reps", ""], rows))
+        rows.append(
+            [
+                v["processes"],
+                v["slots"],
+                fmt(v["processes"] * v["slots"]),
+                ms(v["jobs_per_s"], 0),
+                f"{med(v['jobs_per_s']) / one:.2f}x" if one and med(v["jobs_per_s"]) else "-",
+                ms(v.get("ready_s"), 1),
+                len(v["reps"]),
+                "" if v["complete"] else "**incomplete (timeout)**",
+            ]
+        )
+    return (
+        f"`rundispatcher --processes P --concurrency S` (P = 1: the command is the dispatcher itself). Once all "
+        f"P dispatchers are registered, N = {fmt(cfg.get('proc_n'))} due no-op jobs are enqueued in one "
+        f"transaction (`enqueue_many`); jobs/s = N / (first job's start → last job's finish). "
+        f"{cfg.get('reps')} repetitions, the configurations alternating within each.\n\n"
+        + table(
+            [
+                "processes",
+                "slots each",
+                "slots",
+                "jobs/s (first start → last finish)",
+                "x one process, same slots",
+                "all registered after spawn, s",
+                "reps",
+                "",
+            ],
+            rows,
+        )
+    )
 
 
 def scaling_table(results):
@@ -650,12 +1003,36 @@ def scaling_table(results):
     scl = results.get("results", {}).get("scaling", {})
     rows = []
     for count, v in scl.items():
-        rows.append([count, fmt(int(count) * 4), ms(v["jobs_per_s"], 0), ms(v["jobs_per_s_wall"], 0),
-                     ms(v["claims"], 0), ms(v["short"], 0), ms(v["empty"], 0), ms(v["short_pct"], 1),
-                     ms(v["rows_per_claim"], 2)])
-    return (f"N = {fmt(cfg.get('scaling_n'))} due no-op jobs, each dispatcher 4 slots, {cfg.get('reps')} repetitions.\n\n" +
-            table(["dispatchers", "slots", "jobs/s (first start → last finish)", "jobs/s (spawn → last finish)",
-                   "claim statements", "short claims (< asked)", "empty claims", "short %", "rows per claim"], rows))
+        rows.append(
+            [
+                count,
+                fmt(int(count) * 4),
+                ms(v["jobs_per_s"], 0),
+                ms(v["jobs_per_s_wall"], 0),
+                ms(v["claims"], 0),
+                ms(v["short"], 0),
+                ms(v["empty"], 0),
+                ms(v["short_pct"], 1),
+                ms(v["rows_per_claim"], 2),
+            ]
+        )
+    return (
+        f"N = {fmt(cfg.get('scaling_n'))} due no-op jobs, each dispatcher 4 slots, {cfg.get('reps')} repetitions.\n\n"
+        + table(
+            [
+                "dispatchers",
+                "slots",
+                "jobs/s (first start → last finish)",
+                "jobs/s (spawn → last finish)",
+                "claim statements",
+                "short claims (< asked)",
+                "empty claims",
+                "short %",
+                "rows per claim",
+            ],
+            rows,
+        )
+    )
 
 
 def replace_between(path, start, end, body, header):
@@ -681,7 +1058,10 @@ PROC_START, PROC_END = "<!-- bench:processes:start -->", "<!-- bench:processes:e
 
 def write_docs(results, text):
     replace_between(
-        os.path.join(ROOT, "docs", "BENCHMARKS.md"), "<!-- bench:start -->", "<!-- bench:end -->", text,
+        os.path.join(ROOT, "docs", "BENCHMARKS.md"),
+        "<!-- bench:start -->",
+        "<!-- bench:end -->",
+        text,
         "# Benchmarks\n\nGenerated by `make bench` (bench/run.py) between the markers below.\n",
     )
     res = results.get("results", {})

@@ -46,15 +46,54 @@ PG = "postgresql://postgres@127.0.0.1:5432/"
 # (every run drops and re-creates its own) nor talk to each other's API server (a free port is
 # picked per server). BENCH_DB_PREFIX overrides the prefix.
 DB_PREFIX = os.environ.get("BENCH_DB_PREFIX") or (
-    "bench_" + "".join(c if c.isalnum() else "_" for c in os.path.basename(ROOT).lower())[:24])
+    "bench_" + "".join(c if c.isalnum() else "_" for c in os.path.basename(ROOT).lower())[:24]
+)
 
-ALL_MEASUREMENTS = ["floor", "throughput", "stamp", "logging", "joblog", "precision", "precision_busy", "pickup",
-                    "memory", "scale", "enqueue", "scaling", "processes", "limits", "workflows", "keys"]
+ALL_MEASUREMENTS = [
+    "floor",
+    "throughput",
+    "stamp",
+    "logging",
+    "joblog",
+    "precision",
+    "precision_busy",
+    "pickup",
+    "memory",
+    "scale",
+    "enqueue",
+    "scaling",
+    "processes",
+    "limits",
+    "workflows",
+    "keys",
+]
 # Measurements of this project only, and those run on PostgreSQL only.
-OURS_ONLY = {"floor", "memory", "scale", "scaling", "logging", "joblog", "precision_busy", "processes", "limits",
-             "workflows", "keys"}
-PG_ONLY = {"floor", "stamp", "scale", "scaling", "logging", "joblog", "precision_busy", "processes", "limits",
-           "workflows", "keys"}
+OURS_ONLY = {
+    "floor",
+    "memory",
+    "scale",
+    "scaling",
+    "logging",
+    "joblog",
+    "precision_busy",
+    "processes",
+    "limits",
+    "workflows",
+    "keys",
+}
+PG_ONLY = {
+    "floor",
+    "stamp",
+    "scale",
+    "scaling",
+    "logging",
+    "joblog",
+    "precision_busy",
+    "processes",
+    "limits",
+    "workflows",
+    "keys",
+}
 NOOP = "scheduler_app.demo.tasks.noop"  # the task of every throughput run unless said
 BENCH_NOOP = "bench.benchapp.tasks.noop"
 LOG_ONE = "bench.benchapp.tasks.log_one"
@@ -303,11 +342,7 @@ class Ours(Subject):
         """The environment of our processes; ``log_level=None`` leaves SCHEDULER_LOG_LEVEL unset
         (the project's settings default)."""
         e = dict(os.environ)
-        e.update(
-            DATABASE_URL=self.db.url,
-            DJANGO_SETTINGS_MODULE="bench.settings_ours",
-            PYTHONPATH=ROOT,
-        )
+        e.update(DATABASE_URL=self.db.url, DJANGO_SETTINGS_MODULE="bench.settings_ours", PYTHONPATH=ROOT)
         e.pop("SCHEDULER_LOG_LEVEL", None)
         if log_level is not None:
             e["SCHEDULER_LOG_LEVEL"] = log_level
@@ -339,8 +374,7 @@ class Ours(Subject):
         if self.kind == "sqlite":
             since_dt = since_dt.strftime("%Y-%m-%d %H:%M:%S.%f")
         first, last = self.db.q(
-            "SELECT min(started_at), max(finished_at) FROM scheduler_app_job WHERE finished_at >= %s",
-            (since_dt,),
+            "SELECT min(started_at), max(finished_at) FROM scheduler_app_job WHERE finished_at >= %s", (since_dt,)
         )[0]
         return to_epoch(first), to_epoch(last)
 
@@ -349,10 +383,7 @@ class Peer(Subject):
     def env(self, **extra):
         e = dict(os.environ)
         e.update(
-            PEER=self.name,
-            BENCH_DB=self.db.env_value,
-            DJANGO_SETTINGS_MODULE="bench.peers.settings",
-            PYTHONPATH=ROOT,
+            PEER=self.name, BENCH_DB=self.db.env_value, DJANGO_SETTINGS_MODULE="bench.peers.settings", PYTHONPATH=ROOT
         )
         e.pop("VIRTUAL_ENV", None)
         e.update({k: str(v) for k, v in extra.items()})
@@ -422,21 +453,41 @@ def stop_all(procs):
 # measurements
 
 
-def throughput_once(subj, n, variant, tag, slots=4, count=1, timeout=None, stats_prefix=None, task=None,
-                    log_level="WARNING", env=None, stamp=False, enqueue_args=()):
+def throughput_once(
+    subj,
+    n,
+    variant,
+    tag,
+    slots=4,
+    count=1,
+    timeout=None,
+    stats_prefix=None,
+    task=None,
+    log_level="WARNING",
+    env=None,
+    stamp=False,
+    enqueue_args=(),
+):
     """Enqueue n due no-op jobs (ours: or of ``task``; with ``stamp``: ``stamp(key, due)`` jobs, any
     subject), start the worker(s), wait for the last to finish.
 
     ``enqueue_args``: more arguments of the driver's ``enqueue_noop`` (ours: ``--keys``)."""
     subj.reset()  # also empties bench_stamp
-    subj.driver("enqueue_noop", "--n", str(n), *(["--task", task] if task else []), *(["--stamp"] if stamp else []),
-                *enqueue_args)
+    subj.driver(
+        "enqueue_noop",
+        "--n",
+        str(n),
+        *(["--task", task] if task else []),
+        *(["--stamp"] if stamp else []),
+        *enqueue_args,
+    )
     if subj.kind == "pg":
         subj.db.q("VACUUM ANALYZE")
     spawn = time.time()
     if isinstance(subj, Ours):
-        procs = subj.workers(variant, tag, slots=slots, count=count, stats_prefix=stats_prefix, log_level=log_level,
-                             env=env)
+        procs = subj.workers(
+            variant, tag, slots=slots, count=count, stats_prefix=stats_prefix, log_level=log_level, env=env
+        )
     else:
         procs = subj.workers(variant, tag)
     res = drain(subj, n, procs, spawn, timeout or (60 + n / 10), tag)
@@ -544,13 +595,28 @@ def m_floor(ctx):
             reps = {"bare": [], "project": []}
             for _ in range(ctx.reps):
                 for table in reps:  # alternated: both see the same machine
-                    r = run_driver([OURS_PY, os.path.join(BENCH, "floor.py"), "--dsn", PG + db.name,
-                                    "--batch", str(batch), "--n", str(n), "--table", table], ours.env())
+                    r = run_driver(
+                        [
+                            OURS_PY,
+                            os.path.join(BENCH, "floor.py"),
+                            "--dsn",
+                            PG + db.name,
+                            "--batch",
+                            str(batch),
+                            "--n",
+                            str(n),
+                            "--table",
+                            table,
+                        ],
+                        ours.env(),
+                    )
                     reps[table].append(r["jobs_per_s"])
             for table, values in reps.items():
                 out[table][str(batch)] = {"n": n, "jobs_per_s": summary(values), "reps": values}
-            log(f"  floor batch {batch}: bare table {fmt_s(out['bare'][str(batch)]['jobs_per_s'])} jobs/s, "
-                f"project table {fmt_s(out['project'][str(batch)]['jobs_per_s'])} jobs/s")
+            log(
+                f"  floor batch {batch}: bare table {fmt_s(out['bare'][str(batch)]['jobs_per_s'])} jobs/s, "
+                f"project table {fmt_s(out['project'][str(batch)]['jobs_per_s'])} jobs/s"
+            )
     finally:
         drop_floor_db(db)
     return out
@@ -565,16 +631,17 @@ def m_throughput(ctx):
                 if kind == "sqlite" and n > ctx.curve_n and not ctx.sqlite_big:
                     continue
                 nreps = ctx.reps if n <= ctx.curve_n else ctx.big_reps
-                reps = [throughput_once(ours, n, "default", f"tp-ours-{kind}-{n}-{r}", slots=4)
-                        for r in range(nreps)]
+                reps = [throughput_once(ours, n, "default", f"tp-ours-{kind}-{n}-{r}", slots=4) for r in range(nreps)]
                 out["ours"][f"{kind}/n={n}/slots=4"] = pack(reps)
                 log(f"  ours {kind} n={n} slots=4: {fmt_s(out['ours'][f'{kind}/n={n}/slots=4']['jobs_per_s'])} jobs/s")
             if kind == "pg" or ctx.sqlite_curve:
                 for slots in ctx.curve:
                     if slots == 4 and ctx.curve_n in ctx.ours_ns:
                         continue
-                    reps = [throughput_once(ours, ctx.curve_n, "default", f"tp-ours-{kind}-s{slots}-{r}",
-                                            slots=slots) for r in range(ctx.reps)]
+                    reps = [
+                        throughput_once(ours, ctx.curve_n, "default", f"tp-ours-{kind}-s{slots}-{r}", slots=slots)
+                        for r in range(ctx.reps)
+                    ]
                     key = f"{kind}/n={ctx.curve_n}/slots={slots}"
                     out["ours"][key] = pack(reps)
                     log(f"  ours {kind} n={ctx.curve_n} slots={slots}: {fmt_s(out['ours'][key]['jobs_per_s'])} jobs/s")
@@ -585,11 +652,11 @@ def m_throughput(ctx):
             variants = ("default", "c4") if kind == "pg" else ("default",)
             n = ctx.peer_n_for(name)
             for variant in variants:
-                reps = [throughput_once(peer, n, variant, f"tp-{name}-{kind}-{variant}-{r}")
-                        for r in range(ctx.reps)]
-                out["peers"][f"{name}/{kind}/{variant}"] = pack(reps) | {
-                    "label": peer.variant_label(variant)}
-                log(f"  {name} {kind} {variant}: {fmt_s(out['peers'][f'{name}/{kind}/{variant}']['jobs_per_s'])} jobs/s")
+                reps = [throughput_once(peer, n, variant, f"tp-{name}-{kind}-{variant}-{r}") for r in range(ctx.reps)]
+                out["peers"][f"{name}/{kind}/{variant}"] = pack(reps) | {"label": peer.variant_label(variant)}
+                log(
+                    f"  {name} {kind} {variant}: {fmt_s(out['peers'][f'{name}/{kind}/{variant}']['jobs_per_s'])} jobs/s"
+                )
     return out
 
 
@@ -600,18 +667,20 @@ def m_stamp(ctx):
     every configuration back to back."""
     variants = {}
     if "ours" in ctx.subjects:
-        variants["ours/pg/slots=4"] = {"subject": "ours", "variant": "default", "n": ctx.curve_n,
-                                       "label": "4 slots"}
+        variants["ours/pg/slots=4"] = {"subject": "ours", "variant": "default", "n": ctx.curve_n, "label": "4 slots"}
     for name in ctx.peers:
         for variant in ("default", "c4"):
-            variants[f"{name}/pg/{variant}"] = {"subject": name, "variant": variant, "n": ctx.peer_n_for(name),
-                                                "label": SUBJECT_CLASSES[name]("pg").variant_label(variant)}
+            variants[f"{name}/pg/{variant}"] = {
+                "subject": name,
+                "variant": variant,
+                "n": ctx.peer_n_for(name),
+                "label": SUBJECT_CLASSES[name]("pg").variant_label(variant),
+            }
 
     def run(v, r):
         spec = variants[v]
         subj = ctx.subject(spec["subject"], "pg")
-        res = throughput_once(subj, spec["n"], spec["variant"], f"stamp-{v.replace('/', '-')}-{r}", slots=4,
-                              stamp=True)
+        res = throughput_once(subj, spec["n"], spec["variant"], f"stamp-{v.replace('/', '-')}-{r}", slots=4, stamp=True)
         res["stamped"] = subj.db.q("SELECT count(*) FROM bench_stamp")[0][0]  # the work was done
         if spec["subject"] == "ours":
             res |= delay_stats(claim_to_start_ms(subj))  # under a backlog: every slot refilled at once
@@ -621,9 +690,15 @@ def m_stamp(ctx):
     out = interleaved(ctx, variants, run)
     for v, o in out.items():
         o |= pack_claims(o["reps"])
-        log(f"  stamp {v}: {fmt_s(o['jobs_per_s'])} jobs/s, stamped {min(x['stamped'] for x in o['reps'])}/{o['n']}"
-            + (f", claim→start p50 {fmt_s(o['claim_p50'], 1)} p99 {fmt_s(o['claim_p99'], 1)} "
-               f"max {fmt_s(o['claim_max'], 1)} ms" if "claim_p50" in o else ""))
+        log(
+            f"  stamp {v}: {fmt_s(o['jobs_per_s'])} jobs/s, stamped {min(x['stamped'] for x in o['reps'])}/{o['n']}"
+            + (
+                f", claim→start p50 {fmt_s(o['claim_p50'], 1)} p99 {fmt_s(o['claim_p99'], 1)} "
+                f"max {fmt_s(o['claim_max'], 1)} ms"
+                if "claim_p50" in o
+                else ""
+            )
+        )
     return out
 
 
@@ -633,8 +708,10 @@ def claim_to_start_ms(subj):
     first statement (its ``bench_stamp`` row). Both are the dispatcher host's clock."""
     started = {str(k): s for k, s in subj.db.q("SELECT key, started FROM bench_stamp")}
     delays = []
-    rows = subj.db.q("SELECT args, kwargs, last_attempted_at FROM scheduler_app_job "
-                     "WHERE task = 'bench.benchapp.tasks.stamp' AND last_attempted_at IS NOT NULL")
+    rows = subj.db.q(
+        "SELECT args, kwargs, last_attempted_at FROM scheduler_app_job "
+        "WHERE task = 'bench.benchapp.tasks.stamp' AND last_attempted_at IS NOT NULL"
+    )
     for args, kwargs, claimed in rows:
         args, kwargs = (json.loads(x) if isinstance(x, str) else x for x in (args, kwargs))
         key = str(kwargs.get("key", args[0] if args else ""))
@@ -645,8 +722,12 @@ def claim_to_start_ms(subj):
 
 def delay_stats(delays):
     """p50, p99 and max of one run's claim-to-start delays (ms), and how many there were."""
-    return {"claim_p50": pct(delays, 50), "claim_p99": pct(delays, 99),
-            "claim_max": max(delays) if delays else None, "claim_n": len(delays)}
+    return {
+        "claim_p50": pct(delays, 50),
+        "claim_p99": pct(delays, 99),
+        "claim_max": max(delays) if delays else None,
+        "claim_n": len(delays),
+    }
 
 
 CLAIM_KEYS = ("claim_p50", "claim_p99", "claim_max")
@@ -698,9 +779,13 @@ def precision_rep(ctx, subj, tag, busy=0):
     rows = timed_session(subj, tag, body, ctx.warmup)
     late = [(s - d) * 1000 for d, s in rows]
     rep = {
-        "ran": len(late), "expected": ctx.prec_n,
-        "p50": pct(late, 50), "p95": pct(late, 95), "p99": pct(late, 99),
-        "max": max(late) if late else None, "min": min(late) if late else None,
+        "ran": len(late),
+        "expected": ctx.prec_n,
+        "p50": pct(late, 50),
+        "p95": pct(late, 95),
+        "p99": pct(late, 99),
+        "max": max(late) if late else None,
+        "min": min(late) if late else None,
     }
     if isinstance(subj, Ours):
         rep |= delay_stats(claim_to_start_ms(subj))
@@ -710,8 +795,11 @@ def precision_rep(ctx, subj, tag, busy=0):
 
 
 def pack_precision(ctx, reps):
-    return {k: summary([x[k] for x in reps]) for k in ("p50", "p95", "p99", "max", "min")} | pack_claims(reps) | {
-        "ran": [x["ran"] for x in reps], "expected": ctx.prec_n, "reps": reps}
+    return (
+        {k: summary([x[k] for x in reps]) for k in ("p50", "p95", "p99", "max", "min")}
+        | pack_claims(reps)
+        | {"ran": [x["ran"] for x in reps], "expected": ctx.prec_n, "reps": reps}
+    )
 
 
 def m_precision(ctx):
@@ -721,13 +809,22 @@ def m_precision(ctx):
             if kind == "sqlite" and name != "ours":
                 continue
             subj = ctx.subject(name, kind)
-            reps = [precision_rep(ctx, subj, f"prec-{name}-{kind}-{r}")
-                    for r in range(ctx.reps if name == "ours" else ctx.peer_timing_reps)]
+            reps = [
+                precision_rep(ctx, subj, f"prec-{name}-{kind}-{r}")
+                for r in range(ctx.reps if name == "ours" else ctx.peer_timing_reps)
+            ]
             out[f"{name}/{kind}"] = pack_precision(ctx, reps)
             o = out[f"{name}/{kind}"]
-            log(f"  precision {name} {kind}: p50 {fmt_s(o['p50'], 1)} p99 {fmt_s(o['p99'], 1)} "
-                f"max {fmt_s(o['max'], 1)} ms" + (f"; claim→start p50 {fmt_s(o['claim_p50'], 1)} "
-                f"p99 {fmt_s(o['claim_p99'], 1)} max {fmt_s(o['claim_max'], 1)} ms" if "claim_p50" in o else ""))
+            log(
+                f"  precision {name} {kind}: p50 {fmt_s(o['p50'], 1)} p99 {fmt_s(o['p99'], 1)} "
+                f"max {fmt_s(o['max'], 1)} ms"
+                + (
+                    f"; claim→start p50 {fmt_s(o['claim_p50'], 1)} "
+                    f"p99 {fmt_s(o['claim_p99'], 1)} max {fmt_s(o['claim_max'], 1)} ms"
+                    if "claim_p50" in o
+                    else ""
+                )
+            )
     return out
 
 
@@ -735,11 +832,16 @@ def m_precision_busy(ctx):
     """Precision with 4 slots of which ``busy_slots`` run sleeping jobs the whole time (ours, PostgreSQL)."""
     subj = ctx.subject("ours", "pg")
     reps = [precision_rep(ctx, subj, f"precbusy-ours-pg-{r}", busy=ctx.busy_slots) for r in range(ctx.reps)]
-    o = pack_precision(ctx, reps) | {"busy": ctx.busy_slots, "slots": 4,
-                                     "busy_running": [x.get("busy_running") for x in reps]}
-    log(f"  precision ours pg, {ctx.busy_slots} of 4 slots busy (running: {o['busy_running']}): "
+    o = pack_precision(ctx, reps) | {
+        "busy": ctx.busy_slots,
+        "slots": 4,
+        "busy_running": [x.get("busy_running") for x in reps],
+    }
+    log(
+        f"  precision ours pg, {ctx.busy_slots} of 4 slots busy (running: {o['busy_running']}): "
         f"p50 {fmt_s(o['p50'], 1)} p99 {fmt_s(o['p99'], 1)} max {fmt_s(o['max'], 1)} ms; "
-        f"claim→start p50 {fmt_s(o['claim_p50'], 1)} p99 {fmt_s(o['claim_p99'], 1)} max {fmt_s(o['claim_max'], 1)} ms")
+        f"claim→start p50 {fmt_s(o['claim_p50'], 1)} p99 {fmt_s(o['claim_p99'], 1)} max {fmt_s(o['claim_max'], 1)} ms"
+    )
     return {"ours/pg": o}
 
 
@@ -759,8 +861,13 @@ def m_logging(ctx):
     unset) and at WARNING (what every other throughput run uses), in the same run."""
     subj = ctx.subject("ours", "pg")
     variants = {"default": {"log_level": None}, "warning": {"log_level": "WARNING"}}
-    out = interleaved(ctx, variants, lambda v, r: throughput_once(
-        subj, ctx.log_n, "default", f"log-{v}-{r}", slots=4, log_level=variants[v]["log_level"]))
+    out = interleaved(
+        ctx,
+        variants,
+        lambda v, r: throughput_once(
+            subj, ctx.log_n, "default", f"log-{v}-{r}", slots=4, log_level=variants[v]["log_level"]
+        ),
+    )
     for v, o in out.items():
         log(f"  logging {v}: {fmt_s(o['jobs_per_s'])} jobs/s")
     return out
@@ -773,13 +880,25 @@ def m_joblog(ctx):
     subj = ctx.subject("ours", "pg")
     variants = {
         f"{task}/{level}": {"task": path, "log_level": None if level == "default" else "WARNING"}
-        for level in ("default", "warning") for task, path in (("noop", BENCH_NOOP), ("log_one", LOG_ONE))
+        for level in ("default", "warning")
+        for task, path in (("noop", BENCH_NOOP), ("log_one", LOG_ONE))
     }
     variants["log_one/no-capture"] = {"task": LOG_ONE, "log_level": None, "env": {"BENCH_JOB_LOG_MAX_RECORDS": "0"}}
     variants["noop/no-rollups"] = {"task": BENCH_NOOP, "log_level": None, "env": {"BENCH_ROLLUP_INTERVAL": "0"}}
-    out = interleaved(ctx, variants, lambda v, r: throughput_once(
-        subj, ctx.log_n, "default", f"joblog-{v.replace('/', '-')}-{r}", slots=4, task=variants[v]["task"],
-        log_level=variants[v]["log_level"], env=variants[v].get("env")))
+    out = interleaved(
+        ctx,
+        variants,
+        lambda v, r: throughput_once(
+            subj,
+            ctx.log_n,
+            "default",
+            f"joblog-{v.replace('/', '-')}-{r}",
+            slots=4,
+            task=variants[v]["task"],
+            log_level=variants[v]["log_level"],
+            env=variants[v].get("env"),
+        ),
+    )
     for v, o in out.items():
         log(f"  joblog {v}: {fmt_s(o['jobs_per_s'])} jobs/s")
     return out
@@ -790,8 +909,15 @@ def processes_once(subj, n, processes, slots, tag, timeout):
     registered, then enqueue n due no-op jobs in one transaction and wait for the last to finish
     (so every process is up when the work arrives; start-up is not in the rate)."""
     subj.reset()
-    argv = [OURS_PY, os.path.join(ROOT, "manage.py"), "rundispatcher", "--processes", str(processes),
-            "--concurrency", str(slots)]
+    argv = [
+        OURS_PY,
+        os.path.join(ROOT, "manage.py"),
+        "rundispatcher",
+        "--processes",
+        str(processes),
+        "--concurrency",
+        str(slots),
+    ]
     spawn = time.time()
     proc = Proc(argv, subj.env(), tag)
     try:
@@ -817,15 +943,29 @@ def processes_once(subj, n, processes, slots, tag, timeout):
 def m_processes(ctx):
     """rundispatcher --processes 1, 2, 4 with --concurrency 4 and 16 (PostgreSQL, no-op jobs)."""
     subj = ctx.subject("ours", "pg")
-    variants = {f"{count}/{slots}": {"processes": count, "slots": slots}
-                for slots in ctx.proc_slots for count in ctx.proc_counts}
-    out = interleaved(ctx, variants, lambda v, r: processes_once(
-        subj, ctx.proc_n, variants[v]["processes"], variants[v]["slots"], f"procs-{v.replace('/', 'x')}-{r}",
-        timeout=60 + ctx.proc_n / 50))
+    variants = {
+        f"{count}/{slots}": {"processes": count, "slots": slots}
+        for slots in ctx.proc_slots
+        for count in ctx.proc_counts
+    }
+    out = interleaved(
+        ctx,
+        variants,
+        lambda v, r: processes_once(
+            subj,
+            ctx.proc_n,
+            variants[v]["processes"],
+            variants[v]["slots"],
+            f"procs-{v.replace('/', 'x')}-{r}",
+            timeout=60 + ctx.proc_n / 50,
+        ),
+    )
     for o in out.values():
         o["ready_s"] = summary([x["ready_s"] for x in o["reps"]])
-        log(f"  {o['processes']} process(es) x {o['slots']} slots: {fmt_s(o['jobs_per_s'])} jobs/s "
-            f"(all registered {fmt_s(o['ready_s'], 1)} s after spawn)")
+        log(
+            f"  {o['processes']} process(es) x {o['slots']} slots: {fmt_s(o['jobs_per_s'])} jobs/s "
+            f"(all registered {fmt_s(o['ready_s'], 1)} s after spawn)"
+        )
     return out
 
 
@@ -874,13 +1014,23 @@ def m_pickup(ctx):
                         args = ["pickup", "--n", str(ctx.pickup_n)]
                         if name == "ours":
                             args += ["--via", via, "--url", server.url, "--token", ctx.tokens[kind]]
-                        res = timed_session(subj, f"pick-{name}-{kind}-{via}-{r}",
-                                            lambda subj=subj, args=args: subj.driver(*args), ctx.warmup)
+                        res = timed_session(
+                            subj,
+                            f"pick-{name}-{kind}-{via}-{r}",
+                            lambda subj=subj, args=args: subj.driver(*args),
+                            ctx.warmup,
+                        )
                         lat, after = res["latency_ms"], res.get("after_return_ms") or []
-                        reps.append({"p50": pct(lat, 50), "p99": pct(lat, 99), "max": pct(lat, 100),
-                                     "missing": sum(1 for x in lat if x is None),
-                                     "after_p50": pct(after, 50) if after else None,
-                                     "after_p99": pct(after, 99) if after else None})
+                        reps.append(
+                            {
+                                "p50": pct(lat, 50),
+                                "p99": pct(lat, 99),
+                                "max": pct(lat, 100),
+                                "missing": sum(1 for x in lat if x is None),
+                                "after_p50": pct(after, 50) if after else None,
+                                "after_p99": pct(after, 99) if after else None,
+                            }
+                        )
                     key = f"{name}/{kind}/{via}"
                     out[key] = {k: summary([x[k] for x in reps]) for k in ("p50", "p99", "max")} | {"reps": reps}
                     if all(x["after_p50"] is not None for x in reps):
@@ -981,8 +1131,10 @@ def m_memory(ctx):
         res["future_growth_mb"] = res["future_mb"] - res["idle_mb"]
         res["due_growth_mb"] = res["due_mb"] - res["idle_mb"]
         out[kind] = res
-        log(f"  memory {kind}: idle {res['idle_mb']:.1f} MB, +{res['future_growth_mb']:.1f} MB with "
-            f"{ctx.mem_future:,} future, +{res['due_growth_mb']:.1f} MB with {ctx.mem_due:,} due")
+        log(
+            f"  memory {kind}: idle {res['idle_mb']:.1f} MB, +{res['future_growth_mb']:.1f} MB with "
+            f"{ctx.mem_future:,} future, +{res['due_growth_mb']:.1f} MB with {ctx.mem_due:,} due"
+        )
     return out
 
 
@@ -1004,9 +1156,11 @@ def m_scale(ctx):
             "queries": {k: {"plan": v["plan"], "ms": summary(v["ms"]), "p99": pct(v["ms"], 99)} for k, v in ex.items()},
             "throughput": pack(reps),
         }
-        log(f"  scale {size:,} finished rows: " + ", ".join(
-            f"{k} {out[str(size)]['queries'][k]['ms']['median']:.2f} ms" for k in ex) +
-            f"; {fmt_s(out[str(size)]['throughput']['jobs_per_s'])} jobs/s")
+        log(
+            f"  scale {size:,} finished rows: "
+            + ", ".join(f"{k} {out[str(size)]['queries'][k]['ms']['median']:.2f} ms" for k in ex)
+            + f"; {fmt_s(out[str(size)]['throughput']['jobs_per_s'])} jobs/s"
+        )
     subj.db.q("DELETE FROM scheduler_app_job")
     return out
 
@@ -1025,18 +1179,47 @@ def m_enqueue(ctx):
             for _ in range(ctx.reps):
                 for name, subj in subjects.items():
                     subj.reset()
-                    args = ["enqueue_rate", "--n", str(ctx.enqueue_n), "--warmup", str(ctx.enqueue_warmup),
-                            "--many-batch", str(ctx.enqueue_many_batch), "--many-calls", str(ctx.enqueue_many_calls)]
+                    args = [
+                        "enqueue_rate",
+                        "--n",
+                        str(ctx.enqueue_n),
+                        "--warmup",
+                        str(ctx.enqueue_warmup),
+                        "--many-batch",
+                        str(ctx.enqueue_many_batch),
+                        "--many-calls",
+                        str(ctx.enqueue_many_calls),
+                    ]
                     if name == "ours":
-                        args += ["--url", server.url, "--token", ctx.tokens[kind],
-                                 "--single", str(ctx.api_single), "--bulk-requests", str(ctx.api_bulk)]
+                        args += [
+                            "--url",
+                            server.url,
+                            "--token",
+                            ctx.tokens[kind],
+                            "--single",
+                            str(ctx.api_single),
+                            "--bulk-requests",
+                            str(ctx.api_bulk),
+                        ]
                     reps[name].append(subj.driver(*args))
                 if floor:
                     # The floor of the same single-row INSERT + NOTIFY (raw psycopg, a bare table).
                     db, env_of = floor
-                    reps.setdefault("floor", []).append(run_driver(
-                        [OURS_PY, os.path.join(BENCH, "floor.py"), "--dsn", PG + db.name, "--mode", "enqueue",
-                         "--n", str(ctx.enqueue_n)], env_of.env()))
+                    reps.setdefault("floor", []).append(
+                        run_driver(
+                            [
+                                OURS_PY,
+                                os.path.join(BENCH, "floor.py"),
+                                "--dsn",
+                                PG + db.name,
+                                "--mode",
+                                "enqueue",
+                                "--n",
+                                str(ctx.enqueue_n),
+                            ],
+                            env_of.env(),
+                        )
+                    )
         finally:
             if server:
                 server.stop()
@@ -1045,8 +1228,10 @@ def m_enqueue(ctx):
         for subj in subjects.values():
             subj.reset()
         for name, rs in reps.items():
-            res = {"enqueue_per_s": summary([x["enqueue_per_s"] for x in rs]),
-                   "in_tx_per_s": summary([x["in_tx_per_s"] for x in rs])}
+            res = {
+                "enqueue_per_s": summary([x["enqueue_per_s"] for x in rs]),
+                "in_tx_per_s": summary([x["in_tx_per_s"] for x in rs]),
+            }
             if name == "ours":
                 res["enqueue_many_per_s"] = summary([x["enqueue_many_per_s"] for x in rs])
                 res["enqueue_many_one_call_per_s"] = summary([x["enqueue_many_one_call_per_s"] for x in rs])
@@ -1067,8 +1252,18 @@ def m_scaling(ctx):
         reps = []
         for r in range(ctx.reps):
             prefix = os.path.join(RESULTS, f"claims-{count}-{r}")
-            reps.append(throughput_once(subj, ctx.scaling_n, "default", f"scaling-{count}-{r}", slots=4,
-                                        count=count, stats_prefix=prefix, timeout=300))
+            reps.append(
+                throughput_once(
+                    subj,
+                    ctx.scaling_n,
+                    "default",
+                    f"scaling-{count}-{r}",
+                    slots=4,
+                    count=count,
+                    stats_prefix=prefix,
+                    timeout=300,
+                )
+            )
         claims = [x["claims"] for x in reps]
         out[str(count)] = pack(reps) | {
             "claims": summary([c["claims"] for c in claims]),
@@ -1078,8 +1273,10 @@ def m_scaling(ctx):
             "rows_per_claim": summary([c["got"] / c["claims"] if c["claims"] else None for c in claims]),
         }
         o = out[str(count)]
-        log(f"  {count} dispatchers: {fmt_s(o['jobs_per_s'])} jobs/s, {fmt_s(o['claims'])} claims, "
-            f"{fmt_s(o['short_pct'], 1)}% short, {fmt_s(o['rows_per_claim'], 2)} rows/claim")
+        log(
+            f"  {count} dispatchers: {fmt_s(o['jobs_per_s'])} jobs/s, {fmt_s(o['claims'])} claims, "
+            f"{fmt_s(o['short_pct'], 1)}% short, {fmt_s(o['rows_per_claim'], 2)} rows/claim"
+        )
     return out
 
 
@@ -1192,18 +1389,23 @@ def machine():
             return ""
 
     lscpu = sh("lscpu")
-    pick = [line for line in lscpu.splitlines()
-            if line.split(":")[0] in ("Architecture", "CPU(s)", "Model name", "Thread(s) per core",
-                                      "Hypervisor vendor", "L3 cache")]
+    pick = [
+        line
+        for line in lscpu.splitlines()
+        if line.split(":")[0]
+        in ("Architecture", "CPU(s)", "Model name", "Thread(s) per core", "Hypervisor vendor", "L3 cache")
+    ]
     with psycopg.connect(PG + "postgres") as c:
         pgv = c.execute("SHOW server_version").fetchone()[0]
-        settings = {k: c.execute(f"SHOW {k}").fetchone()[0]
-                    for k in ("shared_buffers", "synchronous_commit", "fsync", "max_connections")}
+        settings = {
+            k: c.execute(f"SHOW {k}").fetchone()[0]
+            for k in ("shared_buffers", "synchronous_commit", "fsync", "max_connections")
+        }
     peers_py = sh(f"{PEERS_PY} --version") if os.path.exists(PEERS_PY) else "(peers venv missing)"
     dirty = sh(f"git -C {ROOT} status --porcelain -- scheduler_app project")
     return {
-        "git": sh(f"git -C {ROOT} rev-parse --short HEAD") + (" + uncommitted changes in scheduler_app/project"
-                                                              if dirty else ""),
+        "git": sh(f"git -C {ROOT} rev-parse --short HEAD")
+        + (" + uncommitted changes in scheduler_app/project" if dirty else ""),
         "nproc": os.cpu_count(),
         "lscpu": pick,
         "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
@@ -1220,12 +1422,24 @@ def machine():
 def ensure_peers_venv(needed):
     if not needed or os.path.exists(PEERS_PY):
         return
-    py = subprocess.run([os.path.join(ROOT, "scripts", "find-python")], capture_output=True,
-                        text=True, check=True).stdout.strip()
+    py = subprocess.run(
+        [os.path.join(ROOT, "scripts", "find-python")], capture_output=True, text=True, check=True
+    ).stdout.strip()
     log(f"creating {PEERS_VENV} with {py}")
     subprocess.run([py, "-m", "venv", PEERS_VENV], check=True)
-    subprocess.run([PEERS_PY, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r",
-                    os.path.join(BENCH, "requirements-peers.txt")], check=True)
+    subprocess.run(
+        [
+            PEERS_PY,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "-r",
+            os.path.join(BENCH, "requirements-peers.txt"),
+        ],
+        check=True,
+    )
 
 
 def main():
@@ -1244,8 +1458,11 @@ def main():
     p.add_argument("--no-docs", action="store_true", help="do not rewrite docs/BENCHMARKS.md / SCALING.md")
     p.add_argument("--from-json", default="", help="render the docs from a saved results file")
     args = p.parse_args()
-    command = "make bench  # = .venv/bin/python bench/run.py" if len(sys.argv) == 1 else \
-        ".venv/bin/python bench/run.py " + shlex.join(sys.argv[1:])
+    command = (
+        "make bench  # = .venv/bin/python bench/run.py"
+        if len(sys.argv) == 1
+        else ".venv/bin/python bench/run.py " + shlex.join(sys.argv[1:])
+    )
 
     os.makedirs(RESULTS, exist_ok=True)
     if args.from_json:
@@ -1254,10 +1471,13 @@ def main():
     else:
         ctx = Ctx(args)
         ensure_peers_venv(bool(ctx.peers))
-        results = {"command": command, "started": datetime.now(UTC).isoformat(timespec="seconds"),
-                   "machine": machine(), "config": {k: v for k, v in vars(ctx).items()
-                                                    if not k.startswith("_") and k not in ("args", "tokens")},
-                   "results": {}}
+        results = {
+            "command": command,
+            "started": datetime.now(UTC).isoformat(timespec="seconds"),
+            "machine": machine(),
+            "config": {k: v for k, v in vars(ctx).items() if not k.startswith("_") and k not in ("args", "tokens")},
+            "results": {},
+        }
         t_all = time.time()
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
         out_path = os.path.join(RESULTS, f"{stamp}.json")

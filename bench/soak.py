@@ -84,9 +84,25 @@ class Dispatcher:
     def start(self, grace=2):
         log = open(self.log_dir / f"dispatcher-{self.number}.log", "a")  # noqa: SIM115 - the dispatcher writes to it
         self.process = subprocess.Popen(
-            [PY, str(ROOT / "manage.py"), "rundispatcher", "--queue", "soak_t:4", "--queue", "soak_p:2:process",
-             "--lease", str(self.lease), "--grace", str(grace), "--poll-interval", "0.5"],
-            cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+            [
+                PY,
+                str(ROOT / "manage.py"),
+                "rundispatcher",
+                "--queue",
+                "soak_t:4",
+                "--queue",
+                "soak_p:2:process",
+                "--lease",
+                str(self.lease),
+                "--grace",
+                str(grace),
+                "--poll-interval",
+                "0.5",
+            ],
+            cwd=ROOT,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
 
     def kill(self):
@@ -158,8 +174,12 @@ def main():
     psql(f"{base}/postgres", f"CREATE DATABASE {args.database}")
     soak_dir = Path(tempfile.mkdtemp(prefix="soak-"))
     env = {
-        **os.environ, "DATABASE_URL": f"{base}/{args.database}", "DJANGO_SETTINGS_MODULE": "bench.settings_soak",
-        "SOAK_DIR": str(soak_dir), "SCHEDULER_LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT),
+        **os.environ,
+        "DATABASE_URL": f"{base}/{args.database}",
+        "DJANGO_SETTINGS_MODULE": "bench.settings_soak",
+        "SOAK_DIR": str(soak_dir),
+        "SCHEDULER_LOG_LEVEL": "WARNING",
+        "PYTHONPATH": str(ROOT),
     }
     subprocess.run([PY, str(ROOT / "manage.py"), "migrate", "-v0"], cwd=ROOT, env=env, check=True)
     enqueue = (
@@ -223,7 +243,9 @@ def main():
             victim.start(grace)
             next_kill = time.monotonic() + rng.uniform(3, 6 if args.scenario != "pause" else 8)
         try:
-            remaining = psql(url, "SELECT count(*) FROM scheduler_app_job WHERE status IN ('pending', 'running', 'waiting')")[0][0]
+            remaining = psql(
+                url, "SELECT count(*) FROM scheduler_app_job WHERE status IN ('pending', 'running', 'waiting')"
+            )[0][0]
         except Exception:  # noqa: BLE001 - PostgreSQL restarting
             continue
         if remaining == 0:
@@ -232,7 +254,9 @@ def main():
     settle_until = time.monotonic() + 4 * args.lease + 10
     while remaining and time.monotonic() < settle_until:
         time.sleep(0.5)
-        remaining = psql(url, "SELECT count(*) FROM scheduler_app_job WHERE status IN ('pending', 'running', 'waiting')")[0][0]
+        remaining = psql(
+            url, "SELECT count(*) FROM scheduler_app_job WHERE status IN ('pending', 'running', 'waiting')"
+        )[0][0]
     exits = [d.stop() for d in dispatchers]
     elapsed = time.monotonic() - started
 
@@ -245,14 +269,22 @@ def main():
     lock_overlaps = sorted(k for k in keys if records[k]["overlap"])
     repeated = sum(1 for k in keys if records[k]["end"] > 1)
     report = {
-        "scenario": args.scenario, "jobs": args.jobs, "dispatchers": args.dispatchers,
-        "seconds": round(elapsed, 1), "faults": dict(faults), "postgres_restarts": pg_restarts,
-        "statuses": statuses, "lost": len(set(not_succeeded) | set(never_ended)),
-        "ran_twice_at_once": len(overlaps), "lock_overlaps": len(lock_overlaps),
+        "scenario": args.scenario,
+        "jobs": args.jobs,
+        "dispatchers": args.dispatchers,
+        "seconds": round(elapsed, 1),
+        "faults": dict(faults),
+        "postgres_restarts": pg_restarts,
+        "statuses": statuses,
+        "lost": len(set(not_succeeded) | set(never_ended)),
+        "ran_twice_at_once": len(overlaps),
+        "lock_overlaps": len(lock_overlaps),
         "completed_more_than_once": repeated,
-        "runs": sum(r["start"] for r in records.values()), "exit_codes": exits,
+        "runs": sum(r["start"] for r in records.values()),
+        "exit_codes": exits,
         "examples": {
-            "lost": (not_succeeded + never_ended)[:10], "ran_twice_at_once": overlaps[:10],
+            "lost": (not_succeeded + never_ended)[:10],
+            "ran_twice_at_once": overlaps[:10],
             "lock_overlaps": lock_overlaps[:10],
         },
     }

@@ -16,7 +16,6 @@ def record(key, due):
 
     with connection.cursor() as cursor:
         cursor.execute(
-            "INSERT INTO bench_stamp (key, due, started) VALUES (%s, %s, %s)",
-            [str(key), float(due), started],
+            "INSERT INTO bench_stamp (key, due, started) VALUES (%s, %s, %s)", [str(key), float(due), started]
         )
     return None

@@ -127,7 +127,10 @@ def measure(ctx, *, python, database_url, summary, log):
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"} | {"DATABASE_URL": database_url}
     done = subprocess.run(
         [python, __file__, "--json", "--n", str(ctx.workflow_n), "--reps", str(ctx.reps)],
-        env=env, cwd=ROOT, capture_output=True, text=True,
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
     )
     if done.returncode:
         raise RuntimeError(f"{Path(__file__).name} exited {done.returncode}: {done.stderr[-2000:]}")

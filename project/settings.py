@@ -29,13 +29,9 @@ if not SECRET_KEY:
     SECRET_KEY = "django-insecure-local-development-key-do-not-use-in-production"
 
 ALLOWED_HOSTS = [
-    h.strip()
-    for h in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",")
-    if h.strip()
+    h.strip() for h in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h.strip()
 ]
-CSRF_TRUSTED_ORIGINS = [
-    o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()
-]
+CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -73,9 +69,9 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-            ],
+            ]
         },
-    },
+    }
 ]
 
 WSGI_APPLICATION = "project.wsgi.application"
@@ -88,10 +84,7 @@ def database_from_env():
     if url:
         config = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
     else:
-        config = {
-            "ENGINE": "django.db.backends.sqlite3",
-            "NAME": BASE_DIR / "db.sqlite3",
-        }
+        config = {"ENGINE": "django.db.backends.sqlite3", "NAME": BASE_DIR / "db.sqlite3"}
     if config["ENGINE"] == "django.db.backends.sqlite3":
         # Several threads and processes (web server, dispatcher, workers)
         # write to one file: WAL lets readers run beside the writer,
@@ -101,11 +94,7 @@ def database_from_env():
             {
                 "transaction_mode": "IMMEDIATE",
                 "timeout": 30,
-                "init_command": (
-                    "PRAGMA journal_mode=WAL;"
-                    "PRAGMA synchronous=NORMAL;"
-                    "PRAGMA busy_timeout=30000;"
-                ),
+                "init_command": ("PRAGMA journal_mode=WAL;PRAGMA synchronous=NORMAL;PRAGMA busy_timeout=30000;"),
             }
         )
         config.setdefault("TEST", {})
@@ -136,11 +125,7 @@ LOGIN_URL = "admin:login"
 TASKS = {
     "default": {
         "BACKEND": "scheduler_app.backends.SchedulerBackend",
-        "QUEUES": [
-            q.strip()
-            for q in os.environ.get("SCHEDULER_QUEUES", "default,slow").split(",")
-            if q.strip()
-        ],
+        "QUEUES": [q.strip() for q in os.environ.get("SCHEDULER_QUEUES", "default,slow").split(",") if q.strip()],
     }
 }
 
@@ -149,7 +134,7 @@ SCHEDULER = {
     # See scheduler_app/conf.py: False = asynchronous commit of the
     # dispatcher's claims and results on PostgreSQL (faster; a PostgreSQL
     # crash may make the last ~0.2 s of jobs run again).
-    "SYNCHRONOUS_COMMIT": env_bool("SCHEDULER_SYNCHRONOUS_COMMIT", True),
+    "SYNCHRONOUS_COMMIT": env_bool("SCHEDULER_SYNCHRONOUS_COMMIT", True)
 }
 
 
@@ -171,7 +156,11 @@ LOGGING = {
     },
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
-        "django.server": {"()": "django.utils.log.ServerFormatter", "format": "[{server_time}] {message}", "style": "{"},
+        "django.server": {
+            "()": "django.utils.log.ServerFormatter",
+            "format": "[{server_time}] {message}",
+            "style": "{",
+        },
     },
     "handlers": {
         "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["no_demo_chatter"]},
@@ -179,23 +168,9 @@ LOGGING = {
     },
     "loggers": {
         "django.server": {"handlers": ["django.server"], "level": "INFO", "propagate": False},
-        "scheduler_app": {
-            "handlers": ["console"],
-            "level": log_level,
-            "propagate": False,
-        },
-        "django.tasks": {
-            "handlers": ["console"],
-            "level": tasks_log_level,
-            "propagate": False,
-        },
+        "scheduler_app": {"handlers": ["console"], "level": log_level, "propagate": False},
+        "django.tasks": {"handlers": ["console"], "level": tasks_log_level, "propagate": False},
     },
 }
 
-MAILERS = {
-    "default": {
-        "BACKEND": os.environ.get(
-            "EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend"
-        )
-    }
-}
+MAILERS = {"default": {"BACKEND": os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")}}

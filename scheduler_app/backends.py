@@ -118,6 +118,4 @@ class SchedulerBackend(BaseTaskBackend):
             # The backend it was enqueued through, whichever backend reads it back.
             return taskresults.job_result(job, task, alias=job.backend or self.alias)
         except registry.UnknownTask:
-            raise TaskResultDoesNotExist(
-                f"{job.pk}: its task {job.task} is no longer registered"
-            ) from None
+            raise TaskResultDoesNotExist(f"{job.pk}: its task {job.task} is no longer registered") from None

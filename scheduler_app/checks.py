@@ -117,7 +117,13 @@ def check_settings(app_configs=None, **kwargs):
     if overrides is None:
         return []
     if not isinstance(overrides, dict):
-        return [checks.Error("SCHEDULER must be a dict.", hint="See docs/CONFIGURATION.md (validation/settings.py declares them).", id="scheduler_app.E008")]
+        return [
+            checks.Error(
+                "SCHEDULER must be a dict.",
+                hint="See docs/CONFIGURATION.md (validation/settings.py declares them).",
+                id="scheduler_app.E008",
+            )
+        ]
     errors = []
     for key in sorted(set(overrides) & set(RENAMED)):
         # A warning, not an error: the old key is ignored, so the change

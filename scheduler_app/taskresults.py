@@ -77,6 +77,7 @@ def wanted(signal, sender, level=None):
         return True
     return bool(sync) and _tasks_log.isEnabledFor(level or own_level)
 
+
 # task backend alias -> (sender, alias of the results); any thread reads,
 # a settings change clears it.
 _senders = {}
@@ -143,8 +144,7 @@ def task_as(task, *, priority, queue, run_after, alias):
 def task_error(entry):
     """Return the TaskError of one ``errors`` entry."""
     return TaskError(
-        exception_class_path=entry.get("exception_class", "builtins.Exception"),
-        traceback=entry.get("traceback", ""),
+        exception_class_path=entry.get("exception_class", "builtins.Exception"), traceback=entry.get("traceback", "")
     )
 
 
@@ -200,7 +200,7 @@ def attempt_result(job, task):
     if errors or job.attempt > 1:
         # One worker per attempt, this one last; an attempt that left no
         # entry (cancelled, then retried) has an unknown worker: "".
-        earlier = [e.get("worker", "") for e in errors][max(len(errors) - (job.attempt - 1), 0):]
+        earlier = [e.get("worker", "") for e in errors][max(len(errors) - (job.attempt - 1), 0) :]
         workers = [""] * (job.attempt - 1 - len(earlier)) + earlier + [job.worker]
     else:
         workers = [job.worker]
@@ -242,7 +242,9 @@ def apply_outcome(result, outcome, now):
         object.__setattr__(
             result,
             "task",
-            task_as(task, priority=task.priority, queue=task.queue_name, run_after=outcome.retry_at, alias=task.backend),
+            task_as(
+                task, priority=task.priority, queue=task.queue_name, run_after=outcome.retry_at, alias=task.backend
+            ),
         )
         return result
     object.__setattr__(result, "finished_at", now)
@@ -257,9 +259,12 @@ def send(signal, sender, result):
     for receiver, response in signal.send_robust(sender=sender, task_result=result):
         if isinstance(response, Exception):
             logger.error(
-                "a %s receiver (%s) raised for job %s", SIGNAL_NAMES.get(signal, "task signal"),
-                getattr(receiver, "__qualname__", receiver), result.id,
-                exc_info=response, extra={"job_id": result.id, "action": "signal_error"},
+                "a %s receiver (%s) raised for job %s",
+                SIGNAL_NAMES.get(signal, "task signal"),
+                getattr(receiver, "__qualname__", receiver),
+                result.id,
+                exc_info=response,
+                extra={"job_id": result.id, "action": "signal_error"},
             )
 
 

@@ -11,7 +11,4 @@ from django.urls import include, path
 
 from .observability.metrics import metrics_view
 
-urlpatterns = [
-    path("api/", include("scheduler_app.api.urls")),
-    path("metrics", metrics_view, name="scheduler-metrics"),
-]
+urlpatterns = [path("api/", include("scheduler_app.api.urls")), path("metrics", metrics_view, name="scheduler-metrics")]

@@ -27,7 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PASSWORD = "screenshots-only-123"
-SEED = '''
+SEED = """
 import random
 from datetime import timedelta
 from django.contrib.auth import get_user_model
@@ -65,12 +65,12 @@ for minute in [*range(0, 120), *range(120, 7 * 24 * 60, 10)]:
     at = (now - timedelta(minutes=minute)).replace(second=0, microsecond=0)
     depth = int(40 + 35 * rng.random())
     Rollup.objects.update_or_create(minute=at, queue="default", task="", defaults={"depth": depth, "due": depth // 4, "lag": rng.uniform(0, 0.4)})
-'''
+"""
 
 # What is on screen while the pictures are taken: a running job, a paused
 # queue with due jobs, a rate-limited queue with more due jobs than its rate,
 # a job waiting on a dependency, jobs due later.
-STAGE = '''
+STAGE = """
 from datetime import timedelta
 from django.utils import timezone
 from scheduler_app import lifecycle
@@ -86,7 +86,7 @@ for n in range(4):
 later = lifecycle.enqueue(D + "echo", ["nightly export"], execute_at=now + timedelta(minutes=20))[0]
 lifecycle.enqueue(D + "echo", ["after the export"], depends_on=[later.pk])
 lifecycle.enqueue(D + "noop", [], execute_at=now + timedelta(minutes=5))
-'''
+"""
 
 
 def free_port():
@@ -120,7 +120,9 @@ def main():
     py = sys.executable
 
     def manage(*cmd, **kw):
-        return subprocess.run([py, "manage.py", *cmd], cwd=ROOT, env=env, check=True, capture_output=True, text=True, **kw)
+        return subprocess.run(
+            [py, "manage.py", *cmd], cwd=ROOT, env=env, check=True, capture_output=True, text=True, **kw
+        )
 
     manage("migrate", "--no-input")
     manage("shell", "-c", SEED % {"password": PASSWORD})
@@ -128,8 +130,20 @@ def main():
     # A job still running while the pictures are taken (its progress moves).
     manage("shell", "-c", STAGE)
     port = free_port()
-    server = subprocess.Popen([py, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    dispatcher = subprocess.Popen([py, "manage.py", "rundispatcher", "--grace", "1"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [py, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    dispatcher = subprocess.Popen(
+        [py, "manage.py", "rundispatcher", "--grace", "1"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         base = f"http://127.0.0.1:{port}"
         for _ in range(100):
@@ -150,10 +164,14 @@ def shoot(base, chromium, out, widths):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
+        browser = p.chromium.launch(
+            executable_path=chromium, args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
+        )
         for scheme in ("light", "dark"):
             for width in widths if scheme == "light" else [1280]:
-                context = browser.new_context(viewport={"width": width, "height": 800}, color_scheme=scheme, locale="en-GB", timezone_id="UTC")
+                context = browser.new_context(
+                    viewport={"width": width, "height": 800}, color_scheme=scheme, locale="en-GB", timezone_id="UTC"
+                )
                 page = context.new_page()
                 page.goto(base + "/admin/login/?next=/admin/")
                 page.fill("#id_username", "admin")
@@ -175,7 +193,9 @@ def shoot(base, chromium, out, widths):
                 page.click("#result_list tbody tr th a")
                 page.wait_for_selector(".sched-logbook")
                 page.wait_for_timeout(300)
-                page.screenshot(path=out / f"job-failed-{suffix}.png", full_page=False)  # the first screen: the summary leads
+                page.screenshot(
+                    path=out / f"job-failed-{suffix}.png", full_page=False
+                )  # the first screen: the summary leads
                 page.goto(base + "/admin/scheduler_app/job/?status__exact=running")
                 page.click("#result_list tbody tr th a")
                 page.wait_for_selector(".field-progress_display progress")

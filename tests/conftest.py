@@ -58,16 +58,12 @@ def _encodable(value):
 
 @pytest.fixture
 def staff_user(db):
-    return get_user_model().objects.create_user(
-        "staff", "staff@example.com", "pw-staff-123", is_staff=True
-    )
+    return get_user_model().objects.create_user("staff", "staff@example.com", "pw-staff-123", is_staff=True)
 
 
 @pytest.fixture
 def superuser(db):
-    return get_user_model().objects.create_superuser(
-        "admin", "admin@example.com", "pw-admin-123"
-    )
+    return get_user_model().objects.create_superuser("admin", "admin@example.com", "pw-admin-123")
 
 
 @pytest.fixture
@@ -161,7 +157,9 @@ def job_row(db):
         defaults = {"task": ADD, "args": [1, 2], "execute_at": now}
         if status == JobStatus.RUNNING:
             defaults.update(
-                attempts=1, started_at=now - timedelta(seconds=42), worker="host:1:abc",
+                attempts=1,
+                started_at=now - timedelta(seconds=42),
+                worker="host:1:abc",
                 lease_expires_at=now + timedelta(seconds=30),
             )
         elif status in (JobStatus.SUCCEEDED, JobStatus.FAILED):

@@ -16,16 +16,7 @@ from django.db.models import DateTimeField
 from django.utils import timezone
 
 from scheduler_app import lifecycle, schedules
-from scheduler_app.models import (
-    Job,
-    JobLog,
-    Queue,
-    QueueStart,
-    Rollup,
-    Schedule,
-    UniqueWindow,
-    Worker,
-)
+from scheduler_app.models import Job, JobLog, Queue, QueueStart, Rollup, Schedule, UniqueWindow, Worker
 from scheduler_app.observability import rollups
 from scheduler_app.vocabulary.tallies import Tally
 
@@ -40,13 +31,20 @@ TIMED = [Job, Worker, Schedule, Queue, JobLog, Rollup, QueueStart, UniqueWindow]
 # Each with the zone it is shown in: east of UTC for a time past the end,
 # west for one before the start (where a zone's date would leave Python's).
 PG_TIMES = [
-    ("10000-01-01 00:00:00+00", "Asia/Tokyo"), ("294276-12-31 23:59:59+00", "UTC"), ("infinity", "Asia/Tokyo"),
-    ("-infinity", "America/New_York"), ("4713-01-01 00:00:00+00 BC", "America/New_York"),
+    ("10000-01-01 00:00:00+00", "Asia/Tokyo"),
+    ("294276-12-31 23:59:59+00", "UTC"),
+    ("infinity", "Asia/Tokyo"),
+    ("-infinity", "America/New_York"),
+    ("4713-01-01 00:00:00+00 BC", "America/New_York"),
     ("0001-12-31 23:00:00+00 BC", "UTC"),
 ]
 SQLITE_TIMES = [
-    ("10000-01-01 00:00:00", "Asia/Tokyo"), ("-0001-01-01 00:00:00", "America/New_York"),
-    ("not a date", "Asia/Tokyo"), ("2026-02-30 10:00:00", "UTC"), ("", "America/New_York"), ("12:00", "UTC"),
+    ("10000-01-01 00:00:00", "Asia/Tokyo"),
+    ("-0001-01-01 00:00:00", "America/New_York"),
+    ("not a date", "Asia/Tokyo"),
+    ("2026-02-30 10:00:00", "UTC"),
+    ("", "America/New_York"),
+    ("12:00", "UTC"),
 ]
 # Times Python holds that not every zone does: the last instant, the first.
 EDGE_TIMES = [("9999-12-31 23:59:59.999999", "Pacific/Kiritimati"), ("0001-01-01 00:00:00", "Etc/GMT+12")]
@@ -65,12 +63,25 @@ def world():
     """Make one row of every kind the pages show; return the jobs by name."""
     now = timezone.now()
     Worker.objects.create(
-        id=WORKER, hostname="host", pid=1, queues=["default", "slow"], slots={"*": 4},
-        started_at=now, last_heartbeat=now, lease_seconds=30,
+        id=WORKER,
+        hostname="host",
+        pid=1,
+        queues=["default", "slow"],
+        slots={"*": 4},
+        started_at=now,
+        last_heartbeat=now,
+        lease_seconds=30,
     )
     Worker.objects.create(
-        id="host:2:old", hostname="host", pid=2, queues=["default"], slots={"default": 2},
-        started_at=now, last_heartbeat=now, stopped_at=now, state="stopped",
+        id="host:2:old",
+        hostname="host",
+        pid=2,
+        queues=["default"],
+        slots={"default": 2},
+        started_at=now,
+        last_heartbeat=now,
+        stopped_at=now,
+        state="stopped",
     )
     lifecycle.set_limits("default", rate_limit=100, rate_period=60)
     QueueStart.objects.create(queue="default", started_at=now)
@@ -81,15 +92,34 @@ def world():
         "unique": lifecycle.enqueue(ADD, [1, 2], unique_key="k", unique_for=60)[0],
     }
     jobs["waiting"] = lifecycle.enqueue(ADD, [1, 2], depends_on=[jobs["pending"].pk])[0]
-    for name, status in (("running", "running"), ("failed", "failed"), ("succeeded", "succeeded"), ("cancelled", "cancelled")):
+    for name, status in (
+        ("running", "running"),
+        ("failed", "failed"),
+        ("succeeded", "succeeded"),
+        ("cancelled", "cancelled"),
+    ):
         job = lifecycle.enqueue(ADD, [1, 2])[0]
         fields = {"status": status, "attempts": 1, "worker": WORKER, "started_at": now, "last_attempted_at": now}
         if status == "running":
-            fields.update(lease_expires_at=now + timedelta(seconds=30), progress={"current": 1, "total": 4, "message": "m", "updated_at": now.isoformat()})
+            fields.update(
+                lease_expires_at=now + timedelta(seconds=30),
+                progress={"current": 1, "total": 4, "message": "m", "updated_at": now.isoformat()},
+            )
         else:
             fields.update(finished_at=now)
         if status == "failed":
-            fields.update(errors=[{"attempt": 1, "time": now.isoformat(), "worker": WORKER, "exception_class": "ValueError", "message": "no", "traceback": "Traceback"}])
+            fields.update(
+                errors=[
+                    {
+                        "attempt": 1,
+                        "time": now.isoformat(),
+                        "worker": WORKER,
+                        "exception_class": "ValueError",
+                        "message": "no",
+                        "traceback": "Traceback",
+                    }
+                ]
+            )
         if status == "succeeded":
             fields.update(result={"sum": 3})
         Job.objects.filter(pk=job.pk).update(schedule=schedule, logs_count=1, **fields)
@@ -141,12 +171,19 @@ def pages(jobs):
     for name in ("pending", "waiting", "running", "failed", "succeeded"):
         urls.append(f"/admin/scheduler_app/job/{jobs[name].pk}/change/")
     urls += [
-        f"/admin/scheduler_app/job/live/?ids={ids}", f"/admin/scheduler_app/job/{jobs['running'].pk}/live/",
-        f"/admin/scheduler_app/job/{failed}/live/", f"/admin/scheduler_app/job/{failed}/delete/",
-        "/admin/scheduler_app/dashboard/", "/admin/scheduler_app/dashboard/data/?minutes=10080",
-        "/admin/scheduler_app/queue/", "/admin/scheduler_app/queue/default/change/",
-        "/admin/scheduler_app/worker/", f"/admin/scheduler_app/worker/{WORKER}/change/",
-        "/admin/scheduler_app/schedule/", f"/admin/scheduler_app/schedule/{schedule}/change/", "/metrics",
+        f"/admin/scheduler_app/job/live/?ids={ids}",
+        f"/admin/scheduler_app/job/{jobs['running'].pk}/live/",
+        f"/admin/scheduler_app/job/{failed}/live/",
+        f"/admin/scheduler_app/job/{failed}/delete/",
+        "/admin/scheduler_app/dashboard/",
+        "/admin/scheduler_app/dashboard/data/?minutes=10080",
+        "/admin/scheduler_app/queue/",
+        "/admin/scheduler_app/queue/default/change/",
+        "/admin/scheduler_app/worker/",
+        f"/admin/scheduler_app/worker/{WORKER}/change/",
+        "/admin/scheduler_app/schedule/",
+        f"/admin/scheduler_app/schedule/{schedule}/change/",
+        "/metrics",
     ]
     return urls
 
@@ -155,12 +192,24 @@ def api_urls(jobs):
     """Every API GET that shows the rows of ``world()``."""
     schedule = Schedule.objects.values_list("pk", flat=True).get()
     urls = [
-        "/api/jobs/", "/api/jobs/?ordering=execute_at", "/api/jobs/?ordering=-finished_at",
-        "/api/jobs/?ordering=created_at", "/api/jobs/?execute_after=2026-01-01T00:00:00Z",
-        "/api/jobs/?execute_before=9999-12-30T00:00:00Z", "/api/jobs/?status=running,failed",
-        f"/api/jobs/?depends_on={jobs['pending'].pk}", f"/api/jobs/?schedule={schedule}",
-        "/api/workers/", "/api/queues/", "/api/queues/default/", "/api/stats/", "/api/stats/history/",
-        "/api/stats/history/?minutes=10080", "/api/schedules/", f"/api/schedules/{schedule}/", "/api/tasks/",
+        "/api/jobs/",
+        "/api/jobs/?ordering=execute_at",
+        "/api/jobs/?ordering=-finished_at",
+        "/api/jobs/?ordering=created_at",
+        "/api/jobs/?execute_after=2026-01-01T00:00:00Z",
+        "/api/jobs/?execute_before=9999-12-30T00:00:00Z",
+        "/api/jobs/?status=running,failed",
+        f"/api/jobs/?depends_on={jobs['pending'].pk}",
+        f"/api/jobs/?schedule={schedule}",
+        "/api/workers/",
+        "/api/queues/",
+        "/api/queues/default/",
+        "/api/stats/",
+        "/api/stats/history/",
+        "/api/stats/history/?minutes=10080",
+        "/api/schedules/",
+        f"/api/schedules/{schedule}/",
+        "/api/tasks/",
     ]
     for job in jobs.values():
         urls += [f"/api/jobs/{job.pk}/", f"/api/jobs/{job.pk}/logs/"]

@@ -56,8 +56,8 @@ def cmd_enqueue_noop(args):
         elif args.keys is not None:
             # ``--keys 0``: every job its own key; ``--keys K``: K keys in turn. Limit ``--key-limit``.
             specs = [
-                base | {"concurrency_key": f"k{i if args.keys == 0 else i % args.keys}",
-                        "concurrency_limit": args.key_limit}
+                base
+                | {"concurrency_key": f"k{i if args.keys == 0 else i % args.keys}", "concurrency_limit": args.key_limit}
                 for i in range(done, done + chunk)
             ]
         else:
@@ -282,9 +282,7 @@ def cmd_set_limits(args):
     from scheduler_app import lifecycle
     from scheduler_app.models import QueueStart
 
-    lifecycle.set_limits(
-        args.queue, concurrency_limit=args.concurrency, rate_limit=args.rate, rate_period=args.period
-    )
+    lifecycle.set_limits(args.queue, concurrency_limit=args.concurrency, rate_limit=args.rate, rate_period=args.period)
     QueueStart.objects.all().delete()  # every run starts from an empty rate window
     emit({"queue": args.queue})
 

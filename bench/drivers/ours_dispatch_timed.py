@@ -83,7 +83,10 @@ L.Dispatcher.run = run
 def dump():
     s = st
     n = max(s["stmts"], 1)
-    print(f"INST stmts={s['stmts']} rows/stmt={s['rows']/n:.1f} ticks={s['ticks']} waits={s['waits']} | per stmt: stmt wall {1e3*s['stmt_wall']/n:.3f} ms (cpu {1e3*s['stmt_cpu']/n:.3f}); tick wall {1e3*s['tick_wall']/n:.3f} (cpu {1e3*s['tick_cpu']/n:.3f}); wait {1e3*s['wait_wall']/n:.3f}; run {s['run_wall']:.2f}s", file=sys.stderr)
+    print(
+        f"INST stmts={s['stmts']} rows/stmt={s['rows'] / n:.1f} ticks={s['ticks']} waits={s['waits']} | per stmt: stmt wall {1e3 * s['stmt_wall'] / n:.3f} ms (cpu {1e3 * s['stmt_cpu'] / n:.3f}); tick wall {1e3 * s['tick_wall'] / n:.3f} (cpu {1e3 * s['tick_cpu'] / n:.3f}); wait {1e3 * s['wait_wall'] / n:.3f}; run {s['run_wall']:.2f}s",
+        file=sys.stderr,
+    )
 
 
 execute_from_command_line(["manage.py", "rundispatcher", *sys.argv[1:]])

@@ -50,9 +50,7 @@ def enqueue_one(kind, at=None, **kwargs):
             # django-q2 has no per-task ETA: a one-off Schedule is its way.
             from django_q.models import Schedule
 
-            Schedule.objects.create(
-                func=func, kwargs=kwargs, schedule_type=Schedule.ONCE, repeats=1, next_run=dt(at)
-            )
+            Schedule.objects.create(func=func, kwargs=kwargs, schedule_type=Schedule.ONCE, repeats=1, next_run=dt(at))
 
 
 def cmd_setup(args):
@@ -75,7 +73,7 @@ def cmd_enqueue_noop(args):
         from bench.peers.procapp import tasks
 
         for start in range(0, args.n, 1000):
-            getattr(tasks, kind).batch_defer(*kwargs[start:start + 1000])
+            getattr(tasks, kind).batch_defer(*kwargs[start : start + 1000])
     else:
         with transaction.atomic():
             for kw in kwargs:

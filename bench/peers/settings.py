@@ -55,8 +55,4 @@ elif PEER == "djangoq":
 else:
     raise RuntimeError(f"unknown PEER {PEER!r}")
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "root": {"level": "WARNING"},
-}
+LOGGING = {"version": 1, "disable_existing_loggers": False, "root": {"level": "WARNING"}}

@@ -74,7 +74,12 @@ class TaskFilter(admin.SimpleListFilter):
         names = registry.names()
         shorts = [n.rpartition(".")[2] for n in names]
         return [
-            (n, format_html('<span title="{}">{}</span>', n, short) if shorts.count(short) == 1 else mark_safe("<wbr>.".join(escape(p) for p in n.split("."))))
+            (
+                n,
+                format_html('<span title="{}">{}</span>', n, short)
+                if shorts.count(short) == 1
+                else mark_safe("<wbr>.".join(escape(p) for p in n.split("."))),
+            )
             for n, short in zip(names, shorts, strict=True)
         ]
 
@@ -184,8 +189,7 @@ class JobChangeList(SafeChangeList):
         names = {part: f"{field}__{part}" for part in ("year", "month", "day")}
         try:
             year, month, day = (
-                int(self.params[names[p]]) if self.params.get(names[p]) else None
-                for p in ("year", "month", "day")
+                int(self.params[names[p]]) if self.params.get(names[p]) else None for p in ("year", "month", "day")
             )
         except ValueError:
             year = month = day = None
@@ -198,7 +202,10 @@ class JobChangeList(SafeChangeList):
             date = datetime.date(year, month, day)
             return {
                 **base,
-                "back": {"link": link({names["year"]: year, names["month"]: month}), "title": capfirst(formats.date_format(date, "YEAR_MONTH_FORMAT"))},
+                "back": {
+                    "link": link({names["year"]: year, names["month"]: month}),
+                    "title": capfirst(formats.date_format(date, "YEAR_MONTH_FORMAT")),
+                },
                 "choices": [{"title": capfirst(formats.date_format(date, "MONTH_DAY_FORMAT"))}],
             }
         if year and month:
@@ -226,7 +233,11 @@ class JobChangeList(SafeChangeList):
                     for m in range(1, 13)
                 ],
             }
-        return {**base, "back": None, "choices": [{"link": link({names["year"]: y}), "title": str(y)} for y in self.job_years()]}
+        return {
+            **base,
+            "back": None,
+            "choices": [{"link": link({names["year"]: y}), "title": str(y)} for y in self.job_years()],
+        }
 
     def job_years(self):
         """Return the years (in the site's zone) that hold jobs of this list.

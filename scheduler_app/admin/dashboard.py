@@ -205,9 +205,7 @@ def dashboard_data(now=None, minutes=60, shown=EVERYTHING):
     data = {
         "generated_at": now.isoformat(),
         "counts": counts,
-        "status_cards": [
-            {"status": s, "label": JobStatus(s).label, "count": counts[s]} for s in JobStatus.values
-        ],
+        "status_cards": [{"status": s, "label": JobStatus(s).label, "count": counts[s]} for s in JobStatus.values],
         "total": sum(counts.values()),
         "due_now": sum(q["due"] for q in queues),
         "throughput": stats.throughput(now),
@@ -226,7 +224,9 @@ def dashboard_data(now=None, minutes=60, shown=EVERYTHING):
         data["failures"] = [failure_row(job, now) for job in stats.recent_failures(FAILURES_LIMIT)]
     if "queue" in shown:
         data["queues"] = queues
-        data["upcoming_paused"] = [{"name": q["name"], "pending": q["pending"]} for q in queues if q["paused"] and q["pending"]]
+        data["upcoming_paused"] = [
+            {"name": q["name"], "pending": q["pending"]} for q in queues if q["paused"] and q["pending"]
+        ]
     if "worker" in shown:
         workers = [worker_row(w, now) for w in stats.recent_workers(now, WORKERS_LIMIT)]
         data["workers"] = workers
@@ -270,8 +270,12 @@ def sections_of(shown):
 
 
 # The toolbar's links: (label, admin URL name, the model the reader must view; None: the add permission of jobs).
-LINKS = [("All jobs", "job_changelist", "job"), ("Queues", "queue_changelist", "queue"),
-         ("Schedule a job", "job_add", None), ("Workers", "worker_changelist", "worker")]
+LINKS = [
+    ("All jobs", "job_changelist", "job"),
+    ("Queues", "queue_changelist", "queue"),
+    ("Schedule a job", "job_add", None),
+    ("Workers", "worker_changelist", "worker"),
+]
 
 
 def links(user, site_name):

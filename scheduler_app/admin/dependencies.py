@@ -16,7 +16,14 @@ from ..vocabulary.bounds import DEPENDENTS_SHOWN
 from .formatting import status_badge
 
 # The job page's "Workflow" fieldset.
-WORKFLOW_FIELDS = ["workflow_display", "depends_on_display", "dependents_display", "dependencies_left", "on_dependency_failure", "snoozes"]
+WORKFLOW_FIELDS = [
+    "workflow_display",
+    "depends_on_display",
+    "dependents_display",
+    "dependencies_left",
+    "on_dependency_failure",
+    "snoozes",
+]
 
 
 class DependencyFilter(admin.SimpleListFilter):
@@ -46,7 +53,10 @@ def _linked_jobs(pairs):
     return format_html_join(
         " ",
         '<span class="sched-link"><a href="{}">#{}</a> {}</span>',
-        ((reverse("admin:scheduler_app_job_change", args=[job_id]), job_id, status_badge(status)) for job_id, status in pairs),
+        (
+            (reverse("admin:scheduler_app_job_change", args=[job_id]), job_id, status_badge(status))
+            for job_id, status in pairs
+        ),
     )
 
 

@@ -77,7 +77,11 @@ def when_html(value, now=None, *, late=False, zone=True, today=False):
         shown = shown.split(" ", 1)[1]
     return format_html(
         '<span class="sched-when"><time datetime="{}" title="{}">{}</time> <span class="{}">· {}</span></span>',
-        value.isoformat(), full, shown, css, hint,
+        value.isoformat(),
+        full,
+        shown,
+        css,
+        hint,
     )
 
 
@@ -107,17 +111,26 @@ def task_html(task):
     """Return a task path as 'module.' (muted, may wrap after any dot or underscore) + 'name' (bold)."""
     module, _, name = task.rpartition(".")
     parts = format_html_join("", "{}<wbr>", ((p,) for p in re.split(r"(?<=[._])", module + ".") if p))
-    return format_html('<span class="sched-task" title="{}"><span class="sched-module">{}</span><strong>{}</strong></span>', task, parts, name)
+    return format_html(
+        '<span class="sched-task" title="{}"><span class="sched-module">{}</span><strong>{}</strong></span>',
+        task,
+        parts,
+        name,
+    )
 
 
 def pretty_json(value):
     """Return ``value`` as indented JSON in a <pre>."""
-    return format_html('<pre class="sched-json">{}</pre>', json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False))
+    return format_html(
+        '<pre class="sched-json">{}</pre>', json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+    )
 
 
 def task_short_html(task):
     """Return a task's short name (the last dotted part, bold) with its full path on hover."""
-    return format_html('<span class="sched-task sched-task-short" title="{}"><strong>{}</strong></span>', task, task.rpartition(".")[2])
+    return format_html(
+        '<span class="sched-task sched-task-short" title="{}"><strong>{}</strong></span>', task, task.rpartition(".")[2]
+    )
 
 
 def worker_short(worker_id):
@@ -154,5 +167,7 @@ def slots_text(slots, queues):
     if "*" in slots:
         sharing = [q for q in queues if q not in own]
         word = "slot" if slots["*"] == 1 else "slots"
-        parts.append(f"{slots['*']} {word} shared by {', '.join(sharing)}" if sharing else f"{slots['*']} shared {word}")
+        parts.append(
+            f"{slots['*']} {word} shared by {', '.join(sharing)}" if sharing else f"{slots['*']} shared {word}"
+        )
     return "; ".join(parts) or "–"

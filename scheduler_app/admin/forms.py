@@ -23,16 +23,7 @@ from ..lifecycle.dependencies import unknown as unknown_dependencies
 from ..lifecycle.states import allowed_from, refusal
 from ..models import Job
 from ..sql.readable import in_zone
-from ..validation.fields import (
-    ARGS,
-    DEPENDS_ON,
-    EXECUTE_AT,
-    KWARGS,
-    MAX_ATTEMPTS,
-    PRIORITY,
-    TIMEOUT,
-    UNIQUE_KEY,
-)
+from ..validation.fields import ARGS, DEPENDS_ON, EXECUTE_AT, KWARGS, MAX_ATTEMPTS, PRIORITY, TIMEOUT, UNIQUE_KEY
 from ..validation.labels import TAGS
 from ..vocabulary.bounds import TAGS_MAX
 
@@ -169,7 +160,15 @@ def encodable_data(data):
         if all(not isinstance(v, str) or _encodes(v) for v in values):
             continue
         fixed = fixed if fixed is not None else data.copy()
-        fixed.setlist(key, [v if not isinstance(v, str) or _encodes(v) else v.encode("utf-8", "surrogatepass").decode("utf-8", "replace") for v in values])
+        fixed.setlist(
+            key,
+            [
+                v
+                if not isinstance(v, str) or _encodes(v)
+                else v.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+                for v in values
+            ],
+        )
     return data if fixed is None else fixed
 
 
@@ -253,8 +252,15 @@ class JobAddForm(_LifecycleValidatedForm):
         widget=TaskSelect,
         help_text="Only tasks defined with @task in an installed app's tasks.py can be chosen.",
     )
-    args = JSONTextField(ARGS, label="Args", initial="[]", help_text='Positional arguments as a JSON list, e.g. <code>[1, "two"]</code>.')
-    kwargs = JSONTextField(KWARGS, label="Kwargs", initial="{}", help_text='Keyword arguments as a JSON object, e.g. <code>{"seconds": 5}</code>.')
+    args = JSONTextField(
+        ARGS, label="Args", initial="[]", help_text='Positional arguments as a JSON list, e.g. <code>[1, "two"]</code>.'
+    )
+    kwargs = JSONTextField(
+        KWARGS,
+        label="Kwargs",
+        initial="{}",
+        help_text='Keyword arguments as a JSON object, e.g. <code>{"seconds": 5}</code>.',
+    )
     execute_at = forms.SplitDateTimeField(
         required=False,
         widget=SplitDateTime,
@@ -263,14 +269,15 @@ class JobAddForm(_LifecycleValidatedForm):
         help_text="Leave empty to run now (as soon as a worker slot is free).",
     )
     priority = RuleFormField(
-        PRIORITY,
-        help_text=f"{PRIORITY.low}..{PRIORITY.high}, higher runs first. Empty: the task's default.",
+        PRIORITY, help_text=f"{PRIORITY.low}..{PRIORITY.high}, higher runs first. Empty: the task's default."
     )
     queue = RuleChoiceField(QUEUE, help_text="Empty: the task's queue.")
     max_attempts = RuleFormField(
         MAX_ATTEMPTS, help_text="Attempts before the job fails for good. Empty: the scheduler's default."
     )
-    timeout = RuleFormField(TIMEOUT, help_text="Seconds an attempt may run, or a duration (90s, 30m, 1h30m). Empty: no limit.")
+    timeout = RuleFormField(
+        TIMEOUT, help_text="Seconds an attempt may run, or a duration (90s, 30m, 1h30m). Empty: no limit."
+    )
     unique_key = RuleFormField(
         UNIQUE_KEY,
         strip=False,
@@ -284,7 +291,10 @@ class JobAddForm(_LifecycleValidatedForm):
         help_text="Ids of jobs that must succeed first, separated by commas (the magnifier picks them from the job list). "
         "Empty: none; the job waits until they have succeeded.",
     )
-    tags = TagsField(label="Tags", help_text=f"Optional labels, separated by commas (at most {TAGS_MAX}), e.g. <code>billing, nightly</code>.")
+    tags = TagsField(
+        label="Tags",
+        help_text=f"Optional labels, separated by commas (at most {TAGS_MAX}), e.g. <code>billing, nightly</code>.",
+    )
 
     class Meta:
         model = Job
@@ -295,9 +305,7 @@ class JobAddForm(_LifecycleValidatedForm):
         self.fields["task"].choices = [("", "---------")] + [
             (registry.name_of(t), _task_label(t)) for t in registry.all_tasks()
         ]
-        self.fields["queue"].choices = [("", "(the task's queue)")] + [
-            (q, q) for q in sorted(conf.known_queues())
-        ]
+        self.fields["queue"].choices = [("", "(the task's queue)")] + [(q, q) for q in sorted(conf.known_queues())]
         self.fields["execute_at"].help_text = zone_help(self.fields["execute_at"].help_text)
         self.job_options = None
         self.tags = []
@@ -325,19 +333,20 @@ class JobAddForm(_LifecycleValidatedForm):
         except ValidationError as exc:
             self._add_lifecycle_errors(exc)
         else:
-            self.job_options = {"task": data["task"], "args": data.get("args", []), "kwargs": data.get("kwargs", {}), **options}
+            self.job_options = {
+                "task": data["task"],
+                "args": data.get("args", []),
+                "kwargs": data.get("kwargs", {}),
+                **options,
+            }
         return data
 
 
 class JobRescheduleForm(_LifecycleValidatedForm):
     """Change when a pending job runs and its priority; nothing else."""
 
-    execute_at = forms.SplitDateTimeField(
-        widget=SplitDateTime, validators=[checked_by(EXECUTE_AT)], label="Execute at"
-    )
-    priority = RuleFormField(
-        PRIORITY, required=True, help_text=f"{PRIORITY.low}..{PRIORITY.high}, higher runs first."
-    )
+    execute_at = forms.SplitDateTimeField(widget=SplitDateTime, validators=[checked_by(EXECUTE_AT)], label="Execute at")
+    priority = RuleFormField(PRIORITY, required=True, help_text=f"{PRIORITY.low}..{PRIORITY.high}, higher runs first.")
 
     class Meta:
         model = Job

@@ -119,6 +119,7 @@ def place(nodes, node_edges):
     width = 2 * MARGIN + cols * NODE_W + (cols - 1) * GAP_X
     y = MARGIN
     for row in sorted(by_row):
+
         def weight(node):
             seen = [order[k] for k in sources[node.key] if k in order]
             return (sum(seen) / len(seen) if seen else -1, node.key)
@@ -218,9 +219,21 @@ def _node(node):
         '{}class="{}" data-job="{}"><title>{}</title>'
         '<rect class="sched-box" x="{}" y="{}" width="{}" height="{}" rx="6"/>'
         '<text x="{}" y="{}" class="sched-node-task">{}</text><text x="{}" y="{}" class="sched-node-sub">{}</text>{}{}',
-        opening, css, node.job_id or "", title,
-        x, y, NODE_W, NODE_H,
-        f"{node.x + 8:g}", f"{node.y + 17:g}", short(node.task), f"{node.x + 8:g}", f"{node.y + 33 - (6 if bar else 0):g}", sub, bar,
+        opening,
+        css,
+        node.job_id or "",
+        title,
+        x,
+        y,
+        NODE_W,
+        NODE_H,
+        f"{node.x + 8:g}",
+        f"{node.y + 17:g}",
+        short(node.task),
+        f"{node.x + 8:g}",
+        f"{node.y + 33 - (6 if bar else 0):g}",
+        sub,
+        bar,
         mark_safe("</a>" if node.url else "</g>"),
     )
 
@@ -233,15 +246,26 @@ def render(jobs, edges, job_url, group_url, label="Workflow graph", last=()):
     arrows, ends = bundle(by_key, node_edges, frames)
     by_key.update(ends)
     ports = _ports(by_key, arrows)
-    paths = format_html_join("", '<path class="sched-edge" d="{}" marker-end="url(#sched-arrow)"/>',
-                             ((_arrow(by_key[a], by_key[b], *ports[(a, b)]),) for a, b in arrows))
-    boxes = format_html_join("", '<rect class="sched-frame" x="{}" y="{}" width="{}" height="{}" rx="10"/>',
-                             ((f"{x0:g}", f"{y0:g}", f"{x1 - x0:g}", f"{y1 - y0:g}") for x0, y0, x1, y1 in frames.values()))
+    paths = format_html_join(
+        "",
+        '<path class="sched-edge" d="{}" marker-end="url(#sched-arrow)"/>',
+        ((_arrow(by_key[a], by_key[b], *ports[(a, b)]),) for a, b in arrows),
+    )
+    boxes = format_html_join(
+        "",
+        '<rect class="sched-frame" x="{}" y="{}" width="{}" height="{}" rx="10"/>',
+        ((f"{x0:g}", f"{y0:g}", f"{x1 - x0:g}", f"{y1 - y0:g}") for x0, y0, x1, y1 in frames.values()),
+    )
     svg = format_html(
         '<svg class="sched-graph" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="{w}" height="{h}" '
         'role="img" aria-label="{}"><defs><marker id="sched-arrow" viewBox="0 0 10 10" refX="9" refY="5" '
         'markerWidth="7" markerHeight="7" orient="auto"><path class="sched-arrowhead" d="M0,0 L10,5 L0,10 z"/></marker></defs>'
         '<g class="sched-frames">{}</g><g class="sched-edges">{}</g><g class="sched-nodes">{}</g></svg>',
-        label, boxes, paths, format_html_join("", "{}", ((_node(n),) for n in nodes)), w=f"{width:g}", h=f"{height:g}",
+        label,
+        boxes,
+        paths,
+        format_html_join("", "{}", ((_node(n),) for n in nodes)),
+        w=f"{width:g}",
+        h=f"{height:g}",
     )
     return svg, grouped

@@ -67,7 +67,10 @@ def late_html(job, *, short=False):
         return shown
     return format_html(
         '{} <span class="sched-late-reason" data-late-reason="{}" title="{}">· {}</span>',
-        shown, reason, lateness.label(reason), lateness.label(reason, short=short),
+        shown,
+        reason,
+        lateness.label(reason),
+        lateness.label(reason, short=short),
     )
 
 
@@ -99,7 +102,9 @@ class JobFields:
                     extra = f" · {progress['percent']}%"
         return status_badge(obj.status, extra=extra)
 
-    @admin.display(description=lazy(lambda: f"execute at ({timezone.get_current_timezone_name()})", str)(), ordering="execute_at")
+    @admin.display(
+        description=lazy(lambda: f"execute at ({timezone.get_current_timezone_name()})", str)(), ordering="execute_at"
+    )
     def execute_at_display(self, obj):
         # The zone is in the column's header, once.
         return late_html(obj, short=True)
@@ -206,7 +211,9 @@ class JobFields:
             return obj.worker
         url = reverse("admin:scheduler_app_worker_change", args=[worker.pk])
         state = worker_state(worker)
-        return format_html('<a href="{}">{}</a> <span class="sched-badge sched-worker-{}">{}</span>', url, worker.pk, state, state)
+        return format_html(
+            '<a href="{}">{}</a> <span class="sched-badge sched-worker-{}">{}</span>', url, worker.pk, state, state
+        )
 
     @admin.display(description="progress")
     def progress_display(self, obj):
@@ -241,7 +248,8 @@ class JobFields:
             '<span class="sched-error-meta"> · {} · worker {}</span></summary><pre>{}</pre></details>',
             (
                 (
-                    i, " open" if i == len(entries) - 1 else "",
+                    i,
+                    " open" if i == len(entries) - 1 else "",
                     "?" if e["attempt"] is None else e["attempt"],
                     e["exception_class"],
                     e["message"],
@@ -258,9 +266,12 @@ class JobFields:
     def logs_display(self, obj):
         """Each attempt's log records, newest attempt and newest record first, coloured by level."""
         if not obj.logs_count:
-            return format_html('<p class="sched-empty-inline">{}</p>', "No log records kept (the task's own INFO and above are).")
+            return format_html(
+                '<p class="sched-empty-inline">{}</p>', "No log records kept (the task's own INFO and above are)."
+            )
         records = list(
-            JobLog.objects.filter(job_id=obj.pk).order_by("-attempt", "-seq")
+            JobLog.objects.filter(job_id=obj.pk)
+            .order_by("-attempt", "-seq")
             .values("attempt", "time", "level", "logger", "message", "exc_text")[:LOGS_SHOWN]
         )
         attempts = {}
@@ -275,21 +286,39 @@ class JobFields:
                 '<span class="sched-log-msg">{}</span>{}</li>',
                 (
                     (
-                        level_class(r["level"]), r["time"].isoformat() if r["time"] else "", exact_time(r["time"]), level_name(r["level"]),
-                        r["logger"], r["message"],
+                        level_class(r["level"]),
+                        r["time"].isoformat() if r["time"] else "",
+                        exact_time(r["time"]),
+                        level_name(r["level"]),
+                        r["logger"],
+                        r["message"],
                         format_html("<pre>{}</pre>", r["exc_text"]) if r["exc_text"] else "",
                     )
                     for r in rows
                 ),
             )
-            parts.append(format_html(
-                '<details class="sched-logs-attempt" data-key="logs-{}"{}><summary>Attempt {} · {} {}</summary><ol class="sched-logs">{}</ol></details>',
-                attempt, " open" if not parts else "", attempt, len(rows), "record" if len(rows) == 1 else "records", lines,
-            ))
+            parts.append(
+                format_html(
+                    '<details class="sched-logs-attempt" data-key="logs-{}"{}><summary>Attempt {} · {} {}</summary><ol class="sched-logs">{}</ol></details>',
+                    attempt,
+                    " open" if not parts else "",
+                    attempt,
+                    len(rows),
+                    "record" if len(rows) == 1 else "records",
+                    lines,
+                )
+            )
         more = ""
         if obj.logs_count > len(records):
-            more = format_html('<p class="help">The newest {} of {} records are shown; GET /api/jobs/{}/logs/ has them all.</p>', len(records), obj.logs_count, obj.pk)
-        return format_html('<div class="sched-logbook">{}{}</div>', format_html_join("", "{}", ((p,) for p in parts)), more)
+            more = format_html(
+                '<p class="help">The newest {} of {} records are shown; GET /api/jobs/{}/logs/ has them all.</p>',
+                len(records),
+                obj.logs_count,
+                obj.pk,
+            )
+        return format_html(
+            '<div class="sched-logbook">{}{}</div>', format_html_join("", "{}", ((p,) for p in parts)), more
+        )
 
 
 # Records shown on the job page (the API pages through all of them).

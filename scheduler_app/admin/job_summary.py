@@ -76,7 +76,9 @@ class JobSummary:
 
     def summary_html(self, request, job):
         """Return the summary of ``job``'s page (also sent by the live JSON)."""
-        return render_to_string("admin/scheduler_app/job/_summary.html", summary_context(job, request.user), request=request)
+        return render_to_string(
+            "admin/scheduler_app/job/_summary.html", summary_context(job, request.user), request=request
+        )
 
     def retry_view(self, request, object_id):
         return self._act(request, object_id, "retry")
@@ -99,7 +101,9 @@ class JobSummary:
             self.message_user(request, f"Not done: {exc}", messages.ERROR)
             return HttpResponseRedirect(page)
         if action == "retry":
-            text = f"Job {job_id} is {done.status} again" + (": it runs now." if done.status == JobStatus.PENDING else ", for its dependencies.")
+            text = f"Job {job_id} is {done.status} again" + (
+                ": it runs now." if done.status == JobStatus.PENDING else ", for its dependencies."
+            )
         elif done == "cancelled":
             text = f"Job {job_id} is cancelled."
         else:

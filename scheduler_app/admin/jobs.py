@@ -5,7 +5,6 @@ with ``enqueue``, reschedule with ``reschedule``, cancel/retry/run-now with
 the ``*_many`` functions).
 """
 
-
 from django.contrib import admin, messages
 from django.contrib.admin.options import ActionLocation
 from django.core.exceptions import ValidationError
@@ -17,14 +16,7 @@ from .. import lifecycle, registry
 from ..lifecycle.states import allowed_from, refusal
 from ..models import Job, JobStatus
 from .bulk import BulkActionsMixin, TagFilter
-from .changelist import (
-    CappedCountPaginator,
-    DateRangeFilter,
-    JobChangeList,
-    QueueFilter,
-    ScheduleFilter,
-    TaskFilter,
-)
+from .changelist import CappedCountPaginator, DateRangeFilter, JobChangeList, QueueFilter, ScheduleFilter, TaskFilter
 from .dependencies import WORKFLOW_FIELDS, DependenciesMixin, DependencyFilter
 from .forms import JobAddForm, JobRescheduleForm
 from .job_fields import JobFields, fields_for
@@ -85,9 +77,55 @@ class JobAdmin(BulkActionsMixin, DependenciesMixin, JobSummary, JobLive, JobFiel
         ("Workflow", {"fields": ["depends_on", "tags"]}),
     ]
     change_fieldsets = [
-        (None, {"fields": ["status_badge", "task", "queue", "args_display", "kwargs_display", "unique_key", "all_tags_display", "meta_display", "created_by", "schedule_link", "created_at_display"]}),
-        ("Schedule", {"fields": ["execute_at", "priority", "due_display", "max_attempts", "timeout", "expires_at_display", "concurrency_key", "concurrency_limit"]}),
-        ("Execution", {"fields": ["attempts_display", "worker_display", "started_at_display", "last_attempted_at_display", "finished_at_display", "duration_display", "lease_display", "progress_display", "cancel_requested_display"]}),
+        (
+            None,
+            {
+                "fields": [
+                    "status_badge",
+                    "task",
+                    "queue",
+                    "args_display",
+                    "kwargs_display",
+                    "unique_key",
+                    "all_tags_display",
+                    "meta_display",
+                    "created_by",
+                    "schedule_link",
+                    "created_at_display",
+                ]
+            },
+        ),
+        (
+            "Schedule",
+            {
+                "fields": [
+                    "execute_at",
+                    "priority",
+                    "due_display",
+                    "max_attempts",
+                    "timeout",
+                    "expires_at_display",
+                    "concurrency_key",
+                    "concurrency_limit",
+                ]
+            },
+        ),
+        (
+            "Execution",
+            {
+                "fields": [
+                    "attempts_display",
+                    "worker_display",
+                    "started_at_display",
+                    "last_attempted_at_display",
+                    "finished_at_display",
+                    "duration_display",
+                    "lease_display",
+                    "progress_display",
+                    "cancel_requested_display",
+                ]
+            },
+        ),
         ("Workflow", {"fields": WORKFLOW_FIELDS}),
         ("Result", {"fields": ["result_display"]}),
         ("Errors", {"fields": ["errors_display"]}),
@@ -123,7 +161,9 @@ class JobAdmin(BulkActionsMixin, DependenciesMixin, JobSummary, JobLive, JobFiel
         if obj.status not in allowed_from("reschedule"):
             # A job that ran: under the summary, its errors and logs first.
             first = ("Result",) * (obj.status == JobStatus.SUCCEEDED) + ("Errors",) * bool(obj.errors) + ("Logs",)
-            fieldsets = [fs for name in first for fs in fieldsets if fs[0] == name] + [fs for fs in fieldsets if fs[0] not in first]
+            fieldsets = [fs for name in first for fs in fieldsets if fs[0] == name] + [
+                fs for fs in fieldsets if fs[0] not in first
+            ]
         if not (obj.status == JobStatus.PENDING and self.has_change_permission(request, obj)):
             hidden.add("execute_at")  # view only: "when" shows execute_at in the admin's one date format
         return [
@@ -236,7 +276,9 @@ class JobAdmin(BulkActionsMixin, DependenciesMixin, JobSummary, JobLive, JobFiel
                 and obj.status not in allowed_from("reschedule")
                 and super().has_change_permission(request, obj)
             ):
-                self.message_user(request, f"Not rescheduled: {refusal('reschedule', obj.pk, obj.status)}", messages.ERROR)
+                self.message_user(
+                    request, f"Not rescheduled: {refusal('reschedule', obj.pk, obj.status)}", messages.ERROR
+                )
                 return HttpResponseRedirect(request.path)
         extra_context = {**(extra_context or {}), "show_save_and_add_another": False}
         if request.method == "GET":
@@ -328,10 +370,7 @@ class JobAdmin(BulkActionsMixin, DependenciesMixin, JobSummary, JobLive, JobFiel
             c, s = lifecycle.run_now_many(chunk)
             changed, skipped = changed + c, skipped + s
         self._report(
-            request,
-            [(changed, f"made {changed} pending {plural(changed)} due now")],
-            skipped,
-            "that were not pending",
+            request, [(changed, f"made {changed} pending {plural(changed)} due now")], skipped, "that were not pending"
         )
 
 

@@ -19,15 +19,37 @@ from .job_fields import fields_for, mark_held
 # The job page's fields that change while a job runs (read-only boxes only:
 # the reschedule inputs of a pending job are never replaced).
 PAGE_FIELDS = [
-    "status_badge", "attempts_display", "worker_display", "started_at_display", "last_attempted_at_display",
-    "finished_at_display", "duration_display", "lease_display", "progress_display", "result_display",
-    "errors_display", "logs_display", "due_display",
+    "status_badge",
+    "attempts_display",
+    "worker_display",
+    "started_at_display",
+    "last_attempted_at_display",
+    "finished_at_display",
+    "duration_display",
+    "lease_display",
+    "progress_display",
+    "result_display",
+    "errors_display",
+    "logs_display",
+    "due_display",
 ]
 # The list's cells that change (its other columns are fixed once made).
 LIST_FIELDS = ["status_badge", "execute_at_display", "attempts_display", "duration_display", "worker_short"]
 LIST_COLUMNS = [
-    "id", "status", "execute_at", "attempts", "max_attempts", "started_at", "last_attempted_at", "finished_at",
-    "progress", "cancel_requested", "worker", "concurrency_key", "concurrency_limit", "expires_at",
+    "id",
+    "status",
+    "execute_at",
+    "attempts",
+    "max_attempts",
+    "started_at",
+    "last_attempted_at",
+    "finished_at",
+    "progress",
+    "cancel_requested",
+    "worker",
+    "concurrency_key",
+    "concurrency_limit",
+    "expires_at",
 ]
 MAX_IDS = 500
 
@@ -54,7 +76,16 @@ class JobLive:
             raise PermissionDenied
         fields = {name: str(getattr(self, name)(job)) for name in fields_for(request.user, PAGE_FIELDS)}
         summary = str(self.summary_html(request, job))
-        return JsonResponse({"id": job.pk, "status": job.status, "logs_count": job.logs_count, "fields": fields, "summary": summary, "at": timezone.now().isoformat()})
+        return JsonResponse(
+            {
+                "id": job.pk,
+                "status": job.status,
+                "logs_count": job.logs_count,
+                "fields": fields,
+                "summary": summary,
+                "at": timezone.now().isoformat(),
+            }
+        )
 
     def list_live_view(self, request):
         """Return the changing cells of the listed jobs: ``{"rows": {id: {name: html}}}``, one query."""

@@ -105,7 +105,9 @@ class SafeLookupsMixin:
     def get_object(self, request, object_id, from_field=None):
         if not isinstance(object_id, str) or unstorable(object_id):
             return None
-        bounds = _integer_range(self.model, from_field or self.model._meta.pk.name, connections[router.db_for_read(self.model)])
+        bounds = _integer_range(
+            self.model, from_field or self.model._meta.pk.name, connections[router.db_for_read(self.model)]
+        )
         if bounds and _out_of_range(object_id, bounds):
             return None
         return super().get_object(request, object_id, from_field)

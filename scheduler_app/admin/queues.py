@@ -42,10 +42,12 @@ CHANGE_PERMISSION = "scheduler_app.change_queue"
 
 class QueueLimitsForm(forms.ModelForm):
     concurrency_limit = RuleFormField(
-        CONCURRENCY_LIMIT, help_text="Most jobs of this queue running at once, across every dispatcher. Empty: no limit."
+        CONCURRENCY_LIMIT,
+        help_text="Most jobs of this queue running at once, across every dispatcher. Empty: no limit.",
     )
     rate_limit = RuleFormField(
-        RATE_LIMIT, help_text="Most jobs of this queue started per rate period, across every dispatcher. Empty: no limit."
+        RATE_LIMIT,
+        help_text="Most jobs of this queue started per rate period, across every dispatcher. Empty: no limit.",
     )
     rate_period = RuleFormField(RATE_PERIOD, required=True, help_text="Seconds of the rate limit's sliding window.")
 
@@ -88,7 +90,8 @@ class QueueAdmin(SafeLookupsMixin, admin.ModelAdmin):  # a name with NUL is no q
         app, model = self.opts.app_label, self.opts.model_name
         # The page and its data; of the model admin's own views, a queue's change form (its limits).
         own = [
-            u for u in super().get_urls()
+            u
+            for u in super().get_urls()
             if getattr(u, "name", None) in (f"{app}_{model}_change", f"{app}_{model}_history")
         ]
         return [
@@ -155,9 +158,11 @@ class QueueAdmin(SafeLookupsMixin, admin.ModelAdmin):  # a name with NUL is no q
             raise PermissionDenied
         started = time.monotonic()
         rows, table = self._context(request, minutes_of(request))
-        return JsonResponse({
-            "html": {"table": table},
-            "histories": {q["name"]: q["history"] for q in rows},
-            "generated_at": timezone.now().isoformat(),
-            "took_ms": round((time.monotonic() - started) * 1000),
-        })
+        return JsonResponse(
+            {
+                "html": {"table": table},
+                "histories": {q["name"]: q["history"] for q in rows},
+                "generated_at": timezone.now().isoformat(),
+                "took_ms": round((time.monotonic() - started) * 1000),
+            }
+        )

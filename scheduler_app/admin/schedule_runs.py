@@ -7,7 +7,6 @@ or ``{"error": "..."}`` (400) by the schedules' own rules
 schedules (else 403). The page's few lines of inline script call it.
 """
 
-
 from django.contrib import admin
 from django.core.exceptions import ValidationError
 from django.http import JsonResponse
@@ -71,10 +70,12 @@ class ComingRunsMixin:
         except ValidationError as exc:
             return JsonResponse({"error": error_text(exc)}, status=400)
         runs = schedules.coming_runs(fields, NEXT_RUNS_SHOWN, timezone.now())
-        return JsonResponse({
-            "runs": [run.isoformat().replace("+00:00", "Z") for run in runs],
-            "shown": [exact_time(run) for run in runs] or ["No run to come."],
-        })
+        return JsonResponse(
+            {
+                "runs": [run.isoformat().replace("+00:00", "Z") for run in runs],
+                "shown": [exact_time(run) for run in runs] or ["No run to come."],
+            }
+        )
 
     @admin.display(description=f"next {NEXT_RUNS_SHOWN} runs")
     def coming_runs(self, obj):
@@ -83,5 +84,3 @@ class ComingRunsMixin:
         url = reverse("admin:scheduler_app_schedule_next_runs")
         listed = format_html('<ol id="coming-runs" data-url="{}">{}</ol>', url, items or mark_safe("<li>–</li>"))
         return listed + mark_safe(SCRIPT)
-
-

@@ -20,13 +20,7 @@ from ..validation.fields import ARGS, KWARGS, MAX_ATTEMPTS, PRIORITY, TIMEOUT
 from ..validation.schedules import EDITABLE, INTERVAL
 from ..vocabulary.bounds import PRIORITY_MAX, PRIORITY_MIN
 from .formatting import status_badge, when_html
-from .forms import (
-    EncodableDataMixin,
-    JSONTextField,
-    RuleChoiceField,
-    RuleFormField,
-    SplitDateTime,
-)
+from .forms import EncodableDataMixin, JSONTextField, RuleChoiceField, RuleFormField, SplitDateTime
 from .lookups import SafeLookupsMixin
 from .schedule_runs import ComingRunsMixin
 
@@ -36,21 +30,24 @@ class ScheduleForm(EncodableDataMixin, forms.ModelForm):
 
     task = RuleChoiceField(TASK, required=True)
     queue = RuleChoiceField(QUEUE, help_text="Empty: the task's queue.")
-    priority = RuleFormField(PRIORITY, help_text=f"{PRIORITY_MIN}..{PRIORITY_MAX}, higher runs first. Empty: the task's.")
+    priority = RuleFormField(
+        PRIORITY, help_text=f"{PRIORITY_MIN}..{PRIORITY_MAX}, higher runs first. Empty: the task's."
+    )
     max_attempts = RuleFormField(MAX_ATTEMPTS, help_text="Empty: the default.")
-    timeout = RuleFormField(TIMEOUT, help_text="Seconds an attempt may run, or a duration (90s, 30m, 1h30m). Empty: no limit.")
+    timeout = RuleFormField(
+        TIMEOUT, help_text="Seconds an attempt may run, or a duration (90s, 30m, 1h30m). Empty: no limit."
+    )
     args = JSONTextField(ARGS, initial="[]", help_text='A JSON list, e.g. [1, "a"].')
     kwargs = JSONTextField(KWARGS, initial="{}", help_text='A JSON object, e.g. {"x": 1}.')
-    interval_seconds = RuleFormField(INTERVAL, help_text="Run every this many seconds. Leave empty for a cron expression.")
+    interval_seconds = RuleFormField(
+        INTERVAL, help_text="Run every this many seconds. Leave empty for a cron expression."
+    )
     cron = forms.CharField(
         required=False,
         help_text=schedules.CRON_HELP + " Leave empty for an interval.",
         widget=forms.TextInput(attrs={"class": "vTextField", "spellcheck": "false"}),
     )
-    timezone = forms.CharField(
-        initial="UTC",
-        help_text="IANA time zone of the cron expression, e.g. Europe/Berlin.",
-    )
+    timezone = forms.CharField(initial="UTC", help_text="IANA time zone of the cron expression, e.g. Europe/Berlin.")
 
     class Meta:
         model = Schedule
@@ -60,9 +57,7 @@ class ScheduleForm(EncodableDataMixin, forms.ModelForm):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["task"].choices = [("", "---------")] + [(n, n) for n in registry.names()]
-        self.fields["queue"].choices = [("", "(the task's queue)")] + [
-            (q, q) for q in sorted(conf.known_queues())
-        ]
+        self.fields["queue"].choices = [("", "(the task's queue)")] + [(q, q) for q in sorted(conf.known_queues())]
         self.schedule_data = None
 
     def _post_clean(self):
@@ -95,14 +90,7 @@ class ScheduleForm(EncodableDataMixin, forms.ModelForm):
 @admin.register(Schedule)
 class ScheduleAdmin(ComingRunsMixin, SafeLookupsMixin, admin.ModelAdmin):
     form = ScheduleForm
-    list_display = [
-        "name",
-        "task_name",
-        "timetable",
-        "next_run",
-        "last_run",
-        "enabled",
-    ]
+    list_display = ["name", "task_name", "timetable", "next_run", "last_run", "enabled"]
     list_display_links = ["name"]
     list_editable = ["enabled"]
     list_filter = ["enabled", "misfire_policy"]
@@ -110,14 +98,30 @@ class ScheduleAdmin(ComingRunsMixin, SafeLookupsMixin, admin.ModelAdmin):
     ordering = ["name"]
     actions = ["run_now", "enable", "disable"]
     # Times in the admin's one format (formatting.when_html), not Django's.
-    state_fields = ["timetable", "next_run", "last_run", "last_job_link", "jobs_link", "created_display", "updated_display"]
+    state_fields = [
+        "timetable",
+        "next_run",
+        "last_run",
+        "last_job_link",
+        "jobs_link",
+        "created_display",
+        "updated_display",
+    ]
     readonly_fields = [*state_fields, "coming_runs"]
     fieldsets = [
         (None, {"fields": ["name", "task", "args", "kwargs", "enabled"]}),
         (
             "Timetable",
             {
-                "fields": ["cron", "interval_seconds", "timezone", "coming_runs", "misfire_policy", "start_at", "end_at"],
+                "fields": [
+                    "cron",
+                    "interval_seconds",
+                    "timezone",
+                    "coming_runs",
+                    "misfire_policy",
+                    "start_at",
+                    "end_at",
+                ],
                 "description": "Give a cron expression or an interval in seconds, not both.",
             },
         ),
@@ -163,7 +167,10 @@ class ScheduleAdmin(ComingRunsMixin, SafeLookupsMixin, admin.ModelAdmin):
         if job is None:
             return when
         return format_html(
-            '{} · <a href="{}">{}</a>', when, reverse("admin:scheduler_app_job_change", args=[job.pk]), status_badge(job.status)
+            '{} · <a href="{}">{}</a>',
+            when,
+            reverse("admin:scheduler_app_job_change", args=[job.pk]),
+            status_badge(job.status),
         )
 
     @admin.display(description="created at")
@@ -222,8 +229,7 @@ class ScheduleAdmin(ComingRunsMixin, SafeLookupsMixin, admin.ModelAdmin):
         jobs = [schedules.run_now(pk, created_by=request.user) for pk in queryset.values_list("pk", flat=True)]
         self.message_user(
             request,
-            f"Enqueued {len(jobs)} job{'s' if len(jobs) != 1 else ''}: "
-            + ", ".join(f"#{j.pk}" for j in jobs),
+            f"Enqueued {len(jobs)} job{'s' if len(jobs) != 1 else ''}: " + ", ".join(f"#{j.pk}" for j in jobs),
             messages.SUCCESS,
         )
 

@@ -30,9 +30,21 @@ class WorkerAdmin(SafeLookupsMixin, admin.ModelAdmin):
     show_full_result_count = False
     # Times in the admin's one format (formatting.when_html), not Django's.
     readonly_fields = [
-        "id", "hostname", "pid", "queues_display", "slots_display", "alive_badge", "state",
-        "lease_seconds", "started_display", "last_heartbeat_display", "heartbeat_age", "stopped_display",
-        "running", "processed", "failed",
+        "id",
+        "hostname",
+        "pid",
+        "queues_display",
+        "slots_display",
+        "alive_badge",
+        "state",
+        "lease_seconds",
+        "started_display",
+        "last_heartbeat_display",
+        "heartbeat_age",
+        "stopped_display",
+        "running",
+        "processed",
+        "failed",
     ]
     fields = readonly_fields
 

@@ -50,7 +50,10 @@ def progress_html(counts):
     done = sum(counts.get(s, 0) for s in FINISHED_STATUSES)
     return format_html(
         '<span class="sched-wf-progress"><progress max="{}" value="{}"></progress> {} / {} done</span>',
-        total or 1, done, done, total,
+        total or 1,
+        done,
+        done,
+        total,
     )
 
 
@@ -84,7 +87,14 @@ def callbacks_html(callbacks, job_url):
 
 @admin.register(Workflow)
 class WorkflowAdmin(SafeLookupsMixin, admin.ModelAdmin):
-    list_display = ["name_display", "status_display", "progress_display", "counts_display", "created_display", "finished_display"]
+    list_display = [
+        "name_display",
+        "status_display",
+        "progress_display",
+        "counts_display",
+        "created_display",
+        "finished_display",
+    ]
     list_display_links = ["name_display"]
     list_filter = ["status"]
     search_fields = ["name"]  # and a number (or #number): the workflow id
@@ -106,7 +116,10 @@ class WorkflowAdmin(SafeLookupsMixin, admin.ModelAdmin):
             path("<path:object_id>/retry/", wrap(self.retry_view), name=f"{app}_{model}_retry"),
             path("<path:object_id>/cancel/", wrap(self.cancel_view), name=f"{app}_{model}_cancel"),
             path("<path:object_id>/change/", wrap(self.workflow_view), name=f"{app}_{model}_change"),
-            path("<path:object_id>/", wrap(RedirectView.as_view(pattern_name=f"admin:{app}_{model}_change", permanent=False))),
+            path(
+                "<path:object_id>/",
+                wrap(RedirectView.as_view(pattern_name=f"admin:{app}_{model}_change", permanent=False)),
+            ),
         ]
 
     def has_add_permission(self, request):
@@ -141,7 +154,11 @@ class WorkflowAdmin(SafeLookupsMixin, admin.ModelAdmin):
 
     @admin.display(description="workflow", ordering="-id")
     def name_display(self, obj):
-        return format_html('{} <span class="sched-ago">#{}</span>', obj.name, obj.pk) if obj.name else f"Workflow #{obj.pk}"
+        return (
+            format_html('{} <span class="sched-ago">#{}</span>', obj.name, obj.pk)
+            if obj.name
+            else f"Workflow #{obj.pk}"
+        )
 
     @admin.display(description="status", ordering="status")
     def status_display(self, obj):
@@ -170,7 +187,9 @@ class WorkflowAdmin(SafeLookupsMixin, admin.ModelAdmin):
         ids = list(queryset.order_by("pk").values_list("pk", flat=True)[: MAX_ACTION_WORKFLOWS + 1])
         if len(ids) > MAX_ACTION_WORKFLOWS:
             self.message_user(
-                request, f"More than {MAX_ACTION_WORKFLOWS} workflows are selected; nothing was changed. Narrow the filter.", messages.ERROR,
+                request,
+                f"More than {MAX_ACTION_WORKFLOWS} workflows are selected; nothing was changed. Narrow the filter.",
+                messages.ERROR,
             )
             return None
         refused = []
@@ -187,9 +206,13 @@ class WorkflowAdmin(SafeLookupsMixin, admin.ModelAdmin):
     def retry_workflows(self, request, queryset):
         changed = self._each(request, queryset, service.retry_workflow)
         if changed:
-            self.message_user(request, f"Retried the failed and cancelled jobs of {changed} workflow(s).", messages.SUCCESS)
+            self.message_user(
+                request, f"Retried the failed and cancelled jobs of {changed} workflow(s).", messages.SUCCESS
+            )
 
-    @admin.action(description="Cancel selected workflows (their pending, waiting and running jobs)", permissions=["change"])
+    @admin.action(
+        description="Cancel selected workflows (their pending, waiting and running jobs)", permissions=["change"]
+    )
     def cancel_workflows(self, request, queryset):
         changed = self._each(request, queryset, service.cancel_workflow)
         if changed:
@@ -218,9 +241,12 @@ class WorkflowAdmin(SafeLookupsMixin, admin.ModelAdmin):
         sees_jobs = request.user.has_perm("scheduler_app.view_job") or request.user.has_perm("scheduler_app.change_job")
         job_url = partial(self._job_url, current_app=self.admin_site.name) if sees_jobs else lambda pk: None
         svg, grouped = graph.render(
-            jobs, edges, job_url=job_url,
+            jobs,
+            edges,
+            job_url=job_url,
             group_url=lambda task: f"{jobs_url}?{urlencode({'workflow': obj.pk, 'task': task})}" if sees_jobs else None,
-            label=f"The jobs of workflow {obj.pk} and their dependencies", last=callbacks,
+            label=f"The jobs of workflow {obj.pk} and their dependencies",
+            last=callbacks,
         )
         can_change = self.has_change_permission(request, obj)
         context = {
@@ -268,14 +294,21 @@ class WorkflowAdmin(SafeLookupsMixin, admin.ModelAdmin):
         except Workflow.DoesNotExist:
             raise Http404("No workflow has this id.") from None
         else:
-            self.message_user(request, describe(sum(before.get(s, 0) for s in statuses), workflow.status), messages.SUCCESS)
-        return HttpResponseRedirect(reverse("admin:scheduler_app_workflow_change", args=[obj.pk], current_app=self.admin_site.name))
+            self.message_user(
+                request, describe(sum(before.get(s, 0) for s in statuses), workflow.status), messages.SUCCESS
+            )
+        return HttpResponseRedirect(
+            reverse("admin:scheduler_app_workflow_change", args=[obj.pk], current_app=self.admin_site.name)
+        )
 
     @method_decorator(require_POST)
     def retry_view(self, request, object_id):
         """Retry the workflow's failed and cancelled jobs (their dependents come back waiting)."""
         return self._act(
-            request, object_id, service.retry_workflow, RETRYABLE,
+            request,
+            object_id,
+            service.retry_workflow,
+            RETRYABLE,
             lambda n, status: f"Retried {n} failed or cancelled job(s); the workflow is {status}.",
         )
 
@@ -283,6 +316,11 @@ class WorkflowAdmin(SafeLookupsMixin, admin.ModelAdmin):
     def cancel_view(self, request, object_id):
         """Cancel the workflow's pending and waiting jobs, and ask its running ones to stop."""
         return self._act(
-            request, object_id, service.cancel_workflow, ACTIVE_STATUSES,
-            lambda n, status: f"Cancelled the workflow's {n} pending, waiting or running job(s) (running ones are asked to stop); it is {status}.",
+            request,
+            object_id,
+            service.cancel_workflow,
+            ACTIVE_STATUSES,
+            lambda n, status: (
+                f"Cancelled the workflow's {n} pending, waiting or running job(s) (running ones are asked to stop); it is {status}."
+            ),
         )

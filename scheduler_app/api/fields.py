@@ -329,10 +329,17 @@ class JSONObjectField(serializers.JSONField):
             "current": {"type": "number", "nullable": True},
             "total": {"type": "number", "nullable": True, "description": "null: unknown."},
             "message": {"type": "string"},
-            "updated_at": {"type": "string", "format": "date-time", "nullable": True,
-                           "description": "When it was reported."},
-            "text": {"type": "string", "description": "How pages show it: '116/1200', and the message "
-                     "only where it adds to the numbers ('116/1200 · importing'); docs/API.md."},
+            "updated_at": {
+                "type": "string",
+                "format": "date-time",
+                "nullable": True,
+                "description": "When it was reported.",
+            },
+            "text": {
+                "type": "string",
+                "description": "How pages show it: '116/1200', and the message "
+                "only where it adds to the numbers ('116/1200 · importing'); docs/API.md.",
+            },
         },
         "required": ["current", "total", "message", "updated_at", "text"],
     }

@@ -24,14 +24,7 @@ from ..sql.indexes import any_status
 from ..sql.search import search_matches, tagged
 from ..validation.fields import NO_NUL
 from ..validation.labels import TAG
-from ..vocabulary.bounds import (
-    PRIORITY_MAX,
-    PRIORITY_MIN,
-    QUEUE_NAME_MAX,
-    SEARCH_MAX,
-    TAGS_MAX,
-    TASK_NAME_MAX,
-)
+from ..vocabulary.bounds import PRIORITY_MAX, PRIORITY_MIN, QUEUE_NAME_MAX, SEARCH_MAX, TAGS_MAX, TASK_NAME_MAX
 
 # Largest value of a 64-bit primary key: a longer number cannot be an id.
 MAX_ID = 2**63 - 1
@@ -161,7 +154,7 @@ class JobFilter(django_filters.FilterSet):
     task = TextFilter(
         method="filter_task",
         max_length=TASK_NAME_MAX,
-        help_text="A task's path, or its end when only one known task has it (\"echo\" for myapp.tasks.echo); "
+        help_text='A task\'s path, or its end when only one known task has it ("echo" for myapp.tasks.echo); '
         "a name several tasks end with is a 400 listing them.",
     )
     priority_min = IntegerFilter(
@@ -179,9 +172,7 @@ class JobFilter(django_filters.FilterSet):
         help_text=f"Priority at most this ({PRIORITY_MIN}..{PRIORITY_MAX}).",
     )
     execute_after = AwareIsoDateTimeFilter(
-        field_name="execute_at",
-        lookup_expr="gte",
-        help_text="execute_at at or after this ISO 8601 time (with offset).",
+        field_name="execute_at", lookup_expr="gte", help_text="execute_at at or after this ISO 8601 time (with offset)."
     )
     execute_before = AwareIsoDateTimeFilter(
         field_name="execute_at",
@@ -195,15 +186,20 @@ class JobFilter(django_filters.FilterSet):
         help_text="Jobs that depend on this job (its id): its dependents.",
     )
     schedule = IntegerFilter(
-        field_name="schedule_id",
-        min_value=1,
-        max_value=MAX_ID,
-        help_text="Jobs created by this schedule (its id).",
+        field_name="schedule_id", min_value=1, max_value=MAX_ID, help_text="Jobs created by this schedule (its id)."
     )
-    created_after = AwareIsoDateTimeFilter(field_name="created_at", lookup_expr="gte", help_text="created_at at or after this time.")
-    created_before = AwareIsoDateTimeFilter(field_name="created_at", lookup_expr="lte", help_text="created_at at or before this time.")
-    finished_after = AwareIsoDateTimeFilter(field_name="finished_at", lookup_expr="gte", help_text="finished_at at or after this time.")
-    finished_before = AwareIsoDateTimeFilter(field_name="finished_at", lookup_expr="lte", help_text="finished_at at or before this time.")
+    created_after = AwareIsoDateTimeFilter(
+        field_name="created_at", lookup_expr="gte", help_text="created_at at or after this time."
+    )
+    created_before = AwareIsoDateTimeFilter(
+        field_name="created_at", lookup_expr="lte", help_text="created_at at or before this time."
+    )
+    finished_after = AwareIsoDateTimeFilter(
+        field_name="finished_at", lookup_expr="gte", help_text="finished_at at or after this time."
+    )
+    finished_before = AwareIsoDateTimeFilter(
+        field_name="finished_at", lookup_expr="lte", help_text="finished_at at or before this time."
+    )
     tag = TagFilter(help_text="Jobs carrying this tag; repeat the parameter for any of several.")
     search = TextFilter(
         method="filter_search",
@@ -213,8 +209,7 @@ class JobFilter(django_filters.FilterSet):
     )
     ordering = TieBreakingOrderingFilter(
         fields=ORDERING_FIELDS,
-        help_text="One of id, execute_at, priority, created_at, finished_at; "
-        "prefix - for descending. Default: -id.",
+        help_text="One of id, execute_at, priority, created_at, finished_at; prefix - for descending. Default: -id.",
     )
 
     class Meta:
@@ -257,7 +252,11 @@ def matching(spec, queryset=None):
             continue
         kind, wording = shapes[key]
         values = value if kind == "array" and isinstance(value, list) else [value]
-        if kind == "array" and not isinstance(value, list) or not _all_of(values, "string" if kind == "array" else kind):
+        if (
+            kind == "array"
+            and not isinstance(value, list)
+            or not _all_of(values, "string" if kind == "array" else kind)
+        ):
             errors[key] = [wording]
         elif not values or "" in values:  # in a query string an empty value is no filter; a body says what it means
             errors[key] = ["May not be empty: leave the key out to not filter by it."]

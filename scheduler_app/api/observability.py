@@ -54,9 +54,13 @@ class LogQuery(forms.Form):
 
 
 LOG_PARAMETERS = [
-    OpenApiParameter("attempt", {"type": "integer", "minimum": 1, "maximum": ATTEMPT_MAX}, description="Only this attempt's records."),
+    OpenApiParameter(
+        "attempt", {"type": "integer", "minimum": 1, "maximum": ATTEMPT_MAX}, description="Only this attempt's records."
+    ),
     OpenApiParameter("page", {"type": "integer", "minimum": 1}, description="A page number (1-based)."),
-    OpenApiParameter("page_size", {"type": "integer", "minimum": 1, "maximum": 500}, description="Records per page (default 50)."),
+    OpenApiParameter(
+        "page_size", {"type": "integer", "minimum": 1, "maximum": 500}, description="Records per page (default 50)."
+    ),
 ]
 
 
@@ -137,12 +141,14 @@ class HistoryView(SchedulerAPI, APIView):
         summary="Per-minute history: throughput, outcomes, wait and run times, queue depth",
         parameters=[
             OpenApiParameter(
-                "minutes", {"type": "integer", "minimum": 1, "maximum": limits.HISTORY_MINUTES_MAX},
+                "minutes",
+                {"type": "integer", "minimum": 1, "maximum": limits.HISTORY_MINUTES_MAX},
                 description="How far back (default 60; up to 7 days).",
             ),
             _text_parameter("queue", limits.QUEUE_NAME_MAX, "Only this queue."),
             _text_parameter(
-                "task", limits.TASK_NAME_MAX,
+                "task",
+                limits.TASK_NAME_MAX,
                 "Only this task: its path, or its end when one known task has it (as GET /api/jobs/?task=).",
             ),
         ],

@@ -100,11 +100,7 @@ class EstimatedCountPagination(PageNumberPagination):
         return replace_query_param(url, self.page_query_param, number)
 
     def get_html_context(self):
-        return {
-            "previous_url": self.get_previous_link(),
-            "next_url": self.get_next_link(),
-            "page_links": [],
-        }
+        return {"previous_url": self.get_previous_link(), "next_url": self.get_next_link(), "page_links": []}
 
     def get_paginated_response(self, data):
         return Response(
@@ -127,8 +123,7 @@ class EstimatedCountPagination(PageNumberPagination):
             "count": base["properties"]["count"],
             "count_exact": {
                 "type": "boolean",
-                "description": f"False when more than {self.count_limit} rows match and "
-                "count is an estimate.",
+                "description": f"False when more than {self.count_limit} rows match and count is an estimate.",
             },
             **{k: v for k, v in base["properties"].items() if k != "count"},
         }

@@ -43,7 +43,9 @@ def _value(head):
     """Return ``(value, whole)`` for the head of a value's JSON text."""
     if head is None:
         return None, True
-    if len(head) <= LIST_VALUE_BYTES and (head.isascii() or len(head.encode("utf-8", "surrogatepass")) <= LIST_VALUE_BYTES):
+    if len(head) <= LIST_VALUE_BYTES and (
+        head.isascii() or len(head.encode("utf-8", "surrogatepass")) <= LIST_VALUE_BYTES
+    ):
         return json.loads(head), True
     cut = head.encode("utf-8", "surrogatepass")[:LIST_VALUE_BYTES]
     return cut.decode("utf-8", "ignore"), False

@@ -17,7 +17,9 @@ class TaskOptionsSerializer(serializers.Serializer):
     timeout = serializers.FloatField(required=False)
     backoff = serializers.FloatField(required=False, help_text="Base seconds, doubled per attempt.")
     retry_on = serializers.ListField(
-        child=serializers.CharField(), required=False, help_text="Exception classes that are retried; others fail at once."
+        child=serializers.CharField(),
+        required=False,
+        help_text="Exception classes that are retried; others fail at once.",
     )
     unique = serializers.JSONField(
         required=False, help_text="true (task and arguments), or the path of the callable that makes the key."
@@ -92,15 +94,23 @@ class QueueSerializer(serializers.Serializer):
     pending = serializers.IntegerField()
     waiting = serializers.IntegerField(help_text="Jobs waiting on dependencies.")
     due = serializers.IntegerField()
-    running = serializers.IntegerField(help_text="Jobs running now, across every dispatcher (what concurrency_limit counts).")
+    running = serializers.IntegerField(
+        help_text="Jobs running now, across every dispatcher (what concurrency_limit counts)."
+    )
     oldest_due_lag_seconds = serializers.FloatField(
         help_text="Seconds the oldest due pending job has waited (0 when none)."
     )
     slots = serializers.IntegerField(help_text="Worker slots alive dispatchers give this queue.")
-    concurrency_limit = serializers.IntegerField(allow_null=True, help_text="Most jobs running at once; null: no limit.")
-    rate_limit = serializers.IntegerField(allow_null=True, help_text="Most jobs started per rate_period; null: no limit.")
+    concurrency_limit = serializers.IntegerField(
+        allow_null=True, help_text="Most jobs running at once; null: no limit."
+    )
+    rate_limit = serializers.IntegerField(
+        allow_null=True, help_text="Most jobs started per rate_period; null: no limit."
+    )
     rate_period = serializers.FloatField(help_text="Seconds of the rate limit's sliding window.")
-    rate_used = serializers.IntegerField(help_text="Jobs started in the last rate_period seconds (0 without a rate limit).")
+    rate_used = serializers.IntegerField(
+        help_text="Jobs started in the last rate_period seconds (0 without a rate limit)."
+    )
 
 
 class QueueLimitsSerializer(StrictKeysMixin, serializers.Serializer):
@@ -109,8 +119,12 @@ class QueueLimitsSerializer(StrictKeysMixin, serializers.Serializer):
     unknown_key_message = "Cannot be changed: a PATCH may only set concurrency_limit, rate_limit and rate_period."
     openapi_extra = {"minProperties": 1}
 
-    concurrency_limit = RuleField(CONCURRENCY_LIMIT, help_text="Most jobs running at once, across every dispatcher; null: no limit.")
-    rate_limit = RuleField(RATE_LIMIT, help_text="Most jobs started per rate_period, across every dispatcher; null: no limit.")
+    concurrency_limit = RuleField(
+        CONCURRENCY_LIMIT, help_text="Most jobs running at once, across every dispatcher; null: no limit."
+    )
+    rate_limit = RuleField(
+        RATE_LIMIT, help_text="Most jobs started per rate_period, across every dispatcher; null: no limit."
+    )
     rate_period = RuleField(RATE_PERIOD, allow_null=False, help_text="Seconds of the rate limit's sliding window.")
 
     def validate(self, attrs):

@@ -4,12 +4,7 @@ from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
 from django.urls import reverse as django_reverse
 from drf_spectacular.views import SpectacularAPIView
-from rest_framework.exceptions import (
-    AuthenticationFailed,
-    NotAuthenticated,
-    NotFound,
-    PermissionDenied,
-)
+from rest_framework.exceptions import AuthenticationFailed, NotAuthenticated, NotFound, PermissionDenied
 from rest_framework.renderers import TemplateHTMLRenderer
 from rest_framework.response import Response
 from rest_framework.reverse import reverse

@@ -36,24 +36,11 @@ from ..validation.schedules import (
 )
 from ..vocabulary.bounds import NEXT_RUNS_DEFAULT, NEXT_RUNS_MAX
 from .base import SchedulerAPI
-from .fields import (
-    DirectAttributesMixin,
-    IdentityUrlField,
-    JSONListField,
-    JSONObjectField,
-    RuleField,
-    StrictKeysMixin,
-)
+from .fields import DirectAttributesMixin, IdentityUrlField, JSONListField, JSONObjectField, RuleField, StrictKeysMixin
 from .filters import MAX_ID
 from .pagination import EstimatedCountPagination
 from .permissions import needs
-from .schema import (
-    DETAIL_ERROR,
-    FIELD_ERRORS,
-    QUERY_ERRORS,
-    extend_schema,
-    extend_schema_view,
-)
+from .schema import DETAIL_ERROR, FIELD_ERRORS, QUERY_ERRORS, extend_schema, extend_schema_view
 from .serializers import JobSerializer
 
 logger = logging.getLogger(__name__)
@@ -170,7 +157,9 @@ class ScheduleViewSet(SchedulerAPI, viewsets.ModelViewSet):
         body.is_valid(raise_exception=True)
         schedule = schedules.create(**body.changes())
         logger.info(
-            "schedule %s created through the API by %s", schedule.pk, request.user,
+            "schedule %s created through the API by %s",
+            schedule.pk,
+            request.user,
             extra={"schedule_id": schedule.pk, "action": "schedule_create"},
         )
         response = self._respond(schedule, status.HTTP_201_CREATED)
@@ -213,9 +202,11 @@ class ScheduleViewSet(SchedulerAPI, viewsets.ModelViewSet):
         summary="The schedule's coming run times (UTC), soonest first",
         parameters=[
             OpenApiParameter(
-                "count", OpenApiTypes.INT, OpenApiParameter.QUERY,
+                "count",
+                OpenApiTypes.INT,
+                OpenApiParameter.QUERY,
                 description=f"How many (1 to {NEXT_RUNS_MAX}; default {NEXT_RUNS_DEFAULT}).",
-            ),
+            )
         ],
         responses={
             200: OpenApiResponse(
@@ -242,8 +233,7 @@ class ScheduleViewSet(SchedulerAPI, viewsets.ModelViewSet):
         responses={
             201: OpenApiResponse(JobSerializer, description="The job created."),
             400: OpenApiResponse(
-                FIELD_ERRORS.response,
-                description="The schedule's task or queue is no longer served: errors by field.",
+                FIELD_ERRORS.response, description="The schedule's task or queue is no longer served: errors by field."
             ),
             404: DETAIL_ERROR,
         },
@@ -253,7 +243,10 @@ class ScheduleViewSet(SchedulerAPI, viewsets.ModelViewSet):
         schedule = self.get_object()
         job = schedules.run_now(schedule.pk, created_by=request.user)
         logger.info(
-            "schedule %s run now through the API by %s: job %s", schedule.pk, request.user, job.pk,
+            "schedule %s run now through the API by %s: job %s",
+            schedule.pk,
+            request.user,
+            job.pk,
             extra={"schedule_id": schedule.pk, "job_id": job.pk, "action": "schedule_run"},
         )
         data = JobSerializer(job, context=self.get_serializer_context()).data

@@ -28,12 +28,9 @@ DETAIL_ERROR = OpenApiResponse(
 )
 FIELD_ERRORS = OpenApiResponse(
     OpenApiTypes.OBJECT,
-    description='Errors by field name: {"field": ["message", ...]}; '
-    '{"detail": "..."} for a body that is not JSON.',
+    description='Errors by field name: {"field": ["message", ...]}; {"detail": "..."} for a body that is not JSON.',
 )
-QUERY_ERRORS = OpenApiResponse(
-    OpenApiTypes.OBJECT, description='A bad query parameter: {"parameter": ["message"]}.'
-)
+QUERY_ERRORS = OpenApiResponse(OpenApiTypes.OBJECT, description='A bad query parameter: {"parameter": ["message"]}.')
 
 
 def detail(description):
@@ -66,9 +63,7 @@ class SchedulerAutoSchema(AutoSchema):
         needed = required_permissions(self.view, self.view.request)
         errors = {
             "401": detail("No credentials, or bad ones."),
-            "403": detail(
-                f"Not a staff user, or without {' and '.join(needed)}." if needed else "Not a staff user."
-            ),
+            "403": detail(f"Not a staff user, or without {' and '.join(needed)}." if needed else "Not a staff user."),
             "406": detail("The Accept header does not allow JSON."),
         }
         if "{" in self.path:
@@ -137,7 +132,9 @@ def only_this_api(endpoints, **kwargs):
     kept = []
     for path, regex, method, callback in endpoints:
         view = getattr(callback, "cls", None)
-        if getattr(view, "__module__", "").startswith("scheduler_app.") and not getattr(view, "exclude_from_schema", False):
+        if getattr(view, "__module__", "").startswith("scheduler_app.") and not getattr(
+            view, "exclude_from_schema", False
+        ):
             kept.append((path, regex, method, callback))
     return kept
 

@@ -12,12 +12,7 @@ from rest_framework import serializers
 from ..lifecycle.building import QUEUE, TASK
 from ..models import Job, JobStatus
 from ..observability import lateness, stats
-from ..validation.admission import (
-    CONCURRENCY_KEY,
-    EXPIRES_AT,
-    EXPIRES_IN,
-    JOB_CONCURRENCY_LIMIT,
-)
+from ..validation.admission import CONCURRENCY_KEY, EXPIRES_AT, EXPIRES_IN, JOB_CONCURRENCY_LIMIT
 from ..validation.fields import (
     ARGS,
     DELAY,
@@ -231,11 +226,16 @@ class JobCreateSerializer(StrictKeysMixin, PresentKeysMixin, serializers.Seriali
     execute_at = RuleField(
         EXECUTE_AT, text=True, help_text="When to run, ISO 8601 with an offset. Not with delay. Default: now."
     )
-    delay = RuleField(DELAY, help_text="Run this many seconds from now (a number, or text such as \"90s\", \"2h\", \"1h30m\"). Not with execute_at.")
+    delay = RuleField(
+        DELAY,
+        help_text='Run this many seconds from now (a number, or text such as "90s", "2h", "1h30m"). Not with execute_at.',
+    )
     priority = RuleField(PRIORITY, help_text="Higher runs first. Default: the task's.")
     queue = RuleField(QUEUE, help_text="A queue the backend serves. Default: the task's.")
     max_attempts = RuleField(MAX_ATTEMPTS, help_text="Attempts before the job fails for good. Default: the setting's.")
-    timeout = RuleField(TIMEOUT, help_text="Seconds an attempt may run (a number, or text such as \"30m\"). Default: no limit.")
+    timeout = RuleField(
+        TIMEOUT, help_text='Seconds an attempt may run (a number, or text such as "30m"). Default: no limit.'
+    )
     unique_key = RuleField(
         UNIQUE_KEY,
         help_text="At most one pending, waiting or running job per key; a match returns that job "
@@ -243,7 +243,7 @@ class JobCreateSerializer(StrictKeysMixin, PresentKeysMixin, serializers.Seriali
     )
     unique_for = RuleField(
         UNIQUE_FOR,
-        help_text="Seconds (or text such as \"1d\") the unique key stays taken, whatever becomes of the job unless it is cancelled (the key "
+        help_text='Seconds (or text such as "1d") the unique key stays taken, whatever becomes of the job unless it is cancelled (the key '
         "defaults to the task and its arguments); a match within them returns that job. At most the task's "
         "@options(unique_for).",
     )
@@ -255,17 +255,23 @@ class JobCreateSerializer(StrictKeysMixin, PresentKeysMixin, serializers.Seriali
         help_text='When a dependency fails or is cancelled: "cancel" this job too (default), or "run" it anyway.',
     )
     pass_results = RuleField(
-        PASS_RESULTS, help_text="Receive the dependencies' results as the first argument (one: itself; several: a list)."
+        PASS_RESULTS,
+        help_text="Receive the dependencies' results as the first argument (one: itself; several: a list).",
     )
 
     concurrency_key = RuleField(
         CONCURRENCY_KEY, help_text="At most concurrency_limit jobs with this key run at once, across every dispatcher."
     )
-    concurrency_limit = RuleField(JOB_CONCURRENCY_LIMIT, help_text="How many jobs with the key may run at once (default 1).")
-    expires_in = RuleField(
-        EXPIRES_IN, help_text='Seconds (or a duration such as "2h") after which the job never starts. Not with expires_at.'
+    concurrency_limit = RuleField(
+        JOB_CONCURRENCY_LIMIT, help_text="How many jobs with the key may run at once (default 1)."
     )
-    expires_at = RuleField(EXPIRES_AT, text=True, help_text="When the job expires if not started by then. Not with expires_in.")
+    expires_in = RuleField(
+        EXPIRES_IN,
+        help_text='Seconds (or a duration such as "2h") after which the job never starts. Not with expires_at.',
+    )
+    expires_at = RuleField(
+        EXPIRES_AT, text=True, help_text="When the job expires if not started by then. Not with expires_in."
+    )
 
     @staticmethod
     def enqueue_spec(validated_data):

@@ -11,11 +11,7 @@ from django.db import IntegrityError
 from django.shortcuts import get_object_or_404
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import (
-    OpenApiExample,
-    OpenApiResponse,
-    PolymorphicProxySerializer,
-)
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, PolymorphicProxySerializer
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, ValidationError
@@ -33,20 +29,8 @@ from .filters import MAX_ID, JobFilter, matching
 from .observability import LOG_PARAMETERS, PaginatedJobLogSerializer, job_logs
 from .pagination import EstimatedCountPagination
 from .permissions import needs
-from .resources import (
-    QueueLimitsSerializer,
-    QueueSerializer,
-    StatsSerializer,
-    TaskSerializer,
-    WorkerSerializer,
-)
-from .schema import (
-    DETAIL_ERROR,
-    FIELD_ERRORS,
-    QUERY_ERRORS,
-    extend_schema,
-    extend_schema_view,
-)
+from .resources import QueueLimitsSerializer, QueueSerializer, StatsSerializer, TaskSerializer, WorkerSerializer
+from .schema import DETAIL_ERROR, FIELD_ERRORS, QUERY_ERRORS, extend_schema, extend_schema_view
 from .serializers import (
     BulkActionSerializer,
     BulkCreateSerializer,
@@ -58,6 +42,7 @@ from .serializers import (
 )
 
 logger = logging.getLogger(__name__)
+
 
 # What a create answers for a job that already held the unique key: the job
 # for who may view jobs, its id only for anyone else.
@@ -85,12 +70,7 @@ def id_only(job):
     list=extend_schema(summary="List jobs (filtered, ordered, paginated; args, kwargs and result cut to 4 KiB)"),
     retrieve=extend_schema(summary="Show one job", responses={200: JobSerializer, 404: DETAIL_ERROR}),
 )
-class JobViewSet(
-    SchedulerAPI,
-    mixins.ListModelMixin,
-    mixins.RetrieveModelMixin,
-    viewsets.GenericViewSet,
-):
+class JobViewSet(SchedulerAPI, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     required_permissions = {
         "list": needs("view", Job),
         "retrieve": needs("view", Job),
@@ -145,13 +125,25 @@ class JobViewSet(
         # Swagger UI's "Try it out" starts from this body (not from every
         # property, which would send execute_at and delay together).
         examples=[
-            OpenApiExample("In a minute", request_only=True, value={
-                "task": "scheduler_app.tasks.send_email", "kwargs": {"to": "ops@example.com", "subject": "Report", "body": "Ready."}, "delay": 60,
-            }),
-            OpenApiExample("At a time", request_only=True, value={
-                "task": "scheduler_app.tasks.send_email", "kwargs": {"to": "ops@example.com", "subject": "Report", "body": "Ready."},
-                "execute_at": "2030-01-01T09:00:00+00:00", "priority": 5,
-            }),
+            OpenApiExample(
+                "In a minute",
+                request_only=True,
+                value={
+                    "task": "scheduler_app.tasks.send_email",
+                    "kwargs": {"to": "ops@example.com", "subject": "Report", "body": "Ready."},
+                    "delay": 60,
+                },
+            ),
+            OpenApiExample(
+                "At a time",
+                request_only=True,
+                value={
+                    "task": "scheduler_app.tasks.send_email",
+                    "kwargs": {"to": "ops@example.com", "subject": "Report", "body": "Ready."},
+                    "execute_at": "2030-01-01T09:00:00+00:00",
+                    "priority": 5,
+                },
+            ),
         ],
         responses={
             201: OpenApiResponse(JobSerializer, description="Created."),
@@ -167,10 +159,7 @@ class JobViewSet(
         if not created:
             return self._respond(job) if self._may_view() else Response(id_only(job))
         logger.info(
-            "job %s created through the API by %s",
-            job.pk,
-            request.user,
-            extra={"job_id": job.pk, "action": "enqueue"},
+            "job %s created through the API by %s", job.pk, request.user, extra={"job_id": job.pk, "action": "enqueue"}
         )
         data = self.get_serializer(job).data
         # str(): the URL is a DRF Hyperlink (a str subclass) that wsgiref refuses.
@@ -186,8 +175,7 @@ class JobViewSet(
                 '(for a caller with view_job) or {"id": N, "duplicate": true}.',
             ),
             400: OpenApiResponse(
-                OpenApiTypes.OBJECT,
-                description='Nothing created. Errors by index: {"jobs": {"3": {"task": ["..."]}}}.',
+                OpenApiTypes.OBJECT, description='Nothing created. Errors by index: {"jobs": {"3": {"task": ["..."]}}}.'
             ),
             409: DETAIL_ERROR,
         },
@@ -261,10 +249,7 @@ class JobViewSet(
     def retry(self, request, pk=None):
         job = lifecycle.retry(self.get_object().pk)
         logger.info(
-            "job %s retried through the API by %s",
-            job.pk,
-            request.user,
-            extra={"job_id": job.pk, "action": "retry"},
+            "job %s retried through the API by %s", job.pk, request.user, extra={"job_id": job.pk, "action": "retry"}
         )
         return self._respond(job)
 
@@ -296,7 +281,11 @@ class JobViewSet(
         cancelled, requested = lifecycle.cancel_matching(jobs)
         logger.info(
             "%d jobs cancelled, %d asked to stop through the API by %s (filter %s)",
-            cancelled, requested, request.user, request.data.get("filter"), extra={"action": "bulk_cancel"},
+            cancelled,
+            requested,
+            request.user,
+            request.data.get("filter"),
+            extra={"action": "bulk_cancel"},
         )
         return Response({"cancelled": cancelled + requested, "cancel_requested": requested})
 
@@ -318,7 +307,10 @@ class JobViewSet(
         retried = lifecycle.retry_matching(jobs)
         logger.info(
             "%d jobs retried through the API by %s (filter %s)",
-            retried, request.user, request.data.get("filter"), extra={"action": "bulk_retry"},
+            retried,
+            request.user,
+            request.data.get("filter"),
+            extra={"action": "bulk_retry"},
         )
         return Response({"retried": retried})
 
@@ -365,7 +357,10 @@ class QueueViewSet(SchedulerAPI, viewsets.ViewSet):
     def list(self, request):
         return Response(QueueSerializer(stats.queues(), many=True).data)
 
-    @extend_schema(summary="Show one queue: its load, its limits and their use", responses={200: QueueSerializer, 404: DETAIL_ERROR})
+    @extend_schema(
+        summary="Show one queue: its load, its limits and their use",
+        responses={200: QueueSerializer, 404: DETAIL_ERROR},
+    )
     def retrieve(self, request, name=None):
         self._known(name)
         return self._entry(name)
@@ -381,7 +376,10 @@ class QueueViewSet(SchedulerAPI, viewsets.ViewSet):
         serializer.is_valid(raise_exception=True)
         lifecycle.set_limits(name, **serializer.validated_data)
         logger.info(
-            "queue %s limits set to %s through the API by %s", name, serializer.validated_data, request.user,
+            "queue %s limits set to %s through the API by %s",
+            name,
+            serializer.validated_data,
+            request.user,
             extra={"action": "queue_limits"},
         )
         return self._entry(name)
@@ -395,11 +393,7 @@ class QueueViewSet(SchedulerAPI, viewsets.ViewSet):
     def pause(self, request, name=None):
         return self._set_paused(request, name, lifecycle.pause_queue)
 
-    @extend_schema(
-        summary="Resume a paused queue",
-        request=None,
-        responses={200: QueueSerializer, 404: DETAIL_ERROR},
-    )
+    @extend_schema(summary="Resume a paused queue", request=None, responses={200: QueueSerializer, 404: DETAIL_ERROR})
     @action(detail=True, methods=["post"])
     def resume(self, request, name=None):
         return self._set_paused(request, name, lifecycle.resume_queue)

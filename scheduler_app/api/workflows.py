@@ -45,9 +45,13 @@ class WorkflowCreateSerializer(StrictKeysMixin, serializers.Serializer):
         help_text=f"1 to {limits.BULK_MAX} job bodies, as for POST /api/jobs/bulk/ "
         "(depends_on_index: the jobs of this request it runs after; pass_results: receive their results).",
     )
-    on_success = JobCreateSerializer(required=False, allow_null=True, help_text="Enqueued once when every job succeeded.")
+    on_success = JobCreateSerializer(
+        required=False, allow_null=True, help_text="Enqueued once when every job succeeded."
+    )
     on_failure = JobCreateSerializer(
-        required=False, allow_null=True, help_text="Enqueued once when the last job ended and any failed or was cancelled."
+        required=False,
+        allow_null=True,
+        help_text="Enqueued once when the last job ended and any failed or was cancelled.",
     )
     on_finish = JobCreateSerializer(required=False, allow_null=True, help_text="Enqueued once when the last job ended.")
 
@@ -104,7 +108,9 @@ class WorkflowDetailSerializer(WorkflowSerializer):
         return workflow.callbacks if isinstance(workflow.callbacks, dict) else {}
 
 
-STATUS_FILTER = OpenApiParameter("status", str, enum=WorkflowStatus.values, description="Only workflows in this status.")
+STATUS_FILTER = OpenApiParameter(
+    "status", str, enum=WorkflowStatus.values, description="Only workflows in this status."
+)
 NAME_FILTER = OpenApiParameter("name", str, description="Only workflows of this name.")
 
 
@@ -170,7 +176,9 @@ class WorkflowViewSet(SchedulerAPI, mixins.ListModelMixin, mixins.RetrieveModelM
 
     def _respond(self, workflow, status_code=status.HTTP_200_OK):
         workflow = Workflow.objects.get(pk=workflow.pk)
-        return Response(WorkflowDetailSerializer(workflow, context=self.get_serializer_context()).data, status=status_code)
+        return Response(
+            WorkflowDetailSerializer(workflow, context=self.get_serializer_context()).data, status=status_code
+        )
 
     @extend_schema(
         summary="Create a workflow: its jobs (linked by depends_on_index) and callbacks, in one transaction",
@@ -186,18 +194,25 @@ class WorkflowViewSet(SchedulerAPI, mixins.ListModelMixin, mixins.RetrieveModelM
         data = body.validated_data
         specs = [JobCreateSerializer.enqueue_spec(job) for job in data["jobs"]]
         callbacks = {
-            name: JobCreateSerializer.enqueue_spec(data[name]) for name in ("on_success", "on_failure", "on_finish")
+            name: JobCreateSerializer.enqueue_spec(data[name])
+            for name in ("on_success", "on_failure", "on_finish")
             if data.get(name)
         }
         try:
             workflow, jobs = workflows.create_workflow(
-                specs, name=data.get("name") or "", callbacks=callbacks, created_by=request.user,
+                specs,
+                name=data.get("name") or "",
+                callbacks=callbacks,
+                created_by=request.user,
                 max_size=limits.BULK_MAX,
             )
         except lifecycle.BulkValidationError as exc:
             raise ValidationError({"jobs": exc.by_index}) from None
         logger.info(
-            "workflow %s of %d jobs created through the API by %s", workflow.pk, len(jobs), request.user,
+            "workflow %s of %d jobs created through the API by %s",
+            workflow.pk,
+            len(jobs),
+            request.user,
             extra={"action": "workflow_create"},
         )
         workflow.refresh_from_db()

@@ -20,8 +20,22 @@ class Claimer:
     # Seconds to claim by query after a claim by id came back short.
     CONTENTION_BACKOFF = 1.0
 
-    def __init__(self, store, groups, *, timeline, window, pool, gate, outcomes, leases, clock, rollups=None,
-                 max_jobs=None, burst=False):
+    def __init__(
+        self,
+        store,
+        groups,
+        *,
+        timeline,
+        window,
+        pool,
+        gate,
+        outcomes,
+        leases,
+        clock,
+        rollups=None,
+        max_jobs=None,
+        burst=False,
+    ):
         self.store = store
         self.groups = groups  # slot group -> (queues, slots)
         self.timeline = timeline

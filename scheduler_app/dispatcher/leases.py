@@ -75,7 +75,8 @@ class LeaseWatch:
         if job.last_attempted_at.timestamp() + self.lease * (1 - LEASE_MARGIN) > now:
             return None
         logger.warning(
-            "job %s: not started, its lease ran out before a worker could start it", job.id,
+            "job %s: not started, its lease ran out before a worker could start it",
+            job.id,
             extra={"job_id": job.id, "action": "lease_lost"},
         )
         moment = datetime.fromtimestamp(now, UTC)
@@ -100,7 +101,8 @@ class LeaseWatch:
             return
         logger.warning(
             "could not renew the leases of %d running jobs before they expire: stopping them",
-            len(jobs), extra={"action": "lease_lost"},
+            len(jobs),
+            extra={"action": "lease_lost"},
         )
         self.lost.update(job.id for job in jobs)
         self.pool.request_cancel([job.id for job in jobs])

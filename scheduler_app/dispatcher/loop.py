@@ -41,9 +41,26 @@ def _moment(now):
 
 class Dispatcher:
     def __init__(
-        self, store, groups, execute, *, clock=None, policy=None, horizon=300.0, cap=20_000, poll_interval=1.0,
-        full_sync_interval=30.0, sync_overlap=2.0, lease=30.0, grace=30.0, burst=False, max_jobs=None,
-        max_abandoned=8, housekeeping_interval=60.0, pause_interval=1.0, change_check_interval=None,
+        self,
+        store,
+        groups,
+        execute,
+        *,
+        clock=None,
+        policy=None,
+        horizon=300.0,
+        cap=20_000,
+        poll_interval=1.0,
+        full_sync_interval=30.0,
+        sync_overlap=2.0,
+        lease=30.0,
+        grace=30.0,
+        burst=False,
+        max_jobs=None,
+        max_abandoned=8,
+        housekeeping_interval=60.0,
+        pause_interval=1.0,
+        change_check_interval=None,
         rollup_interval=None,
     ):
         """``groups`` maps a slot-group name to ``(queues, slots)``.
@@ -70,21 +87,36 @@ class Dispatcher:
         self.rollups = Reporter(rollup_interval, logger) if rollup_interval else None
         self.timeline = Timeline(self._group_of, cap)
         self.window = Window(
-            self.timeline, self.queues, horizon=horizon, poll_interval=poll_interval,
-            full_sync_interval=full_sync_interval, sync_overlap=sync_overlap,
+            self.timeline,
+            self.queues,
+            horizon=horizon,
+            poll_interval=poll_interval,
+            full_sync_interval=full_sync_interval,
+            sync_overlap=sync_overlap,
         )
         slots = {name: slots for name, (_, slots) in self.groups.items()}
         # A worker asks the leases, right before it starts an attempt, whether it still may.
         refuse = lambda job, now: self.leases.refuse(job, now)  # noqa: E731
-        self.pool = WorkerPool(slots, execute, wake=self.wake, clock=self.clock, max_abandoned=max_abandoned, refuse=refuse)
+        self.pool = WorkerPool(
+            slots, execute, wake=self.wake, clock=self.clock, max_abandoned=max_abandoned, refuse=refuse
+        )
         self.gate = Gate(retry_interval=poll_interval)
         self.outcomes = OutcomeBuffer(self.gate, self.rollups)
         self.leases = LeaseWatch(lease, self.pool, self.policy)
         self.hand_back = HandBack(store, self.pool, lease)
         self.claims = Claimer(
-            store, self.groups, timeline=self.timeline, window=self.window, pool=self.pool, gate=self.gate,
-            outcomes=self.outcomes, leases=self.leases, clock=self.clock, rollups=self.rollups,
-            max_jobs=max_jobs, burst=burst,
+            store,
+            self.groups,
+            timeline=self.timeline,
+            window=self.window,
+            pool=self.pool,
+            gate=self.gate,
+            outcomes=self.outcomes,
+            leases=self.leases,
+            clock=self.clock,
+            rollups=self.rollups,
+            max_jobs=max_jobs,
+            burst=burst,
         )
         self._event = threading.Event()  # any thread sets it to wake the loop
         self._inbox = collections.deque()  # any thread appends payloads; loop pops
@@ -167,9 +199,7 @@ class Dispatcher:
 
     def run(self):
         """Run until stopped (or, in burst mode, until idle); return the exit code."""
-        self.store.register(
-            queues=self.queues, slots={name: slots for name, (_, slots) in self.groups.items()}
-        )
+        self.store.register(queues=self.queues, slots={name: slots for name, (_, slots) in self.groups.items()})
         try:
             while not self.finished:
                 self._event.clear()
@@ -221,7 +251,8 @@ class Dispatcher:
                 )
             else:  # a bug, or a row nobody foresaw: never a silent exit; the outcomes are kept
                 logger.exception(
-                    "unexpected error in the dispatcher loop; retrying in %.2fs", self._db_backoff,
+                    "unexpected error in the dispatcher loop; retrying in %.2fs",
+                    self._db_backoff,
                     extra={"action": "loop_error"},
                 )
             return self._retry_wait(now)
@@ -257,7 +288,10 @@ class Dispatcher:
         logger.error(
             "stopping without the database (%s): %d running jobs were not released and %d outcomes not "
             "written; their leases expire and another dispatcher takes the jobs back",
-            exc, len(unfinished), len(self.outcomes.pending), extra={"action": "stop_unreleased"},
+            exc,
+            len(unfinished),
+            len(self.outcomes.pending),
+            extra={"action": "stop_unreleased"},
         )
         self.finished = True
         return True
@@ -338,7 +372,9 @@ class Dispatcher:
             # lease renewed, so that no other dispatcher starts it beside that thread (invariant 14).
             held = outcome.status == Status.PENDING and self.pool.runs_on(job.id)
             logger.warning(
-                "job %s timed out after %ss%s", job.id, job.timeout,
+                "job %s timed out after %ss%s",
+                job.id,
+                job.timeout,
                 "; its thread runs on: retried once it returns" if held else "",
                 extra={"job_id": job.id, "action": "timeout"},
             )
@@ -367,9 +403,7 @@ class Dispatcher:
             self.pool.request_cancel(cancel)
         self.store.rescue(now)
         self.store.expire(now)  # the claims refuse expired jobs already: this makes their status say so
-        self.store.heartbeat(
-            now, running=self.pool.busy(), processed=self.processed, failed=self.failed
-        )
+        self.store.heartbeat(now, running=self.pool.busy(), processed=self.processed, failed=self.failed)
         self._due_heartbeat = now + self.lease / 3
 
     def _check_done(self):
@@ -388,8 +422,7 @@ class Dispatcher:
     def _begin_stop(self, now):
         self._stop_deadline = now + self.grace
         logger.info(
-            "stopping: %d running jobs get %.1fs to finish", self.pool.busy(), self.grace,
-            extra={"action": "stop"},
+            "stopping: %d running jobs get %.1fs to finish", self.pool.busy(), self.grace, extra={"action": "stop"}
         )
 
     def _stop_step(self, now):
@@ -408,7 +441,8 @@ class Dispatcher:
             released = self.store.release(unfinished, now)
             logger.warning(
                 "grace period over: handed back %d unfinished jobs; they run again once this process is gone",
-                len(released), extra={"action": "release"},
+                len(released),
+                extra={"action": "release"},
             )
             self.finished = True
 

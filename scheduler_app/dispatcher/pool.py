@@ -250,8 +250,7 @@ class WorkerPool:
             if thread is not None and not thread.abandoned:
                 record.timed_out = True
                 logger.warning(
-                    "job %s timed out but %d abandoned threads already linger; "
-                    "its slot stays taken until it returns",
+                    "job %s timed out but %d abandoned threads already linger; its slot stays taken until it returns",
                     record.job.id,
                     len(self._abandoned),
                 )
@@ -277,9 +276,7 @@ class WorkerPool:
         return any(jid == job_id for _, jid in self._abandoned.values())
 
     def next_deadline(self):
-        deadlines = [
-            r.deadline for r in self._running.values() if r.deadline is not None and not r.timed_out
-        ]
+        deadlines = [r.deadline for r in self._running.values() if r.deadline is not None and not r.timed_out]
         return min(deadlines) if deadlines else None
 
     def request_cancel(self, job_ids):

@@ -71,7 +71,15 @@ class Store(Protocol):
 
     # -- transitions -----------------------------------------------------
 
-    def claim(self, queues: Iterable[str], limit: int, now: float, ids: Sequence[int] | None = None, finished: Sequence[Outcome] = (), in_flight: Iterable[int] = ()) -> list[ClaimedJob]:
+    def claim(
+        self,
+        queues: Iterable[str],
+        limit: int,
+        now: float,
+        ids: Sequence[int] | None = None,
+        finished: Sequence[Outcome] = (),
+        in_flight: Iterable[int] = (),
+    ) -> list[ClaimedJob]:
         """Record ``finished`` outcomes, then claim up to ``limit`` due jobs (only ``ids`` if given).
 
         Never a job of ``in_flight`` (the ids this dispatcher still runs):
@@ -87,7 +95,14 @@ class Store(Protocol):
         and limited queues are never claimed from here.
         """
 
-    def claim_limited(self, queues: Iterable[str], limit: int, now: float, finished: Sequence[Outcome] = (), in_flight: Iterable[int] = ()) -> tuple[list[ClaimedJob], dict[str, float | None]]:
+    def claim_limited(
+        self,
+        queues: Iterable[str],
+        limit: int,
+        now: float,
+        finished: Sequence[Outcome] = (),
+        in_flight: Iterable[int] = (),
+    ) -> tuple[list[ClaimedJob], dict[str, float | None]]:
         """Record ``finished``, then claim up to ``limit`` due jobs of ``queues`` by query, obeying limits.
 
         As ``claim``: never a job of ``in_flight``; a refused outcome fails its own job.
@@ -103,7 +118,14 @@ class Store(Protocol):
         to end.
         """
 
-    def claim_keyed(self, queues: Iterable[str], limit: int, now: float, finished: Sequence[Outcome] = (), in_flight: Iterable[int] = ()) -> tuple[list[ClaimedJob], bool]:
+    def claim_keyed(
+        self,
+        queues: Iterable[str],
+        limit: int,
+        now: float,
+        finished: Sequence[Outcome] = (),
+        in_flight: Iterable[int] = (),
+    ) -> tuple[list[ClaimedJob], bool]:
         """Record ``finished``, then claim up to ``limit`` due jobs of ``queues`` by query: those with a concurrency key first, within their keys' limits.
 
         As ``claim``: never a job of ``in_flight``; a refused outcome fails its own job.

@@ -167,6 +167,10 @@ class Reporter:
             line = summary(tallies, now - since if since is not None else self.interval)
             if line is not None:
                 self.log.info(
-                    "dispatcher %s %s; %d/%d slots busy", store.worker_id, line, busy, slots,
+                    "dispatcher %s %s; %d/%d slots busy",
+                    store.worker_id,
+                    line,
+                    busy,
+                    slots,
                     extra={"action": "summary"},
                 )

@@ -66,7 +66,6 @@ __all__ = [
     "cancel",
     "cancel_many",
     "cancel_workflow",
-
     "cancel_matching",
     "claim",
     "claim_keyed",
@@ -92,7 +91,6 @@ __all__ = [
     "retry",
     "retry_many",
     "retry_workflow",
-
     "retry_matching",
     "run_now_many",
     "set_limits",

@@ -72,18 +72,20 @@ def cancel_many(job_ids, *, now=None, using="default", within=None):
     with transaction.atomic(using=using):
         # Locked (PostgreSQL; SQLite's writers take turns): the UPDATE wins for each row read.
         rows = list(
-            jobs.filter(status__in=NOT_STARTED).select_for_update(of=("self",)).order_by("pk")
+            jobs.filter(status__in=NOT_STARTED)
+            .select_for_update(of=("self",))
+            .order_by("pk")
             .values_list("pk", "queue", "has_dependents")
         )
-        cancelled = Job.objects.using(using).filter(pk__in=[p for p, _, _ in rows]).update(
-            status=JobStatus.CANCELLED, finished_at=now, updated_at=now
+        cancelled = (
+            Job.objects.using(using)
+            .filter(pk__in=[p for p, _, _ in rows])
+            .update(status=JobStatus.CANCELLED, finished_at=now, updated_at=now)
         )
         if cancelled:
             announce(removed=[p for p, _, _ in rows], queues={q for _, q, _ in rows}, using=using)
             settle({p: JobStatus.CANCELLED for p, _, has in rows if has}, now=now, using=using)
-    running = list(
-        jobs.filter(status=JobStatus.RUNNING, cancel_requested=False).values_list("pk", flat=True)
-    )
+    running = list(jobs.filter(status=JobStatus.RUNNING, cancel_requested=False).values_list("pk", flat=True))
     with transaction.atomic(using=using):
         requested = jobs.filter(pk__in=running, status=JobStatus.RUNNING, cancel_requested=False).update(
             cancel_requested=True, updated_at=now

@@ -47,12 +47,7 @@ from ..validation.fields import (
     UNIQUE_KEY,
     Rule,
 )
-from ..validation.jobs import (
-    BOTH_WHEN,
-    UNIQUE_FOR_PAST_TASK,
-    arguments_size_problem,
-    chosen,
-)
+from ..validation.jobs import BOTH_WHEN, UNIQUE_FOR_PAST_TASK, arguments_size_problem, chosen
 from ..validation.labels import META, TAGS, route_of
 from ..validation.options import options_of
 from ..validation.workflows import PASS_RESULTS
@@ -104,8 +99,22 @@ QUEUE = QueueName()
 RULES = {
     r.field: r
     for r in (
-        TASK, ARGS, KWARGS, EXECUTE_AT, DELAY, PRIORITY, QUEUE, MAX_ATTEMPTS, TIMEOUT, UNIQUE_KEY, UNIQUE_FOR,
-        DEPENDS_ON, ON_DEPENDENCY_FAILURE, PASS_RESULTS, TAGS, META,
+        TASK,
+        ARGS,
+        KWARGS,
+        EXECUTE_AT,
+        DELAY,
+        PRIORITY,
+        QUEUE,
+        MAX_ATTEMPTS,
+        TIMEOUT,
+        UNIQUE_KEY,
+        UNIQUE_FOR,
+        DEPENDS_ON,
+        ON_DEPENDENCY_FAILURE,
+        PASS_RESULTS,
+        TAGS,
+        META,
     )
 }
 # The limits of a queue (``lifecycle.queues``).
@@ -113,10 +122,33 @@ QUEUE_RULES = {r.field: r for r in (CONCURRENCY_LIMIT, RATE_LIMIT, RATE_PERIOD)}
 
 
 def build_job(
-    task, args=(), kwargs=None, *, execute_at=None, delay=None, priority=None, queue=None, max_attempts=None,
-    timeout=None, unique_key=None, unique_for=None, depends_on=None, on_dependency_failure=None, created_by=None,
-    schedule=None, now=None, backend_options=None, pass_results=False, workflow=None, concurrency_key=None,
-    concurrency_limit=None, expires_in=None, expires_at=None, tags=None, meta=None, _memo=None,
+    task,
+    args=(),
+    kwargs=None,
+    *,
+    execute_at=None,
+    delay=None,
+    priority=None,
+    queue=None,
+    max_attempts=None,
+    timeout=None,
+    unique_key=None,
+    unique_for=None,
+    depends_on=None,
+    on_dependency_failure=None,
+    created_by=None,
+    schedule=None,
+    now=None,
+    backend_options=None,
+    pass_results=False,
+    workflow=None,
+    concurrency_key=None,
+    concurrency_limit=None,
+    expires_in=None,
+    expires_at=None,
+    tags=None,
+    meta=None,
+    _memo=None,
 ):
     """Validate a job description and return an unsaved Job; raise ValidationError with errors keyed by field.
 
@@ -145,8 +177,12 @@ def build_job(
     pass_results = bool(errors.run(PASS_RESULTS, pass_results))  # the results come first in ``args``
     args, kwargs = _arguments(errors, task_obj, task_options, args, kwargs, pass_results)
     given = {
-        "priority": priority, "queue": queue, "max_attempts": max_attempts, "timeout": timeout,
-        "unique_for": unique_for, "tags": tags,
+        "priority": priority,
+        "queue": queue,
+        "max_attempts": max_attempts,
+        "timeout": timeout,
+        "unique_for": unique_for,
+        "tags": tags,
     }
     values = _chosen_fields(errors, given, task_obj, task_options, backend_options, _memo)
     _unique_for_within_tasks(errors, values["unique_for"], task_options)
@@ -155,16 +191,29 @@ def build_job(
     on_dependency_failure = on_dependency_failure or "cancel"
     errors.run(ON_DEPENDENCY_FAILURE, on_dependency_failure)
     unique_key = _unique_key(errors, unique_key, task_obj, task_options, args, kwargs, values["unique_for"])
-    admitted = _admission(errors, task_obj, task_options, args, kwargs, concurrency_key, concurrency_limit,
-                          expires_in, expires_at, now)
+    admitted = _admission(
+        errors, task_obj, task_options, args, kwargs, concurrency_key, concurrency_limit, expires_in, expires_at, now
+    )
     meta = {} if meta is None else errors.run(META, meta)
     errors.raise_if_any()
     job = new_job(
-        task=registry.name_of(task_obj), args=args, kwargs=kwargs, execute_at=execute_at, unique_key=unique_key,
+        task=registry.name_of(task_obj),
+        args=args,
+        kwargs=kwargs,
+        execute_at=execute_at,
+        unique_key=unique_key,
         **{field: values[field] for field in ("queue", "priority", "max_attempts", "timeout")},
-        created_by_id=getattr(created_by, "pk", created_by), schedule_id=getattr(schedule, "pk", schedule),
-        created_at=now, updated_at=now, on_dependency_failure=on_dependency_failure, tags=values["tags"] or [],
-        meta=meta, has_dependencies=bool(depends_on), pass_results=pass_results, **_membership(workflow), **admitted,
+        created_by_id=getattr(created_by, "pk", created_by),
+        schedule_id=getattr(schedule, "pk", schedule),
+        created_at=now,
+        updated_at=now,
+        on_dependency_failure=on_dependency_failure,
+        tags=values["tags"] or [],
+        meta=meta,
+        has_dependencies=bool(depends_on),
+        pass_results=pass_results,
+        **_membership(workflow),
+        **admitted,
         backend=_backend_of(task),
     )
     if created_by is not None and not isinstance(created_by, int):
@@ -207,7 +256,11 @@ def declared(key, value):
 
 # The rule of each field whose default is chosen by precedence.
 _CHOSEN = {
-    "priority": PRIORITY, "queue": QUEUE, "max_attempts": MAX_ATTEMPTS, "timeout": TIMEOUT, "unique_for": UNIQUE_FOR,
+    "priority": PRIORITY,
+    "queue": QUEUE,
+    "max_attempts": MAX_ATTEMPTS,
+    "timeout": TIMEOUT,
+    "unique_for": UNIQUE_FOR,
     "tags": TAGS,
 }
 

@@ -65,8 +65,10 @@ def _retry_batch(jobs, ids, now):
     plain = Q(has_dependencies=False, unique_key__isnull=True)
     with transaction.atomic(using=using):
         rows = list(batch.filter(plain).select_for_update(of=("self",)).values_list("pk", "priority", "queue"))
-        won = Job.objects.using(using).filter(pk__in=[pk for pk, _, _ in rows]).update(
-            status=JobStatus.PENDING, dependencies_left=0, **retried(now)
+        won = (
+            Job.objects.using(using)
+            .filter(pk__in=[pk for pk, _, _ in rows])
+            .update(status=JobStatus.PENDING, dependencies_left=0, **retried(now))
         )
         if won:
             announce(items=[(pk, now.timestamp(), priority, queue) for pk, priority, queue in rows], using=using)

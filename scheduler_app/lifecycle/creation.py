@@ -81,7 +81,9 @@ def _insert_and_announce(job, using):
     if job.concurrency_key:
         return False  # the template's entry has no key mark: saved and announced as a whole
     prefix, suffix = WakeUp.template(job.execute_at.timestamp(), job.priority, job.queue)
-    if not sql.dialect(using).insert_one(job, channel=conf.get("NOTIFY_CHANNEL"), payload_parts=(prefix, suffix), using=using):
+    if not sql.dialect(using).insert_one(
+        job, channel=conf.get("NOTIFY_CHANNEL"), payload_parts=(prefix, suffix), using=using
+    ):
         return False
     job._state.adding = False
     job._state.db = using
@@ -139,9 +141,7 @@ def enqueue_many_created(specs, *, created_by=None, max_size=None, using="defaul
             continue
         if job.unique_key:
             if job.unique_key in keys:
-                errors[index] = {
-                    "unique_key": [f"Same unique_key as job {keys[job.unique_key]} of this request."]
-                }
+                errors[index] = {"unique_key": [f"Same unique_key as job {keys[job.unique_key]} of this request."]}
                 continue
             keys[job.unique_key] = index
         built.append(job)
@@ -267,7 +267,9 @@ def _create(built, links, *, using):
         [
             JobDependency(job_id=built[i].pk, depends_on_id=d)
             for i in new
-            for d in dict.fromkeys([*built[i]._depends_on, *((resolved.get(t) or built[t]).pk for t in links.get(i, ()))])
+            for d in dict.fromkeys(
+                [*built[i]._depends_on, *((resolved.get(t) or built[t]).pk for t in links.get(i, ()))]
+            )
         ],
         batch_size=1000,
     )

@@ -52,7 +52,8 @@ def settle(ended, *, now, using="default", report=None):
         moved += len(rows)
         promoted += [
             (i, at, p, q, 1) if keyed else (i, at, p, q)
-            for i, status, at, p, q, _, keyed in rows if status == JobStatus.PENDING and at is not None
+            for i, status, at, p, q, _, keyed in rows
+            if status == JobStatus.PENDING and at is not None
         ]
         cancelled = {i: status for i, status, *_ in rows if status == JobStatus.CANCELLED}
         everything |= cancelled
@@ -139,9 +140,11 @@ def order(depends_on_index):
                 placed.add(node)
                 done.append(node)
             elif index in on_path:
-                cycle = path[path.index(index):] + [index]
+                cycle = path[path.index(index) :] + [index]
                 chain = " -> ".join(str(i) for i in cycle)
-                raise BulkValidationError({index: {"depends_on_index": [f"Jobs {chain} of this request depend on each other in a cycle."]}})
+                raise BulkValidationError(
+                    {index: {"depends_on_index": [f"Jobs {chain} of this request depend on each other in a cycle."]}}
+                )
             elif index not in placed:
                 path.append(index)
                 on_path.add(index)
@@ -177,8 +180,11 @@ def record_failure(job, dependency_id, status):
     """Give a job cancelled at birth the ``errors`` entry that names its dependency."""
     job.errors = [
         {
-            "attempt": 0, "time": job.created_at.isoformat(), "worker": "",
+            "attempt": 0,
+            "time": job.created_at.isoformat(),
+            "worker": "",
             "exception_class": sql.DEPENDENCY_FAILED_CLASS,
-            "message": failure_reason(dependency_id, status), "traceback": "",
+            "message": failure_reason(dependency_id, status),
+            "traceback": "",
         }
     ]

@@ -42,7 +42,9 @@ def with_outcomes(statement, finished, now, using):
             raise
         logger.warning(
             "the database refused a batch of %d outcomes (%s); writing them one by one",
-            len(finished), _reason(exc), extra={"action": "finish_refused"},
+            len(finished),
+            _reason(exc),
+            extra={"action": "finish_refused"},
         )
         won = _finish_each(finished, now, using)
         _, *rest = statement([])
@@ -87,7 +89,9 @@ def finish_outcomes(outcomes, *, now=None, using="default", cascaded=None, conne
         if len(outcomes) > 1:
             logger.warning(
                 "the database refused a batch of %d outcomes (%s); writing them one by one",
-                len(outcomes), _reason(exc), extra={"action": "finish_refused"},
+                len(outcomes),
+                _reason(exc),
+                extra={"action": "finish_refused"},
             )
         won = _finish_each(outcomes, now, using, cascaded)
     report_lost(outcomes, won)
@@ -121,8 +125,10 @@ def _finish_each(outcomes, now, using, cascaded=None):
                 raise
             reason = _reason(exc)
         logger.error(
-            "job %s: the database refused to store the outcome of attempt %d (%s); "
-            "the attempt is recorded as failed", outcome.job_id, outcome.attempt, reason,
+            "job %s: the database refused to store the outcome of attempt %d (%s); the attempt is recorded as failed",
+            outcome.job_id,
+            outcome.attempt,
+            reason,
             extra={"job_id": outcome.job_id, "action": "outcome_unstorable"},
         )
         replacement = RetryPolicy.unstorable(outcome, reason, now)
@@ -134,7 +140,9 @@ def _finish_each(outcomes, now, using, cascaded=None):
             logger.error(
                 "job %s: not even the failure of attempt %d could be stored (%s); "
                 "its lease will expire and a dispatcher will take it back",
-                outcome.job_id, outcome.attempt, _reason(exc),
+                outcome.job_id,
+                outcome.attempt,
+                _reason(exc),
                 extra={"job_id": outcome.job_id, "action": "outcome_dropped"},
             )
     return won
@@ -185,7 +193,9 @@ def report_lost(outcomes, won):
         logger.warning(
             "results of %d attempts arrived after the attempt was taken back "
             "(lease expired) and were discarded: jobs %s",
-            len(lost), lost[:20], extra={"action": "finish_lost"},
+            len(lost),
+            lost[:20],
+            extra={"action": "finish_lost"},
         )
 
 

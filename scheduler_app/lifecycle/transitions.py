@@ -30,8 +30,19 @@ logger = logging.getLogger(__name__)
 
 
 def claim(
-    worker, *, queues, limit, lease, now=None, ids=None, finished=(), due_by=None, limits=True, in_flight=(),
-    connection=None, using="default",
+    worker,
+    *,
+    queues,
+    limit,
+    lease,
+    now=None,
+    ids=None,
+    finished=(),
+    due_by=None,
+    limits=True,
+    in_flight=(),
+    connection=None,
+    using="default",
 ):
     """Claim up to ``limit`` due pending jobs of ``queues`` for ``worker``; return ClaimedJobs.
 
@@ -60,9 +71,19 @@ def claim(
 
     def statement(outcomes):
         return dialect.finish_and_claim(
-            finish_rows(outcomes), worker=worker, queues=queues, limit=max(limit, 0), now=now,
-            lease_until=lease_until, ids=ids, due_by=due_by, limits=limits, logs=log_rows(outcomes),
-            in_flight=in_flight, connection=connection, using=using,
+            finish_rows(outcomes),
+            worker=worker,
+            queues=queues,
+            limit=max(limit, 0),
+            now=now,
+            lease_until=lease_until,
+            ids=ids,
+            due_by=due_by,
+            limits=limits,
+            logs=log_rows(outcomes),
+            in_flight=in_flight,
+            connection=connection,
+            using=using,
         )
 
     won, rows = with_outcomes(statement, finished, now, using)
@@ -90,8 +111,16 @@ def claim_limited(
 
     def statement(outcomes):
         return dialect.finish_and_claim_limited(
-            finish_rows(outcomes), worker=worker, queues=queues, limit=max(limit, 0), now=now,
-            lease_until=lease_until, logs=log_rows(outcomes), in_flight=in_flight, connection=connection, using=using,
+            finish_rows(outcomes),
+            worker=worker,
+            queues=queues,
+            limit=max(limit, 0),
+            now=now,
+            lease_until=lease_until,
+            logs=log_rows(outcomes),
+            in_flight=in_flight,
+            connection=connection,
+            using=using,
         )
 
     won, rows, rooms = with_outcomes(statement, finished, now, using)
@@ -100,9 +129,7 @@ def claim_limited(
     return jobs, _blocked(rooms, jobs, now)
 
 
-def claim_keyed(
-    worker, *, queues, limit, lease, now=None, finished=(), in_flight=(), connection=None, using="default"
-):
+def claim_keyed(worker, *, queues, limit, lease, now=None, finished=(), in_flight=(), connection=None, using="default"):
     """Claim up to ``limit`` due jobs of ``queues``: those with a concurrency key within their keys' limits first.
 
     Return ``(claimed jobs in claim order, held)``; ``held`` is True when a
@@ -121,8 +148,15 @@ def claim_keyed(
 
     def statement(outcomes):
         return dialect.finish_and_claim_keyed(
-            finish_rows(outcomes), worker=worker, queues=queues, limit=max(limit, 0), now=now,
-            lease_until=lease_until, logs=log_rows(outcomes), in_flight=in_flight, connection=connection,
+            finish_rows(outcomes),
+            worker=worker,
+            queues=queues,
+            limit=max(limit, 0),
+            now=now,
+            lease_until=lease_until,
+            logs=log_rows(outcomes),
+            in_flight=in_flight,
+            connection=connection,
             using=using,
         )
 
@@ -131,8 +165,14 @@ def claim_keyed(
     jobs = _claimed(rows, worker, now)
     if len(jobs) < limit:
         jobs += claim(
-            worker, queues=queues, limit=limit - len(jobs), lease=lease, now=now,
-            in_flight=[*in_flight, *(j.id for j in jobs)], connection=connection, using=using,
+            worker,
+            queues=queues,
+            limit=limit - len(jobs),
+            lease=lease,
+            now=now,
+            in_flight=[*in_flight, *(j.id for j in jobs)],
+            connection=connection,
+            using=using,
         )
     jobs.sort(key=lambda j: (-j.priority, j.execute_at, j.id))
     return jobs, held
@@ -238,8 +278,11 @@ def rescue_expired(*, now=None, limit=500, retry_at=None, using="default"):
     retry_at = retry_at or (lambda task, attempt, now: now)
     with transaction.atomic(using=using):
         rows = sql.rescue(
-            now=now, limit=limit, message=LEASE_EXPIRED_MESSAGE,
-            retry_at=lambda task, attempt: retry_at(task, attempt, now), using=using,
+            now=now,
+            limit=limit,
+            message=LEASE_EXPIRED_MESSAGE,
+            retry_at=lambda task, attempt: retry_at(task, attempt, now),
+            using=using,
         )
         pending = [job_id for job_id, status, _, _ in rows if status == JobStatus.PENDING]
         if pending:
@@ -290,7 +333,8 @@ def take_back(*, now=None, using="default"):
         settle({job_id: status for job_id, status, _, has in taken if has}, now=now, using=using)
     if taken:
         logger.info(
-            "took back %d jobs handed back at shutdown by dispatchers now gone", len(taken),
+            "took back %d jobs handed back at shutdown by dispatchers now gone",
+            len(taken),
             extra={"action": "take_back"},
         )
     return len(taken), len(rows) - len(ids)
@@ -311,4 +355,3 @@ def set_progress(job_id, worker, attempt, progress, *, now=None, using="default"
         .filter(pk=job_id, status=JobStatus.RUNNING, worker=worker, attempts=attempt)
         .update(progress=progress)
     )
-

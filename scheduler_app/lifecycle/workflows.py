@@ -122,7 +122,10 @@ def progress(ended, *, now=None, using="default"):
     if not ids:
         return
     found = (
-        Job.objects.using(using).filter(pk__in=ids, workflow__isnull=False).order_by().values_list("workflow_id", flat=True)
+        Job.objects.using(using)
+        .filter(pk__in=ids, workflow__isnull=False)
+        .order_by()
+        .values_list("workflow_id", flat=True)
     )
     for workflow_id in sorted(set(found)):
         refresh(workflow_id, now=now, using=using)
@@ -153,8 +156,10 @@ def refresh(workflow_id, *, now=None, using="default"):
         for field, value in changes.items():
             setattr(workflow, field, value)
         if ended and workflow.callbacks_enqueued_at is None:
-            won = Workflow.objects.using(using).filter(pk=workflow.pk, callbacks_enqueued_at__isnull=True).update(
-                callbacks_enqueued_at=now
+            won = (
+                Workflow.objects.using(using)
+                .filter(pk=workflow.pk, callbacks_enqueued_at__isnull=True)
+                .update(callbacks_enqueued_at=now)
             )
             if won:
                 workflow.callbacks_enqueued_at = now
@@ -191,10 +196,13 @@ def _enqueue_callbacks(workflow, status, using):
                 made = {**callback_spec(spec), "workflow": workflow.pk}
                 [job] = enqueue_many([made], created_by=workflow.created_by_id, using=using)
             enqueued.append({"callback": name, "job": job.pk})
-        except Exception as exc:  # whatever it was, the workflow's ending stands: the reason is kept on a job
+        except Exception as exc:  # noqa: BLE001 - whatever it was, the workflow's ending stands: the reason is kept on a job
             reason = "; ".join(spec_errors(exc))
             logger.error(
-                "workflow %s: its %s callback could not be enqueued: %s", workflow.pk, name, reason,
+                "workflow %s: its %s callback could not be enqueued: %s",
+                workflow.pk,
+                name,
+                reason,
                 extra={"action": "workflow_callback_refused"},
             )
             job = _refused(workflow, name, spec, reason, using)
@@ -209,14 +217,26 @@ def _refused(workflow, name, spec, reason, using):
     now = timezone.now()
     task, args, kwargs = spec.get("task"), spec.get("args"), spec.get("kwargs")
     error = {
-        "attempt": 0, "time": now.isoformat(), "worker": "", "exception_class": CALLBACK_REFUSED_CLASS,
-        "message": f"The workflow's {name} callback could not be enqueued: {reason}", "traceback": "",
+        "attempt": 0,
+        "time": now.isoformat(),
+        "worker": "",
+        "exception_class": CALLBACK_REFUSED_CLASS,
+        "message": f"The workflow's {name} callback could not be enqueued: {reason}",
+        "traceback": "",
     }
     return Job.objects.using(using).create(
-        task=str(task or "")[:TASK_NAME_MAX], args=args if isinstance(args, list) else [],
-        kwargs=kwargs if isinstance(kwargs, dict) else {}, status=JobStatus.FAILED, max_attempts=1,
-        workflow_id=workflow.pk, created_by_id=workflow.created_by_id, execute_at=now, created_at=now,
-        updated_at=now, finished_at=now, errors=[error],
+        task=str(task or "")[:TASK_NAME_MAX],
+        args=args if isinstance(args, list) else [],
+        kwargs=kwargs if isinstance(kwargs, dict) else {},
+        status=JobStatus.FAILED,
+        max_attempts=1,
+        workflow_id=workflow.pk,
+        created_by_id=workflow.created_by_id,
+        execute_at=now,
+        created_at=now,
+        updated_at=now,
+        finished_at=now,
+        errors=[error],
     )
 
 
@@ -288,9 +308,7 @@ def create_workflow(specs, *, name="", callbacks=None, created_by=None, max_size
     BulkValidationError for the jobs.
     """
     callbacks = {k: v for k, v in (callbacks or {}).items() if v is not None}
-    workflow = Workflow(
-        name=name, created_by_id=getattr(created_by, "pk", created_by), using=using, **callbacks
-    )
+    workflow = Workflow(name=name, created_by_id=getattr(created_by, "pk", created_by), using=using, **callbacks)
     with workflow:
         jobs = [job for job, _ in enqueue_many_created(specs, created_by=created_by, max_size=max_size, using=using)]
     return workflow, jobs
@@ -346,7 +364,9 @@ def retry_workflow(workflow_id, *, now=None, using="default"):
 
 def _dependencies_left(chosen, using):
     """Return ``{job id: dependencies it waits for}`` of the jobs ``chosen`` to be retried, their dependencies locked."""
-    links = list(JobDependency.objects.using(using).filter(job_id__in=list(chosen)).values_list("job_id", "depends_on_id"))
+    links = list(
+        JobDependency.objects.using(using).filter(job_id__in=list(chosen)).values_list("job_id", "depends_on_id")
+    )
     outside = sql.mark_dependencies({d for _, d in links if d not in chosen}, using=using)
     left = dict.fromkeys(chosen, 0)
     for job_id, dependency in links:
@@ -354,7 +374,10 @@ def _dependencies_left(chosen, using):
             left[job_id] += 1
         elif outside.get(dependency) in (JobStatus.FAILED, JobStatus.CANCELLED):
             raise InvalidTransition(
-                job_id, "", "retry", f"job {dependency}, which it depends on, is {outside[dependency]}; retry that one first."
+                job_id,
+                "",
+                "retry",
+                f"job {dependency}, which it depends on, is {outside[dependency]}; retry that one first.",
             )
         elif outside.get(dependency) != JobStatus.SUCCEEDED:
             left[job_id] += 1

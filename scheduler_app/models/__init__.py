@@ -5,15 +5,7 @@ The QuerySets only select, and are named after states.
 """
 
 from .flow import JobDependency, QueueStart, UniqueWindow
-from .jobs import (
-    ACTIVE_STATUSES,
-    FINISHED_STATUSES,
-    Dashboard,
-    DependencyFailure,
-    Job,
-    JobQuerySet,
-    JobStatus,
-)
+from .jobs import ACTIVE_STATUSES, FINISHED_STATUSES, Dashboard, DependencyFailure, Job, JobQuerySet, JobStatus
 from .observability import Counter, JobLog, Rollup, RollupCursor, Tallies
 from .queues import Queue
 from .schedules import MisfirePolicy, Schedule
@@ -21,7 +13,28 @@ from .workers import Worker, WorkerQuerySet, WorkerState, stale_before
 from .workflows import Workflow, WorkflowStatus
 
 __all__ = [
-    "ACTIVE_STATUSES", "FINISHED_STATUSES", "Counter", "Dashboard", "DependencyFailure", "Job", "JobDependency",
-    "JobLog", "JobQuerySet", "JobStatus", "MisfirePolicy", "Queue", "QueueStart", "Rollup", "RollupCursor",
-    "Schedule", "Tallies", "UniqueWindow", "Worker", "WorkerQuerySet", "WorkerState", "Workflow", "WorkflowStatus", "stale_before",
+    "ACTIVE_STATUSES",
+    "FINISHED_STATUSES",
+    "Counter",
+    "Dashboard",
+    "DependencyFailure",
+    "Job",
+    "JobDependency",
+    "JobLog",
+    "JobQuerySet",
+    "JobStatus",
+    "MisfirePolicy",
+    "Queue",
+    "QueueStart",
+    "Rollup",
+    "RollupCursor",
+    "Schedule",
+    "Tallies",
+    "UniqueWindow",
+    "Worker",
+    "WorkerQuerySet",
+    "WorkerState",
+    "Workflow",
+    "WorkflowStatus",
+    "stale_before",
 ]

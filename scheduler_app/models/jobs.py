@@ -4,16 +4,13 @@ State changes never happen here: they live in ``scheduler_app.lifecycle``.
 The QuerySets only select, and are named after states.
 """
 
-
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
 from ..sql.indexes import LISTED_STATUSES, any_status
-from ..sql.readable import (
-    error_entries,  # stored_json: what no page shows becomes U+FFFD
-)
+from ..sql.readable import error_entries  # stored_json: what no page shows becomes U+FFFD
 from ..sql.readable import json_reader as stored_json
 from ..vocabulary.bounds import (
     BACKEND_ALIAS_MAX,
@@ -82,18 +79,12 @@ class Job(models.Model):
     args = models.JSONField(default=list, blank=True, decoder=stored_json)
     kwargs = models.JSONField(default=dict, blank=True, decoder=stored_json)
     queue = models.CharField(max_length=QUEUE_NAME_MAX, default="default")
-    priority = models.SmallIntegerField(
-        default=0, help_text=f"{PRIORITY_MIN}..{PRIORITY_MAX}; higher runs first."
-    )
+    priority = models.SmallIntegerField(default=0, help_text=f"{PRIORITY_MIN}..{PRIORITY_MAX}; higher runs first.")
     execute_at = models.DateTimeField(default=timezone.now)
-    status = models.CharField(
-        max_length=16, choices=JobStatus.choices, default=JobStatus.PENDING
-    )
+    status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.PENDING)
     attempts = models.PositiveIntegerField(default=0)
     max_attempts = models.PositiveIntegerField(default=3)
-    timeout = models.FloatField(
-        null=True, blank=True, help_text="Seconds an attempt may run; empty: no limit."
-    )
+    timeout = models.FloatField(null=True, blank=True, help_text="Seconds an attempt may run; empty: no limit.")
     unique_key = models.CharField(  # noqa: DJ001 - NULL is "no key": the partial unique index leaves those rows out
         max_length=UNIQUE_KEY_MAX,
         null=True,
@@ -146,13 +137,19 @@ class Job(models.Model):
     # pending. ``has_dependents`` tells a finish that it has more to do (the
     # dispatcher's fast path leaves such jobs to ``lifecycle.finish``).
     depends_on = models.ManyToManyField(
-        "self", through="JobDependency", through_fields=("job", "depends_on"), symmetrical=False,
-        related_name="dependents", blank=True,
+        "self",
+        through="JobDependency",
+        through_fields=("job", "depends_on"),
+        symmetrical=False,
+        related_name="dependents",
+        blank=True,
     )
     # Database defaults too: rows written in SQL (bulk loads, the benchmarks)
     # need not know these columns.
     on_dependency_failure = models.CharField(
-        max_length=8, choices=DependencyFailure.choices, default=DependencyFailure.CANCEL,
+        max_length=8,
+        choices=DependencyFailure.choices,
+        default=DependencyFailure.CANCEL,
         db_default=DependencyFailure.CANCEL,
     )
     dependencies_left = models.PositiveIntegerField(default=0, db_default=0)
@@ -166,7 +163,11 @@ class Job(models.Model):
     results_passed = models.BooleanField(default=False, db_default=False)
     # The workflow this job belongs to (scheduler_app.workflows), if any.
     workflow = models.ForeignKey(
-        "Workflow", null=True, blank=True, on_delete=models.SET_NULL, related_name="jobs",
+        "Workflow",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="jobs",
         db_index=False,  # a partial index below: most jobs are in no workflow
     )
     # Operators' labels and free-form data, set at creation.
@@ -188,19 +189,11 @@ class Job(models.Model):
         ordering = ["-id"]
         constraints = [
             models.CheckConstraint(
-                condition=Q(priority__gte=PRIORITY_MIN, priority__lte=PRIORITY_MAX),
-                name="job_priority_range",
+                condition=Q(priority__gte=PRIORITY_MIN, priority__lte=PRIORITY_MAX), name="job_priority_range"
             ),
-            models.CheckConstraint(
-                condition=Q(max_attempts__gte=MAX_ATTEMPTS_MIN), name="job_max_attempts_positive"
-            ),
-            models.CheckConstraint(
-                condition=Q(timeout__isnull=True) | Q(timeout__gt=0),
-                name="job_timeout_positive",
-            ),
-            models.CheckConstraint(
-                condition=Q(status__in=JobStatus.values), name="job_status_valid"
-            ),
+            models.CheckConstraint(condition=Q(max_attempts__gte=MAX_ATTEMPTS_MIN), name="job_max_attempts_positive"),
+            models.CheckConstraint(condition=Q(timeout__isnull=True) | Q(timeout__gt=0), name="job_timeout_positive"),
+            models.CheckConstraint(condition=Q(status__in=JobStatus.values), name="job_status_valid"),
             models.UniqueConstraint(
                 fields=["unique_key"],
                 condition=Q(status__in=ACTIVE_STATUSES, unique_key__isnull=False),
@@ -210,9 +203,7 @@ class Job(models.Model):
         indexes = [
             # Window load and due counts: pending jobs by time.
             models.Index(
-                fields=["execute_at", "id"],
-                condition=Q(status=JobStatus.PENDING),
-                name="job_pending_time_idx",
+                fields=["execute_at", "id"], condition=Q(status=JobStatus.PENDING), name="job_pending_time_idx"
             ),
             # Claim order: priority first, then time, then FIFO.
             models.Index(
@@ -223,55 +214,25 @@ class Job(models.Model):
             # PostgreSQL also has job_pending_queue_claim_idx (queue, claim
             # order, pending rows), made by migration 0008 for it alone: see there.
             models.Index(
-                fields=["lease_expires_at"],
-                condition=Q(status=JobStatus.RUNNING),
-                name="job_running_lease_idx",
+                fields=["lease_expires_at"], condition=Q(status=JobStatus.RUNNING), name="job_running_lease_idx"
             ),
             # The dispatcher's change poll reads pending rows only; a partial
             # index is not touched when claims and finishes move rows out.
-            models.Index(
-                fields=["updated_at"],
-                condition=Q(status=JobStatus.PENDING),
-                name="job_pending_updated_idx",
-            ),
+            models.Index(fields=["updated_at"], condition=Q(status=JobStatus.PENDING), name="job_pending_updated_idx"),
             # The admin's and the API's lists filter by queue and task by
             # walking the primary key backwards: no index of their own, so a
             # claim and a finish write none (sql/indexes.py, issue 28).
             # Columns most jobs leave empty get partial indexes: every claim
             # and finish writes a new row version, and each full index on the
             # table costs an index insertion for each of them.
-            models.Index(
-                fields=["unique_key"],
-                condition=Q(unique_key__isnull=False),
-                name="job_unique_key_idx",
-            ),
-            models.Index(
-                fields=["created_by"],
-                condition=Q(created_by__isnull=False),
-                name="job_created_by_idx",
-            ),
-            models.Index(
-                fields=["schedule", "id"],
-                condition=Q(schedule__isnull=False),
-                name="job_schedule_idx",
-            ),
-            models.Index(
-                fields=["finished_at"],
-                condition=Q(status__in=FINISHED_STATUSES),
-                name="job_finished_idx",
-            ),
+            models.Index(fields=["unique_key"], condition=Q(unique_key__isnull=False), name="job_unique_key_idx"),
+            models.Index(fields=["created_by"], condition=Q(created_by__isnull=False), name="job_created_by_idx"),
+            models.Index(fields=["schedule", "id"], condition=Q(schedule__isnull=False), name="job_schedule_idx"),
+            models.Index(fields=["finished_at"], condition=Q(status__in=FINISHED_STATUSES), name="job_finished_idx"),
             # Lists by status: only the statuses no hot-path index serves,
             # so the happy path (pending, running, succeeded) writes no entry.
-            models.Index(
-                fields=["status", "id"],
-                condition=Q(status__in=LISTED_STATUSES),
-                name="job_status_id_idx",
-            ),
-            models.Index(
-                fields=["workflow", "id"],
-                condition=Q(workflow__isnull=False),
-                name="job_workflow_idx",
-            ),
+            models.Index(fields=["status", "id"], condition=Q(status__in=LISTED_STATUSES), name="job_status_id_idx"),
+            models.Index(fields=["workflow", "id"], condition=Q(workflow__isnull=False), name="job_workflow_idx"),
             # A finish in a workflow asks whether any of its jobs is still active.
             models.Index(
                 fields=["workflow"],
@@ -348,5 +309,3 @@ class Dashboard(Job):
         verbose_name = "Dashboard"
         verbose_name_plural = "Dashboard"
         default_permissions = ("view",)
-
-

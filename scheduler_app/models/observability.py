@@ -6,12 +6,7 @@ the admin, the API and the metrics; ``models`` imports this module.
 
 from django.db import models
 
-from ..vocabulary.bounds import (
-    CURSOR_NAME_MAX,
-    LOGGER_MAX,
-    QUEUE_NAME_MAX,
-    TASK_NAME_MAX,
-)
+from ..vocabulary.bounds import CURSOR_NAME_MAX, LOGGER_MAX, QUEUE_NAME_MAX, TASK_NAME_MAX
 from ..vocabulary.tallies import SLOTS
 
 
@@ -82,7 +77,9 @@ class Rollup(Tallies):
     enqueued = models.BigIntegerField(default=0, db_default=0)
     depth = models.BigIntegerField(default=0, db_default=0, help_text="Pending jobs (largest sample of the minute).")
     due = models.BigIntegerField(default=0, db_default=0, help_text="Due pending jobs (largest sample of the minute).")
-    lag = models.FloatField(default=0.0, db_default=0.0, help_text="Seconds the oldest due job had waited (largest sample).")
+    lag = models.FloatField(
+        default=0.0, db_default=0.0, help_text="Seconds the oldest due job had waited (largest sample)."
+    )
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["minute", "queue", "task"], name="rollup_key")]

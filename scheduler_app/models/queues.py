@@ -1,6 +1,5 @@
 """Queues: a row per queue name, with its pause flag and its limits."""
 
-
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
@@ -22,12 +21,18 @@ class Queue(models.Model):
     name = models.CharField(max_length=QUEUE_NAME_MAX, primary_key=True)
     paused = models.BooleanField(default=False)
     concurrency_limit = models.PositiveIntegerField(
-        null=True, blank=True, help_text="Most jobs of this queue running at once, across every dispatcher; empty: no limit."
+        null=True,
+        blank=True,
+        help_text="Most jobs of this queue running at once, across every dispatcher; empty: no limit.",
     )
     rate_limit = models.PositiveIntegerField(
-        null=True, blank=True, help_text="Most jobs of this queue started per rate period, across every dispatcher; empty: no limit."
+        null=True,
+        blank=True,
+        help_text="Most jobs of this queue started per rate period, across every dispatcher; empty: no limit.",
     )
-    rate_period = models.FloatField(default=1.0, db_default=1.0, help_text="Seconds of the rate limit's sliding window.")
+    rate_period = models.FloatField(
+        default=1.0, db_default=1.0, help_text="Seconds of the rate limit's sliding window."
+    )
     updated_at = models.DateTimeField(default=timezone.now)
     # The rate limit's ledger (PostgreSQL; ``sql.limited``), written by the
     # claims only, in their turn at the queue: starts written ever (counted
@@ -44,9 +49,12 @@ class Queue(models.Model):
         ordering = ["name"]
         constraints = [
             models.CheckConstraint(
-                condition=Q(concurrency_limit__isnull=True) | Q(concurrency_limit__gte=1), name="queue_concurrency_limit_positive"
+                condition=Q(concurrency_limit__isnull=True) | Q(concurrency_limit__gte=1),
+                name="queue_concurrency_limit_positive",
             ),
-            models.CheckConstraint(condition=Q(rate_limit__isnull=True) | Q(rate_limit__gte=1), name="queue_rate_limit_positive"),
+            models.CheckConstraint(
+                condition=Q(rate_limit__isnull=True) | Q(rate_limit__gte=1), name="queue_rate_limit_positive"
+            ),
             models.CheckConstraint(condition=Q(rate_period__gt=0), name="queue_rate_period_positive"),
         ]
 

@@ -1,6 +1,5 @@
 """Schedules: a job to make at cron or interval times."""
 
-
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
@@ -41,23 +40,17 @@ class Schedule(models.Model):
     priority = models.SmallIntegerField(default=0)
     max_attempts = models.PositiveIntegerField(default=3)
     timeout = models.FloatField(null=True, blank=True)
-    cron = models.CharField(
-        max_length=CRON_MAX, blank=True, default="", help_text="Five-field cron expression."
-    )
+    cron = models.CharField(max_length=CRON_MAX, blank=True, default="", help_text="Five-field cron expression.")
     interval_seconds = models.PositiveIntegerField(null=True, blank=True)
     timezone = models.CharField(max_length=ZONE_NAME_MAX, default="UTC", help_text="IANA time zone name.")
     enabled = models.BooleanField(default=True)
-    misfire_policy = models.CharField(
-        max_length=16, choices=MisfirePolicy.choices, default=MisfirePolicy.RUN_ONCE
-    )
+    misfire_policy = models.CharField(max_length=16, choices=MisfirePolicy.choices, default=MisfirePolicy.RUN_ONCE)
     start_at = models.DateTimeField(null=True, blank=True)
     end_at = models.DateTimeField(null=True, blank=True)
     # None while disabled or after end_at: nothing to run.
     next_run_at = models.DateTimeField(null=True, blank=True)
     last_run_at = models.DateTimeField(null=True, blank=True)
-    last_job = models.ForeignKey(
-        "Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
+    last_job = models.ForeignKey("Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(default=_now)
     # Written by every change, the dispatcher's compare-and-set included;
     # the dispatcher's change poll reads it.
@@ -67,20 +60,16 @@ class Schedule(models.Model):
         ordering = ["name"]
         constraints = [
             models.CheckConstraint(
-                condition=(Q(cron="") & Q(interval_seconds__gte=1))
-                | (~Q(cron="") & Q(interval_seconds__isnull=True)),
+                condition=(Q(cron="") & Q(interval_seconds__gte=1)) | (~Q(cron="") & Q(interval_seconds__isnull=True)),
                 name="schedule_cron_xor_interval",
             ),
             models.CheckConstraint(
-                condition=Q(priority__gte=PRIORITY_MIN, priority__lte=PRIORITY_MAX),
-                name="schedule_priority_range",
+                condition=Q(priority__gte=PRIORITY_MIN, priority__lte=PRIORITY_MAX), name="schedule_priority_range"
             ),
         ]
         indexes = [
             models.Index(
-                fields=["next_run_at"],
-                condition=Q(enabled=True, next_run_at__isnull=False),
-                name="schedule_due_idx",
+                fields=["next_run_at"], condition=Q(enabled=True, next_run_at__isnull=False), name="schedule_due_idx"
             ),
             models.Index(fields=["updated_at"], name="schedule_updated_idx"),
         ]

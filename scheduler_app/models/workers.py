@@ -43,9 +43,7 @@ class Worker(models.Model):
     pid = models.PositiveIntegerField()
     queues = models.JSONField(default=list, help_text="Queues served.", decoder=stored_json)
     slots = models.JSONField(default=dict, help_text="Worker slots per queue group.", decoder=stored_json)
-    state = models.CharField(
-        max_length=16, choices=WorkerState.choices, default=WorkerState.ALIVE
-    )
+    state = models.CharField(max_length=16, choices=WorkerState.choices, default=WorkerState.ALIVE)
     lease_seconds = models.FloatField(default=30.0)
     started_at = models.DateTimeField(default=timezone.now)
     last_heartbeat = models.DateTimeField(default=timezone.now)
@@ -64,6 +62,8 @@ class Worker(models.Model):
 
     @property
     def alive(self):
-        return self.state == WorkerState.ALIVE and self.last_heartbeat is not None and self.last_heartbeat >= stale_before()
-
-
+        return (
+            self.state == WorkerState.ALIVE
+            and self.last_heartbeat is not None
+            and self.last_heartbeat >= stale_before()
+        )

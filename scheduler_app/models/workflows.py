@@ -61,15 +61,14 @@ class Workflow(models.Model):
 
     name = models.CharField(max_length=WORKFLOW_NAME_MAX, blank=True, default="")
     status = models.CharField(
-        max_length=16, choices=WorkflowStatus.choices, default=WorkflowStatus.PENDING,
-        db_default=WorkflowStatus.PENDING,
+        max_length=16, choices=WorkflowStatus.choices, default=WorkflowStatus.PENDING, db_default=WorkflowStatus.PENDING
     )
     # {"on_success": spec, "on_failure": spec, "on_finish": spec}: job specs
     # enqueued when the workflow's last job ends.
     callbacks = models.JSONField(default=dict, blank=True, db_default={}, decoder=stored_json)
     callbacks_enqueued_at = models.DateTimeField(null=True, blank=True)
     created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
@@ -78,9 +77,7 @@ class Workflow(models.Model):
     class Meta:
         ordering = ["-id"]
         constraints = [
-            models.CheckConstraint(
-                condition=Q(status__in=WorkflowStatus.values), name="workflow_status_valid"
-            ),
+            models.CheckConstraint(condition=Q(status__in=WorkflowStatus.values), name="workflow_status_valid")
         ]
         indexes = [
             models.Index(fields=["status", "id"], name="workflow_status_id_idx"),

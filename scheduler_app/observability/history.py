@@ -90,7 +90,9 @@ def series(minutes=60, *, queue=None, task=None, now=None):
     samples = {}
     sampled = rows.filter(task="") if not task else _filtered(start, end, queue, None).filter(task="")
     per_queue = (
-        sampled.annotate(bucket=bucket).order_by().values("bucket", "queue")
+        sampled.annotate(bucket=bucket)
+        .order_by()
+        .values("bucket", "queue")
         .annotate(depth=Max("depth"), due=Max("due"), lag=Max("lag"))
     )
     for r in per_queue:
@@ -132,16 +134,18 @@ def per_task(minutes=60, *, queue=None, now=None):
         runs = sum(r[f"x_{o}"] or 0 for o in OUTCOMES)
         failures = (r["x_failed"] or 0) + (r["x_retried"] or 0)
         timing = _timing(r, "run")
-        found.append({
-            "task": r["task"],
-            "runs": runs,
-            "succeeded": r["x_succeeded"] or 0,
-            "failures": failures,
-            "failure_rate": round(failures / runs, 4) if runs else 0.0,
-            "p50": timing["p50"],
-            "p95": timing["p95"],
-            "last_failure": r["last_failure"],
-        })
+        found.append(
+            {
+                "task": r["task"],
+                "runs": runs,
+                "succeeded": r["x_succeeded"] or 0,
+                "failures": failures,
+                "failure_rate": round(failures / runs, 4) if runs else 0.0,
+                "p50": timing["p50"],
+                "p95": timing["p95"],
+                "last_failure": r["last_failure"],
+            }
+        )
     found.sort(key=lambda t: (-t["runs"], t["task"]))
     return found
 

@@ -49,8 +49,20 @@ def is_own(name):
 class Capture:
     """The records of one attempt, in the order they were emitted."""
 
-    __slots__ = ("level", "max_records", "max_bytes", "records", "size", "dropped", "attempt", "flusher", "flushed",
-                 "lock", "closed", "base")
+    __slots__ = (
+        "level",
+        "max_records",
+        "max_bytes",
+        "records",
+        "size",
+        "dropped",
+        "attempt",
+        "flusher",
+        "flushed",
+        "lock",
+        "closed",
+        "base",
+    )
 
     def __init__(self, level, max_records, max_bytes, attempt=None, flusher=None, base=0):
         self.level = level
@@ -105,13 +117,18 @@ class Capture:
 
         They are numbered from ``base + flushed + 1`` (``Outcome.logs_before``).
         """
-        rows = list(self.records[self.flushed:])
+        rows = list(self.records[self.flushed :])
         if self.dropped:
             noun = "record" if self.dropped == 1 else "records"
             rows.append(
-                (time.time(), logging.WARNING, DROPPED_LOGGER,
-                 f"{self.dropped} more {noun} dropped (at most {self.max_records} records "
-                 f"and {self.max_bytes} bytes are kept per attempt)", "")
+                (
+                    time.time(),
+                    logging.WARNING,
+                    DROPPED_LOGGER,
+                    f"{self.dropped} more {noun} dropped (at most {self.max_records} records "
+                    f"and {self.max_bytes} bytes are kept per attempt)",
+                    "",
+                )
             )
         return tuple(rows)
 
@@ -168,7 +185,13 @@ def stored(job, using="default"):
         return 0
     from ..models import JobLog
 
-    last = JobLog.objects.using(using).filter(job_id=job.id, attempt=job.attempt).order_by("-seq").values_list("seq", flat=True).first()
+    last = (
+        JobLog.objects.using(using)
+        .filter(job_id=job.id, attempt=job.attempt)
+        .order_by("-seq")
+        .values_list("seq", flat=True)
+        .first()
+    )
     return last or 0
 
 

@@ -104,8 +104,11 @@ def late_counts(now=None, using="default"):
     """Return ``{reason: late jobs}`` over every late pending job (no reason: left out), in REASONS' order."""
     now = now or timezone.now()
     per_queue = dict(
-        Job.objects.using(using).order_by().filter(status=JobStatus.PENDING, execute_at__lt=now - LATE_AFTER)
-        .values_list("queue").annotate(n=Count("id"))
+        Job.objects.using(using)
+        .order_by()
+        .filter(status=JobStatus.PENDING, execute_at__lt=now - LATE_AFTER)
+        .values_list("queue")
+        .annotate(n=Count("id"))
     )
     return tally(per_queue, queue_reasons(set(per_queue), now, using) if per_queue else {})
 

@@ -117,21 +117,29 @@ class LogFlusher:
         logs = [
             (capture.attempt[0], capture.attempt[2], seq, *storable.log_record(record))
             for capture, end in taken
-            for seq, record in enumerate(capture.records[capture.flushed:end], capture.base + capture.flushed + 1)
+            for seq, record in enumerate(capture.records[capture.flushed : end], capture.base + capture.flushed + 1)
         ]
         try:
             won = sql.dialect(self.using).append_logs(attempts, logs, using=self.using)
         except Exception as exc:  # noqa: BLE001 - any refusal: transient ones retried, others written one attempt at a time
             connections[self.using].close()  # a broken connection is opened again next time
             if is_transient(exc):
-                logger.info("could not write running jobs' log records now (%s); trying again", exc, extra={"action": "joblogs_flush"})
+                logger.info(
+                    "could not write running jobs' log records now (%s); trying again",
+                    exc,
+                    extra={"action": "joblogs_flush"},
+                )
                 return 0, []
             if len(taken) > 1:  # one attempt's records must not hold up the others'
                 results = [self._write([one]) for one in taken]
                 return sum(n for n, _ in results), [c for _, d in results for c in d]
             # Refused alone: its records go with its Outcome, whose writer fails the job if they still cannot be stored.
-            logger.warning("job %s: its log records could not be written while it runs (%s)", taken[0][0].attempt[0], exc,
-                           extra={"job_id": taken[0][0].attempt[0], "action": "joblogs_flush"})
+            logger.warning(
+                "job %s: its log records could not be written while it runs (%s)",
+                taken[0][0].attempt[0],
+                exc,
+                extra={"job_id": taken[0][0].attempt[0], "action": "joblogs_flush"},
+            )
             return 0, [taken[0][0]]
         written, gone = 0, []
         for capture, end in taken:

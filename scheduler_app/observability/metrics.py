@@ -57,8 +57,14 @@ class SchedulerCollector(Collector):
     def collect(self):
         now = self.now or timezone.now()
         queues = set(conf.known_queues())
-        jobs = GaugeMetricFamily("scheduler_jobs", "Jobs by queue and status (finished: attempts that ended so, all time).", labels=["queue", "status"])
-        lag = GaugeMetricFamily("scheduler_queue_lag_seconds", "Age of the oldest due pending job of the queue.", labels=["queue"])
+        jobs = GaugeMetricFamily(
+            "scheduler_jobs",
+            "Jobs by queue and status (finished: attempts that ended so, all time).",
+            labels=["queue", "status"],
+        )
+        lag = GaugeMetricFamily(
+            "scheduler_queue_lag_seconds", "Age of the oldest due pending job of the queue.", labels=["queue"]
+        )
         active = defaultdict(int)
         oldest = {}
         for queue, (n, _, first_due) in pending_by_queue(now).items():
@@ -72,9 +78,15 @@ class SchedulerCollector(Collector):
             active[(row["queue"], JobStatus.RUNNING)] += row["n"]
             running[(row["worker"], row["queue"])] += row["n"]
 
-        finished = CounterMetricFamily("scheduler_jobs_finished", "Attempts that ended, by outcome.", labels=["queue", "task", "outcome"])
-        wait = HistogramMetricFamily("scheduler_job_wait_seconds", "Seconds from a job's due time to its attempt's start.", labels=["queue"])
-        duration = HistogramMetricFamily("scheduler_job_duration_seconds", "Seconds from an attempt's start to its end.", labels=["queue", "task"])
+        finished = CounterMetricFamily(
+            "scheduler_jobs_finished", "Attempts that ended, by outcome.", labels=["queue", "task", "outcome"]
+        )
+        wait = HistogramMetricFamily(
+            "scheduler_job_wait_seconds", "Seconds from a job's due time to its attempt's start.", labels=["queue"]
+        )
+        duration = HistogramMetricFamily(
+            "scheduler_job_duration_seconds", "Seconds from an attempt's start to its end.", labels=["queue", "task"]
+        )
         ended = defaultdict(int)  # (queue, status) -> attempts that ended so
         waits = {}
         for row in Counter.objects.order_by("queue", "task").values():
@@ -103,14 +115,20 @@ class SchedulerCollector(Collector):
 
     def _workers(self, now, queues, running):
         workers = GaugeMetricFamily("scheduler_workers", "Dispatcher processes by state.", labels=["state"])
-        slots = GaugeMetricFamily("scheduler_worker_slots", "Worker slots of live dispatchers by queue (a shared pool's free slots count for each of its queues).", labels=["queue", "state"])
+        slots = GaugeMetricFamily(
+            "scheduler_worker_slots",
+            "Worker slots of live dispatchers by queue (a shared pool's free slots count for each of its queues).",
+            labels=["queue", "state"],
+        )
         states = dict.fromkeys(WorkerState.values, 0)
         for row in Worker.objects.exclude(state=WorkerState.ALIVE).order_by().values("state").annotate(n=Count("id")):
             states[row["state"]] = states.get(row["state"], 0) + row["n"]
         fresh = stale_before(now)
         live = []
         for worker in Worker.objects.filter(state=WorkerState.ALIVE).only("id", "queues", "slots", "last_heartbeat"):
-            if worker.last_heartbeat is not None and worker.last_heartbeat >= fresh:  # None: SQLite text that is no time
+            if (
+                worker.last_heartbeat is not None and worker.last_heartbeat >= fresh
+            ):  # None: SQLite text that is no time
                 live.append(worker)
                 states[WorkerState.ALIVE] += 1
             else:

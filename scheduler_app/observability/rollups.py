@@ -98,4 +98,3 @@ def prune(now=None, *, using="default"):
     now = now or timezone.now()
     deleted, _ = Rollup.objects.using(using).filter(minute__lt=now - conf.get("ROLLUP_RETENTION")).delete()
     return deleted
-

@@ -11,15 +11,7 @@ from django.db.models.functions import Coalesce, RowNumber
 from django.utils import timezone
 
 from .. import conf, schedules, sql
-from ..models import (
-    FINISHED_STATUSES,
-    Job,
-    JobDependency,
-    JobStatus,
-    Queue,
-    QueueStart,
-    Worker,
-)
+from ..models import FINISHED_STATUSES, Job, JobDependency, JobStatus, Queue, QueueStart, Worker
 from ..sql import readable
 from ..sql.readable import END_OF_TIME
 from ..vocabulary.bounds import DEPENDENTS_SHOWN, RATE_PERIOD_MAX
@@ -99,14 +91,18 @@ def queues(now=None):
     )
     for row in active:
         entry = rows.setdefault(row["queue"], _queue_row(row["queue"]))
-        entry.update(pending=row["pending"], waiting=row["waiting"], due=row["due"], running=row["running"], late=row["late"])
+        entry.update(
+            pending=row["pending"], waiting=row["waiting"], due=row["due"], running=row["running"], late=row["late"]
+        )
         if row["oldest_due"] is not None:
             entry["oldest_due_lag_seconds"] = round((now - row["oldest_due"]).total_seconds(), 3)
     for queue in Queue.objects.all():
         entry = rows.setdefault(queue.name, _queue_row(queue.name))
         entry.update(
-            paused=queue.paused, concurrency_limit=queue.concurrency_limit,
-            rate_limit=queue.rate_limit, rate_period=queue.rate_period,
+            paused=queue.paused,
+            concurrency_limit=queue.concurrency_limit,
+            rate_limit=queue.rate_limit,
+            rate_period=queue.rate_period,
         )
         entry["rate_used"] = _rate_used(queue, now)
     for worker in Worker.objects.alive(now):
@@ -171,9 +167,13 @@ def held_by_key(jobs, now=None):
     """
     now = now or timezone.now()
     keyed = [
-        job for job in jobs
-        if job.status == JobStatus.PENDING and job.concurrency_key and isinstance(job.execute_at, datetime)
-        and job.execute_at <= now and (job.expires_at is None or job.expires_at > now)
+        job
+        for job in jobs
+        if job.status == JobStatus.PENDING
+        and job.concurrency_key
+        and isinstance(job.execute_at, datetime)
+        and job.execute_at <= now
+        and (job.expires_at is None or job.expires_at > now)
     ]
     if not keyed:
         return set()
@@ -197,12 +197,10 @@ def throughput(now=None):
     """Return finished (succeeded or failed) job counts for the last minute and hour."""
     now = now or timezone.now()
     finished = Job.objects.filter(
-        status__in=[JobStatus.SUCCEEDED, JobStatus.FAILED],
-        finished_at__gte=now - timedelta(hours=1),
+        status__in=[JobStatus.SUCCEEDED, JobStatus.FAILED], finished_at__gte=now - timedelta(hours=1)
     )
     agg = finished.aggregate(
-        last_hour=Count("id"),
-        last_minute=Count("id", filter=Q(finished_at__gte=now - timedelta(minutes=1))),
+        last_hour=Count("id"), last_minute=Count("id", filter=Q(finished_at__gte=now - timedelta(minutes=1)))
     )
     return {"last_minute": agg["last_minute"], "last_hour": agg["last_hour"]}
 
@@ -253,8 +251,16 @@ def upcoming(now=None, limit=20, *, skip_queues=(), jobs=True, runs=True):
 def running_jobs(limit=50):
     """Return running jobs, longest-running (this attempt) first."""
     fields = [
-        "id", "task", "queue", "worker", "attempts", "max_attempts", "started_at", "last_attempted_at",
-        "progress", "cancel_requested",
+        "id",
+        "task",
+        "queue",
+        "worker",
+        "attempts",
+        "max_attempts",
+        "started_at",
+        "last_attempted_at",
+        "progress",
+        "cancel_requested",
     ]
     since = Coalesce("last_attempted_at", "started_at")
     return list(Job.objects.running().order_by(since, "id").only(*fields)[:limit])
@@ -286,5 +292,3 @@ def overview(now=None):
         "throughput": throughput(now),
         "workers": {"alive": Worker.objects.alive(now).count()},
     }
-
-

@@ -29,7 +29,8 @@ def graph(workflow):
     for start in range(0, len(ids), CHUNK):
         rows = (
             JobDependency.objects.filter(job_id__in=ids[start : start + CHUNK])
-            .order_by("job_id", "depends_on_id").values_list("depends_on_id", "job_id")
+            .order_by("job_id", "depends_on_id")
+            .values_list("depends_on_id", "job_id")
         )
         edges += [(dep, job) for dep, job in rows if dep in members]
     return jobs, edges, set(callback_ids(workflow)) & members
@@ -47,6 +48,8 @@ def dashboard_counts():
     """Return ``{"running": n, "failed": n}``: workflows running now, and those that failed (one query, the status index)."""
     found = dict(
         Workflow.objects.filter(status__in=(WorkflowStatus.RUNNING, WorkflowStatus.FAILED))
-        .order_by().values_list("status").annotate(n=Count("pk"))
+        .order_by()
+        .values_list("status")
+        .annotate(n=Count("pk"))
     )
     return {"running": found.get(WorkflowStatus.RUNNING, 0), "failed": found.get(WorkflowStatus.FAILED, 0)}

@@ -58,7 +58,9 @@ class Executor:
             outcome = self._attempt(job, cancel_event, deadline)
         if attempt.killed:
             logger.info(
-                "job %s: killed %d processes its task forked and left running", job.id, attempt.killed,
+                "job %s: killed %d processes its task forked and left running",
+                job.id,
+                attempt.killed,
                 extra={"job_id": job.id, "action": "forked"},
             )
         return outcome
@@ -69,7 +71,11 @@ class Executor:
         started = time.monotonic()
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug(
-                "job %s started: %s attempt %d/%d", job.id, job.task, job.attempt, job.max_attempts,
+                "job %s started: %s attempt %d/%d",
+                job.id,
+                job.task,
+                job.attempt,
+                job.max_attempts,
                 extra={"job_id": job.id, "action": "start"},
             )
         try:
@@ -93,7 +99,9 @@ class Executor:
         try:
             return joblogs.stored(job, self.using)
         except Exception:  # noqa: BLE001 - the database is unreachable: the outcome will wait for it anyway
-            logger.warning("job %s: could not read its stored log records", job.id, extra={"job_id": job.id, "action": "start"})
+            logger.warning(
+                "job %s: could not read its stored log records", job.id, extra={"job_id": job.id, "action": "start"}
+            )
             return 0
 
     def _run(self, job, cancel_event, deadline):
@@ -110,7 +118,9 @@ class Executor:
         if job.args is None or job.kwargs is None:
             # A row written around the service; every attempt would read the same.
             which = "args (a JSON list)" if job.args is None else "kwargs (a JSON object)"
-            return self.policy.fatal(job, UnreadableJob(f"The job's stored {which} cannot be read."), _now(), traceback_text="")
+            return self.policy.fatal(
+                job, UnreadableJob(f"The job's stored {which} cannot be read."), _now(), traceback_text=""
+            )
         sender, _ = taskresults.sender_of(task, job.backend or None)
         start = taskresults.wanted(task_started, sender)
         finish = taskresults.wanted(task_finished, sender)
@@ -138,14 +148,18 @@ class Executor:
             return outcome
         else:
             outcome = self._past_deadline(job, deadline) or self.policy.succeeded(job, value, _now())
-        if finish or (outcome.status != Status.SUCCEEDED and taskresults.wanted(task_finished, sender, level=logging.ERROR)):
+        if finish or (
+            outcome.status != Status.SUCCEEDED and taskresults.wanted(task_finished, sender, level=logging.ERROR)
+        ):
             self._finished(sender, result or taskresults.attempt_result(job, task), outcome)
         return outcome
 
     def _raised(self, job, exc):
         if isinstance(exc, SystemExit):
             # Recorded as what it is (builtins.SystemExit), saying so; the traceback is the task's.
-            return self.policy.raised(job, SystemExit(exit_message(exc)), _now(), traceback_text="".join(format_exception(exc)))
+            return self.policy.raised(
+                job, SystemExit(exit_message(exc)), _now(), traceback_text="".join(format_exception(exc))
+            )
         return self.policy.raised(job, exc, _now())
 
     def _past_deadline(self, job, deadline):
@@ -199,32 +213,53 @@ def log_outcome(job, outcome, seconds):
         # The loop failed (or retried) it at its deadline and logged that.
         logger.info(
             "job %s attempt %d/%d of %s returned after its deadline (%.3fs): timed out",
-            job.id, job.attempt, job.max_attempts, job.task, seconds, extra=extra,
+            job.id,
+            job.attempt,
+            job.max_attempts,
+            job.task,
+            seconds,
+            extra=extra,
         )
     elif outcome.snoozed:
         at = outcome.retry_at.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
         extra["outcome"] = "snooze"
         logger.info(
             "job %s attempt %d of %s snoozed after %.3fs; runs again at %s (not counted as an attempt)",
-            job.id, job.attempt, job.task, seconds, at, extra=extra,
+            job.id,
+            job.attempt,
+            job.task,
+            seconds,
+            at,
+            extra=extra,
         )
     elif outcome.status == Status.PENDING:
         retry_at = outcome.retry_at.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
         extra["outcome"] = "retry"
         logger.info(
             "job %s attempt %d/%d of %s failed in %.3fs (%s); retry at %s",
-            job.id, job.attempt, job.max_attempts, job.task, seconds, _error_summary(outcome.error), retry_at,
+            job.id,
+            job.attempt,
+            job.max_attempts,
+            job.task,
+            seconds,
+            _error_summary(outcome.error),
+            retry_at,
             extra=extra,
         )
     elif outcome.error is not None:
         logger.log(
             logging.WARNING if outcome.status == Status.FAILED else logging.DEBUG,
             "job %s %s: %s attempt %d/%d in %.3fs (%s)",
-            job.id, outcome.status, job.task, job.attempt, job.max_attempts, seconds,
-            _error_summary(outcome.error), extra=extra,
+            job.id,
+            outcome.status,
+            job.task,
+            job.attempt,
+            job.max_attempts,
+            seconds,
+            _error_summary(outcome.error),
+            extra=extra,
         )
     elif logger.isEnabledFor(logging.DEBUG):
         logger.debug(
-            "job %s %s: %s attempt %d in %.3fs",
-            job.id, outcome.status, job.task, job.attempt, seconds, extra=extra,
+            "job %s %s: %s attempt %d in %.3fs", job.id, outcome.status, job.task, job.attempt, seconds, extra=extra
         )

@@ -69,7 +69,8 @@ class Guardian:
         self._sent = None  # the last moment told (None: disarmed)
         self._process = subprocess.Popen(
             [sys.executable, "-I", os.path.abspath(__file__), str(os.getpid())],
-            stdin=subprocess.PIPE, start_new_session=True,  # a Ctrl-Z of the terminal's group does not stop it
+            stdin=subprocess.PIPE,
+            start_new_session=True,  # a Ctrl-Z of the terminal's group does not stop it
         )
 
     def lease_until(self, until, lease, *, wall=time.time, monotonic=time.monotonic):

@@ -73,9 +73,9 @@ def children():
         return _children_by_scan()  # a kernel without CONFIG_PROC_CHILDREN
     pids = set()
     for tid in threads:  # a child is listed under the thread that forked (or adopted) it
-        with contextlib.suppress(OSError):  # that thread ended meanwhile
-            with open(f"/proc/self/task/{tid}/children") as fh:
-                pids.update(int(pid) for pid in fh.read().split())
+        # OSError: that thread ended meanwhile
+        with contextlib.suppress(OSError), open(f"/proc/self/task/{tid}/children") as fh:
+            pids.update(int(pid) for pid in fh.read().split())
     return pids
 
 

@@ -256,7 +256,9 @@ class ProcessExecutor:
                     return self._aborted(job), False
                 if started:
                     logger.warning(
-                        "job %s: killed its worker process (pid %s) at its timeout", job.id, worker.pid,
+                        "job %s: killed its worker process (pid %s) at its timeout",
+                        job.id,
+                        worker.pid,
                         extra={"job_id": job.id, "action": "process_timeout"},
                     )
                     return self.policy.timed_out(job, datetime.now(UTC)), False
@@ -309,7 +311,12 @@ class ProcessExecutor:
 
     def _aborted(self, job):
         # Released (or the dispatcher is stopping): the loop writes no outcome for it.
-        return self.policy.raised(job, WorkerProcessDied("Stopped: the dispatcher released this attempt."), datetime.now(UTC), traceback_text="")
+        return self.policy.raised(
+            job,
+            WorkerProcessDied("Stopped: the dispatcher released this attempt."),
+            datetime.now(UTC),
+            traceback_text="",
+        )
 
     def abort(self, jobs):
         """Kill (and reap) the worker processes running ``jobs``, with their groups; start no attempt from now on.

@@ -116,11 +116,7 @@ class DjangoStore:
             self._raw.close()
             self._raw = None
         Worker.objects.using(self.using).filter(id=self.worker_id).update(
-            state=WorkerState.STOPPED,
-            stopped_at=timezone.now(),
-            running=0,
-            processed=processed,
-            failed=failed,
+            state=WorkerState.STOPPED, stopped_at=timezone.now(), running=0, processed=processed, failed=failed
         )
 
     def reset(self):
@@ -290,9 +286,7 @@ class DjangoStore:
         )
 
     def renew(self, now, ids=None):
-        return lifecycle.renew_leases(
-            self.worker_id, lease=self.lease, now=to_datetime(now), ids=ids, using=self.using
-        )
+        return lifecycle.renew_leases(self.worker_id, lease=self.lease, now=to_datetime(now), ids=ids, using=self.using)
 
     def rescue(self, now):
         # Rescued jobs are announced by the lifecycle; this process hears it too.
@@ -305,10 +299,7 @@ class DjangoStore:
         if self._liveness is not None:
             self._liveness.ensure()  # held, or nothing tells the others that its threads still run
         return lifecycle.release(
-            self.worker_id,
-            [(job.id, job.attempt) for job in jobs],
-            now=to_datetime(now),
-            using=self.using,
+            self.worker_id, [(job.id, job.attempt) for job in jobs], now=to_datetime(now), using=self.using
         )
 
     def take_back(self, now):

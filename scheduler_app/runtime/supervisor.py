@@ -133,7 +133,11 @@ class Supervisor:
                     child.restart_at = now + child.backoff
                     logger.warning(
                         "dispatcher process %d (pid %d) exited with %s after %.1fs; restarting in %.1fs",
-                        child.number, process.pid, _status(code), lived, child.backoff,
+                        child.number,
+                        process.pid,
+                        _status(code),
+                        lived,
+                        child.backoff,
                         extra={"action": "child_exit"},
                     )
                     child.backoff = min(child.backoff * 2, RESTART_BACKOFF_MAX)

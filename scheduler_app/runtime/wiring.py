@@ -53,9 +53,7 @@ def create(groups, *, lease=None, using="default", clock=None, process_queues=()
         "max_abandoned": conf.get("MAX_ABANDONED_THREADS"),
         "rollup_interval": conf.get("ROLLUP_INTERVAL"),
         # SQLite has no NOTIFY: a cheap check for other processes' commits.
-        "change_check_interval": (
-            conf.get("SQLITE_CHANGE_CHECK") if sql.dialect(using).checks_changes else None
-        ),
+        "change_check_interval": (conf.get("SQLITE_CHANGE_CHECK") if sql.dialect(using).checks_changes else None),
     }
     defaults.update({k: v for k, v in options.items() if v is not None})
     if process_queues:

@@ -60,7 +60,9 @@ def child_main(conn, cancel, settings_module, using, parent_pid):
             outcome = policy.raised(job, exc, datetime.now(UTC))
         if left := lifeline.end_children():
             logger.info(
-                "job %s: killed %d processes its task left running", job.id, left,
+                "job %s: killed %d processes its task left running",
+                job.id,
+                left,
                 extra={"job_id": job.id, "action": "forked"},
             )
         conn.send(("outcome", outcome))

@@ -8,26 +8,9 @@
 
 from zoneinfo import ZoneInfo
 
-from ..validation.schedules import (
-    CRON,
-    EDITABLE,
-    INTERVAL_MAX,
-    JOB_FIELDS,
-    NAME_MAX,
-    TIMEZONE,
-    TIMING_FIELDS,
-)
+from ..validation.schedules import CRON, EDITABLE, INTERVAL_MAX, JOB_FIELDS, NAME_MAX, TIMEZONE, TIMING_FIELDS
 from .dispatch import MATERIALIZE_BATCH, changes, materialize_due, upcoming, window
-from .service import (
-    clean,
-    create,
-    delete,
-    disable,
-    enable,
-    run_now,
-    set_enabled_many,
-    update,
-)
+from .service import clean, create, delete, disable, enable, run_now, set_enabled_many, update
 from .timetable import CRON_HELP, coming_runs, describe, missed_runs, next_run, plan
 
 validate_cron = CRON.check

@@ -75,11 +75,7 @@ def materialize_due(now, *, ids=(), using="default"):
             lost.add(schedule.pk)
     lost -= set(result)
     if lost:
-        current = dict(
-            Schedule.objects.using(using)
-            .filter(pk__in=lost, enabled=True)
-            .values_list("id", "next_run_at")
-        )
+        current = dict(Schedule.objects.using(using).filter(pk__in=lost, enabled=True).values_list("id", "next_run_at"))
         for schedule_id in lost:
             result[schedule_id] = _epoch(current.get(schedule_id))
     return sorted(result.items())
@@ -94,7 +90,9 @@ def _materialize_one(schedule, now, using):
         # A row edited around the service (bad cron or zone): stop it, loudly,
         # rather than fail every dispatcher's tick on it.
         logger.error(
-            "schedule %s stopped: cannot compute its next run (%s)", schedule.pk, exc,
+            "schedule %s stopped: cannot compute its next run (%s)",
+            schedule.pk,
+            exc,
             extra={"schedule_id": schedule.pk, "action": "schedule_error"},
         )
         runs, following = [], None
@@ -121,17 +119,20 @@ def _materialize_one(schedule, now, using):
                 # The task was unregistered or a queue removed since the
                 # schedule was saved: skip this run, keep the timetable.
                 logger.error(
-                    "schedule %s: run at %s not enqueued: %s", schedule.pk, run_time.isoformat(),
-                    "; ".join(exc.messages), extra={"schedule_id": schedule.pk, "action": "schedule_error"},
+                    "schedule %s: run at %s not enqueued: %s",
+                    schedule.pk,
+                    run_time.isoformat(),
+                    "; ".join(exc.messages),
+                    extra={"schedule_id": schedule.pk, "action": "schedule_error"},
                 )
         if last_job is not None:
-            Schedule.objects.using(using).filter(pk=schedule.pk).update(
-                last_run_at=runs[-1], last_job=last_job
-            )
+            Schedule.objects.using(using).filter(pk=schedule.pk).update(last_run_at=runs[-1], last_job=last_job)
         elif runs == [] and read is not None:
             logger.info(
                 "schedule %s: skipped runs missed since %s (misfire policy skip)",
-                schedule.pk, read.isoformat(), extra={"schedule_id": schedule.pk, "action": "schedule_skip"},
+                schedule.pk,
+                read.isoformat(),
+                extra={"schedule_id": schedule.pk, "action": "schedule_skip"},
             )
         lifecycle.announce_schedules([(schedule.pk, _epoch(following))], using=using)
     return True

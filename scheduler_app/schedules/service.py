@@ -32,6 +32,7 @@ from .timetable import BeyondLatest, next_run
 
 logger = logging.getLogger(__name__)
 
+
 def _epoch(value):
     return value.timestamp() if value is not None else None
 
@@ -203,9 +204,7 @@ def run_now(schedule_id, *, created_by=None, now=None, using="default"):
     schedule = Schedule.objects.using(using).get(pk=schedule_id)
     with transaction.atomic(using=using):
         job = _enqueue_run(schedule, now, now=now, created_by=created_by, using=using)
-        Schedule.objects.using(using).filter(pk=schedule.pk).update(
-            last_run_at=now, last_job=job, updated_at=now
-        )
+        Schedule.objects.using(using).filter(pk=schedule.pk).update(last_run_at=now, last_job=job, updated_at=now)
     return job
 
 

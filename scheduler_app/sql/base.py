@@ -24,6 +24,7 @@ NOT_PAUSED_NOR_LIMITED = (
     "WHERE paused OR concurrency_limit IS NOT NULL OR rate_limit IS NOT NULL)"
 )
 
+
 # What every claim but the keyed one adds (invariant 11): no job with a
 # concurrency key (``sql.keys`` claims those, counting their keys' running
 # jobs), and no expired job (``expires_at``: a job not started by then never
@@ -52,8 +53,22 @@ def ending(status, cancel="cancel_requested"):
 # Times as epoch seconds (see Epoch): any stored time converts. The last
 # three are for the attempt's TaskResult (errors: the earlier ones, as text).
 CLAIM_COLUMNS = (
-    "id", "task", "args", "kwargs", "queue", "priority", "execute_at", "attempts", "max_attempts",
-    "timeout", "cancel_requested", "created_at", "started_at", "errors", "snoozes", "backend",
+    "id",
+    "task",
+    "args",
+    "kwargs",
+    "queue",
+    "priority",
+    "execute_at",
+    "attempts",
+    "max_attempts",
+    "timeout",
+    "cancel_requested",
+    "created_at",
+    "started_at",
+    "errors",
+    "snoozes",
+    "backend",
 )
 
 

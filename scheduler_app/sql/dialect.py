@@ -39,20 +39,37 @@ class Dialect(Protocol):
         (``lifecycle.finishing`` finishes them with their dependents).
         """
 
-    def finish_and_claim(self, rows, *, worker, queues, limit, now, lease_until, ids=None, due_by=None, limits=True,
-                         logs=(), in_flight=(), connection=None, using="default") -> tuple[dict, list]:
+    def finish_and_claim(
+        self,
+        rows,
+        *,
+        worker,
+        queues,
+        limit,
+        now,
+        lease_until,
+        ids=None,
+        due_by=None,
+        limits=True,
+        logs=(),
+        in_flight=(),
+        connection=None,
+        using="default",
+    ) -> tuple[dict, list]:
         """Record outcome ``rows`` (as ``finish`` without dependents), then claim; return ``(won, claimed rows)``.
 
         One statement on PostgreSQL (on ``connection``, the dispatcher's
         own, as a prepared statement); a finish and a claim on SQLite.
         """
 
-    def finish_and_claim_limited(self, rows, *, worker, queues, limit, now, lease_until, logs=(), in_flight=(),
-                                 connection=None, using="default") -> tuple[dict, list, list]:
+    def finish_and_claim_limited(
+        self, rows, *, worker, queues, limit, now, lease_until, logs=(), in_flight=(), connection=None, using="default"
+    ) -> tuple[dict, list, list]:
         """As ``finish_and_claim`` by query, within the limits of limited queues; return ``(won, claimed, rooms)``."""
 
-    def finish_and_claim_keyed(self, rows, *, worker, queues, limit, now, lease_until, logs=(), in_flight=(),
-                               connection=None, using="default") -> tuple[dict, list, bool]:
+    def finish_and_claim_keyed(
+        self, rows, *, worker, queues, limit, now, lease_until, logs=(), in_flight=(), connection=None, using="default"
+    ) -> tuple[dict, list, bool]:
         """Record outcome ``rows`` (as ``finish`` without dependents), then claim due jobs with a concurrency key
         within their keys' limits, in one transaction; return ``(won, claimed rows, held)`` (``sql.keys``)."""
 
@@ -88,29 +105,81 @@ class Postgres:
 
     def finish(self, rows, *, now, dependents=False, logs=(), connection=None, using="default"):
         won, _ = pg_finish_and_claim(
-            rows, worker="", queues=[], limit=0, now=now, lease_until=now, ids=None, dependents=dependents,
-            logs=logs, connection=connection, using=using,
+            rows,
+            worker="",
+            queues=[],
+            limit=0,
+            now=now,
+            lease_until=now,
+            ids=None,
+            dependents=dependents,
+            logs=logs,
+            connection=connection,
+            using=using,
         )
         return won
 
-    def finish_and_claim(self, rows, *, worker, queues, limit, now, lease_until, ids=None, due_by=None, limits=True,
-                         logs=(), in_flight=(), connection=None, using="default"):
+    def finish_and_claim(
+        self,
+        rows,
+        *,
+        worker,
+        queues,
+        limit,
+        now,
+        lease_until,
+        ids=None,
+        due_by=None,
+        limits=True,
+        logs=(),
+        in_flight=(),
+        connection=None,
+        using="default",
+    ):
         return pg_finish_and_claim(
-            rows, worker=worker, queues=queues, limit=limit if queues else 0, now=now, lease_until=lease_until,
-            ids=ids, due_by=due_by, limits=limits, logs=logs, in_flight=in_flight, connection=connection, using=using,
+            rows,
+            worker=worker,
+            queues=queues,
+            limit=limit if queues else 0,
+            now=now,
+            lease_until=lease_until,
+            ids=ids,
+            due_by=due_by,
+            limits=limits,
+            logs=logs,
+            in_flight=in_flight,
+            connection=connection,
+            using=using,
         )
 
-    def finish_and_claim_limited(self, rows, *, worker, queues, limit, now, lease_until, logs=(), in_flight=(),
-                                 connection=None, using="default"):
+    def finish_and_claim_limited(
+        self, rows, *, worker, queues, limit, now, lease_until, logs=(), in_flight=(), connection=None, using="default"
+    ):
         return pg_limited_claim(
-            rows, worker=worker, queues=queues, limit=limit, now=now, lease_until=lease_until, logs=logs,
-            in_flight=in_flight, connection=connection, using=using,
+            rows,
+            worker=worker,
+            queues=queues,
+            limit=limit,
+            now=now,
+            lease_until=lease_until,
+            logs=logs,
+            in_flight=in_flight,
+            connection=connection,
+            using=using,
         )
 
-    def finish_and_claim_keyed(self, rows, *, worker, queues, limit, now, lease_until, logs=(), in_flight=(),
-                               connection=None, using="default"):
-        claim = {"worker": worker, "queues": queues, "limit": limit, "now": now, "lease_until": lease_until,
-                 "in_flight": in_flight, "connection": connection}
+    def finish_and_claim_keyed(
+        self, rows, *, worker, queues, limit, now, lease_until, logs=(), in_flight=(), connection=None, using="default"
+    ):
+        claim = {
+            "worker": worker,
+            "queues": queues,
+            "limit": limit,
+            "now": now,
+            "lease_until": lease_until,
+            "in_flight": in_flight,
+            "connection": connection,
+        }
         # The dispatcher's own connection: one statement (None: the session cannot have its function).
         done = None if connection is None else pg_claim_keyed(rows, logs=logs, **claim)
         if done is None:
@@ -151,31 +220,67 @@ class SQLite:
     def finish(self, rows, *, now, dependents=False, logs=(), connection=None, using="default"):
         return sqlite_finish(rows, now=now, dependents=dependents, logs=logs, using=using)
 
-    def finish_and_claim(self, rows, *, worker, queues, limit, now, lease_until, ids=None, due_by=None, limits=True,
-                         logs=(), in_flight=(), connection=None, using="default"):
+    def finish_and_claim(
+        self,
+        rows,
+        *,
+        worker,
+        queues,
+        limit,
+        now,
+        lease_until,
+        ids=None,
+        due_by=None,
+        limits=True,
+        logs=(),
+        in_flight=(),
+        connection=None,
+        using="default",
+    ):
         won = self.finish(rows, now=now, logs=logs, using=using) if rows else {}
         if limit <= 0 or not queues:
             return won, []
         claimed = sqlite_claim(
-            worker=worker, queues=queues, limit=limit, now=now, lease_until=lease_until, ids=ids, due_by=due_by,
-            limits=limits, in_flight=in_flight, using=using,
+            worker=worker,
+            queues=queues,
+            limit=limit,
+            now=now,
+            lease_until=lease_until,
+            ids=ids,
+            due_by=due_by,
+            limits=limits,
+            in_flight=in_flight,
+            using=using,
         )
         return won, claimed
 
-    def finish_and_claim_limited(self, rows, *, worker, queues, limit, now, lease_until, logs=(), in_flight=(),
-                                 connection=None, using="default"):
+    def finish_and_claim_limited(
+        self, rows, *, worker, queues, limit, now, lease_until, logs=(), in_flight=(), connection=None, using="default"
+    ):
         won = self.finish(rows, now=now, logs=logs, using=using) if rows else {}
         claimed, rooms = sqlite_limited_claim(
-            worker=worker, queues=queues, limit=limit, now=now, lease_until=lease_until, in_flight=in_flight,
+            worker=worker,
+            queues=queues,
+            limit=limit,
+            now=now,
+            lease_until=lease_until,
+            in_flight=in_flight,
             using=using,
         )
         return won, claimed, rooms
 
-    def finish_and_claim_keyed(self, rows, *, worker, queues, limit, now, lease_until, logs=(), in_flight=(),
-                               connection=None, using="default"):
+    def finish_and_claim_keyed(
+        self, rows, *, worker, queues, limit, now, lease_until, logs=(), in_flight=(), connection=None, using="default"
+    ):
         return claim_keyed(
-            worker=worker, queues=queues, limit=limit, now=now, lease_until=lease_until, in_flight=in_flight,
-            finish=_finisher(self, rows, now, logs, using), using=using,
+            worker=worker,
+            queues=queues,
+            limit=limit,
+            now=now,
+            lease_until=lease_until,
+            in_flight=in_flight,
+            finish=_finisher(self, rows, now, logs, using),
+            using=using,
         )
 
     def append_logs(self, attempts, logs, *, using="default"):

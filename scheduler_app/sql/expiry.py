@@ -36,7 +36,13 @@ def expire(*, now, limit, using="default"):
     """Cancel up to ``limit`` pending or waiting jobs whose ``expires_at`` is past; return ``[(id, queue, has_dependents)]``."""
     t = adapt_dt(now, using)
     if is_postgres(using):
-        params = {"now": t, "limit": int(limit), "time": now.isoformat(), "cls": EXPIRED_CLASS, "prefix": EXPIRED_PREFIX}
+        params = {
+            "now": t,
+            "limit": int(limit),
+            "time": now.isoformat(),
+            "cls": EXPIRED_CLASS,
+            "prefix": EXPIRED_PREFIX,
+        }
         return [tuple(r) for r in _rows(_PG, params, using)]
     params = [t, t, now.isoformat(), EXPIRED_CLASS, EXPIRED_PREFIX, t, int(limit)]
     return [tuple(r) for r in _rows(_SQLITE, params, using)]

@@ -4,16 +4,7 @@ Each function is one statement; ``lifecycle`` runs them inside the
 transaction of the change they belong to (an enqueue, a finish, a cancel).
 """
 
-from .base import (
-    DEPENDENCY_TABLE,
-    SQLITE_EPOCH,
-    TABLE,
-    UNIQUE_WINDOW_TABLE,
-    _in_list,
-    _rows,
-    adapt_dt,
-    is_postgres,
-)
+from .base import DEPENDENCY_TABLE, SQLITE_EPOCH, TABLE, UNIQUE_WINDOW_TABLE, _in_list, _rows, adapt_dt, is_postgres
 
 # Recorded as the exception class of a job cancelled because of a dependency.
 DEPENDENCY_FAILED_CLASS = "scheduler_app.lifecycle.DependencyFailed"
@@ -43,8 +34,10 @@ def mark_dependencies(ids, *, using="default"):
 
 def _cancel_when(pg):
     # A dependency that failed or was cancelled, and a job that does not run anyway.
-    return "d.cause IS NOT NULL AND j.on_dependency_failure = 'cancel'" if pg else (
-        "d.cause IS NOT NULL AND on_dependency_failure = 'cancel'"
+    return (
+        "d.cause IS NOT NULL AND j.on_dependency_failure = 'cancel'"
+        if pg
+        else ("d.cause IS NOT NULL AND on_dependency_failure = 'cancel'")
     )
 
 
@@ -96,7 +89,11 @@ def settle_dependents(ended, *, now, using="default"):
             "j.concurrency_key IS NOT NULL"
         )
         params = {
-            "bad": bad, "failed": failed, "ended": list(ended), "now": t, "time": time_text,
+            "bad": bad,
+            "failed": failed,
+            "ended": list(ended),
+            "now": t,
+            "time": time_text,
             "cls": DEPENDENCY_FAILED_CLASS,
         }
         return [tuple(r) for r in _rows(statement, params, using)]

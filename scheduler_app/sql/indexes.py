@@ -44,7 +44,6 @@ LISTED_STATUSES = (Status.WAITING, Status.FAILED, Status.CANCELLED)
 TAGGED = "tags <> '[]'::jsonb"
 
 
-
 def any_status(statuses):
     """Return a condition: the job's status is one of ``statuses``, in a form the partial indexes serve.
 

@@ -137,8 +137,14 @@ def function_text():
         "ORDER BY priority DESC, execute_at, id LIMIT v_chunk"
     )
     return _BODY.format(
-        function=FUNCTION, finish=finish, keyed=keyed, queues=QUEUE_TABLE, jobs=TABLE, limited=LIMITED,
-        locks=KEY_LOCKS, growth=CHUNK_GROWTH,
+        function=FUNCTION,
+        finish=finish,
+        keyed=keyed,
+        queues=QUEUE_TABLE,
+        jobs=TABLE,
+        limited=LIMITED,
+        locks=KEY_LOCKS,
+        growth=CHUNK_GROWTH,
     )
 
 
@@ -178,13 +184,13 @@ class _Sessions:
                 raise
             logger.warning(
                 "the database user may not create temporary objects (TEMP privilege): keyed claims run as a "
-                "transaction of several statements, not one", extra={"action": "keyed_claim_statements"},
+                "transaction of several statements, not one",
+                extra={"action": "keyed_claim_statements"},
             )
             made = False
         with self.lock:
             self.made[connection] = made
         return made
-
 
     def give_up(self, connection):
         """The function never stays in ``connection``'s session (a pooler in transaction mode): claims go without it."""
@@ -211,8 +217,7 @@ def pg_claim_keyed(rows, *, worker, queues, limit, now, lease_until, logs=(), in
     if not SESSIONS.ready(connection):
         return None
     params = pg_finish_and_claim_params(
-        rows, worker=worker, queues=queues, now=now, lease_until=lease_until, ids=None, logs=logs,
-        in_flight=in_flight,
+        rows, worker=worker, queues=queues, now=now, lease_until=lease_until, ids=None, logs=logs, in_flight=in_flight
     )
     params["finished"] = params["finished"] if rows else None
     params["logs"] = params.get("logs", "[]")

@@ -80,7 +80,16 @@ def first_chunk(limit):
 
 
 def claim_keyed(
-    *, worker, queues, limit, now, lease_until, in_flight=(), scan=KEY_SCAN, finish=None, connection=None,
+    *,
+    worker,
+    queues,
+    limit,
+    now,
+    lease_until,
+    in_flight=(),
+    scan=KEY_SCAN,
+    finish=None,
+    connection=None,
     using="default",
 ):
     """Claim up to ``limit`` due keyed jobs of ``queues`` within their keys' limits.
@@ -217,7 +226,9 @@ def _queue_rooms(queues, now, pg, db):
         if rate is not None:
             # A millisecond more than the window, as the limited claim counts: never a start too few.
             since = adapt_dt(now - timedelta(seconds=period + 0.001), db.using)
-            [(started,)] = db.rows(f"SELECT count(*) FROM {START_TABLE} WHERE queue = %s AND started_at > %s", [name, since])
+            [(started,)] = db.rows(
+                f"SELECT count(*) FROM {START_TABLE} WHERE queue = %s AND started_at > %s", [name, since]
+            )
             room = rate - started if room is None else min(room, rate - started)
         rooms[name] = (room, rate is not None)
     return rooms
@@ -294,8 +305,12 @@ def _candidates(queues, now, skip_ids, skip_keys, chunk, pg, db, locked=()):
     """
     params = [adapt_dt(now, db.using), adapt_dt(now, db.using)]
     where = [
-        "status = 'pending'", "concurrency_key IS NOT NULL", "execute_at <= %s", unexpired("%s"),
-        _in_list("queue", sorted(queues), params, db.using), f"queue NOT IN (SELECT name FROM {QUEUE_TABLE} WHERE paused)",
+        "status = 'pending'",
+        "concurrency_key IS NOT NULL",
+        "execute_at <= %s",
+        unexpired("%s"),
+        _in_list("queue", sorted(queues), params, db.using),
+        f"queue NOT IN (SELECT name FROM {QUEUE_TABLE} WHERE paused)",
     ]
     if skip_ids:
         # Never a job this dispatcher still runs (invariant 14), nor one chosen already.

@@ -245,8 +245,11 @@ def _pg_result(turn):
         "SELECT NULL::bigint AS finished, * FROM u "
         f"UNION ALL SELECT {finished_row()} FROM f "
         f"UNION ALL SELECT {ROOM}, {', '.join(room)} FROM room"
-        + (f" UNION ALL SELECT {CONTENDED}, {', '.join(contended)} FROM seen WHERE name NOT IN (SELECT name FROM q)"
-           if turn else "")
+        + (
+            f" UNION ALL SELECT {CONTENDED}, {', '.join(contended)} FROM seen WHERE name NOT IN (SELECT name FROM q)"
+            if turn
+            else ""
+        )
     )
 
 

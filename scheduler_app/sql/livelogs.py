@@ -34,7 +34,16 @@ def pg_append_logs(attempts, logs, *, using="default"):
         "attempts": json.dumps([{"job": j, "worker": w, "attempt": a, "n": n} for j, w, a, n in attempts]),
         "logs": json.dumps(
             [
-                {"job": job, "attempt": attempt, "seq": seq, "time": t, "level": level, "logger": name, "message": message, "exc": exc}
+                {
+                    "job": job,
+                    "attempt": attempt,
+                    "seq": seq,
+                    "time": t,
+                    "level": level,
+                    "logger": name,
+                    "message": message,
+                    "exc": exc,
+                }
                 for job, attempt, seq, t, level, name, message, exc in logs
             ]
         ),

@@ -397,7 +397,16 @@ def pg_finish_and_claim_params(rows, *, worker, queues, now, lease_until, ids, d
     if logs:
         params["logs"] = json.dumps(
             [
-                {"job": job, "attempt": attempt, "seq": seq, "time": t, "level": level, "logger": name, "message": message, "exc": exc}
+                {
+                    "job": job,
+                    "attempt": attempt,
+                    "seq": seq,
+                    "time": t,
+                    "level": level,
+                    "logger": name,
+                    "message": message,
+                    "exc": exc,
+                }
                 for job, attempt, seq, t, level, name, message, exc in logs
             ]
         )
@@ -405,8 +414,21 @@ def pg_finish_and_claim_params(rows, *, worker, queues, now, lease_until, ids, d
 
 
 def pg_finish_and_claim(
-    rows, *, worker, queues, limit, now, lease_until, ids=None, due_by=None, limits=True, dependents=False, logs=(),
-    in_flight=(), connection=None, using="default",
+    rows,
+    *,
+    worker,
+    queues,
+    limit,
+    now,
+    lease_until,
+    ids=None,
+    due_by=None,
+    limits=True,
+    dependents=False,
+    logs=(),
+    in_flight=(),
+    connection=None,
+    using="default",
 ):
     """PostgreSQL: record outcomes ``rows`` and claim up to ``limit`` jobs, in one statement.
 
@@ -417,7 +439,14 @@ def pg_finish_and_claim(
     """
     statement = pg_finish_and_claim_text(ids is not None, limit, limits, dependents, bool(logs))
     params = pg_finish_and_claim_params(
-        rows, worker=worker, queues=queues, now=now, lease_until=lease_until, ids=ids, due_by=due_by, logs=logs,
+        rows,
+        worker=worker,
+        queues=queues,
+        now=now,
+        lease_until=lease_until,
+        ids=ids,
+        due_by=due_by,
+        logs=logs,
         in_flight=in_flight,
     )
     if connection is not None:

@@ -154,10 +154,12 @@ def error_entries(errors):
         if not isinstance(entry, dict):
             entry = {"message": entry}
         attempt = entry.get("attempt")
-        entries.append({
-            **{key: _text(entry.get(key)) for key in ERROR_KEYS[1:]},
-            "attempt": attempt if type(attempt) is int else None,
-        })
+        entries.append(
+            {
+                **{key: _text(entry.get(key)) for key in ERROR_KEYS[1:]},
+                "attempt": attempt if type(attempt) is int else None,
+            }
+        )
     return entries
 
 

@@ -27,8 +27,7 @@ def pending_by_queue(now, using="default"):
     t = adapt_dt(now, using)
     params = [t, t] if is_postgres(using) else [t, t, t]
     rows = _rows(
-        f"SELECT queue, COUNT(*), {due}, {epoch} FROM {source} WHERE status = 'pending' GROUP BY queue",
-        params, using,
+        f"SELECT queue, COUNT(*), {due}, {epoch} FROM {source} WHERE status = 'pending' GROUP BY queue", params, using
     )
     found = {}
     for queue, n, due_n, oldest in rows:

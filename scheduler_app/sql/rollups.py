@@ -23,9 +23,17 @@ BATCH = 200
 def tally_values(tally):
     """Return a Tally as the values of COUNTS + HISTOGRAM + MAXIMA, in that order."""
     return (
-        tally.started, tally.succeeded, tally.failed, tally.retried, tally.cancelled,
-        *tally.wait.counts, *tally.run.counts, tally.wait.total, tally.run.total,
-        tally.wait.max, tally.run.max,
+        tally.started,
+        tally.succeeded,
+        tally.failed,
+        tally.retried,
+        tally.cancelled,
+        *tally.wait.counts,
+        *tally.run.counts,
+        tally.wait.total,
+        tally.run.total,
+        tally.wait.max,
+        tally.run.max,
     )
 
 
@@ -59,9 +67,13 @@ def add_tallies(rows, using="default"):
     """Add ``[(minute, queue, task, tally)]`` to the rollups and to the never-pruned counters."""
     columns = COUNTS + HISTOGRAM + MAXIMA
     upsert(
-        ROLLUP_TABLE, ("minute", "queue", "task"), columns,
+        ROLLUP_TABLE,
+        ("minute", "queue", "task"),
+        columns,
         [(minute, queue, task, *tally_values(t)) for minute, queue, task, t in rows],
-        add=COUNTS + HISTOGRAM, greatest=MAXIMA, using=using,
+        add=COUNTS + HISTOGRAM,
+        greatest=MAXIMA,
+        using=using,
     )
     totals = {}
     for _, queue, task, tally in rows:
@@ -75,24 +87,35 @@ def add_tallies(rows, using="default"):
                 max(a, b) for a, b in zip(mine[n:], values[n:], strict=True)
             ]
     upsert(
-        COUNTER_TABLE, ("queue", "task"), columns,
+        COUNTER_TABLE,
+        ("queue", "task"),
+        columns,
         [(queue, task, *values) for (queue, task), values in totals.items()],
-        add=COUNTS + HISTOGRAM, greatest=MAXIMA, using=using,
+        add=COUNTS + HISTOGRAM,
+        greatest=MAXIMA,
+        using=using,
     )
 
 
 def add_samples(rows, using="default"):
     """Record ``[(minute, queue, depth, due, lag)]`` on each queue's own rollup row (task ``""``)."""
     upsert(
-        ROLLUP_TABLE, ("minute", "queue", "task"), SAMPLES,
+        ROLLUP_TABLE,
+        ("minute", "queue", "task"),
+        SAMPLES,
         [(minute, queue, "", *values) for minute, queue, *values in rows],
-        greatest=SAMPLES, using=using,
+        greatest=SAMPLES,
+        using=using,
     )
 
 
 def add_enqueued(rows, using="default"):
     """Add ``[(minute, queue, task, n)]`` jobs enqueued to the rollups."""
     upsert(
-        ROLLUP_TABLE, ("minute", "queue", "task"), ("enqueued",),
-        [tuple(row) for row in rows], add=("enqueued",), using=using,
+        ROLLUP_TABLE,
+        ("minute", "queue", "task"),
+        ("enqueued",),
+        [tuple(row) for row in rows],
+        add=("enqueued",),
+        using=using,
     )

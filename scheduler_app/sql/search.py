@@ -160,7 +160,10 @@ DROP INDEX IF EXISTS {tags_index}
 def _ddl(template):
     """Return the statements of ``template`` (separated by blank lines), filled in."""
     text = template.format(
-        table=SEARCH_TABLE, jobs=TABLE, index=SEARCH_INDEX, tags_index=TAGS_INDEX,
+        table=SEARCH_TABLE,
+        jobs=TABLE,
+        index=SEARCH_INDEX,
+        tags_index=TAGS_INDEX,
         document=_DOCUMENT["postgresql"].format(*_COLUMNS),
     )
     return [statement.strip() for statement in text.split("\n\n") if statement.strip()]

@@ -70,9 +70,7 @@ def send_email(to, subject, body, from_email=None, html=None):
                 "SCHEDULER['EMAIL_FROM_ALLOWED'] lists it. Leave from_email out to send from DEFAULT_FROM_EMAIL."
             )
     recipients = [to] if isinstance(to, str) else list(to)
-    return mail.send_mail(
-        subject, body, from_email, recipients, html_message=html, fail_silently=False
-    )
+    return mail.send_mail(subject, body, from_email, recipients, html_message=html, fail_silently=False)
 
 
 @task

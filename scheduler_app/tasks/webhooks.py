@@ -90,7 +90,9 @@ def call(url, *, method="POST", payload=None, headers=None, timeout=None):
             address, target.host, target.https, request, deadline, conf.get("WEBHOOK_MAX_BODY")
         )
     except wire.DeadlinePassed as exc:
-        raise WebhookTimeout(f"{method} {target.shown_url} did not answer within {seconds:g} s (gave up {exc}).") from None
+        raise WebhookTimeout(
+            f"{method} {target.shown_url} did not answer within {seconds:g} s (gave up {exc})."
+        ) from None
     except wire.WireError as exc:
         raise WebhookFailed(f"{method} {target.shown_url} {exc}.") from exc
     text = content.decode("utf-8", "replace").replace("\x00", "\ufffd")  # storable as JSON everywhere
@@ -116,8 +118,8 @@ def allowed_hosts():
 def refusal_reason(ip):
     """Return why a job may not reach ``ip`` (an ``ipaddress`` address), or None for a public one."""
     if ip.version == 6:
-        embedded = ip.ipv4_mapped or ip.sixtofour or (
-            ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF) if ip in _NAT64 else None
+        embedded = (
+            ip.ipv4_mapped or ip.sixtofour or (ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF) if ip in _NAT64 else None)
         )
         if embedded is not None:
             reason = refusal_reason(embedded)
@@ -189,7 +191,8 @@ class _Target:
                 if reason:
                     named = "" if address == self.host else f"resolves to {address}, which "
                     where = (
-                        "the host name" if self.port in DEFAULT_PORTS
+                        "the host name"
+                        if self.port in DEFAULT_PORTS
                         else f"{self.listed_as!r} (a host without a port allows ports 80 and 443 only)"
                     )
                     raise WebhookRefused(
@@ -244,8 +247,10 @@ def _timeout(requested):
     limit = conf.get("WEBHOOK_TIMEOUT")
     if requested is None:
         return limit
-    if isinstance(requested, bool) or not isinstance(requested, (int, float)) or not (
-        math.isfinite(requested) and requested > 0
+    if (
+        isinstance(requested, bool)
+        or not isinstance(requested, (int, float))
+        or not (math.isfinite(requested) and requested > 0)
     ):
         raise WebhookRefused("timeout must be a number of seconds greater than 0.")
     return min(float(requested), limit)

@@ -250,7 +250,9 @@ def _body(reader, status, fields, limit):
     if "transfer-encoding" in fields:
         codings = [c.strip().lower() for c in b",".join(fields["transfer-encoding"]).split(b",") if c.strip()]
         if codings != [b"chunked"]:
-            raise WireError(f"sent the body with the transfer coding {shown(b', '.join(codings))} (only chunked is read)")
+            raise WireError(
+                f"sent the body with the transfer coding {shown(b', '.join(codings))} (only chunked is read)"
+            )
         return _chunked(reader, limit)
     if "content-length" in fields:
         lengths = {v.strip() for value in fields["content-length"] for v in value.split(b",")}

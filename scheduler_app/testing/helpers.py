@@ -51,7 +51,9 @@ def drain(queue=None, *, with_scheduled=False, with_retries=True, using="default
         if not jobs and with_scheduled:
             due_by = _next_time(queues, using)
             if due_by is not None:
-                jobs = claim(worker, queues=queues, limit=1, lease=3600, now=now, due_by=due_by, limits=False, using=using)
+                jobs = claim(
+                    worker, queues=queues, limit=1, lease=3600, now=now, due_by=due_by, limits=False, using=using
+                )
         if not jobs:
             return summary
         job = jobs[0]
@@ -68,9 +70,7 @@ def drain(queue=None, *, with_scheduled=False, with_retries=True, using="default
             summary[status] += 1
         for ended in cascaded.values():  # dependents its failure cancelled
             summary[ended] += 1
-    raise RuntimeError(
-        f"drain() ran {MAX_RUNS} jobs and more keep coming: does a task enqueue itself?"
-    )
+    raise RuntimeError(f"drain() ran {MAX_RUNS} jobs and more keep coming: does a task enqueue itself?")
 
 
 def _next_time(queues, using):

@@ -58,7 +58,9 @@ class KeyTemplate(Rule):
     def fields(self, template):
         """Return the names the template reads (``{name}``, ``{name.attr}``, ``{name[0]}``); fail on anything else."""
         if not isinstance(template, str) or not template or len(template) > CONCURRENCY_KEY_MAX:
-            self.fail(f"Must be a format string of 1 to {CONCURRENCY_KEY_MAX} characters, e.g. 'account:{{account_id}}'.")
+            self.fail(
+                f"Must be a format string of 1 to {CONCURRENCY_KEY_MAX} characters, e.g. 'account:{{account_id}}'."
+            )
         try:
             parsed = list(string.Formatter().parse(template))
         except ValueError as exc:

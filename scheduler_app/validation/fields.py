@@ -40,10 +40,7 @@ from ..vocabulary.bounds import (
 )
 from ..vocabulary.storable import clean_text
 from . import durations
-from .jsonvalues import (  # the rules below use them; other modules import them here
-    NO_NUL,
-    json_problem,
-)
+from .jsonvalues import NO_NUL, json_problem  # the rules below use them; other modules import them here
 
 # Largest value of a 64-bit primary key.
 ID_MAX = 2**63 - 1
@@ -361,15 +358,21 @@ class Progress:
             if value is None:
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise TypeError(f"set_progress(): {name} must be a number or None, not {type(value).__name__} {_cut(value)}.")
+                raise TypeError(
+                    f"set_progress(): {name} must be a number or None, not {type(value).__name__} {_cut(value)}."
+                )
             if not _progress_number(value):
-                raise ValueError(f"set_progress(): {name} must be a number from 0 to {PROGRESS_NUMBER_MAX}, not {_cut(value)}.")
+                raise ValueError(
+                    f"set_progress(): {name} must be a number from 0 to {PROGRESS_NUMBER_MAX}, not {_cut(value)}."
+                )
         if current is not None and total is not None and total < current:
             raise ValueError(f"set_progress(): total ({_cut(total)}) must be at least current ({_cut(current)}).")
         if not isinstance(message, str):
             raise TypeError(f"set_progress(): message must be text, not {type(message).__name__}.")
         if len(message) > PROGRESS_MESSAGE_MAX:
-            raise ValueError(f"set_progress(): message must be at most {PROGRESS_MESSAGE_MAX} characters, not {len(message)}.")
+            raise ValueError(
+                f"set_progress(): message must be at most {PROGRESS_MESSAGE_MAX} characters, not {len(message)}."
+            )
         return {"current": current, "total": total, "message": clean_text(message)}
 
     def shown(self, stored):
@@ -391,8 +394,11 @@ class Progress:
         if current is not None and total:
             percent = min(round(100 * current / total), 100)
         return {
-            "current": current, "total": total, "message": message,
-            "updated_at": _reported(stored.get("updated_at")), "percent": percent,
+            "current": current,
+            "total": total,
+            "message": message,
+            "updated_at": _reported(stored.get("updated_at")),
+            "percent": percent,
         }
 
 

@@ -106,7 +106,9 @@ class Routes(Rule):
     """
 
     def __init__(self, field):
-        super().__init__(field, 'Must be a dict (or a list of pairs) of task paths or globs to {"queue": ..., "priority": ...}.')
+        super().__init__(
+            field, 'Must be a dict (or a list of pairs) of task paths or globs to {"queue": ..., "priority": ...}.'
+        )
 
     def check(self, value):
         pairs = list(value.items()) if isinstance(value, dict) else value
@@ -117,7 +119,7 @@ class Routes(Rule):
                 self.fail()
             pattern, route = pair
             if not isinstance(pattern, str) or not pattern.strip():
-                self.fail(f"{shown(pattern)} is not a task path or glob (text, e.g. \"billing.tasks.*\").")
+                self.fail(f'{shown(pattern)} is not a task path or glob (text, e.g. "billing.tasks.*").')
             if not isinstance(route, dict) or not route:
                 self.fail(f"{pattern}: {self.message}")
             unknown = sorted(set(route) - set(ROUTE_KEYS), key=str)
@@ -125,7 +127,9 @@ class Routes(Rule):
                 self.fail(f"{pattern}: unknown key {shown(unknown[0])}; the keys are queue and priority.")
             queue = route.get("queue")
             if "queue" in route and (not isinstance(queue, str) or not QUEUE_NAME_RE.fullmatch(queue)):
-                self.fail(f"{pattern}: queue {shown(queue)} is not a queue name (1 to {QUEUE_NAME_MAX} letters, digits, '_', '.' or '-').")
+                self.fail(
+                    f"{pattern}: queue {shown(queue)} is not a queue name (1 to {QUEUE_NAME_MAX} letters, digits, '_', '.' or '-')."
+                )
             if "priority" in route:
                 try:
                     ROUTE_PRIORITY.check(route["priority"])
@@ -139,7 +143,7 @@ ROUTES = Routes("ROUTES")
 
 def route_of(task_name, routes):
     """Return the route (a dict) of the first pattern of ``routes`` that matches ``task_name``, or {}."""
-    for pattern, route in (routes.items() if isinstance(routes, dict) else routes):
+    for pattern, route in routes.items() if isinstance(routes, dict) else routes:
         if pattern == task_name or fnmatch.fnmatchcase(task_name, pattern):
             return route
     return {}

@@ -55,7 +55,15 @@ class TaskOptions:
     def describe(self):
         """Return the options as JSON-friendly values (the API's task list, the admin)."""
         data = {}
-        for name in ("max_attempts", "timeout", "backoff", "unique_for", "concurrency_key", "concurrency_limit", "expires_in"):
+        for name in (
+            "max_attempts",
+            "timeout",
+            "backoff",
+            "unique_for",
+            "concurrency_key",
+            "concurrency_limit",
+            "expires_in",
+        ):
             value = getattr(self, name)
             if value is not None:
                 data[name] = value
@@ -91,8 +99,18 @@ NONE = TaskOptions()
 
 
 def options(
-    *, max_attempts=None, timeout=None, retry_on=None, backoff=None, unique=None, unique_for=None, validate=None,
-    concurrency_key=None, concurrency_limit=None, expires_in=None, tags=None,
+    *,
+    max_attempts=None,
+    timeout=None,
+    retry_on=None,
+    backoff=None,
+    unique=None,
+    unique_for=None,
+    validate=None,
+    concurrency_key=None,
+    concurrency_limit=None,
+    expires_in=None,
+    tags=None,
 ):
     """Attach scheduling options to a task (above ``@task``) or to its function (below it)."""
     from django.core.exceptions import ImproperlyConfigured
@@ -100,8 +118,13 @@ def options(
     from . import admission
 
     given = {
-        "max_attempts": max_attempts, "timeout": timeout, "backoff": backoff, "unique_for": unique_for,
-        "concurrency_key": concurrency_key, "concurrency_limit": concurrency_limit, "expires_in": expires_in,
+        "max_attempts": max_attempts,
+        "timeout": timeout,
+        "backoff": backoff,
+        "unique_for": unique_for,
+        "concurrency_key": concurrency_key,
+        "concurrency_limit": concurrency_limit,
+        "expires_in": expires_in,
         "tags": tags,
     }
     checked = _checked(given)
@@ -136,9 +159,13 @@ def _checked(given):
     from .labels import TAGS
 
     checks = {
-        "max_attempts": rules.MAX_ATTEMPTS.check, "timeout": rules.TIMEOUT.check, "backoff": rules.BACKOFF.check,
-        "unique_for": rules.UNIQUE_FOR.check, "concurrency_key": admission.KEY_TEMPLATE.check,
-        "concurrency_limit": admission.JOB_CONCURRENCY_LIMIT.check, "expires_in": admission.EXPIRES_IN.check,
+        "max_attempts": rules.MAX_ATTEMPTS.check,
+        "timeout": rules.TIMEOUT.check,
+        "backoff": rules.BACKOFF.check,
+        "unique_for": rules.UNIQUE_FOR.check,
+        "concurrency_key": admission.KEY_TEMPLATE.check,
+        "concurrency_limit": admission.JOB_CONCURRENCY_LIMIT.check,
+        "expires_in": admission.EXPIRES_IN.check,
         "tags": lambda value: tuple(TAGS.check(value)),
     }
     # Values kept as given: the rule only judges them.
@@ -152,7 +179,9 @@ def _checked(given):
             result = checks[name](value)
             checked[name] = value if name in as_given else result
     except ValidationError as exc:
-        raise ImproperlyConfigured(f"@options: {'; '.join(f'{k}: {v[0]}' for k, v in exc.message_dict.items())}") from None
+        raise ImproperlyConfigured(
+            f"@options: {'; '.join(f'{k}: {v[0]}' for k, v in exc.message_dict.items())}"
+        ) from None
     return checked
 
 

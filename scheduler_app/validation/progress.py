@@ -25,7 +25,27 @@ SEPARATOR = " · "
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
 # Words that say nothing the numbers do not ("step 116 of 1200", "116/1200 items done").
 FILLER = frozenset(
-    ["step", "steps", "of", "out", "item", "items", "done", "complete", "completed", "processed", "progress", "percent", "total", "so", "far", "is", "are", "at", "now"]
+    [
+        "step",
+        "steps",
+        "of",
+        "out",
+        "item",
+        "items",
+        "done",
+        "complete",
+        "completed",
+        "processed",
+        "progress",
+        "percent",
+        "total",
+        "so",
+        "far",
+        "is",
+        "are",
+        "at",
+        "now",
+    ]
 )
 _WORD = re.compile(r"[^\W\d_]+")
 

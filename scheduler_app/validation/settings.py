@@ -88,8 +88,7 @@ class Age(Rule):
 
     def __init__(self, field, high):
         super().__init__(
-            field,
-            f"Must be a duration from 0 to {high.days} days, e.g. 3600 (seconds), 90s, 30m, 12h, 7d or 2w.",
+            field, f"Must be a duration from 0 to {high.days} days, e.g. 3600 (seconds), 90s, 30m, 12h, 7d or 2w."
         )
         self.high = high
 
@@ -111,7 +110,9 @@ class LogLevel(Rule):
     """A logging level: a name Python's logging knows ("INFO") or a number from 0 to 50."""
 
     def __init__(self, field):
-        super().__init__(field, "Must be a logging level: DEBUG, INFO, WARNING, ERROR, CRITICAL or a number from 0 to 50.")
+        super().__init__(
+            field, "Must be a logging level: DEBUG, INFO, WARNING, ERROR, CRITICAL or a number from 0 to 50."
+        )
 
     def check(self, value):
         if isinstance(value, str) and value.strip().upper() in LEVELS:
@@ -136,6 +137,8 @@ class Secret(Rule):
         if not isinstance(value, str) or not 16 <= len(value) <= 4096 or not value.isascii() or not value.isprintable():
             self.fail()
         return value
+
+
 class QueueSettings(Rule):
     """SCHEDULER["QUEUES"]: queue name -> {"concurrency_limit", "rate_limit", "rate_period", "mode"}.
 
@@ -147,19 +150,25 @@ class QueueSettings(Rule):
     mode = Choice("mode", ("thread", "process"))
 
     def __init__(self, field):
-        super().__init__(field, "Must be a dict of queue names to dicts of concurrency_limit, rate_limit, rate_period and mode.")
+        super().__init__(
+            field, "Must be a dict of queue names to dicts of concurrency_limit, rate_limit, rate_period and mode."
+        )
 
     def check(self, value):
         if not isinstance(value, dict):
             self.fail()
         for name, entry in value.items():
             if not isinstance(name, str) or not limits.QUEUE_NAME_RE.fullmatch(name):
-                self.fail(f"{name!r} is not a queue name (1 to {limits.QUEUE_NAME_MAX} letters, digits, '_', '.' or '-').")
+                self.fail(
+                    f"{name!r} is not a queue name (1 to {limits.QUEUE_NAME_MAX} letters, digits, '_', '.' or '-')."
+                )
             if not isinstance(entry, dict):
                 self.fail(f"{name}: {self.message}")
             unknown = sorted(set(entry) - {*self.rules, "mode"}, key=str)
             if unknown:
-                self.fail(f"{name}: unknown key {unknown[0]!r}; the keys are concurrency_limit, rate_limit, rate_period and mode.")
+                self.fail(
+                    f"{name}: unknown key {unknown[0]!r}; the keys are concurrency_limit, rate_limit, rate_period and mode."
+                )
             for key, rule in self.rules.items():
                 if entry.get(key) is not None:
                     self._check(name, rule, entry[key])
@@ -241,111 +250,161 @@ RENAMED = {"ALLOWED_COMMANDS": "RUN_COMMAND_ALLOWED"}
 # Every key of settings.SCHEDULER, declared once: ``conf.get`` reads its
 # default, the system checks its rule, docs/CONFIGURATION.md its meaning.
 DECLARED = {
-    "DEFAULT_MAX_ATTEMPTS": _setting(3, MAX_ATTEMPTS, "attempts a job gets unless its task or the caller says otherwise"),
-    "RETRY_BACKOFF_BASE": _setting(2.0, Seconds("RETRY_BACKOFF_BASE", DAY), "retry backoff: base * 2 ** (attempt - 1) seconds"),
-    "RETRY_BACKOFF_MAX": _setting(3600.0, Seconds("RETRY_BACKOFF_MAX", limits.TIMEOUT_MAX), "the longest retry backoff (seconds) before its jitter"),
-    "RETRY_JITTER": _setting(0.25, Fraction("RETRY_JITTER"), "a retry's backoff varies by up to this fraction either way"),
+    "DEFAULT_MAX_ATTEMPTS": _setting(
+        3, MAX_ATTEMPTS, "attempts a job gets unless its task or the caller says otherwise"
+    ),
+    "RETRY_BACKOFF_BASE": _setting(
+        2.0, Seconds("RETRY_BACKOFF_BASE", DAY), "retry backoff: base * 2 ** (attempt - 1) seconds"
+    ),
+    "RETRY_BACKOFF_MAX": _setting(
+        3600.0,
+        Seconds("RETRY_BACKOFF_MAX", limits.TIMEOUT_MAX),
+        "the longest retry backoff (seconds) before its jitter",
+    ),
+    "RETRY_JITTER": _setting(
+        0.25, Fraction("RETRY_JITTER"), "a retry's backoff varies by up to this fraction either way"
+    ),
     "RETENTION": _setting(
         {"succeeded": timedelta(days=14), "failed": timedelta(days=30), "cancelled": timedelta(days=30)},
         Retention("RETENTION"),
         "how long finished jobs are kept, by status (dispatchers prune; so does purgejobs without --older-than)",
         "E004",
     ),
-    "CONCURRENCY": _setting(4, WholeNumber("CONCURRENCY", 1, limits.CONCURRENCY_MAX), "slots of a dispatcher without --queue"),
+    "CONCURRENCY": _setting(
+        4, WholeNumber("CONCURRENCY", 1, limits.CONCURRENCY_MAX), "slots of a dispatcher without --queue"
+    ),
     "HORIZON": _setting(300.0, Seconds("HORIZON", limits.HORIZON_MAX), "seconds of future jobs mirrored in the heap"),
     "HEAP_CAP": _setting(20_000, WholeNumber("HEAP_CAP", 1, limits.HEAP_CAP_MAX), "most pending jobs the heap holds"),
-    "POLL_INTERVAL": _setting(1.0, Seconds("POLL_INTERVAL", limits.POLL_INTERVAL_MAX), "seconds between change polls (the fallback)"),
+    "POLL_INTERVAL": _setting(
+        1.0, Seconds("POLL_INTERVAL", limits.POLL_INTERVAL_MAX), "seconds between change polls (the fallback)"
+    ),
     "SQLITE_CHANGE_CHECK": _setting(
-        0.02, Seconds("SQLITE_CHANGE_CHECK", limits.SQLITE_CHANGE_CHECK_MAX, zero_ok=True),
+        0.02,
+        Seconds("SQLITE_CHANGE_CHECK", limits.SQLITE_CHANGE_CHECK_MAX, zero_ok=True),
         "SQLite: seconds between checks of PRAGMA data_version (a commit elsewhere brings the poll forward); 0: off",
     ),
-    "FULL_SYNC_INTERVAL": _setting(30.0, Seconds("FULL_SYNC_INTERVAL", DAY), "seconds between full reloads of the window"),
+    "FULL_SYNC_INTERVAL": _setting(
+        30.0, Seconds("FULL_SYNC_INTERVAL", DAY), "seconds between full reloads of the window"
+    ),
     "SYNC_OVERLAP": _setting(
         2.0, Seconds("SYNC_OVERLAP", limits.POLL_INTERVAL_MAX, zero_ok=True), "seconds the change poll reaches back"
     ),
     "LEASE": _setting(30.0, Seconds("LEASE", limits.LEASE_MAX), "seconds a claim is good for without a heartbeat"),
     "CANCEL_GRACE": _setting(
-        5.0, Seconds("CANCEL_GRACE", limits.GRACE_MAX, zero_ok=True),
+        5.0,
+        Seconds("CANCEL_GRACE", limits.GRACE_MAX, zero_ok=True),
         "process queues: seconds a running job whose cancel was requested gets to stop before its worker process "
         "is terminated (SIGTERM, then SIGKILL 2 s later); thread queues stay cooperative",
     ),
-    "GRACE": _setting(30.0, Seconds("GRACE", limits.GRACE_MAX, zero_ok=True), "seconds running jobs get to finish on shutdown"),
+    "GRACE": _setting(
+        30.0, Seconds("GRACE", limits.GRACE_MAX, zero_ok=True), "seconds running jobs get to finish on shutdown"
+    ),
     "MAX_ABANDONED_THREADS": _setting(
         8, WholeNumber("MAX_ABANDONED_THREADS", 0, limits.CONCURRENCY_MAX), "timed-out threads allowed to linger"
     ),
     "DEAD_AFTER_LEASES": _setting(
-        2, WholeNumber("DEAD_AFTER_LEASES", 1, limits.DEAD_AFTER_LEASES_MAX), "a dispatcher is dead when its heartbeat is this many leases old"
+        2,
+        WholeNumber("DEAD_AFTER_LEASES", 1, limits.DEAD_AFTER_LEASES_MAX),
+        "a dispatcher is dead when its heartbeat is this many leases old",
     ),
-    "PRUNE_BATCH": _setting(1000, WholeNumber("PRUNE_BATCH", 1, limits.PRUNE_BATCH_MAX), "finished jobs deleted per statement when pruning"),
+    "PRUNE_BATCH": _setting(
+        1000, WholeNumber("PRUNE_BATCH", 1, limits.PRUNE_BATCH_MAX), "finished jobs deleted per statement when pruning"
+    ),
     "NOTIFY_CHANNEL": _setting(
-        "scheduler_app_jobs", ChannelName("NOTIFY_CHANNEL"), "PostgreSQL: the NOTIFY channel of the dispatchers' wake-ups"
+        "scheduler_app_jobs",
+        ChannelName("NOTIFY_CHANNEL"),
+        "PostgreSQL: the NOTIFY channel of the dispatchers' wake-ups",
     ),
     "SYNCHRONOUS_COMMIT": _setting(
-        True, Flag("SYNCHRONOUS_COMMIT"),
+        True,
+        Flag("SYNCHRONOUS_COMMIT"),
         "PostgreSQL: wait for the WAL flush of the dispatcher's claims and results (False: faster; docs/CONFIGURATION.md)",
     ),
     "SCHEDULE_MISFIRE_GRACE": _setting(
-        30.0, Seconds("SCHEDULE_MISFIRE_GRACE", limits.HORIZON_MAX, zero_ok=True),
+        30.0,
+        Seconds("SCHEDULE_MISFIRE_GRACE", limits.HORIZON_MAX, zero_ok=True),
         "a schedule's run this many seconds past its time is missed",
     ),
     "SCHEDULE_CATCH_UP_MAX": _setting(
-        10, WholeNumber("SCHEDULE_CATCH_UP_MAX", 1, limits.SCHEDULE_CATCH_UP_MAX), "most jobs a catch_up schedule makes for missed runs"
+        10,
+        WholeNumber("SCHEDULE_CATCH_UP_MAX", 1, limits.SCHEDULE_CATCH_UP_MAX),
+        "most jobs a catch_up schedule makes for missed runs",
     ),
     "QUEUES": _setting(
-        {}, QueueSettings("QUEUES"),
+        {},
+        QueueSettings("QUEUES"),
         "per-queue limits and mode, seeding a queue's row when first seen: {name: {concurrency_limit, rate_limit, rate_period, mode}}",
         "E011",
     ),
     "ROUTES": _setting(
-        [], ROUTES,
+        [],
+        ROUTES,
         'a task path or glob -> {"queue", "priority"} its jobs get when neither the caller nor the task\'s code '
         'chooses them; the first match wins: {"billing.tasks.*": {"queue": "billing"}}',
         "E012",
     ),
-    "MAX_SNOOZES": _setting(100, WholeNumber("MAX_SNOOZES", 0, limits.MAX_SNOOZES_MAX), "snoozes a job may take before one fails it"),
+    "MAX_SNOOZES": _setting(
+        100, WholeNumber("MAX_SNOOZES", 0, limits.MAX_SNOOZES_MAX), "snoozes a job may take before one fails it"
+    ),
     "TASK_MODULES": _setting(
-        [], TextList("TASK_MODULES", "dotted module paths"),
+        [],
+        TextList("TASK_MODULES", "dotted module paths"),
         "modules of installed apps whose @task functions are registered besides each app's tasks module",
     ),
     "RUN_COMMAND_ALLOWED": _setting(
-        [], TextList("RUN_COMMAND_ALLOWED", "management command names"),
+        [],
+        TextList("RUN_COMMAND_ALLOWED", "management command names"),
         "management commands the built-in run_command task may run (a job of any other is refused when made)",
     ),
     "ARGS_MAX_BYTES": _setting(
-        1024 * 1024, WholeNumber("ARGS_MAX_BYTES", limits.VALUE_BYTES_MIN, limits.VALUE_BYTES_MAX),
+        1024 * 1024,
+        WholeNumber("ARGS_MAX_BYTES", limits.VALUE_BYTES_MIN, limits.VALUE_BYTES_MAX),
         "bytes of a job's args and kwargs together (compact UTF-8 JSON); a larger job is refused",
     ),
     "RESULT_MAX_BYTES": _setting(
-        1024 * 1024, WholeNumber("RESULT_MAX_BYTES", limits.VALUE_BYTES_MIN, limits.VALUE_BYTES_MAX),
+        1024 * 1024,
+        WholeNumber("RESULT_MAX_BYTES", limits.VALUE_BYTES_MIN, limits.VALUE_BYTES_MAX),
         "bytes of a task's return value (compact UTF-8 JSON); a larger one fails its attempt",
     ),
     "WEBHOOK_ALLOWED_HOSTS": _setting(
-        [], TextList("WEBHOOK_ALLOWED_HOSTS", "hosts with optional ports", _host_shape),
+        [],
+        TextList("WEBHOOK_ALLOWED_HOSTS", "hosts with optional ports", _host_shape),
         "host or host:port entries call_webhook may reach on non-public addresses (a bare host: ports 80 and 443)",
         "E006",
     ),
     "WEBHOOK_TIMEOUT": _setting(
-        10.0, Seconds("WEBHOOK_TIMEOUT", limits.WEBHOOK_TIMEOUT_MAX),
+        10.0,
+        Seconds("WEBHOOK_TIMEOUT", limits.WEBHOOK_TIMEOUT_MAX),
         "seconds for call_webhook's whole exchange, however slowly the peer sends",
         "E006",
     ),
     "WEBHOOK_MAX_BODY": _setting(
-        64 * 1024, WholeNumber("WEBHOOK_MAX_BODY", 0, limits.WEBHOOK_MAX_BODY_MAX),
-        "bytes of a webhook answer's body kept in the result", "E006",
+        64 * 1024,
+        WholeNumber("WEBHOOK_MAX_BODY", 0, limits.WEBHOOK_MAX_BODY_MAX),
+        "bytes of a webhook answer's body kept in the result",
+        "E006",
     ),
     "EMAIL_FROM_ALLOWED": _setting(
-        [], TextList("EMAIL_FROM_ALLOWED", "email addresses"),
+        [],
+        TextList("EMAIL_FROM_ALLOWED", "email addresses"),
         "From addresses send_email may use besides DEFAULT_FROM_EMAIL",
     ),
-    "JOB_LOG_LEVEL": _setting("INFO", LogLevel("JOB_LOG_LEVEL"), "records a job's own thread logs at this level and up are kept"),
+    "JOB_LOG_LEVEL": _setting(
+        "INFO", LogLevel("JOB_LOG_LEVEL"), "records a job's own thread logs at this level and up are kept"
+    ),
     "JOB_LOG_MAX_RECORDS": _setting(
-        200, WholeNumber("JOB_LOG_MAX_RECORDS", 0, limits.JOB_LOG_RECORDS_MAX), "log records kept per attempt; 0 keeps none"
+        200,
+        WholeNumber("JOB_LOG_MAX_RECORDS", 0, limits.JOB_LOG_RECORDS_MAX),
+        "log records kept per attempt; 0 keeps none",
     ),
     "JOB_LOG_MAX_BYTES": _setting(
-        64 * 1024, WholeNumber("JOB_LOG_MAX_BYTES", 0, limits.JOB_LOG_BYTES_MAX), "bytes of log text kept per attempt (UTF-8)"
+        64 * 1024,
+        WholeNumber("JOB_LOG_MAX_BYTES", 0, limits.JOB_LOG_BYTES_MAX),
+        "bytes of log text kept per attempt (UTF-8)",
     ),
     "ROLLUP_INTERVAL": _setting(
-        60.0, Seconds("ROLLUP_INTERVAL", limits.POLL_INTERVAL_MAX, zero_ok=True),
+        60.0,
+        Seconds("ROLLUP_INTERVAL", limits.POLL_INTERVAL_MAX, zero_ok=True),
         "seconds between a dispatcher's writes of its per-minute history; 0: none",
     ),
     "ROLLUP_RETENTION": _setting(

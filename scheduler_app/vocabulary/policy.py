@@ -35,14 +35,16 @@ def error_entry(job, *, exception_class, message, traceback_text, now):
         message = str(message)
     except Exception as exc:  # noqa: BLE001 - an exception whose __str__ raises
         message = f"<the exception's message could not be read: {type(exc).__name__}>"
-    return storable.error_entry({
-        "attempt": job.attempt,
-        "time": now.isoformat(),
-        "worker": job.worker,
-        "exception_class": exception_class,
-        "message": message,
-        "traceback": traceback_text,
-    })
+    return storable.error_entry(
+        {
+            "attempt": job.attempt,
+            "time": now.isoformat(),
+            "worker": job.worker,
+            "exception_class": exception_class,
+            "message": message,
+            "traceback": traceback_text,
+        }
+    )
 
 
 def _exception_entry(job, exc, now, traceback_text=None, *, message=None):
@@ -167,7 +169,9 @@ class RetryPolicy:
         """
         if job.snoozes >= self.max_snoozes:
             message = f"The task snoozed too often: {job.snoozes} snoozes is the limit (SCHEDULER['MAX_SNOOZES'])."
-            error = error_entry(job, exception_class=SNOOZED_TOO_OFTEN_CLASS, message=message, traceback_text="", now=now)
+            error = error_entry(
+                job, exception_class=SNOOZED_TOO_OFTEN_CLASS, message=message, traceback_text="", now=now
+            )
             return self.failed(job, error, now)
         retry_at = now + timedelta(seconds=seconds)
         return Outcome(job.id, job.worker, job.attempt, Status.PENDING, retry_at=retry_at, snoozed=True)
@@ -184,12 +188,14 @@ class RetryPolicy:
         an error entry that says why (the database's own message).
         """
         message = f"The attempt's outcome could not be stored ({outcome.status}): {reason}"
-        error = storable.error_entry({
-            "attempt": outcome.attempt,
-            "time": now.isoformat(),
-            "worker": outcome.worker,
-            "exception_class": UNSTORABLE_CLASS,
-            "message": message,
-            "traceback": "",
-        })
+        error = storable.error_entry(
+            {
+                "attempt": outcome.attempt,
+                "time": now.isoformat(),
+                "worker": outcome.worker,
+                "exception_class": UNSTORABLE_CLASS,
+                "message": message,
+                "traceback": "",
+            }
+        )
         return Outcome(outcome.job_id, outcome.worker, outcome.attempt, Status.FAILED, error=error)

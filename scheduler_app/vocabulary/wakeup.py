@@ -50,7 +50,15 @@ class WakeUp:
 
     @classmethod
     def of(
-        cls, *, jobs=(), removed=(), cancel=(), schedules=(), queues=(), freed=(), queues_changed=False,
+        cls,
+        *,
+        jobs=(),
+        removed=(),
+        cancel=(),
+        schedules=(),
+        queues=(),
+        freed=(),
+        queues_changed=False,
         handed_back=False,
     ):
         """Build a message; ``jobs`` are (id, execute_at epoch, priority, queue) tuples.
@@ -110,9 +118,7 @@ class WakeUp:
                 jobs=tuple(_job(item) for item in data.get("jobs", ())),
                 removed=tuple(int(i) for i in data.get("removed", ())),
                 cancel=tuple(int(i) for i in data.get("cancel", ())),
-                schedules=tuple(
-                    (int(i), None if at is None else float(at)) for i, at in data.get("schedules", ())
-                ),
+                schedules=tuple((int(i), None if at is None else float(at)) for i, at in data.get("schedules", ())),
                 freed=tuple(str(q) for q in data.get("freed", ())),
                 sync=bool(data.get("sync", False)),
                 queues_changed=bool(data.get("queues_changed", False)),

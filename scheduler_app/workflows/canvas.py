@@ -21,8 +21,21 @@ from ..models.workflows import current_workflow
 # Task.using's names and the job fields they set (others are build_job's own).
 _RENAMED = {"queue_name": "queue", "run_after": "execute_at"}
 _OPTIONS = {
-    "priority", "queue", "execute_at", "delay", "max_attempts", "timeout", "unique_key", "unique_for",
-    "on_dependency_failure", "tags", "meta", "concurrency_key", "concurrency_limit", "expires_in", "expires_at",
+    "priority",
+    "queue",
+    "execute_at",
+    "delay",
+    "max_attempts",
+    "timeout",
+    "unique_key",
+    "unique_for",
+    "on_dependency_failure",
+    "tags",
+    "meta",
+    "concurrency_key",
+    "concurrency_limit",
+    "expires_in",
+    "expires_at",
 }
 
 
@@ -47,7 +60,9 @@ class Node:
         current = current_workflow()
         if current is not None:
             if name or on_success or on_failure or on_finish:
-                raise TypeError("Inside a `with Workflow(...)` block the block's name and callbacks apply; give them there.")
+                raise TypeError(
+                    "Inside a `with Workflow(...)` block the block's name and callbacks apply; give them there."
+                )
             enqueue_many(self.specs(), created_by=created_by, using=using)
             return current
         callbacks = {"on_success": on_success, "on_failure": on_failure, "on_finish": on_finish}
@@ -147,7 +162,13 @@ class Chord(Node):
     """A group, then a body that runs once every member succeeded and receives the list of their results."""
 
     def __init__(self, header, body):
-        self.header = header if isinstance(header, Group) else Group(*header) if isinstance(header, (list, tuple)) else _node(header)
+        self.header = (
+            header
+            if isinstance(header, Group)
+            else Group(*header)
+            if isinstance(header, (list, tuple))
+            else _node(header)
+        )
         self.body = _node(body)
 
     def place(self, specs, after):

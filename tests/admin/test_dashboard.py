@@ -47,7 +47,12 @@ class TestPage:
         job_row(execute_at=now - timedelta(seconds=30))
         job_row(execute_at=now + timedelta(hours=1), queue="slow")
         job_row(JobStatus.RUNNING, progress={"current": 3, "total": 4, "message": "m"})
-        failed = job_row(JobStatus.FAILED, errors=[{"attempt": 1, "exception_class": "builtins.ValueError", "message": "disk <full>", "traceback": "tb"}])
+        failed = job_row(
+            JobStatus.FAILED,
+            errors=[
+                {"attempt": 1, "exception_class": "builtins.ValueError", "message": "disk <full>", "traceback": "tb"}
+            ],
+        )
         job_row(JobStatus.SUCCEEDED)
         html = admin_client_.get(DASHBOARD).content.decode()
         assert 'id="sched-count-pending">2<' in html
@@ -97,10 +102,17 @@ class TestMounting:
 
     def test_listed_first_in_the_scheduler_app(self, admin_client_):
         html = admin_client_.get(reverse("admin:index")).content.decode()
-        app = html[html.index('class="app-scheduler_app module'):]
+        app = html[html.index('class="app-scheduler_app module') :]
         app = app[: app.index("</table>")]
         models = re.findall(r'<tr class="model-(\w+)', app)
-        assert models[0] == "dashboard" and set(models) == {"dashboard", "job", "queue", "schedule", "worker", "workflow"}
+        assert models[0] == "dashboard" and set(models) == {
+            "dashboard",
+            "job",
+            "queue",
+            "schedule",
+            "worker",
+            "workflow",
+        }
         assert "/admin/scheduler_app/dashboard/add/" not in html
 
 
@@ -110,7 +122,9 @@ class TestData:
         job_row(execute_at=now - timedelta(seconds=90))
         job_row(execute_at=now + timedelta(minutes=10))
         job_row(JobStatus.SUCCEEDED)
-        job_row(JobStatus.FAILED, errors=[{"attempt": 1, "exception_class": "x.Boom", "message": "boom", "traceback": ""}])
+        job_row(
+            JobStatus.FAILED, errors=[{"attempt": 1, "exception_class": "x.Boom", "message": "boom", "traceback": ""}]
+        )
         data = admin_client_.get(DATA).json()
         assert data["counts"] == {"pending": 2, "waiting": 0, "running": 0, "succeeded": 1, "failed": 1, "cancelled": 0}
         default = next(q for q in data["queues"] if q["name"] == "default")
@@ -154,22 +168,47 @@ class TestData:
 
     def test_running_elapsed_is_the_current_attempts(self, admin_client_, job_row):
         now = timezone.now()
-        job_row(JobStatus.RUNNING, attempts=2, started_at=now - timedelta(hours=3), last_attempted_at=now - timedelta(seconds=42))
+        job_row(
+            JobStatus.RUNNING,
+            attempts=2,
+            started_at=now - timedelta(hours=3),
+            last_attempted_at=now - timedelta(seconds=42),
+        )
         [row] = admin_client_.get(DATA).json()["running"]
         assert 41 <= row["elapsed_seconds"] <= 60
 
     def test_workers_alive_and_dead(self, admin_client_):
         now = timezone.now()
-        Worker.objects.create(id="a", hostname="h1", pid=1, queues=["default", "slow"], slots={"*": 4}, last_heartbeat=now, processed=7, failed=1)
-        Worker.objects.create(id="b", hostname="h2", pid=2, queues=["other"], slots={"other": 2}, last_heartbeat=now - timedelta(minutes=5))
-        Worker.objects.create(id="gone", hostname="h3", pid=3, queues=["other"], state="stopped", last_heartbeat=now - timedelta(days=2))
+        Worker.objects.create(
+            id="a",
+            hostname="h1",
+            pid=1,
+            queues=["default", "slow"],
+            slots={"*": 4},
+            last_heartbeat=now,
+            processed=7,
+            failed=1,
+        )
+        Worker.objects.create(
+            id="b",
+            hostname="h2",
+            pid=2,
+            queues=["other"],
+            slots={"other": 2},
+            last_heartbeat=now - timedelta(minutes=5),
+        )
+        Worker.objects.create(
+            id="gone", hostname="h3", pid=3, queues=["other"], state="stopped", last_heartbeat=now - timedelta(days=2)
+        )
         data = admin_client_.get(DATA).json()
         workers = {w["id"]: w for w in data["workers"]}
         assert set(workers) == {"a", "b"}  # "gone" stopped two days ago
         assert workers["a"]["state"] == "alive" and workers["b"]["state"] == "dead"
         assert workers["a"]["slots"] == {"default": 4, "slow": 4} and workers["a"]["shared"]
         # One pool of 4 for both queues never reads like 8 slots.
-        assert workers["a"]["slots_text"] == "4 slots shared by default, slow" and workers["b"]["slots_text"] == "other: 2"
+        assert (
+            workers["a"]["slots_text"] == "4 slots shared by default, slow" and workers["b"]["slots_text"] == "other: 2"
+        )
         assert (workers["a"]["processed"], workers["a"]["failed"]) == (7, 1)
         assert 299 <= workers["b"]["heartbeat_age_seconds"] <= 320
         assert data["workers_alive"] == 1
@@ -187,7 +226,12 @@ class TestData:
         rollups.record({(now.timestamp(), "default", "tests.testapp.tasks.add"): tally}, now)
         data = admin_client_.get(DATA).json()
         (row,) = data["tasks"]
-        assert (row["task"], row["runs"], row["failures"], row["failure_rate"]) == ("tests.testapp.tasks.add", 4, 1, 0.25)
+        assert (row["task"], row["runs"], row["failures"], row["failure_rate"]) == (
+            "tests.testapp.tasks.add",
+            4,
+            1,
+            0.25,
+        )
         html = data["html"]["tasks"]
         assert "?task=tests.testapp.tasks.add&amp;status__exact=failed" in html and "25.0 %" in html
 
@@ -234,7 +278,9 @@ class TestQueues:
     def test_unknown_queue_is_a_message_not_a_500(self, admin_client_):
         response = admin_client_.post(toggle_url("nope", "pause"), follow=True)
         assert response.status_code == 200
-        assert "Unknown queue 'nope'. Known queues: default, other, slow." in [str(m) for m in get_messages(response.wsgi_request)]
+        assert "Unknown queue 'nope'. Known queues: default, other, slow." in [
+            str(m) for m in get_messages(response.wsgi_request)
+        ]
         response = admin_client_.post(toggle_url("nope", "pause"), HTTP_ACCEPT="application/json")
         assert response.status_code == 400 and "Unknown queue" in response.json()["error"]
         assert admin_client_.post(toggle_url("slow", "explode")).status_code == 404
@@ -265,8 +311,17 @@ class TestQueues:
 class TestWorkerAdmin:
     def test_read_only_list_with_alive_and_dead(self, admin_client_):
         now = timezone.now()
-        Worker.objects.create(id="w-alive", hostname="h", pid=1, queues=["default"], slots={"default": 3}, last_heartbeat=now)
-        Worker.objects.create(id="w-dead", hostname="h", pid=2, queues=["slow"], slots={"*": 2}, last_heartbeat=now - timedelta(minutes=10))
+        Worker.objects.create(
+            id="w-alive", hostname="h", pid=1, queues=["default"], slots={"default": 3}, last_heartbeat=now
+        )
+        Worker.objects.create(
+            id="w-dead",
+            hostname="h",
+            pid=2,
+            queues=["slow"],
+            slots={"*": 2},
+            last_heartbeat=now - timedelta(minutes=10),
+        )
         html = admin_client_.get(reverse("admin:scheduler_app_worker_changelist")).content.decode()
         assert "sched-worker-alive" in html and "sched-worker-dead" in html
         assert "default: 3" in html and "2 slots shared by slow" in html
@@ -274,7 +329,12 @@ class TestWorkerAdmin:
         assert admin_client_.get(reverse("admin:scheduler_app_worker_add")).status_code == 403
         detail = admin_client_.get(reverse("admin:scheduler_app_worker_change", args=["w-alive"]))
         assert detail.status_code == 200 and 'name="hostname"' not in detail.content.decode()
-        assert admin_client_.post(reverse("admin:scheduler_app_worker_delete", args=["w-alive"]), {"post": "yes"}).status_code == 403
+        assert (
+            admin_client_.post(
+                reverse("admin:scheduler_app_worker_delete", args=["w-alive"]), {"post": "yes"}
+            ).status_code
+            == 403
+        )
         assert Worker.objects.count() == 2
 
 

@@ -38,9 +38,13 @@ class TestQueueAdmin:
     def test_limits_are_edited_through_the_service(self, admin_client_, monkeypatch):
         calls = []
         original = lifecycle.set_limits
-        monkeypatch.setattr(lifecycle, "set_limits", lambda name, **kw: calls.append((name, kw)) or original(name, **kw))
+        monkeypatch.setattr(
+            lifecycle, "set_limits", lambda name, **kw: calls.append((name, kw)) or original(name, **kw)
+        )
         self._seed()
-        response = admin_client_.post(queue_url("slow"), form(concurrency_limit="5", rate_limit="100", rate_period="60"))
+        response = admin_client_.post(
+            queue_url("slow"), form(concurrency_limit="5", rate_limit="100", rate_period="60")
+        )
         assert response.status_code == 302
         queue = Queue.objects.get(name="slow")
         assert (queue.concurrency_limit, queue.rate_limit, queue.rate_period) == (5, 100, 60.0)
@@ -64,7 +68,9 @@ class TestQueueAdmin:
         self._seed()
         response = admin_client_.post(queue_url("slow"), form(rate_limit="10", rate_period=period))
         assert response.status_code == 200
-        assert response.context["adminform"].form.errors == {"rate_period": ["Must be a number of seconds from 0.001 to 86400."]}
+        assert response.context["adminform"].form.errors == {
+            "rate_period": ["Must be a number of seconds from 0.001 to 86400."]
+        }
         assert Queue.objects.get(name="slow").rate_limit is None
 
     def test_view_only_staff_cannot_change_limits(self, client, staff_user):
@@ -100,8 +106,12 @@ class TestWorkflowOnTheJobPage:
         waiting = admin_client_.get(changelist, {"dependencies": "waiting"})
         assert "Waiting on dependencies" in waiting.content.decode()
         assert [j.pk for j in waiting.context["cl"].result_list] == [second.pk]
-        assert [j.pk for j in admin_client_.get(changelist, {"status__exact": "waiting"}).context["cl"].result_list] == [second.pk]
-        assert [j.pk for j in admin_client_.get(changelist, {"depends_on": first.pk}).context["cl"].result_list] == [second.pk]
+        assert [
+            j.pk for j in admin_client_.get(changelist, {"status__exact": "waiting"}).context["cl"].result_list
+        ] == [second.pk]
+        assert [j.pk for j in admin_client_.get(changelist, {"depends_on": first.pk}).context["cl"].result_list] == [
+            second.pk
+        ]
 
 
 def test_the_dashboard_shows_each_limit_against_its_use(admin_client_, job_row):

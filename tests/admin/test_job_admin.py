@@ -26,7 +26,10 @@ def change_url(job):
 
 
 def listed_ids(response):
-    return [int(m) for m in re.findall(r'<th class="field-id"><a href="/admin/scheduler_app/job/(\d+)/', response.content.decode())]
+    return [
+        int(m)
+        for m in re.findall(r'<th class="field-id"><a href="/admin/scheduler_app/job/(\d+)/', response.content.decode())
+    ]
 
 
 def message_texts(response):
@@ -71,7 +74,7 @@ class TestList:
         assert set(listed_ids(response)) == {future.pk, late.pk, done.pk, running.pk}
         assert '<span class="sched-badge sched-pending">Pending</span>' in html
         assert '<span class="sched-badge sched-succeeded">Succeeded</span>' in html
-        assert "sched-badge sched-running\">Running · 25%" in html
+        assert 'sched-badge sched-running">Running · 25%' in html
         assert "in 5 min" in html
         assert "3 min late" in html
         assert "2.0 s" in html  # the succeeded job's duration
@@ -82,7 +85,10 @@ class TestList:
     def test_a_later_attempt_runs_for_as_long_as_this_attempt(self, admin_client_, job_row):
         now = timezone.now()
         job = job_row(
-            JobStatus.RUNNING, attempts=2, started_at=now - timedelta(hours=3), last_attempted_at=now - timedelta(seconds=42)
+            JobStatus.RUNNING,
+            attempts=2,
+            started_at=now - timedelta(hours=3),
+            last_attempted_at=now - timedelta(seconds=42),
         )
         assert "42 s so far" in admin_client_.get(CHANGELIST).content.decode()
         html = admin_client_.get(change_url(job)).content.decode()
@@ -101,12 +107,24 @@ class TestList:
         assert set(listed_ids(admin_client_.get(CHANGELIST, {"queue": "other"}))) == {other.pk}
         assert set(listed_ids(admin_client_.get(CHANGELIST, {"task": "tests.testapp.tasks.noop"}))) == {other.pk}
         today = timezone.localdate()
-        in_range = admin_client_.get(CHANGELIST, {"execute_at__gte": str(today - timedelta(days=1)), "execute_at__lt": str(today + timedelta(days=1))})
+        in_range = admin_client_.get(
+            CHANGELIST,
+            {"execute_at__gte": str(today - timedelta(days=1)), "execute_at__lt": str(today + timedelta(days=1))},
+        )
         assert set(listed_ids(in_range)) == {pending.pk, failed.pk, other.pk}
-        only_from = admin_client_.get(CHANGELIST, {"execute_at__gte": str(today - timedelta(days=50)), "execute_at__lt": str(today - timedelta(days=30))})
+        only_from = admin_client_.get(
+            CHANGELIST,
+            {"execute_at__gte": str(today - timedelta(days=50)), "execute_at__lt": str(today - timedelta(days=30))},
+        )
         assert set(listed_ids(only_from)) == {old.pk}
         # An empty "Before" box means no upper bound.
-        assert set(listed_ids(admin_client_.get(CHANGELIST, {"execute_at__gte": str(today - timedelta(days=50)), "execute_at__lt": ""}))) == {pending.pk, failed.pk, other.pk, old.pk}
+        assert set(
+            listed_ids(
+                admin_client_.get(
+                    CHANGELIST, {"execute_at__gte": str(today - timedelta(days=50)), "execute_at__lt": ""}
+                )
+            )
+        ) == {pending.pk, failed.pk, other.pk, old.pk}
 
     def test_filter_sidebar_lists_registered_tasks_and_queues_and_range_form(self, admin_client_, job_row):
         html = admin_client_.get(CHANGELIST).content.decode()
@@ -136,7 +154,12 @@ class TestList:
         assert listed_ids(response) == [job.pk]
         assert f"execute_at__day={local.day}" in response.content.decode()
         other_month = 1 if local.month != 1 else 2
-        assert listed_ids(admin_client_.get(CHANGELIST, {"execute_at__year": local.year, "execute_at__month": other_month})) == []
+        assert (
+            listed_ids(
+                admin_client_.get(CHANGELIST, {"execute_at__year": local.year, "execute_at__month": other_month})
+            )
+            == []
+        )
 
     def test_search_by_id_task_and_unique_key(self, admin_client_, job_row):
         a = job_row(unique_key="report-2026")
@@ -210,7 +233,11 @@ class TestAddForm:
             ("kwargs", "{'a': 1}", "Not valid JSON"),
             ("priority", "500", "Must be a whole number from -100 to 100."),
             ("priority", "high", "Must be a whole number from -100 to 100."),
-            ("timeout", "-1", "Must be a number of seconds from 0.001 to 31536000, or a duration such as 90s, 2h, 3d or 1h30m."),
+            (
+                "timeout",
+                "-1",
+                "Must be a number of seconds from 0.001 to 31536000, or a duration such as 90s, 2h, 3d or 1h30m.",
+            ),
             ("max_attempts", "0", "Must be a whole number from 1 to 100."),
             ("queue", "nope", "Unknown queue 'nope'. Known queues: default, other, slow."),
         ],
@@ -228,7 +255,9 @@ class TestAddForm:
 
     def test_naive_datetime_cannot_happen_and_blank_execute_at_means_now(self, admin_client_, superuser):
         before = timezone.now()
-        response = admin_client_.post(ADD_URL, {"task": ADD, "args": "[2, 3]", "kwargs": "{}", "execute_at_0": "", "execute_at_1": ""})
+        response = admin_client_.post(
+            ADD_URL, {"task": ADD, "args": "[2, 3]", "kwargs": "{}", "execute_at_0": "", "execute_at_1": ""}
+        )
         assert response.status_code == 302
         job = Job.objects.get()
         assert (job.task, job.args, job.kwargs, job.status) == (ADD, [2, 3], {}, JobStatus.PENDING)
@@ -240,10 +269,24 @@ class TestAddForm:
 
     def test_defaults_come_from_the_task_and_options_are_kept(self, admin_client_):
         when = timezone.now().replace(microsecond=0) + timedelta(hours=2)
-        admin_client_.post(ADD_URL, {"task": "tests.testapp.tasks.important", "args": "[]", "kwargs": '{"x": 1}', **split_dt(when)})
+        admin_client_.post(
+            ADD_URL, {"task": "tests.testapp.tasks.important", "args": "[]", "kwargs": '{"x": 1}', **split_dt(when)}
+        )
         job = Job.objects.get()
         assert (job.priority, job.queue, job.kwargs, job.execute_at) == (10, "other", {"x": 1}, when)
-        admin_client_.post(ADD_URL, {"task": ADD, "args": "[1, 2]", "kwargs": "{}", "priority": "-5", "queue": "slow", "max_attempts": "7", "timeout": "2.5", "unique_key": "k1"})
+        admin_client_.post(
+            ADD_URL,
+            {
+                "task": ADD,
+                "args": "[1, 2]",
+                "kwargs": "{}",
+                "priority": "-5",
+                "queue": "slow",
+                "max_attempts": "7",
+                "timeout": "2.5",
+                "unique_key": "k1",
+            },
+        )
         job = Job.objects.latest("id")
         assert (job.priority, job.queue, job.max_attempts, job.timeout, job.unique_key) == (-5, "slow", 7, 2.5, "k1")
 
@@ -280,7 +323,9 @@ class TestChangeView:
         assert 'name="execute_at_0"' in html and 'name="priority"' in html
         assert 'name="task"' not in html and 'name="args"' not in html
         when = timezone.now().replace(microsecond=0) + timedelta(days=1)
-        response = admin_client_.post(change_url(job), {**split_dt(when), "priority": "50", "task": "os.system", "_save": "Save"})
+        response = admin_client_.post(
+            change_url(job), {**split_dt(when), "priority": "50", "task": "os.system", "_save": "Save"}
+        )
         assert response.status_code == 302
         job.refresh_from_db()
         assert (job.execute_at, job.priority, job.task, job.status) == (when, 50, ADD, JobStatus.PENDING)
@@ -317,15 +362,31 @@ class TestChangeView:
         Job.objects.filter(pk=job.pk).update(status=JobStatus.CANCELLED)
         form = JobRescheduleForm({**split_dt(job.execute_at), "priority": "9"}, instance=job)
         assert not form.is_valid()
-        assert form.non_field_errors() == [f"Only pending or waiting jobs can be rescheduled; job {job.pk} is cancelled."]
+        assert form.non_field_errors() == [
+            f"Only pending or waiting jobs can be rescheduled; job {job.pk} is cancelled."
+        ]
 
     def test_finished_job_is_read_only_with_result_errors_and_timings(self, admin_client_, job_row):
         job = job_row(
             JobStatus.FAILED,
             attempts=2,
             errors=[
-                {"attempt": 1, "time": "t1", "worker": "w1", "exception_class": "builtins.ValueError", "message": "first <boom>", "traceback": "Traceback (most recent call last):\n  line 1"},
-                {"attempt": 2, "time": "t2", "worker": "w2", "exception_class": "builtins.ValueError", "message": "second", "traceback": "Traceback two"},
+                {
+                    "attempt": 1,
+                    "time": "t1",
+                    "worker": "w1",
+                    "exception_class": "builtins.ValueError",
+                    "message": "first <boom>",
+                    "traceback": "Traceback (most recent call last):\n  line 1",
+                },
+                {
+                    "attempt": 2,
+                    "time": "t2",
+                    "worker": "w2",
+                    "exception_class": "builtins.ValueError",
+                    "message": "second",
+                    "traceback": "Traceback two",
+                },
             ],
         )
         response = admin_client_.get(change_url(job))
@@ -343,7 +404,10 @@ class TestChangeView:
 
     def test_post_to_a_finished_job_changes_nothing(self, admin_client_, job_row):
         job = job_row(JobStatus.SUCCEEDED)
-        response = admin_client_.post(change_url(job), {"priority": "50", "execute_at_0": "2030-01-01", "execute_at_1": "00:00:00", "_save": "Save"})
+        response = admin_client_.post(
+            change_url(job),
+            {"priority": "50", "execute_at_0": "2030-01-01", "execute_at_1": "00:00:00", "_save": "Save"},
+        )
         assert response.status_code == 302
         job.refresh_from_db()
         assert job.priority == 0
@@ -359,8 +423,16 @@ class TestChangeView:
 
     def test_only_finished_jobs_can_be_deleted(self, admin_client_, job_row):
         pending, done = job_row(), job_row(JobStatus.SUCCEEDED)
-        assert admin_client_.post(reverse("admin:scheduler_app_job_delete", args=[pending.pk]), {"post": "yes"}).status_code == 403
-        assert admin_client_.post(reverse("admin:scheduler_app_job_delete", args=[done.pk]), {"post": "yes"}).status_code == 302
+        assert (
+            admin_client_.post(
+                reverse("admin:scheduler_app_job_delete", args=[pending.pk]), {"post": "yes"}
+            ).status_code
+            == 403
+        )
+        assert (
+            admin_client_.post(reverse("admin:scheduler_app_job_delete", args=[done.pk]), {"post": "yes"}).status_code
+            == 302
+        )
         assert list(Job.objects.values_list("pk", flat=True)) == [pending.pk]
         assert "delete_selected" not in admin_client_.get(CHANGELIST).content.decode()
 
@@ -395,7 +467,9 @@ class TestActions:
     def test_retry(self, admin_client_, job_row):
         failed, cancelled, pending = job_row(JobStatus.FAILED), job_row(JobStatus.CANCELLED), job_row()
         response = act(admin_client_, "retry_jobs", [failed, cancelled, pending])
-        assert message_texts(response) == ["Queued 2 jobs to run again now; skipped 1 job that were not failed or cancelled (or whose unique key is taken)."]
+        assert message_texts(response) == [
+            "Queued 2 jobs to run again now; skipped 1 job that were not failed or cancelled (or whose unique key is taken)."
+        ]
         assert set(Job.objects.values_list("status", flat=True)) == {"pending"}
 
     def test_run_now(self, admin_client_, job_row):

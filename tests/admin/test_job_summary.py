@@ -11,8 +11,22 @@ from tests.plumbing import grant
 pytestmark = pytest.mark.django_db
 
 ERRORS = [
-    {"attempt": 1, "time": "2026-11-26T03:39:02+00:00", "worker": "w1", "exception_class": "builtins.ValueError", "message": "first", "traceback": "Traceback one"},
-    {"attempt": 2, "time": "2026-11-26T03:40:02+00:00", "worker": "w2", "exception_class": "billing.errors.ProviderDown", "message": "the payment provider answered 503", "traceback": "Traceback two"},
+    {
+        "attempt": 1,
+        "time": "2026-11-26T03:39:02+00:00",
+        "worker": "w1",
+        "exception_class": "builtins.ValueError",
+        "message": "first",
+        "traceback": "Traceback one",
+    },
+    {
+        "attempt": 2,
+        "time": "2026-11-26T03:40:02+00:00",
+        "worker": "w2",
+        "exception_class": "billing.errors.ProviderDown",
+        "message": "the payment provider answered 503",
+        "traceback": "Traceback two",
+    },
 ]
 
 
@@ -33,16 +47,25 @@ def test_a_failed_jobs_page_leads_with_its_last_error_attempts_and_buttons(admin
     html = page(admin_client_, job)
     summary = summary_of(html)
     assert "Failed" in summary and "attempts 2/2" in summary
-    assert '<code title="billing.errors.ProviderDown">ProviderDown</code>: <span class="sched-summary-message">the payment provider answered 503</span>' in summary
+    assert (
+        '<code title="billing.errors.ProviderDown">ProviderDown</code>: <span class="sched-summary-message">the payment provider answered 503</span>'
+        in summary
+    )
     assert "Last error (attempt 2)" in summary
     assert f'action="{action_url(job, "retry")}"' in summary and f'action="{action_url(job, "cancel")}"' in summary
-    retry, cancel = summary.split('class="button sched-action-retry')[1], summary.split('class="button sched-action-cancel')[1]
+    retry, cancel = (
+        summary.split('class="button sched-action-retry')[1],
+        summary.split('class="button sched-action-cancel')[1],
+    )
     assert " disabled" not in retry.split(">")[0] and " disabled" in cancel.split(">")[0]
     assert "csrfmiddlewaretoken" in summary
     # The summary comes before the form; the errors, newest first (open), before the other fieldsets.
     assert html.index('id="sched-summary"') < html.index('id="job_form"')
     assert html.index("Attempt 2") < html.index("Attempt 1") < html.index(">Execution<")
-    assert '<details class="sched-error" data-key="error-1" open>' in html and '<details class="sched-error" data-key="error-0">' in html
+    assert (
+        '<details class="sched-error" data-key="error-1" open>' in html
+        and '<details class="sched-error" data-key="error-0">' in html
+    )
     # "Cancel requested" is not a red cross for "no": it is not shown at all.
     assert "icon-no" not in html and "Cancel requested" not in html
 
@@ -66,7 +89,9 @@ def test_retry_posts_through_the_lifecycle(admin_client_, job_row):
     assert [str(m) for m in get_messages(response.wsgi_request)] == [f"Job {job.pk} is pending again: it runs now."]
     # Again: the lifecycle refuses, and the page says so.
     response = admin_client_.post(action_url(job, "retry"))
-    assert [str(m) for m in get_messages(response.wsgi_request)][-1:] == [f"Not done: Only failed or cancelled jobs can be retried; job {job.pk} is pending."]
+    assert [str(m) for m in get_messages(response.wsgi_request)][-1:] == [
+        f"Not done: Only failed or cancelled jobs can be retried; job {job.pk} is pending."
+    ]
 
 
 def test_cancel_posts_through_the_lifecycle(admin_client_, job_row):

@@ -29,7 +29,9 @@ def test_the_list_and_the_page_say_held_by_its_concurrency_key(client, django_as
     assert page.count("held by its concurrency key") == 1
     body = client.get(f"/admin/scheduler_app/job/{held.pk}/change/").content.decode()
     assert "held by its concurrency key" in body and "acct:1" in body
-    assert "held by its concurrency key" not in client.get(f"/admin/scheduler_app/job/{free.pk}/change/").content.decode()
+    assert (
+        "held by its concurrency key" not in client.get(f"/admin/scheduler_app/job/{free.pk}/change/").content.decode()
+    )
     live = client.get(f"/admin/scheduler_app/job/live/?ids={held.pk},{free.pk}").json()["rows"]
     assert "held by its concurrency key" in live[str(held.pk)]["status_badge"]
     assert "held by its concurrency key" not in live[str(free.pk)]["status_badge"]

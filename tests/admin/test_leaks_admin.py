@@ -55,7 +55,9 @@ def form_errors(response):
 def test_arguments_over_the_limit_are_an_inline_error(admin_client_):
     big = '["' + "x" * (1024 * 1024) + '"]'
     errors = form_errors(admin_client_.post(ADD_URL, {"task": "tests.testapp.tasks.noop", "args": big, "kwargs": "{}"}))
-    assert errors["args"] == ['The arguments take 1,048,582 bytes as JSON (args and kwargs together); at most 1,048,576 (SCHEDULER["ARGS_MAX_BYTES"]).']
+    assert errors["args"] == [
+        'The arguments take 1,048,582 bytes as JSON (args and kwargs together); at most 1,048,576 (SCHEDULER["ARGS_MAX_BYTES"]).'
+    ]
     assert not Job.objects.exists()
 
 

@@ -21,8 +21,18 @@ QUEUES = "/admin/scheduler_app/queue/"
 def add_logs(job, attempts=(1, 2)):
     now = timezone.now()
     JobLog.objects.bulk_create(
-        JobLog(job=job, attempt=a, seq=i + 1, time=now + timedelta(seconds=i), level=level, logger="app.tasks", message=f"attempt {a} <msg {i}>", exc_text="Traceback: boom" if level == 40 else "")
-        for a in attempts for i, level in enumerate((20, 30, 40))
+        JobLog(
+            job=job,
+            attempt=a,
+            seq=i + 1,
+            time=now + timedelta(seconds=i),
+            level=level,
+            logger="app.tasks",
+            message=f"attempt {a} <msg {i}>",
+            exc_text="Traceback: boom" if level == 40 else "",
+        )
+        for a in attempts
+        for i, level in enumerate((20, 30, 40))
     )
     Job.objects.filter(pk=job.pk).update(logs_count=3 * len(attempts))
     job.refresh_from_db()
@@ -33,15 +43,15 @@ def test_the_one_date_format_names_the_zone_and_hints():
     moment = datetime(2026, 11, 26, 3, 39, 2, tzinfo=UTC)
     assert exact_time(moment) == "2026-11-26 03:39:02 UTC"
     html = str(when_html(moment, moment + timedelta(minutes=2)))
-    assert "2026-11-26 03:39:02 UTC</time> <span class=\"sched-ago\">· 2 min ago</span>" in html
+    assert '2026-11-26 03:39:02 UTC</time> <span class="sched-ago">· 2 min ago</span>' in html
 
 
 def test_job_page_shows_logs_per_attempt_newest_first_with_levels(admin_client_, job_row):
     job = add_logs(job_row(JobStatus.FAILED))
     html = admin_client_.get(reverse("admin:scheduler_app_job_change", args=[job.pk])).content.decode()
-    logs = html[html.index('class="sched-logbook"'):]
+    logs = html[html.index('class="sched-logbook"') :]
     assert logs.index("Attempt 2") < logs.index("Attempt 1")
-    first = logs[logs.index("Attempt 2"):logs.index("Attempt 1")]
+    first = logs[logs.index("Attempt 2") : logs.index("Attempt 1")]
     assert first.index("msg 2") < first.index("msg 1") < first.index("msg 0")  # newest first
     assert "sched-log-error" in first and "sched-log-warning" in first and "sched-log-info" in first
     assert "&lt;msg 0&gt;" in first and "Traceback: boom" in first
@@ -63,7 +73,12 @@ def test_job_page_live_json_renders_the_changing_fields(admin_client_, job_row):
 
 def test_job_list_live_json_is_one_query_for_the_page(admin_client_, job_row):
     jobs = [job_row(JobStatus.RUNNING) for _ in range(5)] + [job_row(JobStatus.SUCCEEDED)]
-    url = reverse("admin:scheduler_app_job_live") + "?ids=" + ",".join(str(j.pk) for j in jobs) + ",x,99999999999999999999"
+    url = (
+        reverse("admin:scheduler_app_job_live")
+        + "?ids="
+        + ",".join(str(j.pk) for j in jobs)
+        + ",x,99999999999999999999"
+    )
     admin_client_.get(url)
     with CaptureQueriesContext(connection) as queries:
         data = admin_client_.get(url).json()
@@ -90,13 +105,15 @@ def test_queues_page_lists_load_history_and_pause(admin_client_, job_row):
     job_row(JobStatus.RUNNING, queue="slow")
     html = admin_client_.get(QUEUES).content.decode()
     assert "<h1>Queues</h1>" in html
-    row = html[html.index('data-queue="default"'):]
+    row = html[html.index('data-queue="default"') :]
     row = row[: row.index("</tr>")]
     assert 'data-col="pending">1<' in row and 'data-col="due">1<' in row and ">Pause</button>" in row
     assert html.count('class="sched-queue-history"') == 3  # default, other, slow
     data = admin_client_.get(QUEUES + "data/?minutes=1440").json()
     assert set(data["histories"]) == {"default", "other", "slow"} and data["histories"]["slow"]["bucket_seconds"] == 600
-    response = admin_client_.post(reverse("admin:scheduler_app_queue_toggle", args=["default", "pause"]), {"next": "queues"})
+    response = admin_client_.post(
+        reverse("admin:scheduler_app_queue_toggle", args=["default", "pause"]), {"next": "queues"}
+    )
     assert response.status_code == 302 and response["Location"] == QUEUES
     assert Queue.objects.get(name="default").paused
     assert ">Resume</button>" in admin_client_.get(QUEUES).content.decode()

@@ -78,8 +78,13 @@ def test_the_endpoint_answers_as_the_cron_is_typed(admin_client_):
 
 @pytest.mark.parametrize(
     "query",
-    [{"cron": "61 * * * *"}, {"cron": "* * * * *", "timezone": "Mars/Base"}, {}, {"cron": "* * * * *", "interval_seconds": "5"},
-     {"interval_seconds": "x"}],
+    [
+        {"cron": "61 * * * *"},
+        {"cron": "* * * * *", "timezone": "Mars/Base"},
+        {},
+        {"cron": "* * * * *", "interval_seconds": "5"},
+        {"interval_seconds": "x"},
+    ],
 )
 def test_the_endpoint_refuses_bad_timetables(admin_client_, query):
     response = admin_client_.get(NEXT_RUNS, query)

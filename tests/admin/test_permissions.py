@@ -17,14 +17,7 @@ PAUSE = reverse("admin:scheduler_app_queue_toggle", args=["default", "pause"])
 
 
 def pages(job):
-    return [
-        CHANGELIST,
-        ADD_URL,
-        reverse("admin:scheduler_app_job_change", args=[job.pk]),
-        WORKERS,
-        DASHBOARD,
-        DATA,
-    ]
+    return [CHANGELIST, ADD_URL, reverse("admin:scheduler_app_job_change", args=[job.pk]), WORKERS, DASHBOARD, DATA]
 
 
 @pytest.mark.parametrize("who", ["anonymous", "plain_user"])

@@ -90,8 +90,14 @@ def rows(job_row, db):
     job_row(schedule=s)
     job_row(JobStatus.SUCCEEDED, execute_at=now - timedelta(days=1))
     Worker.objects.create(
-        id="host:1:abc", hostname="host", pid=1, queues=["default"], slots={"*": 4},
-        started_at=now, last_heartbeat=now, lease_seconds=30,
+        id="host:1:abc",
+        hostname="host",
+        pid=1,
+        queues=["default"],
+        slots={"*": 4},
+        started_at=now,
+        last_heartbeat=now,
+        lease_seconds=30,
     )
 
 
@@ -145,7 +151,9 @@ def test_every_admin_object_page_with_an_id_no_row_can_have(admin_client_, rows,
     assert response.status_code in (200, 302, 403, 404, 405), (url, response.status_code)
 
 
-@pytest.mark.parametrize("query", ["execute_at=x", "execute_at=2026-01-01", "execute_at=%00", "start_at=x&end_at=9999-12-31"])
+@pytest.mark.parametrize(
+    "query", ["execute_at=x", "execute_at=2026-01-01", "execute_at=%00", "start_at=x&end_at=9999-12-31"]
+)
 @pytest.mark.parametrize("model", ["job", "schedule"])
 def test_add_pages_with_initial_values_no_form_can_show(admin_client_, model, query):
     response = admin_client_.get(f"/admin/scheduler_app/{model}/add/?{query}")

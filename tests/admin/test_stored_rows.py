@@ -44,7 +44,15 @@ def test_one_time_past_the_years_on_its_own(admin_client_, column):
 
 
 @pytest.mark.postgres_only
-@pytest.mark.parametrize("value, read", [("10000-01-01 00:00:00+00", END_OF_TIME), ("infinity", END_OF_TIME), ("-infinity", START_OF_TIME), ("4713-01-01 00:00:00+00 BC", START_OF_TIME)])
+@pytest.mark.parametrize(
+    "value, read",
+    [
+        ("10000-01-01 00:00:00+00", END_OF_TIME),
+        ("infinity", END_OF_TIME),
+        ("-infinity", START_OF_TIME),
+        ("4713-01-01 00:00:00+00 BC", START_OF_TIME),
+    ],
+)
 def test_postgresql_times_read_as_the_end_of_time_they_passed(value, read):
     jobs = planted.world()
     planted.plant_time(value, models=[Job], columns=["execute_at"])
@@ -52,7 +60,9 @@ def test_postgresql_times_read_as_the_end_of_time_they_passed(value, read):
     assert Job.objects.filter(pk=jobs["pending"].pk).values_list("execute_at", flat=True).get() == read
 
 
-@pytest.mark.parametrize("zone, shown", [("Asia/Tokyo", "9999-12-31 23:59:59 UTC"), ("America/New_York", "9999-12-31 18:59:59 EST")])
+@pytest.mark.parametrize(
+    "zone, shown", [("Asia/Tokyo", "9999-12-31 23:59:59 UTC"), ("America/New_York", "9999-12-31 18:59:59 EST")]
+)
 def test_the_last_instant_is_shown_in_utc_where_the_zone_has_no_such_date(admin_client_, zone, shown):
     jobs = planted.world()
     planted.plant_time(planted.EDGE_TIMES[0][0], models=[Job], columns=["execute_at"])
@@ -181,7 +191,13 @@ def test_a_reschedule_form_of_a_job_at_the_end_of_time_shows_it(admin_client_):
 
 # -- JSON of another shape than the service writes ---------------------------------------
 
-ODD_ERRORS = ["oops", {"message": "x"}, [1, "x", None, []], [{"message": 5, "attempt": {}, "time": 7, "traceback": ["x"], "worker": 3, "exception_class": None}], []]
+ODD_ERRORS = [
+    "oops",
+    {"message": "x"},
+    [1, "x", None, []],
+    [{"message": 5, "attempt": {}, "time": 7, "traceback": ["x"], "worker": 3, "exception_class": None}],
+    [],
+]
 ODD_SLOTS = [[1, 2], {"*": "x"}, {"default": -1, "slow": 1e300, "other": "2"}, "x", {"*": None}, {"*": 10**30}]
 ODD_QUEUES = ["abc", [1, None], {"a": 1}, 5]
 
@@ -190,7 +206,10 @@ ODD_QUEUES = ["abc", [1, None], {"a": 1}, 5]
 def test_errors_of_any_shape(admin_client_, errors):
     jobs = planted.world()
     Job.objects.filter(pk__in=[j.pk for j in jobs.values()]).update(errors=errors)
-    assert planted.visit(admin_client_, [url for url in planted.pages(jobs) if "/job/" in url or "/dashboard/" in url]) == []
+    assert (
+        planted.visit(admin_client_, [url for url in planted.pages(jobs) if "/job/" in url or "/dashboard/" in url])
+        == []
+    )
 
 
 @pytest.mark.parametrize("slots, queues", list(zip(ODD_SLOTS, ODD_QUEUES * 2, strict=False)), ids=range(len(ODD_SLOTS)))
@@ -221,6 +240,8 @@ def test_floats_that_are_not_numbers_json_can_write(admin_client_, number):
         cursor.execute(f"UPDATE scheduler_app_job SET timeout = {value}")
         cursor.execute(f"UPDATE scheduler_app_queue SET rate_period = {value}")
         cursor.execute(f"UPDATE scheduler_app_worker SET lease_seconds = {value}")
-        cursor.execute(f"UPDATE scheduler_app_rollup SET lag = {value}, run_max = {value}, wait_sum = {value}, run_sum = {value}")
+        cursor.execute(
+            f"UPDATE scheduler_app_rollup SET lag = {value}, run_max = {value}, wait_sum = {value}, run_sum = {value}"
+        )
         cursor.execute(f"UPDATE scheduler_app_counter SET run_max = {value}, wait_sum = {value}, run_sum = {value}")
     assert planted.visit(admin_client_, planted.pages(jobs)) == []

@@ -40,17 +40,22 @@ MARKS = {
 def everything(job_row):
     """A row of every model the dashboard shows: a live worker, a schedule, a paused queue, a workflow, jobs."""
     now = timezone.now()
-    Worker.objects.create(id=WORKER_ID, hostname="secret-host.example", pid=4242, queues=["default"],
-                          slots={"*": 2}, last_heartbeat=now)
+    Worker.objects.create(
+        id=WORKER_ID, hostname="secret-host.example", pid=4242, queues=["default"], slots={"*": 2}, last_heartbeat=now
+    )
     schedules.create(name="secret-schedule", task=ADD, args=[1, 2], cron="0 * * * *")
     Queue.objects.update_or_create(name="other", defaults={"paused": True})
     job_row(queue="other")
     job_row(status=JobStatus.RUNNING, worker=WORKER_ID)
     job_row(status=JobStatus.FAILED)
     workflow = chain(step(add, 1, 2)).enqueue(name="secret-flow")
-    return job_row(status=JobStatus.SUCCEEDED, worker=WORKER_ID, workflow_id=workflow.pk,
-                   schedule=schedules.create(name="secret-schedule-2", task=ADD, args=[1, 2], cron="0 2 * * *"),
-                   execute_at=now - timedelta(minutes=1))
+    return job_row(
+        status=JobStatus.SUCCEEDED,
+        worker=WORKER_ID,
+        workflow_id=workflow.pk,
+        schedule=schedules.create(name="secret-schedule-2", task=ADD, args=[1, 2], cron="0 2 * * *"),
+        execute_at=now - timedelta(minutes=1),
+    )
 
 
 def seen(client):
@@ -88,7 +93,9 @@ def test_the_dashboard_with_one_more_view_permission_shows_that_models_panels_on
     status, in_page, in_json = seen(client)
     assert (status, in_page, in_json) == (200, {model}, {model})
     html = client.get(DASHBOARD).content.decode()
-    assert 'id="sched-count-pending"' in html and ("secret-host.example" in str(client.get(DATA).json())) is (model in ("job", "worker"))
+    assert 'id="sched-count-pending"' in html and ("secret-host.example" in str(client.get(DATA).json())) is (
+        model in ("job", "worker")
+    )
     assert (reverse("admin:scheduler_app_worker_changelist") in html) is (model == "worker")
     assert (reverse("admin:scheduler_app_queue_changelist") in html) is (model == "queue")
 

@@ -8,13 +8,7 @@ from django.urls import reverse
 from scheduler_app import lifecycle
 from scheduler_app.admin import graph
 from scheduler_app.models import Job, Workflow, WorkflowStatus
-from tests.admin.workflow_fixtures import (
-    OTHER,
-    chain_of,
-    diamond,
-    wide_chord,
-    workflow_of,
-)
+from tests.admin.workflow_fixtures import OTHER, chain_of, diamond, wide_chord, workflow_of
 from tests.plumbing import grant
 
 pytestmark = pytest.mark.django_db
@@ -95,13 +89,20 @@ class TestPage:
             assert f'href="{reverse("admin:scheduler_app_job_change", args=[job.pk])}"' in svg
         assert svg.count('class="sched-edge"') == 4
         assert 'class="sched-node sched-node-failed" data-job="%d"' % jobs[0].pk in svg
-        assert 'sched-node-waiting' in svg
+        assert "sched-node-waiting" in svg
         assert "0 / 4 done" in html or "1 / 4 done" in html
 
     def test_a_chain_is_drawn_in_rows_top_to_bottom(self, admin_client_):
         workflow, jobs = chain_of(5)
         svg = the_svg(admin_client_.get(page_url(workflow)).content.decode())
-        ys = [float(re.search(r'data-job="%d"><title>.*?</title><rect class="sched-box" x="[\d.]+" y="([\d.]+)"' % j.pk, svg).group(1)) for j in jobs]
+        ys = [
+            float(
+                re.search(
+                    r'data-job="%d"><title>.*?</title><rect class="sched-box" x="[\d.]+" y="([\d.]+)"' % j.pk, svg
+                ).group(1)
+            )
+            for j in jobs
+        ]
         assert ys == sorted(ys) and len(set(ys)) == 5
 
     def test_200_jobs_are_200_nodes(self, admin_client_):
@@ -124,7 +125,9 @@ class TestPage:
         assert svg.count('class="sched-edge"') == 1
         group_link = f"{reverse('admin:scheduler_app_job_changelist')}?workflow={workflow.pk}&amp;task="
         assert group_link in svg
-        listed = admin_client_.get(f"{reverse('admin:scheduler_app_job_changelist')}?workflow={workflow.pk}&task={OTHER}")
+        listed = admin_client_.get(
+            f"{reverse('admin:scheduler_app_job_changelist')}?workflow={workflow.pk}&task={OTHER}"
+        )
         listed = listed.content.decode()
         assert reverse("admin:scheduler_app_job_change", args=[jobs[-1].pk]) in listed
         assert reverse("admin:scheduler_app_job_change", args=[jobs[0].pk]) not in listed
@@ -138,7 +141,9 @@ class TestPage:
         assert graph.render([], [], str, str)[0].count("<svg") == 1  # and the graph of nothing is still well-formed
 
     def test_odd_stored_rows_do_not_break_the_page(self, admin_client_, job_row):
-        workflow = Workflow.objects.create(name="odd", callbacks={"on_success": "not a spec", "on_finish": {"task": "<b>x</b>"}})
+        workflow = Workflow.objects.create(
+            name="odd", callbacks={"on_success": "not a spec", "on_finish": {"task": "<b>x</b>"}}
+        )
         job_row(task="<script>alert(1)</script>", workflow=workflow)
         job_row(status="failed", task="", workflow=workflow)
         response = admin_client_.get(page_url(workflow))
@@ -174,7 +179,10 @@ class TestActions:
         errors = Job.objects.get(pk=b.pk).errors
         assert f"job {a.pk} was cancelled" in errors[-1]["message"]  # the errors keep what happened
         assert Workflow.objects.get(pk=workflow.pk).status == WorkflowStatus.PENDING
-        assert "Retried 3 failed or cancelled job(s); the workflow is pending." in admin_client_.get(page_url(workflow)).content.decode()
+        assert (
+            "Retried 3 failed or cancelled job(s); the workflow is pending."
+            in admin_client_.get(page_url(workflow)).content.decode()
+        )
 
     def test_a_refused_retry_says_why_and_changes_nothing(self, admin_client_):
         workflow, (a, b) = workflow_of([{"unique_key": "k1"}, {"depends_on_index": [0]}])
@@ -188,14 +196,24 @@ class TestActions:
         workflow, (a, b, callback) = workflow_of([{}, {"depends_on_index": [0]}, {}])
         set_status(a, "succeeded")
         set_status(b, "succeeded")
-        Workflow.objects.filter(pk=workflow.pk).update(callbacks={
-            "on_success": {"task": "tests.testapp.tasks.add", "args": [1, 2]},
-            "enqueued": [{"callback": "on_success", "job": callback.pk}],
-        })
+        Workflow.objects.filter(pk=workflow.pk).update(
+            callbacks={
+                "on_success": {"task": "tests.testapp.tasks.add", "args": [1, 2]},
+                "enqueued": [{"callback": "on_success", "job": callback.pk}],
+            }
+        )
         html = admin_client_.get(page_url(workflow)).content.decode()
         assert "2 / 2 done" in html and 'sched-badge sched-succeeded">Succeeded<' in html
-        assert f'→ <a href="{reverse("admin:scheduler_app_job_change", args=[callback.pk])}">job #{callback.pk}</a>' in html
-        ys = {pk: float(y) for pk, y in re.findall(r'data-job="(\d+)"><title>.*?</title><rect class="sched-box" x="[\d.]+" y="([\d.]+)"', the_svg(html))}
+        assert (
+            f'→ <a href="{reverse("admin:scheduler_app_job_change", args=[callback.pk])}">job #{callback.pk}</a>'
+            in html
+        )
+        ys = {
+            pk: float(y)
+            for pk, y in re.findall(
+                r'data-job="(\d+)"><title>.*?</title><rect class="sched-box" x="[\d.]+" y="([\d.]+)"', the_svg(html)
+            )
+        }
         assert ys[str(callback.pk)] > ys[str(b.pk)] > ys[str(a.pk)]
 
     def test_cancel_cancels_pending_and_waiting_and_asks_running_jobs_to_stop(self, admin_client_, set_status):
@@ -220,13 +238,14 @@ class TestActions:
         admin_client_.post(WORKFLOWS, {"action": "retry_workflows", "_selected_action": [workflow.pk]})
         assert statuses(jobs) == ["pending", "waiting"]
 
-
     def test_list_actions_refuse_more_workflows_than_they_take(self, admin_client_, monkeypatch):
         from scheduler_app.admin import workflows as workflow_admin
 
         monkeypatch.setattr(workflow_admin, "MAX_ACTION_WORKFLOWS", 1)
         (first, jobs), (second, more) = chain_of(2), chain_of(2)
-        response = admin_client_.post(WORKFLOWS, {"action": "cancel_workflows", "_selected_action": [first.pk, second.pk]}, follow=True)
+        response = admin_client_.post(
+            WORKFLOWS, {"action": "cancel_workflows", "_selected_action": [first.pk, second.pk]}, follow=True
+        )
         assert "More than 1 workflows are selected; nothing was changed." in response.content.decode()
         assert statuses(jobs + more) == ["pending", "waiting"] * 2
 
@@ -259,7 +278,9 @@ class TestPermissions:
         html = client.get(page_url(workflow)).content.decode()
         assert the_svg(html).count('class="sched-node ') == 2
         assert "<a " not in the_svg(html) and "List them" not in html  # no view_job: no links to a 403
-        Workflow.objects.filter(pk=workflow.pk).update(callbacks={"on_failure": {"task": "x.y"}, "enqueued": [{"callback": "on_failure", "job": jobs[0].pk}]})
+        Workflow.objects.filter(pk=workflow.pk).update(
+            callbacks={"on_failure": {"task": "x.y"}, "enqueued": [{"callback": "on_failure", "job": jobs[0].pk}]}
+        )
         assert f"on_failure: <code>x.y</code> → job #{jobs[0].pk}" in client.get(page_url(workflow)).content.decode()
         assert 'id="sched-wf-retry"' not in html and 'id="sched-wf-cancel"' not in html
         assert "retry_workflows" not in client.get(WORKFLOWS).content.decode()
@@ -292,7 +313,9 @@ class TestPermissions:
     def test_nothing_is_added_or_deleted_here(self, admin_client_):
         workflow, _ = chain_of(2)
         assert admin_client_.get("/admin/scheduler_app/workflow/add/", follow=True).status_code == 404
-        assert admin_client_.post(f"/admin/scheduler_app/workflow/{workflow.pk}/delete/", follow=True).status_code == 404
+        assert (
+            admin_client_.post(f"/admin/scheduler_app/workflow/{workflow.pk}/delete/", follow=True).status_code == 404
+        )
         assert "/admin/scheduler_app/workflow/add/" not in admin_client_.get(WORKFLOWS).content.decode()
         assert Workflow.objects.filter(pk=workflow.pk).exists()
 
@@ -305,4 +328,4 @@ def test_the_dashboard_counts_running_and_failed_workflows(admin_client_):
     assert data["workflows"] == {"running": 2, "failed": 1}
     html = admin_client_.get(reverse("admin:scheduler_app_dashboard")).content.decode()
     assert 'id="sched-workflows-running">2<' in html and 'id="sched-workflows-failed">1<' in html
-    assert f'{WORKFLOWS}?status__exact=failed' in html
+    assert f"{WORKFLOWS}?status__exact=failed" in html

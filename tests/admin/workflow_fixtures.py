@@ -25,7 +25,9 @@ def chain_of(n, name="a-chain"):
 
 def diamond(name="diamond"):
     """a -> (b, c) -> d: four jobs, four arrows."""
-    return workflow_of([{}, {"depends_on_index": [0]}, {"depends_on_index": [0]}, {"depends_on_index": [1, 2]}], name=name)
+    return workflow_of(
+        [{}, {"depends_on_index": [0]}, {"depends_on_index": [0]}, {"depends_on_index": [1, 2]}], name=name
+    )
 
 
 def wide_chord(members, name="big-chord"):

@@ -7,9 +7,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_create_run_and_read_back(api):
-    created = api.post(
-        "/api/jobs/", {"task": "tests.testapp.tasks.add", "args": [20, 22]}, format="json"
-    )
+    created = api.post("/api/jobs/", {"task": "tests.testapp.tasks.add", "args": [20, 22]}, format="json")
     assert created.status_code == 201
     failing = api.post(
         "/api/jobs/",

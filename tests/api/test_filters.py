@@ -93,9 +93,7 @@ def test_ordering(api, jobs, ordering, expected):
 
 @pytest.mark.parametrize("ordering", ["", ",", "priority,", ",,priority"])
 def test_empty_ordering_items_are_ignored(api, jobs, ordering):
-    expected = [j.pk for j in reversed(jobs)] if "priority" not in ordering else [
-        j.pk for j in jobs
-    ]
+    expected = [j.pk for j in reversed(jobs)] if "priority" not in ordering else [j.pk for j in jobs]
     assert ids(api.get(f"/api/jobs/?ordering={ordering}")) == expected
 
 
@@ -184,9 +182,26 @@ def test_filters_do_not_apply_to_a_single_job(api, jobs):
 
 def test_an_empty_parameter_counts_as_not_given(api, jobs):
     """The schema says allowEmptyValue for every query parameter; each one honours it."""
-    names = ["status", "queue", "task", "priority_min", "priority_max", "execute_after", "execute_before",
-             "depends_on", "schedule", "search", "ordering", "page", "page_size", "tag",
-             "created_after", "created_before", "finished_after", "finished_before"]
+    names = [
+        "status",
+        "queue",
+        "task",
+        "priority_min",
+        "priority_max",
+        "execute_after",
+        "execute_before",
+        "depends_on",
+        "schedule",
+        "search",
+        "ordering",
+        "page",
+        "page_size",
+        "tag",
+        "created_after",
+        "created_before",
+        "finished_after",
+        "finished_before",
+    ]
     response = api.get("/api/jobs/?" + "&".join(f"{name}=" for name in names))
     assert response.status_code == 200, response.content
     assert len(response.json()["results"]) == 5

@@ -28,7 +28,9 @@ class TestDependencies:
         response = api.post("/api/jobs/", {"task": ADD, "args": [1, 2], "depends_on": [123456]}, format="json")
         assert response.status_code == 400
         assert response.json() == {"depends_on": ["No job has the id 123456."]}
-        response = api.post("/api/jobs/", {"task": ADD, "args": [1, 2], "on_dependency_failure": "ignore"}, format="json")
+        response = api.post(
+            "/api/jobs/", {"task": ADD, "args": [1, 2], "on_dependency_failure": "ignore"}, format="json"
+        )
         assert response.json() == {"on_dependency_failure": ['Must be "cancel" or "run".']}
 
     def test_bulk_jobs_refer_to_each_other_by_index(self, api):
@@ -41,15 +43,25 @@ class TestDependencies:
         assert response.status_code == 201, response.data
         body = response.json()
         assert [j["status"] for j in body] == ["pending", "pending", "waiting"]
-        assert body[2]["depends_on"] == [{"id": body[0]["id"], "status": "pending"}, {"id": body[1]["id"], "status": "pending"}]
+        assert body[2]["depends_on"] == [
+            {"id": body[0]["id"], "status": "pending"},
+            {"id": body[1]["id"], "status": "pending"},
+        ]
         assert body[0]["dependents"] == [{"id": body[2]["id"], "status": "waiting"}]
 
     def test_bulk_cycles_and_strangers_are_400s_by_index(self, api):
-        jobs = [{"task": ADD, "args": [1, 1], "depends_on_index": [1]}, {"task": ADD, "args": [2, 2], "depends_on_index": [0]}]
+        jobs = [
+            {"task": ADD, "args": [1, 1], "depends_on_index": [1]},
+            {"task": ADD, "args": [2, 2], "depends_on_index": [0]},
+        ]
         response = api.post("/api/jobs/bulk/", {"jobs": jobs}, format="json")
         assert response.status_code == 400
-        assert response.json() == {"jobs": {"0": {"depends_on_index": ["Jobs 0 -> 1 -> 0 of this request depend on each other in a cycle."]}}}
-        response = api.post("/api/jobs/bulk/", {"jobs": [{"task": ADD, "args": [1, 1], "depends_on_index": [3]}]}, format="json")
+        assert response.json() == {
+            "jobs": {"0": {"depends_on_index": ["Jobs 0 -> 1 -> 0 of this request depend on each other in a cycle."]}}
+        }
+        response = api.post(
+            "/api/jobs/bulk/", {"jobs": [{"task": ADD, "args": [1, 1], "depends_on_index": [3]}]}, format="json"
+        )
         assert response.json() == {"jobs": {"0": {"depends_on_index": ["No job 3 in this request (indexes 0 to 0)."]}}}
         response = api.post("/api/jobs/", {"task": ADD, "args": [1, 1], "depends_on_index": [0]}, format="json")
         assert response.json() == {"depends_on_index": ["Unknown field."]}
@@ -112,15 +124,26 @@ class TestUniqueFor:
         again = api.post("/api/jobs/", body, format="json")
         assert again.status_code == 201 and again.json()["id"] != first["id"]
         bad = api.post("/api/jobs/", {**body, "unique_for": 0}, format="json")
-        assert bad.json() == {"unique_for": ["Must be a number of seconds from 0.001 to 31622400, or a duration such as 90s, 2h, 3d or 1h30m."]}
+        assert bad.json() == {
+            "unique_for": [
+                "Must be a number of seconds from 0.001 to 31622400, or a duration such as 90s, 2h, 3d or 1h30m."
+            ]
+        }
 
 
 class TestQueueLimits:
     def test_patch_sets_and_clears_limits_and_get_shows_their_use(self, api, enqueue_job, set_status):
-        response = api.patch("/api/queues/slow/", {"concurrency_limit": 5, "rate_limit": 100, "rate_period": 60}, format="json")
+        response = api.patch(
+            "/api/queues/slow/", {"concurrency_limit": 5, "rate_limit": 100, "rate_period": 60}, format="json"
+        )
         assert response.status_code == 200, response.data
         body = response.json()
-        assert (body["concurrency_limit"], body["rate_limit"], body["rate_period"], body["rate_used"]) == (5, 100, 60.0, 0)
+        assert (body["concurrency_limit"], body["rate_limit"], body["rate_period"], body["rate_used"]) == (
+            5,
+            100,
+            60.0,
+            0,
+        )
         set_status(enqueue_job(queue="slow"), "running")
         shown = api.get("/api/queues/slow/").json()
         assert (shown["running"], shown["concurrency_limit"]) == (1, 5)
@@ -139,7 +162,10 @@ class TestQueueLimits:
             # Positive, but a window of nothing: 5e-324 rounds to zero against a time.
             ({"rate_period": 5e-324}, {"rate_period": ["Must be a number of seconds from 0.001 to 86400."]}),
             ({"rate_period": 0.0009}, {"rate_period": ["Must be a number of seconds from 0.001 to 86400."]}),
-            ({"paused": True}, {"paused": ["Cannot be changed: a PATCH may only set concurrency_limit, rate_limit and rate_period."]}),
+            (
+                {"paused": True},
+                {"paused": ["Cannot be changed: a PATCH may only set concurrency_limit, rate_limit and rate_period."]},
+            ),
             ({}, {"non_field_errors": ["Give concurrency_limit, rate_limit or rate_period."]}),
         ],
     )

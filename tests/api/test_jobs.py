@@ -11,12 +11,45 @@ from tests.plumbing import ADD
 
 IMPORTANT = "tests.testapp.tasks.important"
 JOB_FIELDS = {
-    "id", "url", "task", "args", "kwargs", "queue", "priority", "execute_at", "status",
-    "attempts", "max_attempts", "timeout", "unique_key", "result", "errors",
-    "cancel_requested", "progress", "worker", "created_by", "created_at", "updated_at",
-    "started_at", "last_attempted_at", "finished_at", "schedule", "logs_count", "snoozes", "on_dependency_failure",
-    "tags", "meta", "dependencies_left", "depends_on", "dependents", "concurrency_key", "concurrency_limit", "expires_at",
-    "held_by", "late_reason", "truncated",
+    "id",
+    "url",
+    "task",
+    "args",
+    "kwargs",
+    "queue",
+    "priority",
+    "execute_at",
+    "status",
+    "attempts",
+    "max_attempts",
+    "timeout",
+    "unique_key",
+    "result",
+    "errors",
+    "cancel_requested",
+    "progress",
+    "worker",
+    "created_by",
+    "created_at",
+    "updated_at",
+    "started_at",
+    "last_attempted_at",
+    "finished_at",
+    "schedule",
+    "logs_count",
+    "snoozes",
+    "on_dependency_failure",
+    "tags",
+    "meta",
+    "dependencies_left",
+    "depends_on",
+    "dependents",
+    "concurrency_key",
+    "concurrency_limit",
+    "expires_at",
+    "held_by",
+    "late_reason",
+    "truncated",
 }
 
 pytestmark = pytest.mark.django_db
@@ -50,8 +83,14 @@ class TestCreate:
         response = api.post(
             "/api/jobs/",
             {
-                "task": ADD, "args": [1], "kwargs": {"b": 2}, "execute_at": when,
-                "priority": -100, "queue": "slow", "max_attempts": 100, "timeout": 2.5,
+                "task": ADD,
+                "args": [1],
+                "kwargs": {"b": 2},
+                "execute_at": when,
+                "priority": -100,
+                "queue": "slow",
+                "max_attempts": 100,
+                "timeout": 2.5,
                 "unique_key": "k-1",
             },
             format="json",
@@ -60,7 +99,11 @@ class TestCreate:
         job = Job.objects.get()
         assert job.execute_at == datetime(2030, 1, 2, 1, 4, 5, tzinfo=UTC)
         assert (job.priority, job.queue, job.max_attempts, job.timeout, job.unique_key) == (
-            -100, "slow", 100, 2.5, "k-1",
+            -100,
+            "slow",
+            100,
+            2.5,
+            "k-1",
         )
         assert job.kwargs == {"b": 2}
 
@@ -116,19 +159,55 @@ class TestCreateErrors:
             ({"task": ADD, "args": [1, 2], "queue": "nope"}, "queue", "Unknown queue"),
             ({"task": ADD, "args": [1, 2], "queue": 3}, "queue", "Unknown queue"),
             ({"task": ADD, "args": [1, 2], "max_attempts": 0}, "max_attempts", "Must be a whole number from 1 to 100."),
-            ({"task": ADD, "args": [1, 2], "max_attempts": 101}, "max_attempts", "Must be a whole number from 1 to 100."),
+            (
+                {"task": ADD, "args": [1, 2], "max_attempts": 101},
+                "max_attempts",
+                "Must be a whole number from 1 to 100.",
+            ),
             ({"task": ADD, "args": [1, 2], "timeout": 0}, "timeout", "from 0.001 to"),
             ({"task": ADD, "args": [1, 2], "timeout": -1}, "timeout", "from 0.001 to"),
-            ({"task": ADD, "args": [1, 2], "timeout": "soon"}, "timeout", "Must be a number of seconds from 0.001 to 31536000, or a duration such as 90s, 2h, 3d or 1h30m."),
-            ({"task": ADD, "args": [1, 2], "delay": -1}, "delay", "Must be a number of seconds from 0 to 3153600000, or a duration such as 90s, 2h, 3d or 1h30m."),
-            ({"task": ADD, "args": [1, 2], "delay": 1e300}, "delay", "Must be a number of seconds from 0 to 3153600000, or a duration such as 90s, 2h, 3d or 1h30m."),
+            (
+                {"task": ADD, "args": [1, 2], "timeout": "soon"},
+                "timeout",
+                "Must be a number of seconds from 0.001 to 31536000, or a duration such as 90s, 2h, 3d or 1h30m.",
+            ),
+            (
+                {"task": ADD, "args": [1, 2], "delay": -1},
+                "delay",
+                "Must be a number of seconds from 0 to 3153600000, or a duration such as 90s, 2h, 3d or 1h30m.",
+            ),
+            (
+                {"task": ADD, "args": [1, 2], "delay": 1e300},
+                "delay",
+                "Must be a number of seconds from 0 to 3153600000, or a duration such as 90s, 2h, 3d or 1h30m.",
+            ),
             ({"task": ADD, "args": [1, 2], "delay": 5, "execute_at": "2030-01-01T00:00:00Z"}, "delay", "not both"),
             ({"task": ADD, "args": [1, 2], "execute_at": "2030-01-01T00:00:00"}, "execute_at", "offset"),
-            ({"task": ADD, "args": [1, 2], "execute_at": "tomorrow"}, "execute_at", "Must be an ISO 8601 date and time"),
-            ({"task": ADD, "args": [1, 2], "execute_at": 1700000000}, "execute_at", "Must be an ISO 8601 date and time"),
-            ({"task": ADD, "args": [1, 2], "execute_at": "9999-12-31T23:59:59-05:00"}, "execute_at", "Must be no later than 9999-12-30T23:59:59Z."),
-            ({"task": ADD, "args": [1, 2], "unique_key": "x" * 256}, "unique_key", "Must be text of at most 255 characters."),
-            ({"task": ADD, "args": [1, 2], "unique_key": ["k"]}, "unique_key", "Must be text of at most 255 characters."),
+            (
+                {"task": ADD, "args": [1, 2], "execute_at": "tomorrow"},
+                "execute_at",
+                "Must be an ISO 8601 date and time",
+            ),
+            (
+                {"task": ADD, "args": [1, 2], "execute_at": 1700000000},
+                "execute_at",
+                "Must be an ISO 8601 date and time",
+            ),
+            (
+                {"task": ADD, "args": [1, 2], "execute_at": "9999-12-31T23:59:59-05:00"},
+                "execute_at",
+                "Must be no later than 9999-12-30T23:59:59Z.",
+            ),
+            (
+                {"task": ADD, "args": [1, 2], "unique_key": "x" * 256},
+                "unique_key",
+                "Must be text of at most 255 characters.",
+            ),
+            (
+                {"task": ADD, "args": [1, 2], "unique_key": ["k"]},
+                "unique_key",
+                "Must be text of at most 255 characters.",
+            ),
             ({"task": ADD, "args": [1, 2], "status": "succeeded"}, "status", "Unknown field"),
         ],
     )
@@ -253,12 +332,13 @@ class TestBulk:
         assert Job.objects.count() == 0
 
     def test_lifecycle_errors_by_index(self, api):
-        jobs = [{"task": ADD, "args": [1, 2], "unique_key": "same"}, {"task": ADD, "args": [1, 2], "unique_key": "same"}]
+        jobs = [
+            {"task": ADD, "args": [1, 2], "unique_key": "same"},
+            {"task": ADD, "args": [1, 2], "unique_key": "same"},
+        ]
         response = api.post("/api/jobs/bulk/", {"jobs": jobs}, format="json")
         assert response.status_code == 400
-        assert response.json() == {
-            "jobs": {"1": {"unique_key": ["Same unique_key as job 0 of this request."]}}
-        }
+        assert response.json() == {"jobs": {"1": {"unique_key": ["Same unique_key as job 0 of this request."]}}}
         assert Job.objects.count() == 0
 
     def test_unique_key_held_by_an_active_job_yields_that_job(self, api, enqueue_job):
@@ -292,9 +372,7 @@ class TestBulk:
 
 class TestRetrieve:
     def test_one_job(self, api, enqueue_job, set_status):
-        job = set_status(
-            enqueue_job(), "failed", result=None, errors=[{"attempt": 1, "message": "x"}], attempts=1
-        )
+        job = set_status(enqueue_job(), "failed", result=None, errors=[{"attempt": 1, "message": "x"}], attempts=1)
         body = api.get(f"/api/jobs/{job.pk}/").json()
         assert set(body) == JOB_FIELDS
         assert body["status"] == "failed" and body["errors"][0]["message"] == "x"
@@ -334,9 +412,7 @@ class TestReschedule:
     def test_execute_at_and_priority(self, api, enqueue_job):
         job = enqueue_job()
         response = api.patch(
-            f"/api/jobs/{job.pk}/",
-            {"execute_at": "2031-05-06T07:08:09-03:00", "priority": 42},
-            format="json",
+            f"/api/jobs/{job.pk}/", {"execute_at": "2031-05-06T07:08:09-03:00", "priority": 42}, format="json"
         )
         assert response.status_code == 200, response.data
         job.refresh_from_db()
@@ -387,9 +463,7 @@ class TestReschedule:
         assert response.status_code == 400
         assert field in response.json()
         job_after = Job.objects.get(pk=job.pk)
-        assert (job_after.priority, job_after.execute_at, job_after.queue) == (
-            job.priority, job.execute_at, job.queue,
-        )
+        assert (job_after.priority, job_after.execute_at, job_after.queue) == (job.priority, job.execute_at, job.queue)
 
     def test_unknown_key_message(self, api, enqueue_job):
         job = enqueue_job()
@@ -439,12 +513,7 @@ class TestRetry:
     @pytest.mark.parametrize("status", ["failed", "cancelled"])
     def test_back_to_pending_now_keeping_errors(self, api, enqueue_job, set_status, status):
         errors = [{"attempt": 1, "message": "boom"}]
-        job = set_status(
-            enqueue_job(execute_at=timezone.now() + timedelta(days=1)),
-            status,
-            errors=errors,
-            attempts=3,
-        )
+        job = set_status(enqueue_job(execute_at=timezone.now() + timedelta(days=1)), status, errors=errors, attempts=3)
         response = api.post(f"/api/jobs/{job.pk}/retry/")
         assert response.status_code == 200, response.data
         body = response.json()

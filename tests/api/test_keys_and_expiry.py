@@ -73,7 +73,8 @@ def test_bad_values_are_400_with_field_errors(api, body, field):
 
 def test_both_expiries_say_give_one(api):
     response = api.post(
-        "/api/jobs/", {"task": ADD, "args": [1, 2], "expires_in": 60, "expires_at": "2030-01-01T09:00:00Z"},
+        "/api/jobs/",
+        {"task": ADD, "args": [1, 2], "expires_in": 60, "expires_at": "2030-01-01T09:00:00Z"},
         format="json",
     )
     assert response.json()["expires_in"] == ["Give either expires_in or expires_at, not both."]
@@ -82,10 +83,12 @@ def test_both_expiries_say_give_one(api):
 def test_bulk_takes_keys_and_expiry_per_job(api):
     response = api.post(
         "/api/jobs/bulk/",
-        {"jobs": [
-            {"task": ADD, "args": [1, 2], "concurrency_key": "a", "expires_in": "1h"},
-            {"task": ADD, "args": [1, 2], "concurrency_key": "a", "concurrency_limit": 3},
-        ]},
+        {
+            "jobs": [
+                {"task": ADD, "args": [1, 2], "concurrency_key": "a", "expires_in": "1h"},
+                {"task": ADD, "args": [1, 2], "concurrency_key": "a", "concurrency_limit": 3},
+            ]
+        },
         format="json",
     )
     assert response.status_code == 201, response.data
@@ -93,7 +96,8 @@ def test_bulk_takes_keys_and_expiry_per_job(api):
     assert rows[0][:2] == ("a", 1) and rows[0][2] is not None
     assert rows[1] == ("a", 3, None)
     bad = api.post(
-        "/api/jobs/bulk/", {"jobs": [{"task": ADD, "args": [1, 2], "expires_in": 1, "expires_at": "2030-01-01T00:00:00Z"}]},
+        "/api/jobs/bulk/",
+        {"jobs": [{"task": ADD, "args": [1, 2], "expires_in": 1, "expires_at": "2030-01-01T00:00:00Z"}]},
         format="json",
     )
     assert bad.status_code == 400

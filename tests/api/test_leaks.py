@@ -93,7 +93,10 @@ class TestAHeldKeyGivesTheIdOnly:
         bulk = schema["paths"]["/api/jobs/bulk/"]["post"]["responses"]["201"]["content"]["application/json"]["schema"]
         assert bulk == {"type": "array", "items": either}
         shapes = schema["components"]["schemas"]
-        assert shapes["JobOrDuplicate"]["oneOf"] == [{"$ref": "#/components/schemas/Job"}, {"$ref": "#/components/schemas/Duplicate"}]
+        assert shapes["JobOrDuplicate"]["oneOf"] == [
+            {"$ref": "#/components/schemas/Job"},
+            {"$ref": "#/components/schemas/Duplicate"},
+        ]
         assert shapes["Duplicate"]["required"] == ["duplicate", "id"]
 
 
@@ -104,10 +107,12 @@ class TestArgumentsAreBounded:
         big = "x" * (1024 * 1024)  # with its quotes, the brackets and kwargs' {}: 6 bytes over
         response = api.post("/api/jobs/", {"task": NOOP, "args": [big]}, format="json")
         assert response.status_code == 400
-        assert response.json() == {"args": [
-            'The arguments take 1,048,582 bytes as JSON (args and kwargs together); '
-            'at most 1,048,576 (SCHEDULER["ARGS_MAX_BYTES"]).'
-        ]}
+        assert response.json() == {
+            "args": [
+                "The arguments take 1,048,582 bytes as JSON (args and kwargs together); "
+                'at most 1,048,576 (SCHEDULER["ARGS_MAX_BYTES"]).'
+            ]
+        }
         assert not Job.objects.exists()
 
     def test_args_and_kwargs_count_together(self, api):
@@ -177,22 +182,28 @@ class TestTheListIsBounded:
 
         with CaptureQueriesContext(connection) as queries:
             api.get("/api/jobs/")
-        listing = next(q["sql"] for q in queries if "FROM \"scheduler_app_job\"" in q["sql"] and "LIMIT" in q["sql"])
+        listing = next(q["sql"] for q in queries if 'FROM "scheduler_app_job"' in q["sql"] and "LIMIT" in q["sql"])
         assert '"scheduler_app_job"."args",' not in listing and '"scheduler_app_job"."result",' not in listing
 
 
 class TestRunCommand:
     def test_purgejobs_is_refused_when_the_job_is_made(self, adder, secret_job):
-        response = adder.post("/api/jobs/", {"task": "scheduler_app.tasks.run_command", "args": ["purgejobs"]}, format="json")
+        response = adder.post(
+            "/api/jobs/", {"task": "scheduler_app.tasks.run_command", "args": ["purgejobs"]}, format="json"
+        )
         assert response.status_code == 400
-        assert response.json() == {"args": [
-            "Command 'purgejobs' is not allowed: run_command runs only the commands "
-            'SCHEDULER["RUN_COMMAND_ALLOWED"] lists (none).'
-        ]}
+        assert response.json() == {
+            "args": [
+                "Command 'purgejobs' is not allowed: run_command runs only the commands "
+                'SCHEDULER["RUN_COMMAND_ALLOWED"] lists (none).'
+            ]
+        }
         assert list(Job.objects.values_list("pk", flat=True)) == [secret_job.pk]
 
     def test_the_name_as_a_keyword_is_refused_on_kwargs(self, adder):
-        response = adder.post("/api/jobs/", {"task": "scheduler_app.tasks.run_command", "kwargs": {"name": "flush"}}, format="json")
+        response = adder.post(
+            "/api/jobs/", {"task": "scheduler_app.tasks.run_command", "kwargs": {"name": "flush"}}, format="json"
+        )
         assert response.status_code == 400 and "RUN_COMMAND_ALLOWED" in response.json()["kwargs"][0]
 
     def test_bulk_is_refused_by_index(self, adder):
@@ -203,7 +214,11 @@ class TestRunCommand:
 
     @override_settings(SCHEDULER={"RUN_COMMAND_ALLOWED": ["clearsessions"]})
     def test_an_allowed_command_is_accepted(self, adder):
-        response = adder.post("/api/jobs/", {"task": "scheduler_app.tasks.run_command", "args": ["clearsessions"]}, format="json")
+        response = adder.post(
+            "/api/jobs/", {"task": "scheduler_app.tasks.run_command", "args": ["clearsessions"]}, format="json"
+        )
         assert response.status_code == 201, response.json()
-        refused = adder.post("/api/jobs/", {"task": "scheduler_app.tasks.run_command", "args": ["purgejobs"]}, format="json")
+        refused = adder.post(
+            "/api/jobs/", {"task": "scheduler_app.tasks.run_command", "args": ["purgejobs"]}, format="json"
+        )
         assert refused.status_code == 400 and "(clearsessions)" in json.dumps(refused.json())

@@ -35,17 +35,35 @@ def test_tasks_lists_every_registered_task(api):
 def workers():
     now = timezone.now()
     alive = Worker.objects.create(
-        id="host-1:100:abc", hostname="host-1", pid=100, queues=["default", "slow"],
-        slots={"*": 4}, started_at=now - timedelta(minutes=5), last_heartbeat=now,
-        running=2, processed=40, failed=3,
+        id="host-1:100:abc",
+        hostname="host-1",
+        pid=100,
+        queues=["default", "slow"],
+        slots={"*": 4},
+        started_at=now - timedelta(minutes=5),
+        last_heartbeat=now,
+        running=2,
+        processed=40,
+        failed=3,
     )
     dead = Worker.objects.create(
-        id="host-2:200:def", hostname="host-2", pid=200, queues=["other"], slots={"other": 2},
-        started_at=now - timedelta(hours=2), last_heartbeat=now - timedelta(hours=1),
+        id="host-2:200:def",
+        hostname="host-2",
+        pid=200,
+        queues=["other"],
+        slots={"other": 2},
+        started_at=now - timedelta(hours=2),
+        last_heartbeat=now - timedelta(hours=1),
     )
     stopped = Worker.objects.create(
-        id="host-3:300:ghi", hostname="host-3", pid=300, queues=["default"], slots={"default": 1},
-        state=WorkerState.STOPPED, started_at=now - timedelta(hours=3), last_heartbeat=now,
+        id="host-3:300:ghi",
+        hostname="host-3",
+        pid=300,
+        queues=["default"],
+        slots={"default": 1},
+        state=WorkerState.STOPPED,
+        started_at=now - timedelta(hours=3),
+        last_heartbeat=now,
     )
     return alive, dead, stopped
 

@@ -15,8 +15,20 @@ def job_with_logs(enqueue_job):
     job = enqueue_job()
     now = timezone.now()
     JobLog.objects.bulk_create(
-        [JobLog(job=job, attempt=a, seq=i + 1, time=now, level=20 if i else 40, logger="app", message=f"a{a} m{i}", exc_text="" if i else "Traceback")
-         for a in (1, 2) for i in range(3)]
+        [
+            JobLog(
+                job=job,
+                attempt=a,
+                seq=i + 1,
+                time=now,
+                level=20 if i else 40,
+                logger="app",
+                message=f"a{a} m{i}",
+                exc_text="" if i else "Traceback",
+            )
+            for a in (1, 2)
+            for i in range(3)
+        ]
     )
     Job.objects.filter(pk=job.pk).update(logs_count=6)
     return job
@@ -27,7 +39,12 @@ def test_logs_are_paginated_oldest_first_and_filtered_by_attempt(api, job_with_l
     assert body["count"] == 6 and body["next"].endswith("page=2&page_size=4") or "page=2" in body["next"]
     assert [r["message"] for r in body["results"]] == ["a1 m0", "a1 m1", "a1 m2", "a2 m0"]
     first = body["results"][0]
-    assert (first["level"], first["level_name"], first["logger"], first["exc_text"]) == (40, "ERROR", "app", "Traceback")
+    assert (first["level"], first["level_name"], first["logger"], first["exc_text"]) == (
+        40,
+        "ERROR",
+        "app",
+        "Traceback",
+    )
     only = api.get(f"/api/jobs/{job_with_logs.pk}/logs/?attempt=2").json()
     assert [r["message"] for r in only["results"]] == ["a2 m0", "a2 m1", "a2 m2"]
     assert api.get(f"/api/jobs/{job_with_logs.pk}/").json()["logs_count"] == 6

@@ -65,7 +65,10 @@ def test_search_follows_inserts_and_deletes(api, job_row, enqueue_job):
 
 def test_the_representation_shows_tags_and_meta(api, job_row):
     job = job_row(tags=["a", "b"], meta={"k": [1, 2]})
-    assert {k: api.get(f"/api/jobs/{job.pk}/").json()[k] for k in ("tags", "meta")} == {"tags": ["a", "b"], "meta": {"k": [1, 2]}}
+    assert {k: api.get(f"/api/jobs/{job.pk}/").json()[k] for k in ("tags", "meta")} == {
+        "tags": ["a", "b"],
+        "meta": {"k": [1, 2]},
+    }
     listed = api.get("/api/jobs/").json()["results"][0]
     assert (listed["tags"], listed["meta"]) == (["a", "b"], {"k": [1, 2]})
 
@@ -181,7 +184,9 @@ def test_bulk_actions_need_change_job(staff_user, job_row):
 
 
 def test_time_range_filters(api, job_row):
-    old = job_row(JobStatus.FAILED, created_at=datetime(2026, 1, 1, tzinfo=UTC), finished_at=datetime(2026, 1, 2, tzinfo=UTC))
+    old = job_row(
+        JobStatus.FAILED, created_at=datetime(2026, 1, 1, tzinfo=UTC), finished_at=datetime(2026, 1, 2, tzinfo=UTC)
+    )
     new = job_row(JobStatus.FAILED)
     assert ids(api.get("/api/jobs/?created_before=2026-01-01T12:00:00Z")) == [old.pk]
     assert ids(api.get("/api/jobs/?finished_after=2026-06-01T00:00:00%2B00:00")) == [new.pk]
@@ -218,7 +223,11 @@ def test_next_runs_count_out_of_range_is_a_400(api, hourly, count):
 
 def test_next_runs_end_with_the_schedule_and_a_disabled_one_has_none(api):
     ending = schedules.create(
-        name="ending", task=ADD, args=[1, 2], interval_seconds=3600, start_at=timezone.now() + timedelta(hours=1),
+        name="ending",
+        task=ADD,
+        args=[1, 2],
+        interval_seconds=3600,
+        start_at=timezone.now() + timedelta(hours=1),
         end_at=timezone.now() + timedelta(hours=3, minutes=30),
     )
     assert len(api.get(f"/api/schedules/{ending.pk}/next/").json()) == 3
@@ -234,7 +243,11 @@ def test_bulk_by_a_filter_that_joins(api, enqueue_job):
     response = api.post("/api/jobs/cancel/", {"filter": {"depends_on": first.pk, "search": "testapp"}}, format="json")
     assert response.json() == {"cancelled": 2, "cancel_requested": 0}
     assert [Job.objects.get(pk=j.pk).status for j in (*dependents, first, unrelated)] == [
-        "cancelled", "cancelled", "pending", "pending"]
+        "cancelled",
+        "cancelled",
+        "pending",
+        "pending",
+    ]
     retried = api.post("/api/jobs/retry/", {"filter": {"depends_on": first.pk}}, format="json")
     assert retried.json() == {"retried": 2}
     assert [Job.objects.get(pk=j.pk).status for j in dependents] == ["waiting", "waiting"]

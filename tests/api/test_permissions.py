@@ -60,7 +60,6 @@ ENDPOINTS = [
     ("get", "/api/workflows/{workflow}/", None, "view_workflow"),
     ("post", "/api/workflows/{workflow}/retry/", None, "change_workflow"),
     ("post", "/api/workflows/{workflow}/cancel/", None, "change_workflow"),
-
     ("get", "/api/schedules/{schedule}/next/", None, "view_schedule"),
 ]
 NEEDING_A_PERMISSION = [e for e in ENDPOINTS if e[3]]
@@ -82,10 +81,7 @@ def world(enqueue_job, set_status):
 
 def snapshot():
     """Return every row the API can change."""
-    return [
-        list(model.objects.order_by("pk").values())
-        for model in (Job, Schedule, Queue, Workflow)
-    ]
+    return [list(model.objects.order_by("pk").values()) for model in (Job, Schedule, Queue, Workflow)]
 
 
 def client_of(user):
@@ -107,8 +103,14 @@ def test_the_table_covers_every_operation_of_the_schema(api):
     schema = api.get("/api/schema/?format=json").json()
     operations = {(m, p) for p, item in schema["paths"].items() for m in item}
     table = {
-        (method, path.replace("{pending}", "{id}").replace("{failed}", "{id}").replace("{schedule}", "{id}")
-         .replace("{workflow}", "{id}").replace("/slow/", "/{name}/"))
+        (
+            method,
+            path.replace("{pending}", "{id}")
+            .replace("{failed}", "{id}")
+            .replace("{schedule}", "{id}")
+            .replace("{workflow}", "{id}")
+            .replace("/slow/", "/{name}/"),
+        )
         for method, path, _, _ in ENDPOINTS
     }
     assert table - {("get", "/api/schema/"), ("get", "/api/docs/")} == operations

@@ -30,9 +30,14 @@ def test_a_reported_progress_with_its_time(api, enqueue_job):
 @pytest.mark.parametrize(
     "stored, shown",
     [
-        ({"current": 1, "total": None, "message": ""}, {"current": 1, "total": None, "message": "", "updated_at": None, "text": "1"}),
-        ({"current": "a", "total": True, "message": 7, "updated_at": "not a time"},
-         {"current": None, "total": None, "message": "", "updated_at": None, "text": ""}),
+        (
+            {"current": 1, "total": None, "message": ""},
+            {"current": 1, "total": None, "message": "", "updated_at": None, "text": "1"},
+        ),
+        (
+            {"current": "a", "total": True, "message": 7, "updated_at": "not a time"},
+            {"current": None, "total": None, "message": "", "updated_at": None, "text": ""},
+        ),
         ([1, 2], None),
     ],
 )

@@ -26,8 +26,16 @@ def test_every_api_view_uses_it(api):
     from scheduler_app.api import root, views
     from scheduler_app.api import schedules as schedule_views
 
-    for view in (views.JobViewSet, views.TaskViewSet, views.WorkerViewSet, views.QueueViewSet,
-                 views.StatsView, schedule_views.ScheduleViewSet, root.APIRootView, root.NotFoundView):
+    for view in (
+        views.JobViewSet,
+        views.TaskViewSet,
+        views.WorkerViewSet,
+        views.QueueViewSet,
+        views.StatsView,
+        schedule_views.ScheduleViewSet,
+        root.APIRootView,
+        root.NotFoundView,
+    ):
         assert view.renderer_classes == [SafeJSONRenderer], view
 
 

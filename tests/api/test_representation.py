@@ -32,14 +32,25 @@ def jobs(user):
     schedule = schedules.create(name="s", task=ADD, args=[1, 2], interval_seconds=60)
     plain, _ = lifecycle.enqueue(ADD, [1, 2])
     later, _ = lifecycle.enqueue(
-        ADD, [3, 4], execute_at=timezone.now() + timedelta(days=2, microseconds=7), priority=-5, queue="slow",
-        timeout=2.5, max_attempts=7, unique_key="k", created_by=user, schedule=schedule,
+        ADD,
+        [3, 4],
+        execute_at=timezone.now() + timedelta(days=2, microseconds=7),
+        priority=-5,
+        queue="slow",
+        timeout=2.5,
+        max_attempts=7,
+        unique_key="k",
+        created_by=user,
+        schedule=schedule,
     )
     child, _ = lifecycle.enqueue(ADD, [5, 6], depends_on=[plain.pk])
     failed, _ = lifecycle.enqueue(ADD, [7, 8])
     Job.objects.filter(pk=failed.pk).update(
-        status="failed", attempts=1, errors=[{"exception_class": "builtins.ValueError", "traceback": "x"}],
-        finished_at=timezone.now(), result={"partial": [1, None]},
+        status="failed",
+        attempts=1,
+        errors=[{"exception_class": "builtins.ValueError", "traceback": "x"}],
+        finished_at=timezone.now(),
+        result={"partial": [1, None]},
         progress={"current": 3, "total": None, "message": "m", "updated_at": timezone.now().isoformat()},
     )
     return [Job.objects.get(pk=j.pk) for j in (plain, later, child, failed)]
@@ -128,8 +139,16 @@ def test_jobs_fresh_from_a_bulk_enqueue_come_out_as_drf_would_write_them(staff_u
     schedule = schedules.create(name="s", task=ADD, args=[1, 2], interval_seconds=60)
     specs = [
         {"task": ADD, "args": [1, 2]},
-        {"task": ADD, "args": [3, 4], "priority": -5, "queue": "slow", "timeout": 2.5, "unique_key": "u",
-         "delay": 30, "schedule": schedule},
+        {
+            "task": ADD,
+            "args": [3, 4],
+            "priority": -5,
+            "queue": "slow",
+            "timeout": 2.5,
+            "unique_key": "u",
+            "delay": 30,
+            "schedule": schedule,
+        },
         {"task": ADD, "args": [5, 6], "depends_on_index": [0], "on_dependency_failure": "run"},
     ]
     request = APIRequestFactory().get("/api/jobs/bulk/")
@@ -142,5 +161,7 @@ def test_jobs_fresh_from_a_bulk_enqueue_come_out_as_drf_would_write_them(staff_u
                 fast, drf = serializer.data, generic(serializer, job)
                 assert fast == drf
                 # the same types too (a JobStatus member is written as its text); the URL is a Hyperlink either way
-                assert {k: type(v) for k, v in fast.items() if k != "url"} == {k: type(v) for k, v in drf.items() if k != "url"}
+                assert {k: type(v) for k, v in fast.items() if k != "url"} == {
+                    k: type(v) for k, v in drf.items() if k != "url"
+                }
         assert JobSerializer(made[1], context={"request": request}).data["schedule"] == schedule.pk

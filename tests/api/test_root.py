@@ -63,7 +63,13 @@ def test_a_missing_slash_is_named(api):
 
 @pytest.mark.parametrize(
     "method, path",
-    [("put", "/api/jobs/1/"), ("delete", "/api/jobs/"), ("post", "/api/stats/"), ("get", "/api/jobs/1/cancel/"), ("post", "/api/")],
+    [
+        ("put", "/api/jobs/1/"),
+        ("delete", "/api/jobs/"),
+        ("post", "/api/stats/"),
+        ("get", "/api/jobs/1/cancel/"),
+        ("post", "/api/"),
+    ],
 )
 def test_a_wrong_method_is_a_json_405_with_allow(api, enqueue_job, method, path):
     enqueue_job()

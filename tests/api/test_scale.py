@@ -34,7 +34,9 @@ STATUS = (
     "CASE WHEN n %% 20 < 2 THEN 'pending' WHEN n %% 20 = 2 THEN 'running' "
     "WHEN n %% 20 < 5 THEN 'failed' WHEN n %% 20 = 5 THEN 'cancelled' ELSE 'succeeded' END"
 )
-TASK = "'tests.testapp.tasks.' || CASE n %% 4 WHEN 0 THEN 'add' WHEN 1 THEN 'noop' WHEN 2 THEN 'boom' ELSE 'sleeper' END"
+TASK = (
+    "'tests.testapp.tasks.' || CASE n %% 4 WHEN 0 THEN 'add' WHEN 1 THEN 'noop' WHEN 2 THEN 'boom' ELSE 'sleeper' END"
+)
 QUEUE = "CASE n %% 3 WHEN 0 THEN 'default' WHEN 1 THEN 'slow' ELSE 'other' END"
 PRIORITY = "(n * 37) %% 201 - 100"
 
@@ -100,7 +102,9 @@ def seed(n):
     started = time.monotonic()
     with connection.cursor() as cursor:
         cursor.execute(SEED_SQL[connection.vendor], {"n": n})
-        cursor.execute("ANALYZE" if connection.vendor == "sqlite" else "ANALYZE scheduler_app_job, scheduler_app_job_search")
+        cursor.execute(
+            "ANALYZE" if connection.vendor == "sqlite" else "ANALYZE scheduler_app_job, scheduler_app_job_search"
+        )
     print(f"\nseeded {n} jobs in {time.monotonic() - started:.1f}s on {connection.vendor}")
 
 

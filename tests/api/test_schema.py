@@ -63,7 +63,6 @@ EXPECTED_OPERATIONS = {
     ("get", "/api/workflows/{id}/"),
     ("post", "/api/workflows/{id}/retry/"),
     ("post", "/api/workflows/{id}/cancel/"),
-
     ("get", "/api/schedules/{id}/next/"),
 }
 
@@ -89,9 +88,24 @@ def test_schema_is_served_to_staff(api):
     schema = response.json()
     params = {p["name"] for p in schema["paths"]["/api/jobs/"]["get"]["parameters"]}
     assert params == {
-        "status", "queue", "task", "priority_min", "priority_max", "execute_after",
-        "execute_before", "depends_on", "schedule", "search", "ordering", "page", "page_size",
-        "tag", "created_after", "created_before", "finished_after", "finished_before",
+        "status",
+        "queue",
+        "task",
+        "priority_min",
+        "priority_max",
+        "execute_after",
+        "execute_before",
+        "depends_on",
+        "schedule",
+        "search",
+        "ordering",
+        "page",
+        "page_size",
+        "tag",
+        "created_after",
+        "created_before",
+        "finished_after",
+        "finished_before",
     }
     task_enum = schema["components"]["schemas"]["JobCreate"]["properties"]["task"]
     assert "tests.testapp.tasks.add" in str(task_enum) or "TaskEnum" in str(task_enum)
@@ -222,7 +236,11 @@ STATEABLE_ONLY_IN_WORDS = [
     ("cron", "The cron expression "),
     # "date-time" cannot bound the instant: the scheduler's time ends a day
     # before Python's (every zone can show it), and an offset moves one further.
-    *[(field, f"Must be no {edge} than ") for field in ("execute_at", "start_at", "end_at", "expires_at") for edge in ("later", "earlier")],
+    *[
+        (field, f"Must be no {edge} than ")
+        for field in ("execute_at", "start_at", "end_at", "expires_at")
+        for edge in ("later", "earlier")
+    ],
     # Anything at any depth of free JSON: the schema says "any JSON value".
     ("args", "Text may not contain NUL"),
     ("kwargs", "Text may not contain NUL"),
@@ -294,7 +312,9 @@ def test_only_the_listed_rules_are_allowed():
     assert not is_stated_only_in_words(response({}))
     assert not is_stated_only_in_words(response({"cron": ["Invalid cron expression"]}, status=409))
     # A duration's refusal only when the field was text.
-    duration = {"delay": ["Must be a number of seconds from 0 to 3153600000, or a duration such as 90s, 2h, 3d or 1h30m."]}
+    duration = {
+        "delay": ["Must be a number of seconds from 0 to 3153600000, or a duration such as 90s, 2h, 3d or 1h30m."]
+    }
     assert is_stated_only_in_words(response(duration), {"task": "t", "delay": "soon"})
     assert is_stated_only_in_words(response({"jobs": {"0": duration}}), {"jobs": [{"delay": "soon"}]})
     assert not is_stated_only_in_words(response(duration), {"task": "t", "delay": 5})
@@ -348,7 +368,9 @@ def test_the_create_example_never_sends_execute_at_and_delay_together(api):
 def test_a_browser_that_is_not_signed_in_goes_to_the_admin_login_and_back(client, staff_user):
     response = client.get("/api/docs/", HTTP_ACCEPT="text/html,application/xhtml+xml,*/*;q=0.8")
     assert response.status_code == 302 and response["Location"] == "/admin/login/?next=/api/docs/"
-    login = client.post("/admin/login/?next=/api/docs/", {"username": "staff", "password": "pw-staff-123", "next": "/api/docs/"})
+    login = client.post(
+        "/admin/login/?next=/api/docs/", {"username": "staff", "password": "pw-staff-123", "next": "/api/docs/"}
+    )
     assert login.status_code == 302 and login["Location"] == "/api/docs/"
     assert client.get("/api/docs/", HTTP_ACCEPT="text/html").status_code == 200
     # An API client (no text/html) still gets the JSON 401.

@@ -73,7 +73,9 @@ def test_a_time_some_zone_cannot_show_is_refused(api, execute_at, message):
     response = api.post("/api/jobs/", {"task": ADD, "args": [1, 2], "execute_at": execute_at}, format="json")
     assert response.status_code == 400, response.content
     assert response.json() == {"execute_at": [message]}
-    bulk = api.post("/api/jobs/bulk/", {"jobs": [{"task": ADD, "args": [1, 2], "execute_at": execute_at}]}, format="json")
+    bulk = api.post(
+        "/api/jobs/bulk/", {"jobs": [{"task": ADD, "args": [1, 2], "execute_at": execute_at}]}, format="json"
+    )
     assert bulk.status_code == 400
     assert not Job.objects.exists()
 
@@ -81,8 +83,12 @@ def test_a_time_some_zone_cannot_show_is_refused(api, execute_at, message):
 @pytest.mark.parametrize("zone", ["Asia/Tokyo", "Pacific/Kiritimati", "America/New_York", "Etc/GMT+12", "UTC"])
 def test_the_bounds_themselves_are_accepted_and_shown_in_any_zone(api, zone):
     with override_settings(TIME_ZONE=zone):
-        late = api.post("/api/jobs/", {"task": ADD, "args": [1, 2], "execute_at": "9999-12-30T23:59:59Z"}, format="json")
-        early = api.post("/api/jobs/", {"task": ADD, "args": [1, 2], "execute_at": "0001-01-02T00:00:00Z"}, format="json")
+        late = api.post(
+            "/api/jobs/", {"task": ADD, "args": [1, 2], "execute_at": "9999-12-30T23:59:59Z"}, format="json"
+        )
+        early = api.post(
+            "/api/jobs/", {"task": ADD, "args": [1, 2], "execute_at": "0001-01-02T00:00:00Z"}, format="json"
+        )
         assert late.status_code == early.status_code == 201, (late.content, early.content)
         assert api.get("/api/jobs/").status_code == 200
         assert api.post(f"/api/jobs/{late.json()['id']}/cancel/").status_code == 200
@@ -130,7 +136,10 @@ def test_lone_surrogates_and_nul_in_json_read_as_replacement_characters(api):
         pytest.skip("jsonb refuses \\udcff and \\u0000 escapes")
     failed = jobs["failed"].pk
     planted.plant(
-        Job, failed, errors='[{"message": "bad \\udcff", "exception_class": "\\u0000"}]', args='["\\udfff"]',
+        Job,
+        failed,
+        errors='[{"message": "bad \\udcff", "exception_class": "\\u0000"}]',
+        args='["\\udfff"]',
         result='{"\\ud800": "\\udcff \\ud83d\\ude00"}',
     )
     planted.plant(Worker, planted.WORKER, queues='["\\udcff"]', slots='{"\\udcff": 2}')
@@ -170,12 +179,28 @@ def test_every_get_answers_head_too(api):
 # -- text in a URL that no query can use -------------------------------------------------
 
 NUL_URLS = [
-    "/api/jobs/%00/", "/api/jobs/1%00/", "/api/jobs/%00/logs/", "/api/jobs/?queue=%00", "/api/jobs/?task=a%00",
-    "/api/jobs/?search=%00", "/api/jobs/?ordering=%00", "/api/jobs/?ordering=execute_at,%00", "/api/jobs/?status=%00",
-    "/api/jobs/?page=%00", "/api/jobs/?page_size=%00", "/api/jobs/?execute_after=%00", "/api/jobs/1/logs/?attempt=%00",
-    "/api/queues/%00/", "/api/queues/a%00b/", "/api/schedules/%00/", "/api/schedules/?search=%00",
-    "/api/stats/history/?queue=%00", "/api/stats/history/?task=%00", "/api/stats/history/?minutes=%00",
-    "/api/workers/?page=%00", "/api/%00/",
+    "/api/jobs/%00/",
+    "/api/jobs/1%00/",
+    "/api/jobs/%00/logs/",
+    "/api/jobs/?queue=%00",
+    "/api/jobs/?task=a%00",
+    "/api/jobs/?search=%00",
+    "/api/jobs/?ordering=%00",
+    "/api/jobs/?ordering=execute_at,%00",
+    "/api/jobs/?status=%00",
+    "/api/jobs/?page=%00",
+    "/api/jobs/?page_size=%00",
+    "/api/jobs/?execute_after=%00",
+    "/api/jobs/1/logs/?attempt=%00",
+    "/api/queues/%00/",
+    "/api/queues/a%00b/",
+    "/api/schedules/%00/",
+    "/api/schedules/?search=%00",
+    "/api/stats/history/?queue=%00",
+    "/api/stats/history/?task=%00",
+    "/api/stats/history/?minutes=%00",
+    "/api/workers/?page=%00",
+    "/api/%00/",
 ]
 
 
@@ -193,7 +218,9 @@ def test_nul_in_a_lookup_or_a_query_parameter_is_a_400_or_a_404(api, url):
 
 
 @pytest.mark.parametrize("errors", ["oops", {"message": "x"}, [1, None], [{"message": 5, "attempt": {}}]])
-@pytest.mark.parametrize("slots, queues", [([1, 2], "abc"), ({"*": "x"}, [1, None]), ({"default": -1, "slow": 1e300}, {"a": 1})])
+@pytest.mark.parametrize(
+    "slots, queues", [([1, 2], "abc"), ({"*": "x"}, [1, None]), ({"default": -1, "slow": 1e300}, {"a": 1})]
+)
 def test_json_of_any_shape(api, errors, slots, queues):
     jobs = planted.world()
     Job.objects.update(errors=errors)
@@ -212,7 +239,11 @@ def test_floats_that_are_not_numbers_json_can_write(api, number):
     jobs = planted.world()
     if not planted.is_postgres() and number == "NaN":
         pytest.skip("SQLite stores NaN as NULL")
-    value = {"Infinity": "9e999", "NaN": "0", "1e308": "1e308"}[number] if not planted.is_postgres() else f"'{number}'::float8"
+    value = (
+        {"Infinity": "9e999", "NaN": "0", "1e308": "1e308"}[number]
+        if not planted.is_postgres()
+        else f"'{number}'::float8"
+    )
     with connection.cursor() as cursor:
         cursor.execute(f"UPDATE scheduler_app_job SET timeout = {value}")
         cursor.execute(f"UPDATE scheduler_app_queue SET rate_period = {value}")

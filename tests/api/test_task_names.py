@@ -43,8 +43,16 @@ def test_paths_named(jobs, text, paths):
     assert registry.paths_named(text) == paths
 
 
-@pytest.mark.parametrize(("text", "expected"), [("add", ["add"]), ("tasks.add", ["add"]), (ADD, ["add"]),
-                                                ("vanished", ["gone"]), ("testapp.tasks.noop", ["noop"])])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("add", ["add"]),
+        ("tasks.add", ["add"]),
+        (ADD, ["add"]),
+        ("vanished", ["gone"]),
+        ("testapp.tasks.noop", ["noop"]),
+    ],
+)
 def test_api_filters_by_a_short_name(api, jobs, text, expected):
     response = api.get("/api/jobs/", {"task": text})
     assert response.status_code == 200
@@ -87,7 +95,9 @@ def test_admin_says_which_tasks_an_ambiguous_name_means(client, superuser, jobs)
     assert response.status_code == 200
     assert list(response.context["cl"].result_list) == []
     messages = [str(m) for m in response.context["messages"]]
-    assert messages == [f"'noop' names more than one task: {', '.join(NOOPS)}. Give the full path (or more of its end)."]
+    assert messages == [
+        f"'noop' names more than one task: {', '.join(NOOPS)}. Give the full path (or more of its end)."
+    ]
     assert Job.objects.count() == 3
 
 
@@ -95,4 +105,6 @@ def test_history_takes_a_short_name_too(api, jobs):
     assert api.get("/api/stats/history/", {"task": "add"}).status_code == 200
     response = api.get("/api/stats/history/", {"task": "noop"})
     assert response.status_code == 400
-    assert response.json()["task"] == [f"'noop' names more than one task: {', '.join(NOOPS)}. Give the full path (or more of its end)."]
+    assert response.json()["task"] == [
+        f"'noop' names more than one task: {', '.join(NOOPS)}. Give the full path (or more of its end)."
+    ]

@@ -93,8 +93,15 @@ def test_retry_and_cancel_answer_200_with_the_workflow(api):
         ({"jobs": [{"task": ADD, "args": [1, 2], "depends_on_index": [5]}]}, "jobs"),
         ({"jobs": [{"task": ADD, "args": [1, 2], "depends_on_index": [0]}]}, "jobs"),
         ({"jobs": [{"task": ADD, "args": [1, 2], "pass_results": "yes"}]}, "jobs"),
-        ({"jobs": [{"task": ADD, "args": [1, 2]}, {"task": ADD, "args": [1, 2], "depends_on_index": [0],
-                                                     "pass_results": True}]}, "jobs"),
+        (
+            {
+                "jobs": [
+                    {"task": ADD, "args": [1, 2]},
+                    {"task": ADD, "args": [1, 2], "depends_on_index": [0], "pass_results": True},
+                ]
+            },
+            "jobs",
+        ),
         ({"jobs": [{"task": ADD, "args": [1, 2]}], "on_success": {"task": "no.such.task"}}, "on_success"),
         ({"jobs": [{"task": ADD, "args": [1, 2]}], "on_failure": {"task": ADD, "args": "x"}}, "on_failure"),
         ({"jobs": [{"task": ADD, "args": [1, 2]}], "colour": "red"}, "colour"),
@@ -127,9 +134,7 @@ def test_a_callback_depending_on_no_job_is_a_400_naming_it(api):
 
 def test_plain_jobs_take_pass_results_too(api):
     first = api.post("/api/jobs/", {"task": ADD, "args": [2, 3]}, format="json").json()["id"]
-    second = api.post(
-        "/api/jobs/", {"task": ECHO, "depends_on": [first], "pass_results": True}, format="json"
-    )
+    second = api.post("/api/jobs/", {"task": ECHO, "depends_on": [first], "pass_results": True}, format="json")
     assert second.status_code == 201, second.content
     drain()
     assert api.get(f"/api/jobs/{second.json()['id']}/").json()["result"] == [5]

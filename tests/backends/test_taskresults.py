@@ -73,15 +73,25 @@ def test_a_bulk_enqueue_asks_once_per_sender_whether_anyone_listens(monkeypatch)
     senders = {ADD: Quiet, "tests.testapp.tasks.important": Heard}
     monkeypatch.setattr(taskresults, "sender_of", lambda task, alias=None: (senders[registry.name_of(task)], "default"))
     asked, real = [], taskresults.wanted
-    monkeypatch.setattr(taskresults, "wanted", lambda signal, sender, level=None: asked.append(sender) or real(signal, sender, level))
+    monkeypatch.setattr(
+        taskresults, "wanted", lambda signal, sender, level=None: asked.append(sender) or real(signal, sender, level)
+    )
     heard = []
-    task_enqueued.connect(lambda sender, task_result, **kw: heard.append((sender, task_result.id)), sender=Heard,
-                          dispatch_uid="test-heard", weak=False)
+    task_enqueued.connect(
+        lambda sender, task_result, **kw: heard.append((sender, task_result.id)),
+        sender=Heard,
+        dispatch_uid="test-heard",
+        weak=False,
+    )
     try:
-        jobs = lifecycle.enqueue_many([
-            {"task": ADD, "args": [1, 1]}, {"task": "tests.testapp.tasks.important"},
-            {"task": ADD, "args": [2, 2]}, {"task": "tests.testapp.tasks.important"},
-        ])
+        jobs = lifecycle.enqueue_many(
+            [
+                {"task": ADD, "args": [1, 1]},
+                {"task": "tests.testapp.tasks.important"},
+                {"task": ADD, "args": [2, 2]},
+                {"task": "tests.testapp.tasks.important"},
+            ]
+        )
     finally:
         task_enqueued.disconnect(sender=Heard, dispatch_uid="test-heard")
     assert heard == [(Heard, str(jobs[1].pk)), (Heard, str(jobs[3].pk))]
@@ -147,14 +157,20 @@ def test_a_task_returning_what_cannot_be_stored_fails_with_the_reason(signals):
 
 def test_a_job_enqueued_through_another_backend_reports_it_in_every_result_and_signal(signals, settings):
     """``task.using(backend=...)``: the job keeps the alias; enqueue, refresh, get_result and every signal report it."""
-    settings.TASKS = {**settings.TASKS, "second": {"BACKEND": "scheduler_app.backends.SchedulerBackend", "QUEUES": QUEUES}}
+    settings.TASKS = {
+        **settings.TASKS,
+        "second": {"BACKEND": "scheduler_app.backends.SchedulerBackend", "QUEUES": QUEUES},
+    }
     result = t.add.using(backend="second").enqueue(2, 3)
     assert (result.backend, result.task.backend) == ("second", "second")
     with dispatcher_thread():
         assert wait_for(lambda: Job.objects.get(pk=int(result.id)).status == "succeeded", 30)
     result.refresh()
     assert (result.status, result.backend, result.task.backend, result.return_value) == (
-        TaskResultStatus.SUCCESSFUL, "second", "second", 5
+        TaskResultStatus.SUCCESSFUL,
+        "second",
+        "second",
+        5,
     )
     for backend in ("default", "second"):  # whichever backend reads it back
         fetched = task_backends[backend].get_result(result.id)
@@ -175,7 +191,9 @@ def test_django_tasks_logger_follows_scheduler_log_level_from_warning_up_and_at_
     # Django's per-job lines are DEBUG detail: at INFO they stay off.
     for level, tasks_level in (("ERROR", "ERROR"), ("DEBUG", "DEBUG"), ("INFO", "WARNING")):
         env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", "SCHEDULER_LOG_LEVEL": level}
-        out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+        out = subprocess.run(
+            [sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60
+        )
         expected = [str(logging.getLevelName(tasks_level)), str(logging.getLevelName(level))]
         assert out.stdout.split() == expected, out.stderr
 

@@ -29,9 +29,22 @@ def seed_history(now=None):
             at = now - timedelta(minutes=minute, seconds=n)
             rows.append(
                 Job(
-                    task=ADD, args=[n, minute], status=status, attempts=1,
-                    started_at=at - timedelta(milliseconds=300), finished_at=at,
-                    errors=[{"attempt": 1, "exception_class": "builtins.ValueError", "message": f"bad input {minute}", "traceback": "Traceback ..."}] if status == JobStatus.FAILED else [],
+                    task=ADD,
+                    args=[n, minute],
+                    status=status,
+                    attempts=1,
+                    started_at=at - timedelta(milliseconds=300),
+                    finished_at=at,
+                    errors=[
+                        {
+                            "attempt": 1,
+                            "exception_class": "builtins.ValueError",
+                            "message": f"bad input {minute}",
+                            "traceback": "Traceback ...",
+                        }
+                    ]
+                    if status == JobStatus.FAILED
+                    else [],
                     result=n + minute if status == JobStatus.SUCCEEDED else None,
                 )
             )
@@ -43,7 +56,11 @@ def seed_history(now=None):
     tallies = {}
     for minute in range(0, 60, 3):
         at = (now - timedelta(minutes=minute)).replace(second=0, microsecond=0)
-        tally = Tally(started=minute % 7 + 1, succeeded=minute % 7 + (0 if minute % 9 == 0 else 1), failed=1 if minute % 9 == 0 else 0)
+        tally = Tally(
+            started=minute % 7 + 1,
+            succeeded=minute % 7 + (0 if minute % 9 == 0 else 1),
+            failed=1 if minute % 9 == 0 else 0,
+        )
         tally.run.add(0.3)
         tallies[(at.timestamp(), "default", ADD)] = tally
     rollups.record(tallies, now)
@@ -141,7 +158,9 @@ def test_dashboard_refreshes_in_place(logged_in, screenshot_dir, monkeypatch):
     page.click(".sched-range[data-minutes='1440']")  # 24 h: ten-minute buckets
     page.wait_for_function("() => document.querySelector('#sched-dashboard').dataset.minutes === '1440'")
     # 57 minutes of rows fall into 6 or 7 ten-minute buckets, depending on the clock.
-    page.wait_for_function("() => document.querySelectorAll('[data-chart=throughput] svg.sched-chart rect.c-ok').length <= 7")
+    page.wait_for_function(
+        "() => document.querySelectorAll('[data-chart=throughput] svg.sched-chart rect.c-ok').length <= 7"
+    )
     assert page.locator("[data-chart=throughput] svg.sched-chart rect.c-ok").count() >= 6
     page.click(".sched-range[data-minutes='60']")
     page.screenshot(path=screenshot_dir / "05-dashboard.png", full_page=True)
@@ -155,11 +174,15 @@ def test_dashboard_refreshes_in_place(logged_in, screenshot_dir, monkeypatch):
 
     for n in range(3):
         lifecycle.enqueue(ADD, [n, n])  # due now
-    Job.objects.create(task=ADD, status=JobStatus.RUNNING, attempts=1, started_at=timezone.now() - timedelta(seconds=5), worker="w")
+    Job.objects.create(
+        task=ADD, status=JobStatus.RUNNING, attempts=1, started_at=timezone.now() - timedelta(seconds=5), worker="w"
+    )
     expect()(page.locator("#sched-count-pending")).to_have_text("4", timeout=12_000)
     expect()(page.locator("#sched-count-running")).to_have_text("1")
     expect()(page.locator("#sched-due-now")).to_have_text("3")
-    expect()(page.locator("[data-section=running] .sched-task-short[title='tests.testapp.tasks.add']")).to_have_text("add")
+    expect()(page.locator("[data-section=running] .sched-task-short[title='tests.testapp.tasks.add']")).to_have_text(
+        "add"
+    )
     assert page.evaluate("window.__sameLoad") is True
     # Not back at the top (no reload). Where a section above the reader grew (a
     # "late" reason appeared), the browser's scroll anchoring moved by as much.

@@ -49,8 +49,13 @@ def stage():
     now = timezone.now()
     running = lifecycle.enqueue(T + "slow_progress", [40, 0.1])[0]
     Job.objects.filter(pk=running.pk).update(
-        status=JobStatus.RUNNING, attempts=1, started_at=now, last_attempted_at=now, worker="build-7.example.com-4242-a1b2c3",
-        lease_expires_at=now + timedelta(minutes=5), progress={"current": 12, "total": 40, "message": "", "updated_at": now.isoformat()},
+        status=JobStatus.RUNNING,
+        attempts=1,
+        started_at=now,
+        last_attempted_at=now,
+        worker="build-7.example.com-4242-a1b2c3",
+        lease_expires_at=now + timedelta(minutes=5),
+        progress={"current": 12, "total": 40, "message": "", "updated_at": now.isoformat()},
     )
     lifecycle.pause_queue("slow")
     for n in range(3):
@@ -64,7 +69,12 @@ def stage():
 
 
 def open_page(browser, live_server, width, scheme="light"):
-    context = browser.new_context(viewport={"width": width, "height": 800}, base_url=live_server.url, color_scheme=scheme, timezone_id="America/New_York")
+    context = browser.new_context(
+        viewport={"width": width, "height": 800},
+        base_url=live_server.url,
+        color_scheme=scheme,
+        timezone_id="America/New_York",
+    )
     context.set_default_timeout(15_000)
     page = context.new_page()
     errors = []
@@ -95,13 +105,21 @@ def test_the_console_pages_at(width, browser, live_server, superuser, screenshot
     assert page.locator("#result_list tbody tr").count() >= 15
     if width >= 1280:
         assert page.evaluate(CELL_LINES, "#result_list tbody td, #result_list tbody th") == []
-        heights = page.eval_on_selector_all("#result_list tbody tr", "rows => rows.map(r => r.getBoundingClientRect().height)")
+        heights = page.eval_on_selector_all(
+            "#result_list tbody tr", "rows => rows.map(r => r.getBoundingClientRect().height)"
+        )
         assert max(heights) < 1.5 * min(heights), heights
         # The filters are beside the list.
         table, filters = page.locator("#result_list").bounding_box(), page.locator("#changelist-filter").bounding_box()
         page.screenshot(path=screenshot_dir / f"console-jobs-{width}.png")  # kept: the list as the test saw it
-        assert filters["x"] >= table["x"] + table["width"] and filters["y"] < table["y"] + table["height"], (table, filters)
-    assert page.locator("#result_list .sched-task-short[title='tests.testapp.tasks.slow_progress']").inner_text() == "slow_progress"
+        assert filters["x"] >= table["x"] + table["width"] and filters["y"] < table["y"] + table["height"], (
+            table,
+            filters,
+        )
+    assert (
+        page.locator("#result_list .sched-task-short[title='tests.testapp.tasks.slow_progress']").inner_text()
+        == "slow_progress"
+    )
     assert page.locator("#result_list .sched-worker-id").first.inner_text() == "build-7-4242"
     years = {int(y) for y in re.findall(r"execute_at__year=(\d+)", page.content())}
     assert years == {timezone.localdate().year} or years <= {timezone.localdate().year, timezone.localdate().year + 1}
@@ -110,8 +128,16 @@ def test_the_console_pages_at(width, browser, live_server, superuser, screenshot
     page.goto(f"/admin/scheduler_app/job/{failed.pk}/change/")
     check("failed-job")
     summary = page.locator("#sched-summary")
-    assert "Failed" in summary.inner_text() and "ValueError" in summary.inner_text() and "chatty failed" in summary.inner_text()
-    for box in (summary.bounding_box(), page.locator("#sched-summary .sched-action-retry").bounding_box(), page.locator("#sched-summary .sched-action-cancel").bounding_box()):
+    assert (
+        "Failed" in summary.inner_text()
+        and "ValueError" in summary.inner_text()
+        and "chatty failed" in summary.inner_text()
+    )
+    for box in (
+        summary.bounding_box(),
+        page.locator("#sched-summary .sched-action-retry").bounding_box(),
+        page.locator("#sched-summary .sched-action-cancel").bounding_box(),
+    ):
         assert box["y"] + box["height"] <= 800 and box["x"] + box["width"] <= width, box
     assert page.locator("#sched-summary .sched-action-retry").is_enabled()
     assert page.locator("#sched-summary .sched-action-cancel").is_disabled()
@@ -140,10 +166,18 @@ def test_the_console_pages_at(width, browser, live_server, superuser, screenshot
     assert page.locator("text=updated –").count() == 0
     upcoming = page.locator('[data-section="upcoming"]').inner_text()
     assert "Not listed, paused: 3 pending in slow" in upcoming and "\tslow\t" not in upcoming
-    assert page.evaluate(CELL_LINES, ".sched-flow th[scope=row]:not(:has(.sched-schedule-run)), .sched-flow td:has(.sched-task-short)") == []
+    assert (
+        page.evaluate(
+            CELL_LINES,
+            ".sched-flow th[scope=row]:not(:has(.sched-schedule-run)), .sched-flow td:has(.sched-task-short)",
+        )
+        == []
+    )
     assert "4 slots shared by default, other, slow" in page.locator('[data-section="workers"]').inner_text()
     if width >= 1920:  # the width is used: the tables take two columns
-        lefts = page.eval_on_selector_all(".sched-flow > .sched-panel", "ps => ps.map(p => Math.round(p.getBoundingClientRect().left))")
+        lefts = page.eval_on_selector_all(
+            ".sched-flow > .sched-panel", "ps => ps.map(p => Math.round(p.getBoundingClientRect().left))"
+        )
         assert len(set(lefts)) >= 2, lefts
 
     # The queues page: the dashboard's words.
@@ -183,16 +217,24 @@ def test_the_live_refresh_keeps_what_the_reader_opened_or_closed(browser, live_s
     logs.locator("summary").click()  # opened by the reader (the newest attempt's, 2, is open)
     # The errors and the logs change on the server: both fields are swapped on the next refresh.
     job = Job.objects.get(pk=failed.pk)
-    Job.objects.filter(pk=job.pk).update(errors=[*job.errors, {**job.errors[-1], "attempt": 3, "message": "a third time"}])
-    JobLog.objects.create(job_id=job.pk, attempt=2, seq=99, time=timezone.now(), level=20, logger="tests", message="one more line")
+    Job.objects.filter(pk=job.pk).update(
+        errors=[*job.errors, {**job.errors[-1], "attempt": 3, "message": "a third time"}]
+    )
+    JobLog.objects.create(
+        job_id=job.pk, attempt=2, seq=99, time=timezone.now(), level=20, logger="tests", message="one more line"
+    )
     page.wait_for_function("() => document.querySelector('.field-errors_display').textContent.includes('a third time')")
     page.wait_for_function("() => document.querySelector('.field-logs_display').textContent.includes('one more line')")
     assert newest.get_attribute("open") is None and oldest.get_attribute("open") is not None
-    assert page.locator('.sched-error[data-key="error-2"]').get_attribute("open") is not None  # new: the server's default
+    assert (
+        page.locator('.sched-error[data-key="error-2"]').get_attribute("open") is not None
+    )  # new: the server's default
     assert logs.get_attribute("open") is not None
     # ... and on the refreshes after it.
     refreshes = int(page.locator("#sched-live").get_attribute("data-refreshes"))
-    page.wait_for_function("n => parseInt(document.querySelector('#sched-live').dataset.refreshes) >= n + 2", arg=refreshes)
+    page.wait_for_function(
+        "n => parseInt(document.querySelector('#sched-live').dataset.refreshes) >= n + 2", arg=refreshes
+    )
     assert newest.get_attribute("open") is None and oldest.get_attribute("open") is not None
     context.close()
     assert errors == []

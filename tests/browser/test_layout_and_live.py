@@ -45,7 +45,13 @@ def seed():
             lifecycle.enqueue(T + "add", [i, i])
         assert wait_for(lambda: Job.objects.get(pk=failed.pk).status == JobStatus.FAILED)
     lifecycle.enqueue(T + "add", [1, 2], execute_at=now + timedelta(minutes=30))
-    schedules.create(name="nightly-report-with-a-rather-long-name", task=T + "add", args=[1, 2], cron="0 2 * * 1-5", timezone="Europe/Berlin")
+    schedules.create(
+        name="nightly-report-with-a-rather-long-name",
+        task=T + "add",
+        args=[1, 2],
+        cron="0 2 * * 1-5",
+        timezone="Europe/Berlin",
+    )
     tallies = {}
     for minute in range(0, 7 * 24 * 60, 7):
         t = Tally(started=5, succeeded=4, retried=1)
@@ -77,7 +83,9 @@ def test_no_page_overflows_at_1280_and_800_in_light_and_dark(browser, live_serve
     problems = {}
     for scheme in ("light", "dark"):
         for width in (1280, 800):
-            context = browser.new_context(viewport={"width": width, "height": 900}, base_url=live_server.url, color_scheme=scheme)
+            context = browser.new_context(
+                viewport={"width": width, "height": 900}, base_url=live_server.url, color_scheme=scheme
+            )
             page = context.new_page()
             page.goto("/admin/login/?next=/admin/")
             page.fill("#id_username", "admin")
@@ -95,7 +103,7 @@ def test_no_page_overflows_at_1280_and_800_in_light_and_dark(browser, live_serve
                     problems[f"{name} {width} {scheme}"] = found
                     page.screenshot(path=screenshot_dir / f"overflow-{name}-{width}-{scheme}.png", full_page=True)
             context.close()
-    assert problems == {}, '\n'.join(f'{k}: {v}' for k, v in problems.items())
+    assert problems == {}, "\n".join(f"{k}: {v}" for k, v in problems.items())
 
 
 def test_a_running_jobs_page_shows_its_progress_moving_without_a_reload(logged_in, screenshot_dir):
@@ -109,7 +117,9 @@ def test_a_running_jobs_page_shows_its_progress_moving_without_a_reload(logged_i
         bar = page.locator(".field-progress_display progress")
         first = int(bar.get_attribute("value"))
         page.wait_for_function(
-            "v => parseInt(document.querySelector('.field-progress_display progress').value) > v", arg=first, timeout=10_000
+            "v => parseInt(document.querySelector('.field-progress_display progress').value) > v",
+            arg=first,
+            timeout=10_000,
         )
         assert page.evaluate("window.__sameLoad") is True
         assert "Running" in page.locator(".field-status_badge .sched-badge").inner_text()

@@ -23,7 +23,13 @@ def _job(workflow, task, status, now, **fields):
     if status in (JobStatus.SUCCEEDED, JobStatus.FAILED):
         fields = {"attempts": 1, "started_at": started, "finished_at": now, "worker": "host:1:abc", **fields}
     elif status == JobStatus.RUNNING:
-        fields = {"attempts": 1, "started_at": started, "worker": "host:1:abc", "lease_expires_at": now + timedelta(seconds=30), **fields}
+        fields = {
+            "attempts": 1,
+            "started_at": started,
+            "worker": "host:1:abc",
+            "lease_expires_at": now + timedelta(seconds=30),
+            **fields,
+        }
     elif status == JobStatus.CANCELLED:
         fields = {"finished_at": now, **fields}
     return Job.objects.create(task=task, status=status, args=[], execute_at=now, workflow=workflow, **fields)
@@ -38,7 +44,9 @@ def _depend(job, *dependencies):
 def invoices_workflow(renders=6):
     """fetch_orders -> render_invoice x renders (a group) -> merge_pdfs (the chord's step) -> email_accounting."""
     now = timezone.now()
-    workflow = Workflow.objects.create(name="month-end-invoices", status="running", callbacks={"on_failure": {"task": S + "page_on_call"}})
+    workflow = Workflow.objects.create(
+        name="month-end-invoices", status="running", callbacks={"on_failure": {"task": S + "page_on_call"}}
+    )
     fetch = _job(workflow, S + "fetch_orders", JobStatus.SUCCEEDED, now)
     states = [JobStatus.SUCCEEDED] * 3 + [JobStatus.RUNNING] * 2 + [JobStatus.PENDING]
     group = [_job(workflow, S + "render_invoice", states[i % len(states)], now) for i in range(renders)]
@@ -65,7 +73,11 @@ def finished_workflows():
 
 def login(browser, live_server, width, color_scheme="light"):
     context = browser.new_context(
-        viewport={"width": width, "height": 900}, base_url=live_server.url, locale="en-GB", timezone_id="UTC", color_scheme=color_scheme,
+        viewport={"width": width, "height": 900},
+        base_url=live_server.url,
+        locale="en-GB",
+        timezone_id="UTC",
+        color_scheme=color_scheme,
     )
     page = context.new_page()
     page.goto("/admin/login/?next=/admin/")

@@ -73,7 +73,11 @@ class FakeHarness:
         r = self.store.jobs[job_id]
         result = json.loads(r.result_json) if r.result_json is not None else None
         return {
-            "status": r.status, "attempts": r.attempts, "worker": r.worker, "errors": r.errors, "result": result,
+            "status": r.status,
+            "attempts": r.attempts,
+            "worker": r.worker,
+            "errors": r.errors,
+            "result": result,
             "snoozes": r.snoozes,
         }
 
@@ -123,8 +127,11 @@ class DjangoHarness:
 
         # Without runs so far, an interval schedule's first run is its start.
         schedule = schedules.create(
-            name=f"contract-{next_run}-{time.monotonic_ns()}", task=TASK, args=ARGS,
-            interval_seconds=interval, start_at=at(next_run),
+            name=f"contract-{next_run}-{time.monotonic_ns()}",
+            task=TASK,
+            args=ARGS,
+            interval_seconds=interval,
+            start_at=at(next_run),
         )
         assert schedule.next_run_at == at(next_run)
         return schedule.pk
@@ -176,7 +183,13 @@ class DjangoHarness:
         for r in Rollup.objects.exclude(task=""):
             waits = sum(getattr(r, f"wait_{i}") for i in range(13))
             found[(r.minute.timestamp(), r.queue, r.task)] = (
-                r.started, r.succeeded, r.failed, r.retried, r.cancelled, waits, r.wait_max,
+                r.started,
+                r.succeeded,
+                r.failed,
+                r.retried,
+                r.cancelled,
+                waits,
+                r.wait_max,
             )
         return found
 

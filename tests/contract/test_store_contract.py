@@ -155,7 +155,11 @@ def test_claim_returns_claimed_jobs_in_claim_order(harness, store, now):
     assert all(type(job) is ClaimedJob for job in jobs)
     first = jobs[0]
     assert (first.task, first.args, first.kwargs, first.queue, first.priority) == (TASK, ARGS, {}, "default", 10)
-    assert (first.execute_at, first.started_at, first.last_attempted_at) == (pytest.approx(now - 2, abs=1e-6), at(now), at(now))
+    assert (first.execute_at, first.started_at, first.last_attempted_at) == (
+        pytest.approx(now - 2, abs=1e-6),
+        at(now),
+        at(now),
+    )
     assert (first.attempt, first.max_attempts, first.timeout, first.cancel_requested) == (1, 1, None, False)
     assert first.worker == store.worker_id
     row = harness.row(b)
@@ -389,7 +393,9 @@ def test_rollups_written_by_several_dispatchers_add_up(harness, store, now):
 
     minute = float(int(now // 60) * 60)
     store.write_rollups({(minute, "default", TASK): tally(1, 1, 0.5)}, now)
-    harness.peer("contract-b").write_rollups({(minute, "default", TASK): tally(2, 0, 3.0), (minute, "slow", TASK): tally(1, 0, 0.1)}, now)
+    harness.peer("contract-b").write_rollups(
+        {(minute, "default", TASK): tally(2, 0, 3.0), (minute, "slow", TASK): tally(1, 0, 0.1)}, now
+    )
     store.write_rollups({}, now)  # nothing gathered: nothing changes
     assert harness.rollups() == {
         (minute, "default", TASK): (3, 1, 0, 0, 0, 2, 3.0),

@@ -49,7 +49,18 @@ def claimed_job(job_id, *, timeout=None, cancel_requested=False, worker="fake", 
     """Return a ClaimedJob for tests that hand jobs to the pool directly."""
     now = datetime.now(UTC)
     return ClaimedJob(
-        id=job_id, task="fake", args=[], kwargs={}, queue="default", priority=0, execute_at=now.timestamp(),
-        attempt=attempt, max_attempts=max_attempts, timeout=timeout, cancel_requested=cancel_requested,
-        worker=worker, last_attempted_at=now, started_at=now,
+        id=job_id,
+        task="fake",
+        args=[],
+        kwargs={},
+        queue="default",
+        priority=0,
+        execute_at=now.timestamp(),
+        attempt=attempt,
+        max_attempts=max_attempts,
+        timeout=timeout,
+        cancel_requested=cancel_requested,
+        worker=worker,
+        last_attempted_at=now,
+        started_at=now,
     )

@@ -212,9 +212,7 @@ class FakeStore:
     def load_window(self, queues, until, limit):
         with self._tables.lock:
             self._maybe_fail()
-            planned = sorted(
-                (s.at, i) for i, s in self.schedules.items() if s.at is not None and s.at <= until
-            )
+            planned = sorted((s.at, i) for i, s in self.schedules.items() if s.at is not None and s.at <= until)
             planned = [schedule_entry(i, at) for at, i in planned][: max(limit // 2, 1)]
             rows = sorted(
                 (j for j in self.jobs.values() if j.status == Status.PENDING and j.queue in queues and j.at <= until),
@@ -228,7 +226,8 @@ class FakeStore:
             self.change_limits.append(limit)
             entries = [schedule_entry(i, s.at) for i, s in sorted(self.schedules.items()) if s.updated >= since]
             rows = [
-                j for j in sorted(self.jobs.values(), key=lambda j: j.id)
+                j
+                for j in sorted(self.jobs.values(), key=lambda j: j.id)
                 if j.status == Status.PENDING and j.queue in queues and j.updated >= since
             ]
             if limit is not None and len(rows) > limit:
@@ -244,7 +243,8 @@ class FakeStore:
         with self._tables.lock:
             self._maybe_fail()
             return {
-                j.id for j in self.jobs.values()
+                j.id
+                for j in self.jobs.values()
                 if j.status == Status.RUNNING and j.worker == self.worker_id and j.cancel_requested
             }
 
@@ -262,7 +262,10 @@ class FakeStore:
         with self._tables.lock:
             self._maybe_fail()
             return any(
-                j.status == Status.PENDING and j.queue in queues and j.at <= now and (j.expires is None or j.expires > now)
+                j.status == Status.PENDING
+                and j.queue in queues
+                and j.at <= now
+                and (j.expires is None or j.expires > now)
                 for j in self.jobs.values()
             )
 
@@ -284,10 +287,15 @@ class FakeStore:
     def _due(self, queues, now, wanted=None, in_flight=frozenset(), keyed=False):
         return sorted(
             (
-                j for j in self.jobs.values()
-                if j.status == Status.PENDING and j.queue in queues and j.at <= now
-                and (wanted is None or j.id in wanted) and j.id not in in_flight
-                and (j.key is not None) == keyed and (j.expires is None or j.expires > now)
+                j
+                for j in self.jobs.values()
+                if j.status == Status.PENDING
+                and j.queue in queues
+                and j.at <= now
+                and (wanted is None or j.id in wanted)
+                and j.id not in in_flight
+                and (j.key is not None) == keyed
+                and (j.expires is None or j.expires > now)
             ),
             key=lambda j: (-j.priority, j.at, j.id),
         )
@@ -311,7 +319,9 @@ class FakeStore:
             in_flight = set(in_flight)
             tables = self._tables
             open_queues = set(queues) - tables.paused
-            tables.starts = [(q, t) for q, t in tables.starts if q not in tables.limits or t > now - tables.limits[q].period]
+            tables.starts = [
+                (q, t) for q, t in tables.starts if q not in tables.limits or t > now - tables.limits[q].period
+            ]
             candidates = self._due(open_queues - set(tables.limits), now, in_flight=in_flight)[: max(limit, 0)]
             rooms = {}
             for queue in sorted(open_queues & set(tables.limits)):
@@ -347,7 +357,8 @@ class FakeStore:
             in_flight = set(in_flight)
             room = {
                 q: lim.concurrency - sum(1 for j in self.jobs.values() if j.status == Status.RUNNING and j.queue == q)
-                for q, lim in self._tables.limits.items() if lim.concurrency is not None
+                for q, lim in self._tables.limits.items()
+                if lim.concurrency is not None
             }
             running = {}
             for j in self.jobs.values():
@@ -375,11 +386,21 @@ class FakeStore:
 
     def _claimed(self, row):
         return ClaimedJob(
-            id=row.id, task=row.task, args=list(row.args), kwargs=dict(row.kwargs), queue=row.queue,
-            priority=row.priority, execute_at=row.at, attempt=row.attempts,
-            max_attempts=row.max_attempts, timeout=row.timeout, cancel_requested=row.cancel_requested,
-            worker=row.worker, last_attempted_at=to_datetime(row.last_attempted_at),
-            started_at=to_datetime(row.started_at), snoozes=row.snoozes,
+            id=row.id,
+            task=row.task,
+            args=list(row.args),
+            kwargs=dict(row.kwargs),
+            queue=row.queue,
+            priority=row.priority,
+            execute_at=row.at,
+            attempt=row.attempts,
+            max_attempts=row.max_attempts,
+            timeout=row.timeout,
+            cancel_requested=row.cancel_requested,
+            worker=row.worker,
+            last_attempted_at=to_datetime(row.last_attempted_at),
+            started_at=to_datetime(row.started_at),
+            snoozes=row.snoozes,
         )
 
     def finish(self, outcomes, now):
@@ -419,7 +440,8 @@ class FakeStore:
         with self._tables.lock:
             self._maybe_fail()
             mine = [
-                j for j in self.jobs.values()
+                j
+                for j in self.jobs.values()
                 if j.status == Status.RUNNING and j.worker == self.worker_id and (ids is None or j.id in ids)
             ]
             for row in mine:
@@ -431,14 +453,24 @@ class FakeStore:
         with self._tables.lock:
             self._maybe_fail()
             expired = sorted(
-                (j for j in self.jobs.values() if j.status == Status.RUNNING and j.lease_until is not None and j.lease_until < now),
+                (
+                    j
+                    for j in self.jobs.values()
+                    if j.status == Status.RUNNING and j.lease_until is not None and j.lease_until < now
+                ),
                 key=lambda j: j.lease_until,
             )[:500]
             for row in expired:
-                row.errors.append({
-                    "attempt": row.attempts, "time": to_datetime(now).isoformat(), "worker": row.worker,
-                    "exception_class": LEASE_EXPIRED_CLASS, "message": LEASE_EXPIRED_MESSAGE, "traceback": "",
-                })
+                row.errors.append(
+                    {
+                        "attempt": row.attempts,
+                        "time": to_datetime(now).isoformat(),
+                        "worker": row.worker,
+                        "exception_class": LEASE_EXPIRED_CLASS,
+                        "message": LEASE_EXPIRED_MESSAGE,
+                        "traceback": "",
+                    }
+                )
                 ending = Status.PENDING if row.attempts < row.max_attempts else Status.FAILED
                 row.status = attempt_end(ending, row.cancel_requested)
                 if row.status == Status.PENDING:
@@ -451,7 +483,8 @@ class FakeStore:
         with self._tables.lock:
             self._maybe_fail()
             expired = [
-                j for j in self.jobs.values()
+                j
+                for j in self.jobs.values()
                 if j.status in (Status.PENDING, Status.WAITING) and j.expires is not None and j.expires <= now
             ]
             for row in expired:
@@ -465,11 +498,22 @@ class FakeStore:
             won = []
             for job in jobs:
                 row = self.jobs.get(job.id)
-                if row and row.status == Status.RUNNING and row.worker == self.worker_id and row.attempts == job.attempt:
-                    row.errors.append({
-                        "attempt": row.attempts, "time": to_datetime(now).isoformat(), "worker": row.worker,
-                        "exception_class": RELEASED_CLASS, "message": RELEASED_MESSAGE, "traceback": "",
-                    })
+                if (
+                    row
+                    and row.status == Status.RUNNING
+                    and row.worker == self.worker_id
+                    and row.attempts == job.attempt
+                ):
+                    row.errors.append(
+                        {
+                            "attempt": row.attempts,
+                            "time": to_datetime(now).isoformat(),
+                            "worker": row.worker,
+                            "exception_class": RELEASED_CLASS,
+                            "message": RELEASED_MESSAGE,
+                            "traceback": "",
+                        }
+                    )
                     row.lease_until = None
                     row.updated = now
                     won.append(job.id)

@@ -61,19 +61,34 @@ class Harness:
         queue_group = {q: name for name, (qs, _) in self.groups.items() for q in qs}
         self.timeline = Timeline(lambda q: SCHEDULES if q == SCHEDULES else queue_group.get(q), cap)
         self.window = Window(
-            self.timeline, frozenset(queue_group), horizon=60.0, poll_interval=1.0, full_sync_interval=30.0,
+            self.timeline,
+            frozenset(queue_group),
+            horizon=60.0,
+            poll_interval=1.0,
+            full_sync_interval=30.0,
             sync_overlap=2.0,
         )
         self.pool = WorkerPool(
-            {name: slots for name, (_, slots) in self.groups.items()}, self.store.execute, wake=lambda: None,
+            {name: slots for name, (_, slots) in self.groups.items()},
+            self.store.execute,
+            wake=lambda: None,
             clock=self.clock,
         )
         self.gate = Gate(retry_interval=1.0)
         self.outcomes = OutcomeBuffer(self.gate)
         self.leases = LeaseWatch(30.0, self.pool, RetryPolicy())
         self.claimer = Claimer(
-            self.store, self.groups, timeline=self.timeline, window=self.window, pool=self.pool, gate=self.gate,
-            outcomes=self.outcomes, leases=self.leases, clock=self.clock, max_jobs=max_jobs, burst=burst,
+            self.store,
+            self.groups,
+            timeline=self.timeline,
+            window=self.window,
+            pool=self.pool,
+            gate=self.gate,
+            outcomes=self.outcomes,
+            leases=self.leases,
+            clock=self.clock,
+            max_jobs=max_jobs,
+            burst=burst,
         )
 
     def add(self, job_id, at=DUE, **columns):
@@ -433,7 +448,7 @@ def test_a_claim_writes_the_outcomes_collected_so_far(make):
     h.add(1, queue="lim")
     h.load()
     h.claim()
-    (job, _, _), = h.free_slots()
+    ((job, _, _),) = h.free_slots()
     h.outcomes.add(job, Outcome(1, job.worker, job.attempt, Status.SUCCEEDED, result_json="7"), NOW)
     h.add(2)
     h.window.apply(Entry(2, DUE, 0, "default"))
@@ -450,7 +465,7 @@ def test_a_limited_claim_writes_the_outcomes_too(make):
     h.add(2, queue="lim")
     h.load()
     h.claim()
-    (job, _, _), = h.free_slots()
+    ((job, _, _),) = h.free_slots()
     h.outcomes.add(job, Outcome(1, job.worker, job.attempt, Status.SUCCEEDED), NOW)
     assert h.gate.blocked(NOW) == set()  # the ended attempt freed the queue here
     h.claim()
@@ -463,7 +478,7 @@ def test_a_claim_that_fails_keeps_the_outcomes_and_gives_the_entries_back(make):
     h.add(1)
     h.load()
     h.claim()
-    (job, _, _), = h.free_slots()
+    ((job, _, _),) = h.free_slots()
     outcome = Outcome(1, job.worker, job.attempt, Status.SUCCEEDED)
     h.outcomes.add(job, outcome, NOW)
     h.add(2)

@@ -38,7 +38,9 @@ def settle(dispatcher, clock, predicate, timeout=5.0):
 
 
 def test_waits_exactly_until_the_heap_top_is_due():
-    dispatcher, store, clock = make(poll_interval=100, full_sync_interval=100, housekeeping_interval=100, pause_interval=100)
+    dispatcher, store, clock = make(
+        poll_interval=100, full_sync_interval=100, housekeeping_interval=100, pause_interval=100
+    )
     dispatcher.lease = 300
     store.add(1, 1007.5)
     wait = dispatcher.tick(clock.time())
@@ -279,7 +281,9 @@ def test_a_stop_that_lands_mid_tick_gives_a_wait_not_an_error():
 
 
 def test_stop_and_notify_wake_a_sleeping_run():
-    dispatcher, store, clock = make(poll_interval=100, full_sync_interval=100, housekeeping_interval=100, pause_interval=100)
+    dispatcher, store, clock = make(
+        poll_interval=100, full_sync_interval=100, housekeeping_interval=100, pause_interval=100
+    )
     dispatcher.lease = 3000
     loads = []
     original = store.load_window
@@ -302,7 +306,9 @@ def test_a_woken_loop_yields_the_gil_only_while_jobs_run(monkeypatch):
     kernel's timer slack) would only delay the pickup of the job that woke it."""
     from scheduler_app.dispatcher import loop as loop_module
 
-    dispatcher, store, clock = make(poll_interval=100, full_sync_interval=100, housekeeping_interval=100, pause_interval=100)
+    dispatcher, store, clock = make(
+        poll_interval=100, full_sync_interval=100, housekeeping_interval=100, pause_interval=100
+    )
     dispatcher.lease = 3000
     yields, real_sleep = [], time.sleep
     monkeypatch.setattr(
@@ -401,7 +407,10 @@ def test_a_poll_that_finds_more_changes_than_the_window_holds_reloads_instead():
 
 def test_a_store_change_check_brings_the_poll_forward_and_bounds_the_wait():
     dispatcher, store, clock = make(
-        poll_interval=100, full_sync_interval=100, housekeeping_interval=100, pause_interval=100,
+        poll_interval=100,
+        full_sync_interval=100,
+        housekeeping_interval=100,
+        pause_interval=100,
         change_check_interval=0.02,
     )
     dispatcher.lease = 3000
@@ -423,7 +432,10 @@ def test_a_store_change_check_brings_the_poll_forward_and_bounds_the_wait():
 
 def test_no_store_change_checks_when_they_are_turned_off():
     dispatcher, store, clock = make(
-        poll_interval=100, full_sync_interval=100, housekeeping_interval=100, pause_interval=100,
+        poll_interval=100,
+        full_sync_interval=100,
+        housekeeping_interval=100,
+        pause_interval=100,
         change_check_interval=0,
     )
     dispatcher.lease = 3000

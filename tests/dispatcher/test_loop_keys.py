@@ -20,7 +20,9 @@ def test_the_timeline_keeps_keyed_entries_apart_and_says_when_they_are_due():
 
 
 def test_a_full_key_holds_its_jobs_only_and_is_not_asked_again_until_a_job_ends():
-    dispatcher, store, clock = make({"*": ({"default"}, 4)}, poll_interval=1.0, full_sync_interval=100, pause_interval=100)
+    dispatcher, store, clock = make(
+        {"*": ({"default"}, 4)}, poll_interval=1.0, full_sync_interval=100, pause_interval=100
+    )
     for i in range(5):
         store.add(i, 999.0, sleep=30, priority=50, key="hot", key_limit=1)
     store.add(10, 999.0, sleep=30, key="other")
@@ -40,7 +42,9 @@ def test_a_full_key_holds_its_jobs_only_and_is_not_asked_again_until_a_job_ends(
 
 
 def test_a_job_of_the_key_ending_here_lets_the_next_one_start():
-    dispatcher, store, clock = make({"*": ({"default"}, 2)}, poll_interval=100, full_sync_interval=100, pause_interval=100)
+    dispatcher, store, clock = make(
+        {"*": ({"default"}, 2)}, poll_interval=100, full_sync_interval=100, pause_interval=100
+    )
     store.add(1, 999.0, key="k")
     store.add(2, 999.0, key="k")
     assert settle(dispatcher, clock, lambda: store.jobs[2].status == "succeeded")

@@ -37,7 +37,9 @@ def test_a_full_limited_queue_does_not_starve_the_others_in_its_group():
 
 
 def test_a_full_queue_is_not_asked_again_until_a_job_ends_or_the_retry_interval():
-    dispatcher, store, clock = make({"*": ({"default"}, 4)}, poll_interval=1.0, full_sync_interval=100, pause_interval=100)
+    dispatcher, store, clock = make(
+        {"*": ({"default"}, 4)}, poll_interval=1.0, full_sync_interval=100, pause_interval=100
+    )
     store.set_limits("default", concurrency=1)
     for i in range(5):
         store.add(i, 999.0, sleep=30)
@@ -55,7 +57,9 @@ def test_a_full_queue_is_not_asked_again_until_a_job_ends_or_the_retry_interval(
 
 
 def test_another_dispatchers_finish_frees_the_queue_at_once():
-    dispatcher, store, clock = make({"*": ({"default"}, 4)}, poll_interval=100, full_sync_interval=100, pause_interval=100)
+    dispatcher, store, clock = make(
+        {"*": ({"default"}, 4)}, poll_interval=100, full_sync_interval=100, pause_interval=100
+    )
     store.set_limits("default", concurrency=1)
     store.add(1, 999.0, sleep=30)
     store.add(2, 999.0)
@@ -70,7 +74,9 @@ def test_another_dispatchers_finish_frees_the_queue_at_once():
 
 
 def test_an_own_finish_frees_the_queue_and_is_told_to_the_others():
-    dispatcher, store, clock = make({"*": ({"default"}, 4)}, poll_interval=100, full_sync_interval=100, pause_interval=100)
+    dispatcher, store, clock = make(
+        {"*": ({"default"}, 4)}, poll_interval=100, full_sync_interval=100, pause_interval=100
+    )
     store.set_limits("default", concurrency=1)
     for i in range(3):
         store.add(i, 999.0)
@@ -81,7 +87,9 @@ def test_an_own_finish_frees_the_queue_and_is_told_to_the_others():
 
 
 def test_a_rate_limited_queue_sleeps_until_its_window_turns():
-    dispatcher, store, clock = make({"*": ({"default"}, 4)}, poll_interval=100, full_sync_interval=100, pause_interval=100)
+    dispatcher, store, clock = make(
+        {"*": ({"default"}, 4)}, poll_interval=100, full_sync_interval=100, pause_interval=100
+    )
     dispatcher.lease = 300
     store.set_limits("default", rate=2, period=10)
     for i in range(5):
@@ -98,7 +106,9 @@ def test_a_rate_limited_queue_sleeps_until_its_window_turns():
 
 
 def test_a_change_of_limits_is_read_at_once():
-    dispatcher, store, clock = make({"*": ({"default"}, 4)}, poll_interval=100, full_sync_interval=100, pause_interval=100)
+    dispatcher, store, clock = make(
+        {"*": ({"default"}, 4)}, poll_interval=100, full_sync_interval=100, pause_interval=100
+    )
     store.set_limits("default", concurrency=1)
     store.add(1, 999.0, sleep=30)
     store.add(2, 999.0, sleep=30)

@@ -37,7 +37,9 @@ def test_tallies_merge_by_adding():
 def test_rollups_count_starts_outcomes_and_times_per_minute_queue_and_task():
     rollups = Rollups()
     job = replace(claimed_job(1), execute_at=1000.0, task="t", queue="q")
-    started = replace(job, last_attempted_at=job.last_attempted_at.__class__.fromtimestamp(1000.5, job.last_attempted_at.tzinfo))
+    started = replace(
+        job, last_attempted_at=job.last_attempted_at.__class__.fromtimestamp(1000.5, job.last_attempted_at.tzinfo)
+    )
     rollups.started(started, 1000.5)
     rollups.finished(started, Outcome(1, "w", 1, Status.PENDING), 1002.5)
     rollups.finished(started, Outcome(1, "w", 1, Status.SUCCEEDED), 1062.0)

@@ -77,9 +77,7 @@ def test_window_slides_with_reload():
 @given(
     st.lists(
         st.tuples(
-            st.sampled_from(["upsert", "remove", "promote"]),
-            st.integers(0, 20),
-            st.floats(0, 100, allow_nan=False),
+            st.sampled_from(["upsert", "remove", "promote"]), st.integers(0, 20), st.floats(0, 100, allow_nan=False)
         ),
         max_size=80,
     )

@@ -37,8 +37,12 @@ def make(*, cap=100, horizon=60.0, poll_interval=1.0, full_sync_interval=30.0, s
         return SCHEDULES if queue == SCHEDULES else queues.get(queue)
 
     window = Window(
-        Timeline(group_of, cap), frozenset(queues), horizon=horizon, poll_interval=poll_interval,
-        full_sync_interval=full_sync_interval, sync_overlap=sync_overlap,
+        Timeline(group_of, cap),
+        frozenset(queues),
+        horizon=horizon,
+        poll_interval=poll_interval,
+        full_sync_interval=full_sync_interval,
+        sync_overlap=sync_overlap,
     )
     return window, store
 
@@ -84,12 +88,15 @@ def test_a_load_that_fills_the_cap_is_truncated_at_its_last_entry():
     assert (tl.truncated, tl.edge) == (True, NOW + 4)
 
 
-@pytest.mark.parametrize("horizon, full_sync_interval, expected", [
-    (1000.0, 30.0, 30.0),  # as asked
-    (10.0, 30.0, 5.0),  # at least twice per horizon: the window slides by reloading
-    (0.1, 30.0, 0.1),  # never below a tenth of a second
-    (0.0, 30.0, 0.1),
-])
+@pytest.mark.parametrize(
+    "horizon, full_sync_interval, expected",
+    [
+        (1000.0, 30.0, 30.0),  # as asked
+        (10.0, 30.0, 5.0),  # at least twice per horizon: the window slides by reloading
+        (0.1, 30.0, 0.1),  # never below a tenth of a second
+        (0.0, 30.0, 0.1),
+    ],
+)
 def test_the_full_sync_interval_is_at_most_half_the_horizon(horizon, full_sync_interval, expected):
     window, _ = make(horizon=horizon, full_sync_interval=full_sync_interval)
     assert window.full_sync_interval == expected

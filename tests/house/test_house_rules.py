@@ -83,7 +83,7 @@ def find_cycle(edges):
         stack.append(node)
         for nxt in sorted(edges.get(node, ())):
             if state.get(nxt) == "open":
-                return stack[stack.index(nxt):] + [nxt]
+                return stack[stack.index(nxt) :] + [nxt]
             if nxt not in state:
                 found = visit(nxt)
                 if found:
@@ -101,7 +101,11 @@ def find_cycle(edges):
 
 
 def test_no_module_is_over_450_lines():
-    long = {str(path.relative_to(APP.parent)): n for _, path in modules() if (n := len(path.read_text().splitlines())) > MAX_LINES}
+    long = {
+        str(path.relative_to(APP.parent)): n
+        for _, path in modules()
+        if (n := len(path.read_text().splitlines())) > MAX_LINES
+    }
     assert long == {}
 
 

@@ -46,7 +46,11 @@ def test_a_job_takes_its_key_and_limit_from_the_caller_or_the_tasks_options():
     [
         ({"concurrency_key": "k" * 256}, "concurrency_key", "Must be text of at most 255 characters."),
         ({"concurrency_key": 5}, "concurrency_key", "Must be text of at most 255 characters."),
-        ({"concurrency_key": "k", "concurrency_limit": 0}, "concurrency_limit", "Must be a whole number from 1 to 100000."),
+        (
+            {"concurrency_key": "k", "concurrency_limit": 0},
+            "concurrency_limit",
+            "Must be a whole number from 1 to 100000.",
+        ),
         ({"concurrency_limit": 2}, "concurrency_limit", "concurrency_limit needs a concurrency_key."),
     ],
 )
@@ -228,8 +232,11 @@ def test_dispatchers_finishing_and_claiming_keyed_jobs_at_once_never_pass_a_keys
     """
     limits = {"a": 2, "b": 1}
     lifecycle.enqueue_many(
-        [{"task": ADD, "args": [i, i], "concurrency_key": key, "concurrency_limit": limit}
-         for i in range(15) for key, limit in limits.items()]
+        [
+            {"task": ADD, "args": [i, i], "concurrency_key": key, "concurrency_limit": limit}
+            for i in range(15)
+            for key, limit in limits.items()
+        ]
     )
     stop, errors, peaks = threading.Event(), [], {}
     finished_jobs = []
@@ -237,9 +244,12 @@ def test_dispatchers_finishing_and_claiming_keyed_jobs_at_once_never_pass_a_keys
     def sampler():
         try:
             while not stop.is_set():
-                for key, n in Job.objects.filter(status="running").values_list("concurrency_key").annotate(
-                    n=Count("pk")
-                ).order_by():
+                for key, n in (
+                    Job.objects.filter(status="running")
+                    .values_list("concurrency_key")
+                    .annotate(n=Count("pk"))
+                    .order_by()
+                ):
                     peaks[key] = max(peaks.get(key, 0), n)
         finally:
             connections.close_all()
@@ -252,7 +262,9 @@ def test_dispatchers_finishing_and_claiming_keyed_jobs_at_once_never_pass_a_keys
             while time.monotonic() < deadline:
                 claimed, _ = store.claim_keyed({"default"}, 2, time.time(), finished=outcomes)
                 finished_jobs.extend(o.job_id for o in outcomes)
-                outcomes = [Outcome(j.id, store.worker_id, j.attempt, Status.SUCCEEDED, result_json="1") for j in claimed]
+                outcomes = [
+                    Outcome(j.id, store.worker_id, j.attempt, Status.SUCCEEDED, result_json="1") for j in claimed
+                ]
                 if not claimed and not Job.objects.filter(status__in=["pending", "running"]).exists():
                     break
                 time.sleep(0.002)  # the jobs "run"

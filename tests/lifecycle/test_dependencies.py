@@ -131,7 +131,9 @@ def test_bulk_jobs_depend_on_each_other_by_index_in_any_order():
     )
     assert [j.status for j in jobs] == ["waiting", "pending", "waiting"]
     assert set(JobDependency.objects.values_list("job_id", "depends_on_id")) == {
-        (jobs[0].pk, jobs[2].pk), (jobs[2].pk, jobs[1].pk), (jobs[2].pk, outside.pk),
+        (jobs[0].pk, jobs[2].pk),
+        (jobs[2].pk, jobs[1].pk),
+        (jobs[2].pk, outside.pk),
     }
     assert drain() == {**NONE_LEFT, "succeeded": 4}
 
@@ -157,7 +159,10 @@ def test_a_bulk_job_whose_dependency_is_cancelled_at_birth_names_it():
     failed = make(task=BOOM, args=["x"], max_attempts=1)
     run(failed, "failed")
     first, second = lifecycle.enqueue_many(
-        [{"task": ADD, "args": [1, 1], "depends_on": [failed.pk]}, {"task": ADD, "args": [2, 2], "depends_on_index": [0]}]
+        [
+            {"task": ADD, "args": [1, 1], "depends_on": [failed.pk]},
+            {"task": ADD, "args": [2, 2], "depends_on_index": [0]},
+        ]
     )
     second.refresh_from_db()
     assert (first.status, second.status) == ("cancelled", "cancelled")
@@ -181,7 +186,10 @@ def test_retry_waits_again_or_is_refused_while_a_dependency_failed():
     lifecycle.cancel(a.pk)  # b is cancelled again
     with pytest.raises(lifecycle.InvalidTransition) as caught:
         lifecycle.retry(b.pk)
-    assert str(caught.value) == f"Cannot retry job {b.pk}: job {a.pk}, which it depends on, is cancelled; retry that one first."
+    assert (
+        str(caught.value)
+        == f"Cannot retry job {b.pk}: job {a.pk}, which it depends on, is cancelled; retry that one first."
+    )
     lifecycle.retry(a.pk)
     assert lifecycle.retry(b.pk).status == "waiting"
     assert drain() == {**NONE_LEFT, "succeeded": 2}

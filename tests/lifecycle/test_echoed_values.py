@@ -73,11 +73,19 @@ def test_admin_job_form_with_a_hostile_task_name_answers_with_an_inline_error(su
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("field, value", [("task", "\ud800"), ("timezone", "\ud800"), ("timezone", "\x1b[31m"), ("cron", "\ud800 * * * *")])
+@pytest.mark.parametrize(
+    "field, value", [("task", "\ud800"), ("timezone", "\ud800"), ("timezone", "\x1b[31m"), ("cron", "\ud800 * * * *")]
+)
 def test_admin_schedule_form_with_hostile_text_answers_with_an_inline_error(superuser, field, value):
     data = {
-        "name": "s", "task": ADD, "args": "[1]", "kwargs": "{}", "cron": "0 2 * * *", "timezone": "UTC",
-        "misfire_policy": "run_once", "enabled": "on",
+        "name": "s",
+        "task": ADD,
+        "args": "[1]",
+        "kwargs": "{}",
+        "cron": "0 2 * * *",
+        "timezone": "UTC",
+        "misfire_policy": "run_once",
+        "enabled": "on",
     }
     data[field] = value
     response = post_as_form_data(superuser, admin.site._registry[Schedule], data)

@@ -45,7 +45,9 @@ def test_no_claim_starts_an_expired_job(limited):
     assert Job.objects.get(pk=job.pk).status == "pending"
     early = timezone.now() + timedelta(seconds=4)
     if limited:
-        assert [j.id for j in lifecycle.claim_limited("w", queues=["slow"], limit=5, lease=30, now=early)[0]] == [job.pk]
+        assert [j.id for j in lifecycle.claim_limited("w", queues=["slow"], limit=5, lease=30, now=early)[0]] == [
+            job.pk
+        ]
     else:
         assert [j.id for j in claim(now=early)] == [job.pk]
 

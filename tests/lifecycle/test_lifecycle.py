@@ -46,8 +46,14 @@ class TestEnqueue:
     def test_validation_names_each_field(self):
         with pytest.raises(ValidationError) as info:
             lifecycle.enqueue(
-                "os.system", "notalist", {"x": object()}, priority=500, queue="nope",
-                max_attempts=0, timeout=-1, execute_at=timezone.now().replace(tzinfo=None),
+                "os.system",
+                "notalist",
+                {"x": object()},
+                priority=500,
+                queue="nope",
+                max_attempts=0,
+                timeout=-1,
+                execute_at=timezone.now().replace(tzinfo=None),
             )
         errors = info.value.message_dict
         assert set(errors) >= {"task", "args", "priority", "max_attempts", "timeout", "execute_at"}
@@ -133,8 +139,15 @@ class TestEnqueue:
 
     def test_argument_shapes_are_checked_per_shape(self):
         """The signature check is kept per (task, number of args, keywords): each shape gets its own answer."""
-        for args, kwargs, ok in [([1, 2], {}, True), ([1], {}, False), ([1], {"b": 2}, True), ([1], {"c": 2}, False),
-                                 ([1, 2], {}, True), ([], {"b": 1, "a": 2}, True), ([1, 2, 3], {}, False)]:
+        for args, kwargs, ok in [
+            ([1, 2], {}, True),
+            ([1], {}, False),
+            ([1], {"b": 2}, True),
+            ([1], {"c": 2}, False),
+            ([1, 2], {}, True),
+            ([], {"b": 1, "a": 2}, True),
+            ([1, 2, 3], {}, False),
+        ]:
             if ok:
                 lifecycle.enqueue(ADD, args, kwargs)
             else:
@@ -401,8 +414,11 @@ class TestQueryCounts:
             # connection prepares (DjangoStore._hot_connection()), here run on
             # Django's connection so that it is counted.
             texts = []
-            with django_assert_num_queries(1), connection.execute_wrapper(
-                lambda execute, sql_, params, many, ctx: texts.append(sql_) or execute(sql_, params, many, ctx)
+            with (
+                django_assert_num_queries(1),
+                connection.execute_wrapper(
+                    lambda execute, sql_, params, many, ctx: texts.append(sql_) or execute(sql_, params, many, ctx)
+                ),
             ):
                 claimed = claim_one(limit=2, finished=outcomes)
             assert texts == [sql.pg_finish_and_claim_text(False, 2)]
@@ -548,7 +564,9 @@ def test_sqlite_claims_by_query_walk_the_claim_index_and_housekeeping_gathers_st
         pytest.skip("SQLite's planner")
     now = timezone.now()
     captured = []
-    with connection.execute_wrapper(lambda execute, sql_, params, many, ctx: captured.append((sql_, params)) or execute(sql_, params, many, ctx)):
+    with connection.execute_wrapper(
+        lambda execute, sql_, params, many, ctx: captured.append((sql_, params)) or execute(sql_, params, many, ctx)
+    ):
         sql.sqlite_claim(worker="w", queues=QUEUES, limit=4, now=now, lease_until=now + timedelta(seconds=30))
     ((statement, params),) = captured
     select = statement[statement.index("SELECT id") : statement.index("LIMIT")] + "LIMIT 4"
@@ -576,13 +594,15 @@ def test_enqueue_many_works_out_each_tasks_defaults_for_its_own_jobs():
     from tests.testapp import tasks
 
     T = "tests.testapp.tasks."
-    jobs = lifecycle.enqueue_many([
-        {"task": T + "with_options", "args": [1], "unique_key": "a"},
-        {"task": T + "add", "args": [1, 2]},
-        {"task": tasks.add, "args": [3, 4], "priority": 7, "queue": "slow"},
-        {"task": T + "with_options", "args": [2], "unique_key": "b", "max_attempts": 2, "tags": ["t"]},
-        {"task": T + "add", "args": [5, 6]},
-    ])
+    jobs = lifecycle.enqueue_many(
+        [
+            {"task": T + "with_options", "args": [1], "unique_key": "a"},
+            {"task": T + "add", "args": [1, 2]},
+            {"task": tasks.add, "args": [3, 4], "priority": 7, "queue": "slow"},
+            {"task": T + "with_options", "args": [2], "unique_key": "b", "max_attempts": 2, "tags": ["t"]},
+            {"task": T + "add", "args": [5, 6]},
+        ]
+    )
     got = [(j.queue, j.priority, j.max_attempts, j.timeout, j.tags) for j in jobs]
     assert got == [
         ("slow", 0, 5, 30, []),
@@ -591,7 +611,10 @@ def test_enqueue_many_works_out_each_tasks_defaults_for_its_own_jobs():
         ("slow", 0, 2, 30, ["t"]),
         ("default", 0, 3, None, []),
     ]
-    with override_settings(SCHEDULER={"DEFAULT_MAX_ATTEMPTS": 0}), pytest.raises(creation.BulkValidationError) as caught:
+    with (
+        override_settings(SCHEDULER={"DEFAULT_MAX_ATTEMPTS": 0}),
+        pytest.raises(creation.BulkValidationError) as caught,
+    ):
         lifecycle.enqueue_many([{"task": T + "add", "args": [1, 2]}, {"task": T + "add", "args": [3, 4]}])
     assert set(caught.value.by_index) == {0, 1}
     assert all("max_attempts" in errors for errors in caught.value.by_index.values())

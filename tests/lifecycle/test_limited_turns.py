@@ -44,9 +44,9 @@ def claim_limited(limit=4, now=None, worker="w"):
 
 
 def ledger():
-    return Queue.objects.values(
-        "rate_starts", "rate_checked_starts", "rate_checked_window", "rate_checked_at"
-    ).get(name="slow")
+    return Queue.objects.values("rate_starts", "rate_checked_starts", "rate_checked_window", "rate_checked_at").get(
+        name="slow"
+    )
 
 
 def waiting_for_a_lock():

@@ -61,8 +61,14 @@ def test_limits_are_checked_by_their_rules():
         ({"slow": {"concurrency_limit": 0}}, "slow: concurrency_limit: Must be a whole number from 1 to 100000."),
         ({"slow": {"rate_period": 5e-324}}, "slow: rate_period: Must be a number of seconds from 0.001 to 86400."),
         ({"slow": {"mode": "fork"}}, 'slow: mode: Must be "thread" or "process".'),
-        ({"slow": {"burst": 3}}, "slow: unknown key 'burst'; the keys are concurrency_limit, rate_limit, rate_period and mode."),
-        ({"slow": 5}, "slow: Must be a dict of queue names to dicts of concurrency_limit, rate_limit, rate_period and mode."),
+        (
+            {"slow": {"burst": 3}},
+            "slow: unknown key 'burst'; the keys are concurrency_limit, rate_limit, rate_period and mode.",
+        ),
+        (
+            {"slow": 5},
+            "slow: Must be a dict of queue names to dicts of concurrency_limit, rate_limit, rate_period and mode.",
+        ),
         ([], "Must be a dict of queue names to dicts of concurrency_limit, rate_limit, rate_period and mode."),
     ],
 )

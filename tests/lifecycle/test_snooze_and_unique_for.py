@@ -91,15 +91,21 @@ class TestUniqueFor:
         held, _ = enqueue("tests.testapp.tasks.add", [1, 2], unique_key="k", unique_for=60)
         Job.objects.filter(pk=held.pk).update(status="failed", finished_at=timezone.now())
         jobs = lifecycle.enqueue_many(
-            [{"task": "tests.testapp.tasks.add", "args": [1, 1], "unique_key": "k", "unique_for": 60},
-             {"task": "tests.testapp.tasks.add", "args": [2, 2], "unique_for": 60}]
+            [
+                {"task": "tests.testapp.tasks.add", "args": [1, 1], "unique_key": "k", "unique_for": 60},
+                {"task": "tests.testapp.tasks.add", "args": [2, 2], "unique_for": 60},
+            ]
         )
         assert jobs[0].pk == held.pk and jobs[1].pk != held.pk
 
     def test_a_bad_period_is_refused(self):
         with pytest.raises(ValidationError) as caught:
             enqueue("tests.testapp.tasks.add", [1, 2], unique_for=-5)
-        assert caught.value.message_dict == {"unique_for": ["Must be a number of seconds from 0.001 to 31622400, or a duration such as 90s, 2h, 3d or 1h30m."]}
+        assert caught.value.message_dict == {
+            "unique_for": [
+                "Must be a number of seconds from 0.001 to 31622400, or a duration such as 90s, 2h, 3d or 1h30m."
+            ]
+        }
 
 
 @pytest.mark.django_db(transaction=True)
@@ -133,7 +139,9 @@ class TestCancelledHolders:
         waiting, _ = enqueue("tests.testapp.tasks.add", [1, 2], unique_key="w", unique_for=3600, depends_on=[first.pk])
         assert waiting.status == "waiting"
         assert lifecycle.cancel_many([waiting.pk]) == (1, 0, 0)
-        [again] = lifecycle.enqueue_many([{"task": "tests.testapp.tasks.add", "args": [1, 2], "unique_key": "w", "unique_for": 60}])
+        [again] = lifecycle.enqueue_many(
+            [{"task": "tests.testapp.tasks.add", "args": [1, 2], "unique_key": "w", "unique_for": 60}]
+        )
         assert again.pk != waiting.pk and Job.objects.get(pk=again.pk).status == "pending"
 
     def test_a_holder_cancelled_by_its_dependency_frees_its_key(self):
@@ -191,12 +199,19 @@ class TestWindowsAreNotStretched:
         before = window_of("s")
         assert before == (holder.pk, now + timedelta(seconds=60))
         later = now + timedelta(seconds=30)
-        assert enqueue("tests.testapp.tasks.add", [1, 2], unique_key="s", unique_for=366 * 86400, now=later) == (holder, False)
+        assert enqueue("tests.testapp.tasks.add", [1, 2], unique_key="s", unique_for=366 * 86400, now=later) == (
+            holder,
+            False,
+        )
         assert window_of("s") == before
         # Not while the holder is active, nor once it finished, nor in a bulk request.
         Job.objects.filter(pk=holder.pk).update(status="succeeded", finished_at=later)
-        assert enqueue("tests.testapp.tasks.add", [1, 2], unique_key="s", unique_for=366 * 86400, now=later)[0] == holder
-        [same] = lifecycle.enqueue_many([{"task": "tests.testapp.tasks.add", "args": [1, 2], "unique_key": "s", "unique_for": 366 * 86400}])
+        assert (
+            enqueue("tests.testapp.tasks.add", [1, 2], unique_key="s", unique_for=366 * 86400, now=later)[0] == holder
+        )
+        [same] = lifecycle.enqueue_many(
+            [{"task": "tests.testapp.tasks.add", "args": [1, 2], "unique_key": "s", "unique_for": 366 * 86400}]
+        )
         assert same.pk == holder.pk and window_of("s") == before
 
     def test_a_key_without_a_period_respects_a_window(self):
@@ -204,8 +219,12 @@ class TestWindowsAreNotStretched:
         holder, _ = enqueue("tests.testapp.tasks.add", [1, 2], unique_key="p", unique_for=3600)
         Job.objects.filter(pk=holder.pk).update(status="succeeded", finished_at=timezone.now())
         assert enqueue("tests.testapp.tasks.add", [1, 2], unique_key="p") == (holder, False)
-        jobs = lifecycle.enqueue_many([{"task": "tests.testapp.tasks.add", "args": [1, 2], "unique_key": "p"},
-                                       {"task": "tests.testapp.tasks.add", "args": [1, 2], "unique_key": "q"}])
+        jobs = lifecycle.enqueue_many(
+            [
+                {"task": "tests.testapp.tasks.add", "args": [1, 2], "unique_key": "p"},
+                {"task": "tests.testapp.tasks.add", "args": [1, 2], "unique_key": "q"},
+            ]
+        )
         assert jobs[0].pk == holder.pk and jobs[1].pk != holder.pk
         other, _ = enqueue("tests.testapp.tasks.add", [1, 2])
         assert enqueue("tests.testapp.tasks.add", [1, 2], unique_key="p", depends_on=[other.pk]) == (holder, False)
@@ -221,9 +240,11 @@ class TestTheTasksPeriodIsTheLongest:
     def test_a_job_may_shorten_its_tasks_period_not_lengthen_it(self):
         with pytest.raises(ValidationError) as caught:
             enqueue("tests.testapp.tasks.once_a_minute", [1], unique_for=366 * 86400)
-        assert caught.value.message_dict == {"unique_for": [
-            "Must be at most 60 seconds: the task's @options(unique_for=...) is the longest a job of it may hold its unique key."
-        ]}
+        assert caught.value.message_dict == {
+            "unique_for": [
+                "Must be at most 60 seconds: the task's @options(unique_for=...) is the longest a job of it may hold its unique key."
+            ]
+        }
         assert not Job.objects.exists() and not UniqueWindow.objects.exists()
         job, created = enqueue("tests.testapp.tasks.once_a_minute", [1], unique_for=30)
         assert created and window_of(job.unique_key)[1] == job.created_at + timedelta(seconds=30)

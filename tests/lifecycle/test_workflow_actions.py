@@ -69,7 +69,9 @@ def test_a_retry_refused_for_one_job_changes_nothing():
 def test_the_callbacks_jobs_are_not_counted():
     workflow, (a, callback) = workflow_of([{}, {}])
     Job.objects.filter(pk=a.pk).update(status=JobStatus.SUCCEEDED)
-    Workflow.objects.filter(pk=workflow.pk).update(callbacks={"enqueued": [{"callback": "on_success", "job": callback.pk}]})
+    Workflow.objects.filter(pk=workflow.pk).update(
+        callbacks={"enqueued": [{"callback": "on_success", "job": callback.pk}]}
+    )
     workflow.refresh_from_db()
     assert workflows.counts([workflow]) == {workflow.pk: {"succeeded": 1}}
     assert workflows.refresh(workflow.pk).status == WorkflowStatus.SUCCEEDED  # its callback still pending

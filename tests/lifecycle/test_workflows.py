@@ -116,8 +116,9 @@ def test_a_job_cancelled_while_waiting_gets_the_results_when_retried():
 
 
 def test_the_block_collects_jobs_from_every_api_and_runs_callbacks_once(marker_dir):
-    with Workflow(name="block", on_success=step(echo, "ok"), on_finish=step(echo, "done"),
-                  on_failure=step(echo, "bad")) as wf:
+    with Workflow(
+        name="block", on_success=step(echo, "ok"), on_finish=step(echo, "done"), on_failure=step(echo, "bad")
+    ) as wf:
         first = add.enqueue(1, 2)
         second, _ = enqueue(noop)
         [third] = enqueue_many([{"task": "tests.testapp.tasks.noop"}])
@@ -197,8 +198,10 @@ def test_a_retried_workflow_runs_its_callbacks_again_and_leaves_the_earlier_ones
     assert wf.status == "succeeded"  # the failed on_failure job of the first ending is not one of its jobs
     entries = [(e["callback"], Job.objects.get(pk=e["job"])) for e in wf.callbacks["enqueued"]]
     assert [(name, job.status) for name, job in entries] == [
-        ("on_failure", "failed"), ("on_finish", "succeeded"),  # the first ending's, not retried
-        ("on_success", "succeeded"), ("on_finish", "succeeded"),  # the second's: on_finish ran again
+        ("on_failure", "failed"),
+        ("on_finish", "succeeded"),  # the first ending's, not retried
+        ("on_success", "succeeded"),
+        ("on_finish", "succeeded"),  # the second's: on_finish ran again
     ]
     assert entries[1][1].pk != entries[3][1].pk and entries[3][1].result == ["done"]
 
@@ -371,8 +374,9 @@ def test_a_steps_using_takes_the_operators_fields():
     from tests.testapp.tasks import double
 
     workflow = chain(
-        step(double, 1).using(tags=["import", "team:7"], meta={"ticket": 42}, concurrency_key="acct:7",
-                              expires_in="2h"),
+        step(double, 1).using(
+            tags=["import", "team:7"], meta={"ticket": 42}, concurrency_key="acct:7", expires_in="2h"
+        ),
         step(double),
     ).enqueue()
     first = Job.objects.filter(workflow=workflow).order_by("pk").first()

@@ -24,8 +24,16 @@ def test_enqueue_with_dependencies_and_a_unique_period(capsys):
     call_command("enqueue", "tests.testapp.tasks.add", "--args", "[1, 2]")
     first = int(capsys.readouterr().out.strip())
     call_command(
-        "enqueue", "tests.testapp.tasks.add", "--args", "[3, 4]", "--depends-on", str(first),
-        "--on-dependency-failure", "run", "--unique-for", "60",
+        "enqueue",
+        "tests.testapp.tasks.add",
+        "--args",
+        "[3, 4]",
+        "--depends-on",
+        str(first),
+        "--on-dependency-failure",
+        "run",
+        "--unique-for",
+        "60",
     )
     job = Job.objects.get(pk=int(capsys.readouterr().out.strip()))
     assert (job.status, job.on_dependency_failure, job.has_dependencies) == ("waiting", "run", True)
@@ -55,19 +63,37 @@ def test_enqueue_with_pass_results(capsys):
         (["tests.testapp.tasks.add", "--kwargs", "[]"], "Must be a JSON object of keyword arguments."),
         (["tests.testapp.tasks.add", "--at", "2026-01-01T10:00:00"], "Must carry a time zone offset"),
         (["tests.testapp.tasks.add", "--at", "tomorrow"], "Must be an ISO 8601 date and time"),
-        (["tests.testapp.tasks.add", "--in", "-5"], "Must be a number of seconds from 0 to 3153600000, or a duration such as 90s, 2h, 3d or 1h30m."),
+        (
+            ["tests.testapp.tasks.add", "--in", "-5"],
+            "Must be a number of seconds from 0 to 3153600000, or a duration such as 90s, 2h, 3d or 1h30m.",
+        ),
         (["tests.testapp.tasks.add", "--priority", "500"], "Must be a whole number from -100 to 100."),
         (["tests.testapp.tasks.add", "--queue", "nope"], "Unknown queue"),
         (["tests.testapp.tasks.add", "--at", "2026-01-01T10:00:00+00:00", "--in", "5"], "not allowed with"),
         # Past the end of time: the rules refuse them (no OverflowError, no row in year 10000).
-        (["tests.testapp.tasks.add", "--in", "1e20"], "Must be a number of seconds from 0 to 3153600000, or a duration such as 90s, 2h, 3d or 1h30m."),
-        (["tests.testapp.tasks.add", "--in", "nan"], "Must be a number of seconds from 0 to 3153600000, or a duration such as 90s, 2h, 3d or 1h30m."),
-        (["tests.testapp.tasks.add", "--at", "9999-12-31T23:59:59-01:00"], "Must be no later than 9999-12-30T23:59:59Z."),
+        (
+            ["tests.testapp.tasks.add", "--in", "1e20"],
+            "Must be a number of seconds from 0 to 3153600000, or a duration such as 90s, 2h, 3d or 1h30m.",
+        ),
+        (
+            ["tests.testapp.tasks.add", "--in", "nan"],
+            "Must be a number of seconds from 0 to 3153600000, or a duration such as 90s, 2h, 3d or 1h30m.",
+        ),
+        (
+            ["tests.testapp.tasks.add", "--at", "9999-12-31T23:59:59-01:00"],
+            "Must be no later than 9999-12-30T23:59:59Z.",
+        ),
         # Year 10000 in Asia/Tokyo: refused, so that every zone can show every job.
         (["tests.testapp.tasks.add", "--at", "9999-12-31T00:00:00Z"], "Must be no later than 9999-12-30T23:59:59Z."),
         (["tests.testapp.tasks.add", "--queue", "a/b"], "Unknown queue: queue names are 1 to 64 letters"),
-        (["tests.testapp.tasks.add", "--args", "[1, 2]", "--depends-on", "1,x"], "Must be a list of at most 1000 job ids."),
-        (["tests.testapp.tasks.add", "--args", "[1, 2]", "--depends-on", "999999"], "depends_on: No job has the id 999999."),
+        (
+            ["tests.testapp.tasks.add", "--args", "[1, 2]", "--depends-on", "1,x"],
+            "Must be a list of at most 1000 job ids.",
+        ),
+        (
+            ["tests.testapp.tasks.add", "--args", "[1, 2]", "--depends-on", "999999"],
+            "depends_on: No job has the id 999999.",
+        ),
     ],
 )
 def test_enqueue_bad_input(args, message):
@@ -126,7 +152,10 @@ def test_purgejobs_bad_input(args, message):
     assert len(stderr.strip().splitlines()) == 1, stderr
 
 
-@pytest.mark.parametrize("text, seconds", [("7d", 7 * 86400), ("12h", 43200), ("30m", 1800), ("90s", 90), ("3600", 3600), ("2w", 14 * 86400), ("0s", 0)])
+@pytest.mark.parametrize(
+    "text, seconds",
+    [("7d", 7 * 86400), ("12h", 43200), ("30m", 1800), ("90s", 90), ("3600", 3600), ("2w", 14 * 86400), ("0s", 0)],
+)
 def test_purgejobs_durations_keep_the_documented_syntax(text, seconds):
     from scheduler_app.management import arguments
     from scheduler_app.validation.settings import RETENTION_AGE

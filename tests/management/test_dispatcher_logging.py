@@ -38,22 +38,31 @@ def test_without_logging_the_dispatcher_speaks_on_stderr_at_info(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("dispatcher ")  # the banner, as before
     lines = done.stderr.splitlines()
-    assert any(f"INFO scheduler_app.dispatcher.runner job {retried.pk} attempt 1/2 of {BOOM} failed" in line and "retry at" in line for line in lines), done.stderr
+    assert any(
+        f"INFO scheduler_app.dispatcher.runner job {retried.pk} attempt 1/2 of {BOOM} failed" in line
+        and "retry at" in line
+        for line in lines
+    ), done.stderr
     assert any(f"WARNING scheduler_app.dispatcher.runner job {failed.pk} failed" in line for line in lines), done.stderr
-    assert any("INFO scheduler_app.dispatcher dispatcher " in line and "stopped: 2 jobs processed" in line for line in lines), done.stderr
+    assert any(
+        "INFO scheduler_app.dispatcher dispatcher " in line and "stopped: 2 jobs processed" in line for line in lines
+    ), done.stderr
 
 
 def test_a_projects_logging_is_followed(tmp_path):
     _, failed = jobs_that_retry_and_fail()
     log_file = tmp_path / "dispatcher.log"
-    done = run_dispatcher(tmp_path, f"""
+    done = run_dispatcher(
+        tmp_path,
+        f"""
 LOGGING = {{
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {{"file": {{"class": "logging.FileHandler", "filename": {str(log_file)!r}}}}},
     "loggers": {{"scheduler_app": {{"handlers": ["file"], "level": "WARNING", "propagate": False}}}},
 }}
-""")
+""",
+    )
     assert done.returncode == 0, done.stderr
     assert "scheduler_app.dispatcher" not in done.stderr, done.stderr  # (django.tasks logs its own failures)
     written = log_file.read_text()

@@ -17,7 +17,9 @@ T = "tests.testapp.tasks."
 
 def run(*jobs, **options):
     with dispatcher_thread(**options):
-        assert wait_for(lambda: not Job.objects.filter(pk__in=[j.pk for j in jobs], status__in=["pending", "running"]).exists())
+        assert wait_for(
+            lambda: not Job.objects.filter(pk__in=[j.pk for j in jobs], status__in=["pending", "running"]).exists()
+        )
 
 
 def enqueue(name, *args, **kw):
@@ -28,7 +30,9 @@ def test_records_of_the_jobs_own_thread_are_kept_with_each_attempt():
     ok = enqueue("chatty", 3)
     bad = enqueue("chatty", 1, True, max_attempts=2)
     run(ok, bad)
-    rows = list(JobLog.objects.filter(job=ok).order_by("attempt", "seq").values_list("attempt", "level", "logger", "message"))
+    rows = list(
+        JobLog.objects.filter(job=ok).order_by("attempt", "seq").values_list("attempt", "level", "logger", "message")
+    )
     assert rows == [(1, logging.INFO, "tests.testapp.tasks", f"line {i} of 3") for i in (1, 2, 3)]
     assert Job.objects.get(pk=ok.pk).logs_count == 3
     bad_rows = list(JobLog.objects.filter(job=bad).order_by("attempt", "seq"))
@@ -80,10 +84,10 @@ def test_retention_removes_logs_with_their_job():
 
 def test_a_record_is_counted_in_the_bytes_it_takes_not_its_characters():
     capture = joblogs.Capture(0, 100, 1000)
-    record = logging.LogRecord("t", logging.INFO, "", 0, "\U0001F600" * 300, None, None)  # 300 characters, 1,200 bytes
+    record = logging.LogRecord("t", logging.INFO, "", 0, "\U0001f600" * 300, None, None)  # 300 characters, 1,200 bytes
     capture.add(record)
     assert capture.records == [] and capture.dropped == 1
-    capture.add(logging.LogRecord("t", logging.INFO, "", 0, "\U0001F600" * 200, None, None))  # 800 bytes
+    capture.add(logging.LogRecord("t", logging.INFO, "", 0, "\U0001f600" * 200, None, None))  # 800 bytes
     assert len(capture.records) == 1 and capture.size == 801
 
 

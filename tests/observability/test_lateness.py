@@ -23,14 +23,26 @@ def late_job(queue="default", seconds=60, **fields):
 def running(queue="default", worker="w1"):
     now = timezone.now()
     return Job.objects.create(
-        task=ADD, args=[1, 2], queue=queue, execute_at=now, status=JobStatus.RUNNING, attempts=1, worker=worker,
-        started_at=now, last_attempted_at=now,
+        task=ADD,
+        args=[1, 2],
+        queue=queue,
+        execute_at=now,
+        status=JobStatus.RUNNING,
+        attempts=1,
+        worker=worker,
+        started_at=now,
+        last_attempted_at=now,
     )
 
 
 def dispatcher(id="w1", queues=("default", "other"), slots=None, seconds_ago=0, state=WorkerState.ALIVE):
     return Worker.objects.create(
-        id=id, hostname="h", pid=1, queues=sorted(queues), slots=slots or {"*": 2}, state=state,
+        id=id,
+        hostname="h",
+        pid=1,
+        queues=sorted(queues),
+        slots=slots or {"*": 2},
+        state=state,
         last_heartbeat=timezone.now() - timedelta(seconds=seconds_ago),
     )
 
@@ -117,7 +129,9 @@ def test_a_page_of_jobs_is_read_in_a_few_queries_whatever_its_size(django_assert
     queue("other", rate_limit=1, concurrency_limit=5)
     QueueStart.objects.create(queue="other", started_at=timezone.now())
     soon = late_job(seconds=-5)
-    jobs = list(Job.objects.filter(pk__in=[late_job(q).pk for q in ("default", "other", "slow") for _ in range(10)] + [soon.pk]))
+    jobs = list(
+        Job.objects.filter(pk__in=[late_job(q).pk for q in ("default", "other", "slow") for _ in range(10)] + [soon.pk])
+    )
     with django_assert_max_num_queries(4):
         reasons = lateness.late_reasons(jobs)
     by_queue = {j.queue: reasons[j.pk] for j in jobs if j.execute_at < timezone.now()}

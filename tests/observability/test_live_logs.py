@@ -68,7 +68,9 @@ def test_the_bound_holds_for_the_whole_attempt_and_the_dropped_line_comes_last(m
 
 @pytest.mark.slow
 def test_a_running_attempts_lines_appear_while_it_runs_in_a_worker_process(marker_dir):
-    job, _ = lifecycle.enqueue(T + "logs_then_waits", [marker_dir], {"lines": 40, "more": 2}, queue="slow", max_attempts=1)
+    job, _ = lifecycle.enqueue(
+        T + "logs_then_waits", [marker_dir], {"lines": 40, "more": 2}, queue="slow", max_attempts=1
+    )
     cmd, env = manage("rundispatcher", "--poll-interval", "0.2", "--queue", "slow:1:process")
     process = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -85,8 +87,15 @@ def test_a_running_attempts_lines_appear_while_it_runs_in_a_worker_process(marke
 def running_job(worker="w-1", attempts=1):
     now = timezone.now()
     return Job.objects.create(
-        task=T + "noop", args=[], kwargs={}, execute_at=now, status="running", worker=worker, attempts=attempts,
-        started_at=now, last_attempted_at=now,
+        task=T + "noop",
+        args=[],
+        kwargs={},
+        execute_at=now,
+        status="running",
+        worker=worker,
+        attempts=attempts,
+        started_at=now,
+        last_attempted_at=now,
     )
 
 

@@ -22,20 +22,18 @@ def enqueue(name, *args, **kw):
 
 def counters():
     return {
-        (c.queue, c.task): (c.started, c.succeeded, c.failed, c.retried, c.cancelled)
-        for c in Counter.objects.all()
+        (c.queue, c.task): (c.started, c.succeeded, c.failed, c.retried, c.cancelled) for c in Counter.objects.all()
     }
 
 
 def test_two_dispatchers_rollups_and_counters_add_up():
     jobs = [enqueue("add", i, i) for i in range(30)] + [enqueue("boom", max_attempts=2) for _ in range(3)]
     with dispatcher_thread(rollup_interval=0.2), dispatcher_thread(rollup_interval=0.2):
-        assert wait_for(lambda: not Job.objects.filter(pk__in=[j.pk for j in jobs], status__in=["pending", "running"]).exists())
+        assert wait_for(
+            lambda: not Job.objects.filter(pk__in=[j.pk for j in jobs], status__in=["pending", "running"]).exists()
+        )
     # Both stopped: their last rollups are written.
-    assert counters() == {
-        ("default", T + "add"): (30, 30, 0, 0, 0),
-        ("default", T + "boom"): (6, 0, 3, 3, 0),
-    }
+    assert counters() == {("default", T + "add"): (30, 30, 0, 0, 0), ("default", T + "boom"): (6, 0, 3, 3, 0)}
     add = Counter.objects.get(task=T + "add")
     assert sum(getattr(add, f"run_{i}") for i in range(13)) == 30
     assert sum(getattr(add, f"wait_{i}") for i in range(13)) == 30 and add.wait_max < 30

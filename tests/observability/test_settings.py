@@ -32,7 +32,16 @@ def test_bad_values_are_reported_at_start_up(scheduler):
 
 
 def test_good_values_pass():
-    assert ids(JOB_LOG_LEVEL="warning", JOB_LOG_MAX_RECORDS=0, JOB_LOG_MAX_BYTES=1024, ROLLUP_INTERVAL=0,
-               ROLLUP_RETENTION=timedelta(days=30), METRICS_TOKEN="0123456789abcdef") == []
+    assert (
+        ids(
+            JOB_LOG_LEVEL="warning",
+            JOB_LOG_MAX_RECORDS=0,
+            JOB_LOG_MAX_BYTES=1024,
+            ROLLUP_INTERVAL=0,
+            ROLLUP_RETENTION=timedelta(days=30),
+            METRICS_TOKEN="0123456789abcdef",
+        )
+        == []
+    )
     with override_settings(SCHEDULER={"JOB_LOG_LEVEL": "warning"}):
         assert joblogs.level() == 30

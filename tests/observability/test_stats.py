@@ -26,7 +26,14 @@ def make_jobs():
 def test_exact_counts_and_queues():
     make_jobs()
     Worker.objects.create(id="w", hostname="h", pid=1, queues=["default", "slow"], slots={"*": 4})
-    assert stats.job_counts() == {"pending": 14, "waiting": 0, "running": 2, "succeeded": 0, "failed": 0, "cancelled": 20}
+    assert stats.job_counts() == {
+        "pending": 14,
+        "waiting": 0,
+        "running": 2,
+        "succeeded": 0,
+        "failed": 0,
+        "cancelled": 20,
+    }
     by_name = {q["name"]: q for q in stats.queues()}
     assert set(by_name) >= {"default", "slow", "other"}
     assert (by_name["default"]["pending"], by_name["default"]["due"]) == (11, 10)
@@ -48,7 +55,6 @@ def test_finished_counts_are_estimated_on_big_postgres_tables(monkeypatch):
     assert counts["cancelled"] == 20
 
 
-
 @pytest.mark.postgres_only
 def test_statistics_of_a_truncated_table_are_not_trusted(monkeypatch):
     # A suite's or an operator's TRUNCATE keeps pg_class.reltuples (millions
@@ -60,6 +66,7 @@ def test_statistics_of_a_truncated_table_are_not_trusted(monkeypatch):
     monkeypatch.setattr(stats, "EXACT_COUNT_LIMIT", 1)
     assert set(stats.job_counts().values()) == {0}
 
+
 def test_dashboard_rows():
     from scheduler_app import schedules
 
@@ -67,10 +74,15 @@ def test_dashboard_rows():
     due, _ = lifecycle.enqueue(ADD, [1, 1], execute_at=now - timedelta(minutes=1))
     soon, _ = lifecycle.enqueue(ADD, [1, 1], execute_at=now + timedelta(minutes=5))
     later, _ = lifecycle.enqueue(ADD, [1, 1], execute_at=now + timedelta(hours=3))
-    schedule = schedules.create(name="hourly", task=ADD, args=[1, 2], interval_seconds=3600, start_at=now + timedelta(hours=1))
+    schedule = schedules.create(
+        name="hourly", task=ADD, args=[1, 2], interval_seconds=3600, start_at=now + timedelta(hours=1)
+    )
     # Due jobs first; then future jobs and schedule runs by time.
     assert [(type(r).__name__, r.pk) for r in stats.upcoming(now)] == [
-        ("Job", due.pk), ("Job", soon.pk), ("Schedule", schedule.pk), ("Job", later.pk)
+        ("Job", due.pk),
+        ("Job", soon.pk),
+        ("Schedule", schedule.pk),
+        ("Job", later.pk),
     ]
     assert [r.pk for r in stats.upcoming(now, limit=2)] == [due.pk, soon.pk]
     assert stats.running_jobs() == [] and stats.recent_failures() == []

@@ -30,7 +30,7 @@ pytestmark = [
 # -- What the README's steps must have made -----------------------------------
 # The steps themselves are read from the README (tests/packaging/readme.py).
 
-CHECKS = '''
+CHECKS = """
 from django.contrib.auth.models import Permission, User
 from django.test import Client
 from rest_framework.authtoken.models import Token
@@ -71,13 +71,15 @@ assert metrics.status_code == 200 and b"scheduler_jobs" in metrics.content, metr
 anonymous = Client(HTTP_HOST="localhost").get("/scheduler/api/jobs/")
 assert anonymous.status_code == 401 and anonymous["Content-Type"] == "application/json"
 print("FRESH PROJECT OK")
-'''
+"""
 
 
 def run(cmd, cwd, env=None, timeout=300, check=True):
     result = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     if check and result.returncode != 0:
-        raise AssertionError(f"{' '.join(map(str, cmd))} exited {result.returncode}:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+        raise AssertionError(
+            f"{' '.join(map(str, cmd))} exited {result.returncode}:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+        )
     return result
 
 
@@ -100,8 +102,12 @@ def follow(step, site, env, source):
     command = step[1].replace(readme.CHECKOUT, str(source))
     if command.endswith("manage.py createsuperuser"):
         # What a person types at its prompts.
-        env = {**env, "DJANGO_SUPERUSER_USERNAME": "admin", "DJANGO_SUPERUSER_EMAIL": "admin@example.com",
-               "DJANGO_SUPERUSER_PASSWORD": "a-long-password-1"}
+        env = {
+            **env,
+            "DJANGO_SUPERUSER_USERNAME": "admin",
+            "DJANGO_SUPERUSER_EMAIL": "admin@example.com",
+            "DJANGO_SUPERUSER_PASSWORD": "a-long-password-1",
+        }
         command += " --no-input"
     return run(["bash", "-c", command], cwd=site, env=env, timeout=600, check=False)
 
@@ -110,7 +116,11 @@ def test_a_fresh_project_follows_the_readme(tmp_path):
     source = checkout_copy(tmp_path)
     venv = tmp_path / "venv"
     run([sys._base_executable, "-m", "venv", str(venv)], cwd=tmp_path)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "SCHEDULER_", "DATABASE_URL", "VIRTUAL_ENV"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DJANGO_", "SCHEDULER_", "DATABASE_URL", "VIRTUAL_ENV"))
+    }
     # The virtualenv activated: its python, pip and django-admin come first.
     env["PATH"] = f"{venv / 'bin'}:{env.get('PATH', '')}"
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"

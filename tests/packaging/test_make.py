@@ -17,7 +17,9 @@ once = pytest.mark.once  # the suite's own marker: runs in the SQLite pass only 
 
 
 def server_line(request_line, status):
-    record = logging.LogRecord("django.server", logging.INFO, "", 0, '"%s" %s %s', (request_line, str(status), "12"), None)
+    record = logging.LogRecord(
+        "django.server", logging.INFO, "", 0, '"%s" %s %s', (request_line, str(status), "12"), None
+    )
     record.status_code = status
     return record
 
@@ -63,21 +65,28 @@ def test_the_project_settings_use_them():
 def test_make_run_prints_where_to_log_in_last():
     script = (ROOT / "scripts" / "run.sh").read_text()
     summary = script.index("cat <<SUMMARY")
-    assert script.index("setsid $PY manage.py runserver") < summary and script.index("setsid $PY manage.py rundispatcher") < summary
-    assert script.index('bootstrap=$($PY manage.py bootstrap_demo)') < summary
+    assert (
+        script.index("setsid $PY manage.py runserver") < summary
+        and script.index("setsid $PY manage.py rundispatcher") < summary
+    )
+    assert script.index("bootstrap=$($PY manage.py bootstrap_demo)") < summary
     assert "${HOST:-127.0.0.1}" in script and "${PORT:-8000}" in script
 
 
 def run_test_sh(*args, **env):
     environment = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
     environment.update(env)
-    return subprocess.run(["scripts/test.sh", *args], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        ["scripts/test.sh", *args], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=300
+    )
 
 
 @once
 @pytest.mark.slow
 def test_make_test_runs_the_sqlite_pass_alone():
-    done = run_test_sh("-q", "-p", "no:randomly", "tests/vocabulary/test_wakeup.py", SCHEDULER_TEST_DBS="sqlite", REQUIRE_POSTGRES="1")
+    done = run_test_sh(
+        "-q", "-p", "no:randomly", "tests/vocabulary/test_wakeup.py", SCHEDULER_TEST_DBS="sqlite", REQUIRE_POSTGRES="1"
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "== SQLite ==" in done.stdout and "== PostgreSQL" not in done.stdout
     assert "the PostgreSQL pass is left out" in done.stdout
@@ -93,7 +102,8 @@ def test_the_scheduler_fixture_works_in_the_repositorys_own_virtualenv():
     where = ROOT / f"scratch-fixture-{uuid.uuid4().hex[:8]}"
     where.mkdir()
     try:
-        (where / "test_uses_the_fixture.py").write_text(textwrap.dedent('''
+        (where / "test_uses_the_fixture.py").write_text(
+            textwrap.dedent("""
             from django.db import connection
 
             from scheduler_app.demo.tasks import echo
@@ -106,11 +116,18 @@ def test_the_scheduler_fixture_works_in_the_repositorys_own_virtualenv():
                 echo.enqueue("hi")
                 scheduler.assert_enqueued(echo, args=["hi"])
                 assert scheduler.drain()["succeeded"] == 1
-        '''))
+        """)
+        )
         env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings"}
         env.pop("DATABASE_URL", None)
-        done = subprocess.run([sys.executable, "-m", "pytest", "-q", str(where)], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", str(where)],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout[-3000:] + done.stderr[-2000:]
     finally:
         shutil.rmtree(where)

@@ -34,7 +34,13 @@ def test_a_cancelled_job_that_does_not_stop_has_its_worker_terminated(marker_dir
     dependent = lifecycle.enqueue(ADD, [1, 2], depends_on=[job.pk])[0]
     log = tmp_path / "d.log"
     dispatcher = start_dispatcher(
-        "--queue", "slow:1:process", "--queue", "default:1", "--poll-interval", "0.2", log_path=log,
+        "--queue",
+        "slow:1:process",
+        "--queue",
+        "default:1",
+        "--poll-interval",
+        "0.2",
+        log_path=log,
         SCHEDULER_TEST_CANCEL_GRACE="1.0",
     )
     try:
@@ -66,7 +72,9 @@ def test_a_cancelled_job_that_does_not_stop_has_its_worker_terminated(marker_dir
 def test_a_thread_queue_stays_cooperative(marker_dir, tmp_path):
     job = lifecycle.enqueue(STUBBORN, [marker_dir, "t", 3.0], queue="slow")[0]
     log = tmp_path / "d.log"
-    dispatcher = start_dispatcher("--queue", "slow:1", "--poll-interval", "0.2", log_path=log, SCHEDULER_TEST_CANCEL_GRACE="0.5")
+    dispatcher = start_dispatcher(
+        "--queue", "slow:1", "--poll-interval", "0.2", log_path=log, SCHEDULER_TEST_CANCEL_GRACE="0.5"
+    )
     try:
         pid = worker_pid(marker_dir, "t", log)
         assert pid == dispatcher.pid  # a thread of the dispatcher itself

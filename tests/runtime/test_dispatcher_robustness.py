@@ -28,8 +28,9 @@ def plant(**columns):
     job, _ = lifecycle.enqueue(ADD, [1, 2], execute_at=timezone.now() + timedelta(days=1))
     assignments = ", ".join(f"{name} = {value}" for name, value in columns.items())
     with connection.cursor() as cursor:
-        cursor.execute(f"UPDATE scheduler_app_job SET {assignments}, updated_at = %s WHERE id = %s",
-                       [timezone.now(), job.pk])
+        cursor.execute(
+            f"UPDATE scheduler_app_job SET {assignments}, updated_at = %s WHERE id = %s", [timezone.now(), job.pk]
+        )
     return job.pk
 
 
@@ -56,7 +57,9 @@ def test_rows_written_around_the_service_cannot_stop_the_dispatcher(caplog):
             ancient = plant(execute_at="'0001-01-01 00:00:00+00 BC'")
             # A change time from the far future must not blind the change poll.
             with connection.cursor() as cursor:
-                cursor.execute("UPDATE scheduler_app_job SET updated_at = '10000-01-01 00:00:00+00' WHERE id = %s", [future])
+                cursor.execute(
+                    "UPDATE scheduler_app_job SET updated_at = '10000-01-01 00:00:00+00' WHERE id = %s", [future]
+                )
         else:
             ancient = plant(execute_at="'garbage'")  # SQLite keeps any text; never due, never read
         # The due rows it cannot read fail one by one; the dispatcher goes on with the next.

@@ -26,10 +26,22 @@ NOW = datetime(2026, 11, 26, 10, 0, tzinfo=UTC)
 
 def claimed(task, *args, attempt=1, max_attempts=3, errors="[]", **fields):
     values = {
-        "id": 5, "task": T + task, "args": list(args), "kwargs": {}, "queue": "default", "priority": 0,
-        "execute_at": NOW, "attempt": attempt, "max_attempts": max_attempts, "timeout": None,
-        "cancel_requested": False, "worker": "w-now", "last_attempted_at": NOW + timedelta(minutes=attempt),
-        "started_at": NOW + timedelta(minutes=1), "enqueued_at": NOW, "errors": errors,
+        "id": 5,
+        "task": T + task,
+        "args": list(args),
+        "kwargs": {},
+        "queue": "default",
+        "priority": 0,
+        "execute_at": NOW,
+        "attempt": attempt,
+        "max_attempts": max_attempts,
+        "timeout": None,
+        "cancel_requested": False,
+        "worker": "w-now",
+        "last_attempted_at": NOW + timedelta(minutes=attempt),
+        "started_at": NOW + timedelta(minutes=1),
+        "enqueued_at": NOW,
+        "errors": errors,
     }
     values.update(fields)
     return ClaimedJob(**values)
@@ -202,7 +214,8 @@ def test_a_success_is_logged_at_debug_and_the_start_too(caplog):
         run(claimed("add", 1, 2))
     ours = [r for r in caplog.records if r.name == "scheduler_app.dispatcher.runner"]
     assert [(r.levelno, r.getMessage().split(":")[0]) for r in ours] == [
-        (logging.DEBUG, "job 5 started"), (logging.DEBUG, "job 5 succeeded"),
+        (logging.DEBUG, "job 5 started"),
+        (logging.DEBUG, "job 5 succeeded"),
     ]
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="scheduler_app.dispatcher.runner"):

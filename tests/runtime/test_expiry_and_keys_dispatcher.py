@@ -20,7 +20,9 @@ HOLD = "tests.testapp.tasks.logs_then_waits"  # runs until marker_dir/release ex
 
 def test_a_job_due_after_its_expiry_never_runs_and_the_dispatcher_cancels_it():
     now = timezone.now()
-    doomed = lifecycle.enqueue(ADD, [1, 2], execute_at=now + timedelta(seconds=1), expires_at=now + timedelta(seconds=0.5))[0]
+    doomed = lifecycle.enqueue(
+        ADD, [1, 2], execute_at=now + timedelta(seconds=1), expires_at=now + timedelta(seconds=0.5)
+    )[0]
     fine = lifecycle.enqueue(ADD, [3, 4], execute_at=now + timedelta(seconds=1), expires_in=60)[0]
     with dispatcher_thread(lease=1.5):
         assert wait_for(lambda: Job.objects.get(pk=fine.pk).status == "succeeded", 30)
@@ -58,5 +60,6 @@ def test_a_held_key_is_not_asked_again_on_every_wake_up(marker_dir):
             assert Job.objects.get(pk=waiting.pk).status == "pending"
         finally:
             open(os.path.join(marker_dir, "release"), "w").close()
-        assert run_until(dispatcher, clock, lambda: Job.objects.get(pk=waiting.pk).status == "succeeded",
-                         until=clock.time() + 60)
+        assert run_until(
+            dispatcher, clock, lambda: Job.objects.get(pk=waiting.pk).status == "succeeded", until=clock.time() + 60
+        )

@@ -5,6 +5,7 @@ process queue and a thread queue."""
 import contextlib
 import os
 import signal
+import subprocess
 
 import psutil
 import pytest
@@ -46,7 +47,7 @@ def stop(process, log):
         process.send_signal(signal.SIGTERM)
         try:
             return process.wait(60)
-        except Exception:
+        except subprocess.TimeoutExpired:
             process.kill()
             process.wait(10)
             raise AssertionError(f"the dispatcher did not stop on SIGTERM\n{log_tail(log)}") from None
@@ -80,10 +81,9 @@ def forks_then_plain_jobs(tmp_path, queue_option):
     try:
         children = {name: child_pid(tmp_path, name, log) for name in FORKING}
         # A hang guard, not a timing assertion: before the fix the last job stayed running.
-        assert wait_for(lambda: set(Job.objects.filter(pk__in=ids).values_list("status", flat=True)) <= FINISHED, timeout=60), (
-            dict(Job.objects.filter(pk__in=ids).values_list("id", "status")),
-            log_tail(log),
-        )
+        assert wait_for(
+            lambda: set(Job.objects.filter(pk__in=ids).values_list("status", flat=True)) <= FINISHED, timeout=60
+        ), (dict(Job.objects.filter(pk__in=ids).values_list("id", "status")), log_tail(log))
         # Each child is gone once its attempt is over (killed if it was still running the task).
         assert [name for name, pid in children.items() if not gone(pid)] == [], log_tail(log)
         assert stop(process, log) == 0, log_tail(log)
@@ -94,7 +94,11 @@ def forks_then_plain_jobs(tmp_path, queue_option):
     for name, job in jobs.items():
         job.refresh_from_db()
         # The parent's result, from the first attempt: no child's result, no second run.
-        assert (job.status, job.result, job.attempts) == ("succeeded", expected[name], 1), (name, job.errors, log_tail(log))
+        assert (job.status, job.result, job.attempts) == ("succeeded", expected[name], 1), (
+            name,
+            job.errors,
+            log_tail(log),
+        )
     return children
 
 

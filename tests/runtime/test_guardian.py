@@ -17,8 +17,7 @@ def watching(pid=12345):
     read, write = os.pipe()
     kills, result = [], []
     thread = threading.Thread(
-        target=lambda: result.append(guardian.watch(pid, read, kill=lambda p, s: kills.append((p, s)))),
-        daemon=True,
+        target=lambda: result.append(guardian.watch(pid, read, kill=lambda p, s: kills.append((p, s)))), daemon=True
     )
     thread.start()
     return write, kills, result, thread
@@ -45,9 +44,7 @@ def test_a_moved_or_disarmed_moment_kills_nothing_and_the_end_of_the_pipe_ends_i
 def test_the_guardian_process_kills_a_stopped_process_and_ends_with_its_dispatcher():
     victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        watcher = subprocess.Popen(
-            [sys.executable, "-I", guardian.__file__, str(victim.pid)], stdin=subprocess.PIPE,
-        )
+        watcher = subprocess.Popen([sys.executable, "-I", guardian.__file__, str(victim.pid)], stdin=subprocess.PIPE)
         victim.send_signal(signal.SIGSTOP)
         watcher.stdin.write(f"{time.monotonic() + 0.2!r}\n".encode())
         watcher.stdin.flush()

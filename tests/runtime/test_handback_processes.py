@@ -35,9 +35,7 @@ def stop(*processes):
 
 def test_a_rolling_restart_runs_no_thread_job_twice_at_once(tmp_path):
     """SIGTERM of one dispatcher while another runs on: jobs that outlive the grace run again, never beside."""
-    jobs = [
-        lifecycle.enqueue(TICKER, [str(tmp_path), 1.5], max_attempts=1)[0] for _ in range(3)
-    ]
+    jobs = [lifecycle.enqueue(TICKER, [str(tmp_path), 1.5], max_attempts=1)[0] for _ in range(3)]
     first = start_dispatcher("--concurrency", "3", "--grace", "0.2", "--lease", "5", log_path=tmp_path / "a.log")
     second = None
     try:

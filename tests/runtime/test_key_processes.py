@@ -12,11 +12,7 @@ import pytest
 from scheduler_app import lifecycle
 from scheduler_app.models import Job
 from tests.plumbing import most_at_once
-from tests.runtime.test_limit_processes import (
-    dispatchers_for_this_database,
-    log_tail,
-    run_dispatchers,
-)
+from tests.runtime.test_limit_processes import dispatchers_for_this_database, log_tail, run_dispatchers
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -37,10 +33,13 @@ def spans_by_account(marker_dir):
 def test_a_keys_limit_holds_across_dispatchers_and_other_keys_progress(marker_dir, tmp_path):
     specs = [
         {"task": KEYED, "args": [marker_dir, account, 0.15], "queue": "slow"}
-        for _ in range(8) for account in ("acme", "bolt", "core")
+        for _ in range(8)
+        for account in ("acme", "bolt", "core")
     ]
     # One key with a limit of 1, given at enqueue over the task's own.
-    specs += [{"task": KEYED, "args": [marker_dir, "solo", 0.1], "queue": "slow", "concurrency_limit": 1} for _ in range(5)]
+    specs += [
+        {"task": KEYED, "args": [marker_dir, "solo", 0.1], "queue": "slow", "concurrency_limit": 1} for _ in range(5)
+    ]
     specs += [{"task": SPAN, "args": [marker_dir, 0.05], "queue": "slow"} for _ in range(6)]
     lifecycle.enqueue_many(specs)
     count = dispatchers_for_this_database()
@@ -61,7 +60,11 @@ def test_a_keys_limit_holds_across_dispatchers_and_other_keys_progress(marker_di
 def test_keys_in_a_limited_queue_obey_both_limits_across_dispatchers(marker_dir, tmp_path):
     lifecycle.set_limits("slow", concurrency_limit=3)
     lifecycle.enqueue_many(
-        [{"task": KEYED, "args": [marker_dir, account, 0.1], "queue": "slow"} for _ in range(6) for account in ("acme", "bolt")]
+        [
+            {"task": KEYED, "args": [marker_dir, account, 0.1], "queue": "slow"}
+            for _ in range(6)
+            for account in ("acme", "bolt")
+        ]
         + [{"task": SPAN, "args": [marker_dir, 0.1], "queue": "slow"} for _ in range(4)]
     )
     count = dispatchers_for_this_database()

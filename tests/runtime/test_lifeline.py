@@ -62,9 +62,7 @@ def wait_for(predicate, timeout):
 def test_a_bound_process_and_its_own_child_end_when_its_parent_is_killed(mode):
     if mode == "prctl" and not sys.platform.startswith("linux"):
         pytest.skip("PR_SET_PDEATHSIG is Linux's")
-    parent = subprocess.Popen(
-        [sys.executable, "-c", PARENT, WORKER, mode], stdout=subprocess.PIPE, text=True, cwd=ROOT
-    )
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, WORKER, mode], stdout=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         worker, child = (int(pid) for pid in parent.stdout.readline().split())
         assert not gone(worker) and not gone(child)
@@ -117,7 +115,11 @@ print(child.pid, orphan, lifeline.end_children(), sorted(lifeline.children()), f
 
 def test_end_children_kills_and_reaps_every_child_and_adopted_orphan_and_counts_them():
     sweeper = subprocess.Popen(
-        [sys.executable, "-c", SWEEPER], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [sys.executable, "-c", SWEEPER],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         start_new_session=True,  # a group of its own: a hang leaves nothing behind
     )
     try:

@@ -110,7 +110,9 @@ def test_a_crashed_dispatchers_jobs_stop_counting_once_rescued(marker_dir, tmp_p
     rescuer = start_dispatcher("--concurrency", "2", "--lease", "1.5", log_path=tmp_path / "rescuer.log")
     try:
         # The dead one's attempt holds the only slot until its lease is rescued; then the queue flows.
-        assert wait_for(lambda: Job.objects.filter(status="succeeded").count() == 2, 60), log_tail(tmp_path / "rescuer.log")
+        assert wait_for(lambda: Job.objects.filter(status="succeeded").count() == 2, 60), log_tail(
+            tmp_path / "rescuer.log"
+        )
         lost = Job.objects.get(args__1=30.0)
         assert lost.errors[0]["exception_class"] == "scheduler_app.lifecycle.LeaseExpired"
         rescued_at = datetime.fromisoformat(lost.errors[0]["time"])
@@ -127,7 +129,9 @@ def test_a_dispatcher_waiting_on_a_full_queue_sleeps(marker_dir, tmp_path):
     held, _ = lifecycle.enqueue(HOLD, [marker_dir, 0, 0, 120.0], queue="slow")
     holder = start_dispatcher("--queue", "slow:1", log_path=tmp_path / "holder.log")
     try:
-        assert wait_for(lambda: Job.objects.filter(pk=held.pk, status="running").exists(), 60), log_tail(tmp_path / "holder.log")
+        assert wait_for(lambda: Job.objects.filter(pk=held.pk, status="running").exists(), 60), log_tail(
+            tmp_path / "holder.log"
+        )
         enqueue_spans(marker_dir, 3, 0.01)
         clock = FakeClock(float(int(time.time())) + 2)  # the three are due
         with ticking_dispatcher(clock, {"*": ({"slow"}, 4)}, poll_interval=0.5) as waiter:
@@ -143,10 +147,13 @@ def test_a_dispatcher_waiting_on_a_full_queue_sleeps(marker_dir, tmp_path):
             assert len(claims) == asked + 1  # the retry interval passed: one more try, still full
             assert Job.objects.filter(status="pending").count() == 3
             open(os.path.join(marker_dir, "release"), "w").close()  # the holder's job ends
-            assert wait_for(lambda: Job.objects.get(pk=held.pk).status == "succeeded", 60), log_tail(tmp_path / "holder.log")
+            assert wait_for(lambda: Job.objects.get(pk=held.pk).status == "succeeded", 60), log_tail(
+                tmp_path / "holder.log"
+            )
             # Then the waiting jobs run (on either dispatcher).
-            assert run_until(waiter, clock, lambda: Job.objects.filter(status="succeeded").count() == 4,
-                             until=clock.time() + 60)
+            assert run_until(
+                waiter, clock, lambda: Job.objects.filter(status="succeeded").count() == 4, until=clock.time() + 60
+            )
     finally:
         if holder.poll() is None:
             holder.send_signal(signal.SIGKILL)

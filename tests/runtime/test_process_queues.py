@@ -42,8 +42,10 @@ def stop(process):
 
 def enqueue_burns(queue, jobs, iterations):
     lifecycle.enqueue_many(
-        [{"task": T + "burn", "kwargs": {"iterations": iterations}, "queue": queue, "max_attempts": 1}
-         for _ in range(jobs)]
+        [
+            {"task": T + "burn", "kwargs": {"iterations": iterations}, "queue": queue, "max_attempts": 1}
+            for _ in range(jobs)
+        ]
     )
 
 
@@ -83,7 +85,9 @@ def test_a_job_stuck_in_a_loop_is_killed_at_its_timeout_and_its_slot_runs_the_ne
 
 def test_kill_9_of_a_worker_process_fails_only_that_attempt(tmp_path):
     victim, _ = lifecycle.enqueue(T + "pid_then_sleep", [str(tmp_path), "victim", 30], queue="slow", max_attempts=1)
-    neighbour, _ = lifecycle.enqueue(T + "pid_then_sleep", [str(tmp_path), "neighbour", 2], queue="slow", max_attempts=1)
+    neighbour, _ = lifecycle.enqueue(
+        T + "pid_then_sleep", [str(tmp_path), "neighbour", 2], queue="slow", max_attempts=1
+    )
     retried, _ = lifecycle.enqueue(T + "pid_then_sleep", [str(tmp_path), "retried", 30], queue="other", max_attempts=2)
     process = start("--queue", "slow:2:process", "--queue", "other:1:process")
     try:
@@ -138,7 +142,8 @@ def test_a_jobs_own_log_lines_are_kept_from_its_worker_process():
     job.refresh_from_db()
     assert job.status == "succeeded" and job.logs_count == 2
     assert list(JobLog.objects.filter(job=job).order_by("seq").values_list("message", flat=True)) == [
-        "line 1 of 2", "line 2 of 2",
+        "line 1 of 2",
+        "line 2 of 2",
     ]
 
 
@@ -148,7 +153,9 @@ def test_the_setting_makes_a_queue_run_in_processes_and_the_banner_says_so(setti
     # The worker processes set Django up from the settings module: the test database by name.
     monkeypatch.setenv("SCHEDULER_TEST_DB_NAME", str(connection.settings_dict["NAME"]))
     settings.SCHEDULER = {**settings.SCHEDULER, "QUEUES": {"slow": {"mode": "process"}}}
-    job, _ = lifecycle.enqueue(T + "pid_then_sleep", ["/tmp", f"setting-{os.getpid()}", 0], queue="slow", max_attempts=1)
+    job, _ = lifecycle.enqueue(
+        T + "pid_then_sleep", ["/tmp", f"setting-{os.getpid()}", 0], queue="slow", max_attempts=1
+    )
     other, _ = lifecycle.enqueue(T + "add", [1, 2], queue="default", max_attempts=1)
     from tests.plumbing import manage_in_process
 

@@ -70,9 +70,7 @@ def test_kill_9_of_the_dispatcher_takes_its_worker_processes_and_what_their_task
         os.kill(process.pid, signal.SIGKILL)
         process.wait(10)
         # A hang guard, not a timing assertion: the old code left them running their minute.
-        assert wait_for(lambda: all(gone(pid) for pid in pids), timeout=10), [
-            pid for pid in pids if not gone(pid)
-        ]
+        assert wait_for(lambda: all(gone(pid) for pid in pids), timeout=10), [pid for pid in pids if not gone(pid)]
     finally:
         kill(process)
 
@@ -167,7 +165,8 @@ def test_a_worker_process_outlives_the_slot_thread_that_first_used_it(tmp_path, 
 def test_a_worker_process_that_does_not_start_in_time_is_killed_and_its_attempt_retried(monkeypatch):
     def worker_processes():
         return {
-            child.pid for child in psutil.Process().children()
+            child.pid
+            for child in psutil.Process().children()
             if "spawn_main" in " ".join(child.cmdline()) and not gone(child.pid)
         }
 

@@ -33,7 +33,9 @@ DID_NOT_START = "scheduler_app.dispatcher.processes.WorkerProcessDidNotStart"
 def job(job_id=1, *, queue_name="default", timeout=None, attempt=1, max_attempts=3, task="fake", args=()):
     return dataclasses.replace(
         claimed_job(job_id, timeout=timeout, attempt=attempt, max_attempts=max_attempts),
-        queue=queue_name, task=task, args=list(args),
+        queue=queue_name,
+        task=task,
+        args=list(args),
     )
 
 
@@ -99,6 +101,7 @@ def test_the_pool_leaves_a_process_attempts_deadline_to_the_executor():
             outcome = recorder(job, cancel_event, deadline)
             hold.wait(10)
             return outcome
+
         return execute
 
     route.thread_execute, route.process_execute = blocking(threads), blocking(processes)
@@ -120,10 +123,17 @@ def test_the_pool_leaves_a_process_attempts_deadline_to_the_executor():
 # -- ending ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("code, said", [
-    (None, "ended"), (0, "ended with exit code 0"), (3, "ended with exit code 3"),
-    (-9, "was killed by SIGKILL"), (-15, "was killed by SIGTERM"), (-200, "was killed by signal 200"),
-])
+@pytest.mark.parametrize(
+    "code, said",
+    [
+        (None, "ended"),
+        (0, "ended with exit code 0"),
+        (3, "ended with exit code 3"),
+        (-9, "was killed by SIGKILL"),
+        (-15, "was killed by SIGTERM"),
+        (-200, "was killed by signal 200"),
+    ],
+)
 def test_ending_says_how_a_process_ended(code, said):
     assert ending(code) == said
 
@@ -147,25 +157,31 @@ def die(code):
     def answer(worker, job):
         worker.messages.put(("started", None))
         worker.code = code
+
     return answer
 
 
 def start_and_hang(deadline_in=None):
     """Start the task (its deadline ``deadline_in`` seconds on) and never return."""
+
     def answer(worker, job):
         worker.messages.put(("started", None if deadline_in is None else time.time() + deadline_in))
+
     return answer
 
 
 def after(event=None, status=Status.SUCCEEDED):
     """Start, and return once ``event`` is set (None: the worker's cancel flag, as a cooperative task)."""
+
     def answer(worker, job):
         worker.messages.put(("started", None))
 
         def finish():
             if (event or worker.cancel).wait(10) and worker.code is None:
                 answered(worker, job, status)
+
         threading.Thread(target=finish, daemon=True).start()
+
     return answer
 
 

@@ -118,6 +118,8 @@ def test_finite_children_that_end_with_0_are_done_and_others_restart(monkeypatch
     assert supervisor._reap(restart=True) == 1 and failed.process is not None
 
 
-@pytest.mark.parametrize(("code", "text"), [(0, "exit code 0"), (2, "exit code 2"), (-9, "signal SIGKILL"), (-15, "signal SIGTERM")])
+@pytest.mark.parametrize(
+    ("code", "text"), [(0, "exit code 0"), (2, "exit code 2"), (-9, "signal SIGKILL"), (-15, "signal SIGTERM")]
+)
 def test_exit_status_in_words(code, text):
     assert sup._status(code) == text

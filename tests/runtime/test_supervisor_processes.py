@@ -59,7 +59,9 @@ def test_a_child_that_dies_is_restarted_and_sigterm_stops_them_all(marker_dir):
         _, (first, second) = banner(process)
         assert wait_for(lambda: Worker.objects.filter(pid__in=[first, second], state="alive").count() == 2, timeout=60)
         os.kill(first, signal.SIGKILL)
-        assert wait_for(lambda: Worker.objects.filter(state="alive").exclude(pid__in=[first, second]).exists(), timeout=60)
+        assert wait_for(
+            lambda: Worker.objects.filter(state="alive").exclude(pid__in=[first, second]).exists(), timeout=60
+        )
         replacement = Worker.objects.filter(state="alive").exclude(pid__in=[first, second]).get().pid
         # It works as a dispatcher: a job enqueued now runs.
         job, _ = lifecycle.enqueue(RECORD, [marker_dir, "after-restart"])

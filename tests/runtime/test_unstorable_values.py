@@ -29,18 +29,26 @@ def enqueue(task, *args, **kw):
 
 
 def test_values_no_database_stores_are_stored_cleaned_and_nothing_else_waits():
-    jobs = {name: enqueue(name, max_attempts=1) for name in ("returns_nul", "raises_surrogate", "logs_badly", "progress_nul", "noop")}
+    jobs = {
+        name: enqueue(name, max_attempts=1)
+        for name in ("returns_nul", "raises_surrogate", "logs_badly", "progress_nul", "noop")
+    }
     with dispatcher_thread():
         assert wait_for(lambda: not Job.objects.filter(status__in=["pending", "running"]).exists(), timeout=30)
     rows = {name: Job.objects.get(pk=job.pk) for name, job in jobs.items()}
     assert {name: row.status for name, row in rows.items()} == {
-        "returns_nul": "succeeded", "raises_surrogate": "failed", "logs_badly": "succeeded",
-        "progress_nul": "succeeded", "noop": "succeeded",
+        "returns_nul": "succeeded",
+        "raises_surrogate": "failed",
+        "logs_badly": "succeeded",
+        "progress_nul": "succeeded",
+        "noop": "succeeded",
     }
     assert rows["returns_nul"].result == {"text": f"a{FFFD}b", f"name{FFFD}": [f"bad file-{FFFD}.txt"]}
     (error,) = rows["raises_surrogate"].errors
     assert error["message"] == f"bad file-{FFFD}.txt{FFFD}" and FFFD in error["traceback"]
-    logs = list(JobLog.objects.filter(job_id=jobs["logs_badly"].pk).order_by("seq").values_list("level", "logger", "message"))
+    logs = list(
+        JobLog.objects.filter(job_id=jobs["logs_badly"].pk).order_by("seq").values_list("level", "logger", "message")
+    )
     assert logs == [
         (32767, "tests.testapp.bad", f"level 40000 {FFFD} and {FFFD}"),
         (30, "x" * 250 + FFFD + "yyyy", "a long name with a NUL"),
@@ -78,8 +86,15 @@ def test_a_claim_that_records_a_refused_outcome_still_claims(no_boundary):
     first = enqueue("noop", max_attempts=3)
     (job,) = claim(1)
     waiting = enqueue("noop")
-    refused = Outcome(job.id, "w", 1, Status.PENDING, result_json=None, retry_at=timezone.now(),
-                      error={"attempt": 1, "message": "x", "exception_class": "E", "traceback": "", "time": "t"})
+    refused = Outcome(
+        job.id,
+        "w",
+        1,
+        Status.PENDING,
+        result_json=None,
+        retry_at=timezone.now(),
+        error={"attempt": 1, "message": "x", "exception_class": "E", "traceback": "", "time": "t"},
+    )
     refused = dataclasses.replace(refused, status=Status.SUCCEEDED, result_json='"\udcff"')
     claimed = claim(2, finished=[refused])
     assert [j.id for j in claimed] == [waiting.pk]

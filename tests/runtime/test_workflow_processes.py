@@ -46,9 +46,7 @@ def log_tail(path):
 
 def test_callbacks_run_once_with_dispatcher_processes_racing_to_end_the_last_jobs(marker_dir, tmp_path):
     logs = [tmp_path / f"d{i}.log" for i in range(3)]
-    processes = [
-        start_dispatcher("--concurrency", "4", "--poll-interval", "0.2", log_path=log) for log in logs
-    ]
+    processes = [start_dispatcher("--concurrency", "4", "--poll-interval", "0.2", log_path=log) for log in logs]
     made = []
     expected = {}
     try:
@@ -63,8 +61,7 @@ def test_callbacks_run_once_with_dispatcher_processes_racing_to_end_the_last_job
                 last = step(BOOM).using(max_attempts=1) if failing else step(ADD, 0, 0)
                 members = [step(ADD, i, n) for i in range(MEMBERS - 1)] + [last]
                 callbacks = {
-                    name: step(STAMP, marker_dir, f"{name}{n}")
-                    for name in ("on_success", "on_failure", "on_finish")
+                    name: step(STAMP, marker_dir, f"{name}{n}") for name in ("on_success", "on_failure", "on_finish")
                 }
                 made.append((group(*members).enqueue(name=f"race-{n}", **callbacks), failing))
         for n, (_, failing) in enumerate(made):

@@ -175,5 +175,7 @@ def test_job_list_filters_by_schedule_and_the_pages_link_each_other(admin_client
     # The job names its schedule; the schedule links to its jobs.
     job_page = admin_client_.get(reverse("admin:scheduler_app_job_change", args=[mine.pk])).content.decode()
     assert reverse("admin:scheduler_app_schedule_change", args=[nightly.pk]) in job_page
-    schedule_page = admin_client_.get(reverse("admin:scheduler_app_schedule_change", args=[nightly.pk])).content.decode()
+    schedule_page = admin_client_.get(
+        reverse("admin:scheduler_app_schedule_change", args=[nightly.pk])
+    ).content.decode()
     assert f"{jobs}?schedule={nightly.pk}" in schedule_page

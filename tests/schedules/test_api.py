@@ -14,8 +14,20 @@ pytestmark = pytest.mark.django_db
 ADD = "tests.testapp.tasks.add"
 BODY = {"name": "nightly", "task": ADD, "args": [1, 2], "cron": "0 2 * * 1-5", "timezone": "Europe/Berlin"}
 REPRESENTATION = {
-    "id", "name", "task", "args", "kwargs", "queue", "priority", "cron", "interval_seconds",
-    "timezone", "enabled", "misfire_policy", "next_run_at", "last_run_at",
+    "id",
+    "name",
+    "task",
+    "args",
+    "kwargs",
+    "queue",
+    "priority",
+    "cron",
+    "interval_seconds",
+    "timezone",
+    "enabled",
+    "misfire_policy",
+    "next_run_at",
+    "last_run_at",
 }
 
 
@@ -42,7 +54,11 @@ def test_create_retrieve_list_update_delete(api):
 
     response = api.put(url, {**BODY, "name": "renamed", "cron": "*/15 * * * *"}, format="json")
     assert response.status_code == 200, response.data
-    assert (response.data["name"], response.data["cron"], response.data["interval_seconds"]) == ("renamed", "*/15 * * * *", None)
+    assert (response.data["name"], response.data["cron"], response.data["interval_seconds"]) == (
+        "renamed",
+        "*/15 * * * *",
+        None,
+    )
 
     response = api.patch(url, {"enabled": False}, format="json")
     assert response.data["enabled"] is False and response.data["next_run_at"] is None
@@ -115,7 +131,9 @@ def test_unknown_ids_are_404(api):
 
 
 def test_staff_only(non_staff):
-    s = schedules.create(name="x", task=ADD, args=[1, 2], interval_seconds=60, start_at=timezone.now() + timedelta(hours=1))
+    s = schedules.create(
+        name="x", task=ADD, args=[1, 2], interval_seconds=60, start_at=timezone.now() + timedelta(hours=1)
+    )
     calls = [
         ("get", "/api/schedules/", None),
         ("post", "/api/schedules/", BODY),

@@ -47,9 +47,7 @@ def test_a_disabled_schedule_stops_making_jobs():
     with ticking_dispatcher(clock) as dispatcher:
         dispatcher.tick(clock.time())
         now = to_datetime(clock.time())
-        s = schedules.create(
-            name="fast", task=NOOP, interval_seconds=1, start_at=now + timedelta(seconds=0.5), now=now
-        )
+        s = schedules.create(name="fast", task=NOOP, interval_seconds=1, start_at=now + timedelta(seconds=0.5), now=now)
         made = Job.objects.filter(schedule=s).count
         assert run_until(dispatcher, clock, lambda: made() >= 2, until=clock.time() + 10)
         assert made() == 2 and clock.time() == now.timestamp() + 1.5  # one job per run, on time
@@ -69,7 +67,10 @@ def test_burst_dispatcher_runs_a_due_schedule():
     now = timezone.now()
     # Created a moment ago with a first run that is due now (the service takes its `now`).
     s = schedules.create(
-        name="due", task=NOOP, interval_seconds=3600, start_at=now - timedelta(seconds=1),
+        name="due",
+        task=NOOP,
+        interval_seconds=3600,
+        start_at=now - timedelta(seconds=1),
         now=now - timedelta(seconds=2),
     )
     assert s.next_run_at <= timezone.now()

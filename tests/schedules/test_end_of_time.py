@@ -134,7 +134,9 @@ def test_api_post_and_patch_refuse_a_schedule_past_the_end_of_time(api):
     assert response.status_code == 400, response.content
     assert response.json()["start_at"] == [PAST_LATEST]
 
-    created = api.post("/api/schedules/", {"name": "ok", "task": ADD, "args": [1, 2], "cron": "0 0 1 1 *"}, format="json")
+    created = api.post(
+        "/api/schedules/", {"name": "ok", "task": ADD, "args": [1, 2], "cron": "0 0 1 1 *"}, format="json"
+    )
     assert created.status_code == 201
     url = f"/api/schedules/{created.json()['id']}/"
     response = api.patch(url, {"start_at": "9999-06-01T00:00:00Z"}, format="json")
@@ -145,10 +147,23 @@ def test_api_post_and_patch_refuse_a_schedule_past_the_end_of_time(api):
 
 def admin_form(**changes):
     data = {
-        "name": "late", "task": ADD, "args": "[1, 2]", "kwargs": "{}", "queue": "", "priority": "",
-        "max_attempts": "", "timeout": "", "cron": "0 0 1 1 *", "interval_seconds": "", "timezone": "UTC",
-        "enabled": "on", "misfire_policy": "run_once", "start_at_0": "", "start_at_1": "",
-        "end_at_0": "", "end_at_1": "",
+        "name": "late",
+        "task": ADD,
+        "args": "[1, 2]",
+        "kwargs": "{}",
+        "queue": "",
+        "priority": "",
+        "max_attempts": "",
+        "timeout": "",
+        "cron": "0 0 1 1 *",
+        "interval_seconds": "",
+        "timezone": "UTC",
+        "enabled": "on",
+        "misfire_policy": "run_once",
+        "start_at_0": "",
+        "start_at_1": "",
+        "end_at_0": "",
+        "end_at_1": "",
     }
     data.update(changes)
     return data

@@ -6,13 +6,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from django.core.exceptions import ValidationError
 
-from scheduler_app.schedules import (
-    describe,
-    missed_runs,
-    next_run,
-    validate_cron,
-    validate_timezone,
-)
+from scheduler_app.schedules import describe, missed_runs, next_run, validate_cron, validate_timezone
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NEW_YORK = ZoneInfo("America/New_York")
@@ -90,10 +84,15 @@ def test_every_thirty_minutes_runs_by_elapsed_time_through_fall_back():
 def test_month_ends():
     start = datetime(2025, 1, 1, tzinfo=UTC)
     assert [d.date().isoformat() for d in runs(cron("0 0 31 * *"), start, 4)] == [
-        "2025-01-31", "2025-03-31", "2025-05-31", "2025-07-31",
+        "2025-01-31",
+        "2025-03-31",
+        "2025-05-31",
+        "2025-07-31",
     ]
     assert [d.date().isoformat() for d in runs(cron("0 12 L * *"), start, 3)] == [
-        "2025-01-31", "2025-02-28", "2025-03-31",
+        "2025-01-31",
+        "2025-02-28",
+        "2025-03-31",
     ]
     leap = runs(cron("0 0 29 2 *"), start, 1)
     assert leap[0].date().isoformat() == "2028-02-29"
@@ -134,7 +133,9 @@ def test_missed_runs_are_the_most_recent_bounded():
     got = missed_runs({"interval_seconds": 60}, first, now, 10)
     assert got == [first + timedelta(minutes=m) for m in range(51, 61)]
     assert missed_runs(cron("* * * * *"), first, first + timedelta(minutes=2), 10) == [
-        first, first + timedelta(minutes=1), first + timedelta(minutes=2),
+        first,
+        first + timedelta(minutes=1),
+        first + timedelta(minutes=2),
     ]
 
 

@@ -83,10 +83,7 @@ def test_compare_and_set_lets_only_one_caller_win():
     assert schedules.materialize_due(due, ids=[s.pk]) == [(s.pk, (due + timedelta(seconds=60)).timestamp())]
 
 
-@pytest.mark.parametrize(
-    "policy, expected",
-    [("run_once", 1), ("skip", 0), ("catch_up", 10)],
-)
+@pytest.mark.parametrize("policy, expected", [("run_once", 1), ("skip", 0), ("catch_up", 10)])
 def test_misfire_after_a_one_hour_outage(policy, expected):
     s = make(misfire_policy=policy)  # every minute
     first_due = s.next_run_at
@@ -211,13 +208,11 @@ def test_window_and_changes_for_the_dispatcher():
     b = make(name="b", interval_seconds=7200)
     c = make(name="c", interval_seconds=60)
     schedules.disable(c.pk, now=T0)
-    assert schedules.window((T0 + timedelta(minutes=5)).timestamp()) == [(a.pk, (T0 + timedelta(seconds=60)).timestamp())]
+    assert schedules.window((T0 + timedelta(minutes=5)).timestamp()) == [
+        (a.pk, (T0 + timedelta(seconds=60)).timestamp())
+    ]
     entries = schedules.changes((T0 - timedelta(seconds=1)).timestamp())
-    assert dict(entries) == {
-        a.pk: a.next_run_at.timestamp(),
-        b.pk: b.next_run_at.timestamp(),
-        c.pk: None,
-    }
+    assert dict(entries) == {a.pk: a.next_run_at.timestamp(), b.pk: b.next_run_at.timestamp(), c.pk: None}
 
 
 def test_deleting_keeps_the_jobs():

@@ -20,7 +20,7 @@ def specs(later=None):
     later = later or timezone.now() + timedelta(days=3, microseconds=123457)
     return [
         {"task": ADD, "args": [1, 2]},
-        {"task": ECHO, "args": [{"nested": [1, 2.5, None, True, "é ☃ \"quoted\" \\"]}], "priority": -7},
+        {"task": ECHO, "args": [{"nested": [1, 2.5, None, True, 'é ☃ "quoted" \\']}], "priority": -7},
         {"task": ECHO, "kwargs": {"value": {"deep": {"er": [[], {}]}}}, "queue": "slow", "execute_at": later},
         {"task": ADD, "args": [10**15, -3], "timeout": 2.75, "max_attempts": 9, "unique_key": "bulk-a"},
         {"task": ECHO, "args": ["", 0, False, None]},

@@ -47,7 +47,7 @@ def test_the_json_row_stores_what_save_stores():
     later = timezone.now() + timedelta(days=3, microseconds=123457)
     specs = [
         {"task": ADD, "args": [1, 2]},
-        {"task": NOOP, "args": [{"nested": [1, 2.5, None, True, "é ☃ \"quoted\" \\ ' %s $1"]}], "priority": -7},
+        {"task": NOOP, "args": [{"nested": [1, 2.5, None, True, 'é ☃ "quoted" \\ \' %s $1']}], "priority": -7},
         {"task": NOOP, "kwargs": {"value": {"deep": {"er": [[], {}]}}}, "queue": "slow", "execute_at": later},
         {"task": ADD, "args": [10**15, -3], "timeout": 2.75, "max_attempts": 9},
         {"task": NOOP, "args": ["", 0, False, None], "created_by": user, "schedule": schedule},
@@ -134,4 +134,3 @@ def test_prepare_threshold_none_in_the_settings_means_plain_statements(fresh_ses
     finally:
         del options["prepare_threshold"]
     assert prepared_statements() == []
-

@@ -53,9 +53,7 @@ def index_tuples(statuses):
             if " WHERE " not in definition:
                 continue
             predicate = definition.split(" WHERE ", 1)[1]
-            cursor.execute(
-                f"SELECT count(*) FROM {TABLE} WHERE status = ANY(%s) AND {predicate}", [list(statuses)]
-            )
+            cursor.execute(f"SELECT count(*) FROM {TABLE} WHERE status = ANY(%s) AND {predicate}", [list(statuses)])
             counts[name] = cursor.fetchone()[0]
     return counts
 

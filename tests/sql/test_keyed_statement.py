@@ -39,8 +39,14 @@ def both(hot, *, limit, queues=("default", "slow"), in_flight=(), now=None):
     """
     now = now or timezone.now()
     lease = now + timedelta(seconds=30)
-    common = {"worker": "w", "queues": sorted(queues), "limit": limit, "now": now, "lease_until": lease,
-              "in_flight": sorted(in_flight)}
+    common = {
+        "worker": "w",
+        "queues": sorted(queues),
+        "limit": limit,
+        "now": now,
+        "lease_until": lease,
+        "in_flight": sorted(in_flight),
+    }
     with transaction.atomic():
         _, rows, held = keys.claim_keyed(**common)
         python = (sorted(r[0] for r in rows), held)  # an UPDATE returns rows in no order
@@ -58,8 +64,13 @@ def test_the_statement_chooses_what_the_python_claim_chooses(hot, seed):
     specs = []
     for _ in range(rng.randint(5, 40)):
         key = rng.choice([*keys_, None])
-        spec = {"task": ADD, "args": [1, 2], "priority": rng.randint(-2, 2), "queue": rng.choice(["default", "slow"]),
-                "execute_at": now - timedelta(seconds=rng.randint(0, 100))}
+        spec = {
+            "task": ADD,
+            "args": [1, 2],
+            "priority": rng.randint(-2, 2),
+            "queue": rng.choice(["default", "slow"]),
+            "execute_at": now - timedelta(seconds=rng.randint(0, 100)),
+        }
         if key is not None:
             spec |= {"concurrency_key": key, "concurrency_limit": keys_[key]}
         if rng.random() < 0.1:
@@ -104,7 +115,12 @@ def test_a_key_another_claim_holds_is_skipped_and_held(hot):
     with transaction.atomic(), connection.cursor() as cursor:  # another claim, in its transaction
         cursor.execute("SELECT pg_advisory_xact_lock(%s, hashtext('locked'))", [keys.KEY_LOCKS])
         _, rows, held = keyed_claim.pg_claim_keyed(
-            [], worker="w", queues=["default"], limit=4, now=now, lease_until=now + timedelta(seconds=30),
+            [],
+            worker="w",
+            queues=["default"],
+            limit=4,
+            now=now,
+            lease_until=now + timedelta(seconds=30),
             connection=hot,
         )
     assert [r[0] for r in rows] == [free.pk] and held
@@ -140,13 +156,17 @@ def test_a_session_that_lost_the_function_makes_it_again(hot):
 def test_a_session_that_may_not_make_the_function_claims_with_the_transaction(hot, monkeypatch, caplog):
     """No TEMP privilege on the database: the keyed claim of several statements, the outcomes recorded in it."""
     monkeypatch.setattr(
-        keyed_claim, "function_text",
+        keyed_claim,
+        "function_text",
         lambda: "DO $$ BEGIN RAISE EXCEPTION 'no temp' USING ERRCODE = 'insufficient_privilege'; END $$",
     )
     now = timezone.now()
-    assert keyed_claim.pg_claim_keyed(
-        [], worker="w", queues=["default"], limit=4, now=now, lease_until=now, connection=hot
-    ) is None
+    assert (
+        keyed_claim.pg_claim_keyed(
+            [], worker="w", queues=["default"], limit=4, now=now, lease_until=now, connection=hot
+        )
+        is None
+    )
     assert "TEMP privilege" in caplog.text
     ends_the_first_and_starts_the_second(
         lambda rows, **at: sql.dialect().finish_and_claim_keyed(rows, connection=hot, **at)
@@ -169,8 +189,12 @@ def test_a_connection_whose_session_keeps_losing_the_function_claims_with_the_tr
 
     monkeypatch.setattr(keyed_claim, "_execute", lost)
     lease = now + timedelta(seconds=30)
-    assert keyed_claim.pg_claim_keyed([], worker="w", queues=["default"], limit=1, now=now, lease_until=lease,
-                                      connection=hot) is None
+    assert (
+        keyed_claim.pg_claim_keyed(
+            [], worker="w", queues=["default"], limit=1, now=now, lease_until=lease, connection=hot
+        )
+        is None
+    )
     assert len(calls) == 2 and "pooler in transaction mode" in caplog.text
     _, rows, _ = sql.dialect().finish_and_claim_keyed(
         [], worker="w", queues=["default"], limit=1, now=now, lease_until=lease, connection=hot

@@ -33,7 +33,9 @@ def test_clean_text_replaces_each_nul_and_lone_surrogate(text, clean):
 
 
 def test_clean_value_cleans_keys_and_values_at_any_depth():
-    assert clean_value({"k\x00": ["x\udcff", {"y": ("z\x00", 1, None, 2.5)}]}) == {"k\ufffd": ["x\ufffd", {"y": ["z\ufffd", 1, None, 2.5]}]}
+    assert clean_value({"k\x00": ["x\udcff", {"y": ("z\x00", 1, None, 2.5)}]}) == {
+        "k\ufffd": ["x\ufffd", {"y": ["z\ufffd", 1, None, 2.5]}]
+    }
     deep = inner = []
     for _ in range(50_000):
         inner.append([])
@@ -107,7 +109,14 @@ def test_errors_of_any_shape_read_as_entries():
         {"attempt": None, "time": "", "worker": "", "exception_class": "", "message": "oops", "traceback": ""}
     ]
     [entry] = readable.error_entries([{"attempt": 2, "message": {"a": 1}, "worker": 3, "time": None}])
-    assert entry == {"attempt": 2, "time": "", "worker": "3", "exception_class": "", "message": '{"a": 1}', "traceback": ""}
+    assert entry == {
+        "attempt": 2,
+        "time": "",
+        "worker": "3",
+        "exception_class": "",
+        "message": '{"a": 1}',
+        "traceback": "",
+    }
     assert readable.error_entries([{"attempt": True}])[0]["attempt"] is None
 
 
@@ -134,19 +143,28 @@ def test_a_cycle_is_named_however_long():
         order({i: [(i + 1) % n] for i in range(n)})
     [(index, errors)] = caught.value.by_index.items()
     message = errors["depends_on_index"][0]
-    assert index == 0 and message.startswith("Jobs 0 -> 1 -> 2 -> ") and message.endswith(f" -> {n - 1} -> 0 of this request depend on each other in a cycle.")
+    assert (
+        index == 0
+        and message.startswith("Jobs 0 -> 1 -> 2 -> ")
+        and message.endswith(f" -> {n - 1} -> 0 of this request depend on each other in a cycle.")
+    )
 
 
 def test_a_diamond_is_ordered_once_each():
     assert order({0: [1, 2], 1: [3], 2: [3], 3: []}) == [3, 1, 2, 0]
     with pytest.raises(BulkValidationError) as caught:
         order({0: [1], 1: [2], 2: [1]})
-    assert caught.value.by_index == {1: {"depends_on_index": ["Jobs 1 -> 2 -> 1 of this request depend on each other in a cycle."]}}
+    assert caught.value.by_index == {
+        1: {"depends_on_index": ["Jobs 1 -> 2 -> 1 of this request depend on each other in a cycle."]}
+    }
 
 
 def test_nan_and_infinities_become_none_at_any_depth():
     nan, inf = float("nan"), float("inf")
-    assert readable.finite({"a": [1.5, nan, {"b": -inf, "c": "x"}], "d": (inf, 2)}) == {"a": [1.5, None, {"b": None, "c": "x"}], "d": [None, 2]}
+    assert readable.finite({"a": [1.5, nan, {"b": -inf, "c": "x"}], "d": (inf, 2)}) == {
+        "a": [1.5, None, {"b": None, "c": "x"}],
+        "d": [None, 2],
+    }
     assert readable.finite(nan) is None and readable.finite(3) == 3
 
 

@@ -32,7 +32,9 @@ def reltuples():
 
 def statements(store, call):
     seen = []
-    with connection.execute_wrapper(lambda execute, sql, params, many, ctx: seen.append(sql) or execute(sql, params, many, ctx)):
+    with connection.execute_wrapper(
+        lambda execute, sql, params, many, ctx: seen.append(sql) or execute(sql, params, many, ctx)
+    ):
         result = call(store)
     return result, seen
 

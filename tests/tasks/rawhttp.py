@@ -49,7 +49,9 @@ class RawPeer:
                 return data
             data += more
         head, _, body = data.partition(b"\r\n\r\n")
-        length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")), 0)
+        length = next(
+            (int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")), 0
+        )
         while len(body) < length:
             body += conn.recv(65536)
         return head + b"\r\n\r\n" + body

@@ -54,16 +54,22 @@ class TestRunCommandIsRefusedWhenTheJobIsMade:
 
     def test_enqueue_many_and_schedules(self):
         with pytest.raises(lifecycle.BulkValidationError) as bulk:
-            lifecycle.enqueue_many([{"task": "tests.testapp.tasks.noop"},
-                                    {"task": "scheduler_app.tasks.run_command", "args": ["purgejobs"]}])
+            lifecycle.enqueue_many(
+                [
+                    {"task": "tests.testapp.tasks.noop"},
+                    {"task": "scheduler_app.tasks.run_command", "args": ["purgejobs"]},
+                ]
+            )
         assert bulk.value.by_index == {1: {"args": [REFUSED]}}
         with pytest.raises(ValidationError) as caught:
-            schedules.create(name="purge", task="scheduler_app.tasks.run_command", args=["purgejobs"], interval_seconds=60)
+            schedules.create(
+                name="purge", task="scheduler_app.tasks.run_command", args=["purgejobs"], interval_seconds=60
+            )
         assert caught.value.message_dict == {"args": [REFUSED]}
         assert not Job.objects.exists() and not Schedule.objects.exists()
 
     def test_the_tasks_backend(self):
-        with pytest.raises(InvalidTask, match=r'args: Command .purgejobs. is not allowed.*RUN_COMMAND_ALLOWED'):
+        with pytest.raises(InvalidTask, match=r"args: Command .purgejobs. is not allowed.*RUN_COMMAND_ALLOWED"):
             tasks.run_command.enqueue("purgejobs")
         assert not Job.objects.exists()
 
@@ -131,7 +137,10 @@ def test_a_refused_webhook_fails_its_job_with_a_clear_error():
 
 
 def webhook_jobs(*urls):
-    jobs = [lifecycle.enqueue("scheduler_app.tasks.call_webhook", [url], {"method": "GET"}, max_attempts=1)[0] for url in urls]
+    jobs = [
+        lifecycle.enqueue("scheduler_app.tasks.call_webhook", [url], {"method": "GET"}, max_attempts=1)[0]
+        for url in urls
+    ]
     call_command("rundispatcher", "--burst")
     return [Job.objects.get(pk=job.pk) for job in jobs]
 
@@ -146,18 +155,26 @@ def test_a_malformed_answer_fails_its_job_and_a_body_of_any_bytes_is_stored(raw_
         failed, succeeded = webhook_jobs(f"{bad.url}/hook", f"{odd.url}/hook")
     assert failed.status == "failed"
     assert failed.errors[-1]["exception_class"] == "scheduler_app.webhooks.WebhookFailed"
-    assert failed.errors[-1]["message"] == f"GET {bad.url}/hook answered with a malformed status line 'XTTP/1.1 200 OK\\x00'."
+    assert (
+        failed.errors[-1]["message"]
+        == f"GET {bad.url}/hook answered with a malformed status line 'XTTP/1.1 200 OK\\x00'."
+    )
     assert succeeded.status == "succeeded"
     assert succeeded.result == {"status": 200, "body": "\ufffd\ufffdok\u00e9\ufffd", "truncated": False}
 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_slow_peer_fails_its_job_at_the_deadline(raw_peer):
-    slow = raw_peer(lambda peer, conn: (conn.sendall(b"HTTP/1.1 200 OK\r\n"), peer.trickle(conn, b"X: " + b"a" * 240, 0.25)))
+    slow = raw_peer(
+        lambda peer, conn: (conn.sendall(b"HTTP/1.1 200 OK\r\n"), peer.trickle(conn, b"X: " + b"a" * 240, 0.25))
+    )
     started = time.monotonic()
     with override_settings(SCHEDULER={"WEBHOOK_ALLOWED_HOSTS": [f"127.0.0.1:{slow.port}"], "WEBHOOK_TIMEOUT": 1}):
         [job] = webhook_jobs(f"{slow.url}/hook")
     assert time.monotonic() - started < 30  # a hang guard: the peer trickles for a minute
     assert job.status == "failed"
     assert job.errors[-1]["exception_class"] == "scheduler_app.webhooks.WebhookTimeout"
-    assert job.errors[-1]["message"] == f"GET {slow.url}/hook did not answer within 1 s (gave up while reading the headers)."
+    assert (
+        job.errors[-1]["message"]
+        == f"GET {slow.url}/hook did not answer within 1 s (gave up while reading the headers)."
+    )

@@ -119,7 +119,10 @@ def test_a_peer_that_accepts_and_says_nothing(raw_peer):
 def test_an_https_peer_that_never_finishes_the_handshake(raw_peer):
     peer = raw_peer(lambda peer, conn: peer.stopped.wait(60))
     started = time.monotonic()
-    with allow_peer(peer, WEBHOOK_TIMEOUT=1), pytest.raises(WebhookTimeout, match=r"within 1 s \(gave up during the TLS handshake\)"):
+    with (
+        allow_peer(peer, WEBHOOK_TIMEOUT=1),
+        pytest.raises(WebhookTimeout, match=r"within 1 s \(gave up during the TLS handshake\)"),
+    ):
         tasks.call_webhook.call(f"https://127.0.0.1:{peer.port}/hook")
     assert time.monotonic() - started < HANG_GUARD
 
@@ -131,8 +134,9 @@ def test_a_slow_lookup_counts_against_the_deadline(monkeypatch):
 
     monkeypatch.setattr(webhooks.wire.socket, "getaddrinfo", resolve)
     started = time.monotonic()
-    with override_settings(SCHEDULER={"WEBHOOK_TIMEOUT": 0.5}), pytest.raises(
-        WebhookTimeout, match=r"within 0.5 s \(gave up while resolving the host name\)"
+    with (
+        override_settings(SCHEDULER={"WEBHOOK_TIMEOUT": 0.5}),
+        pytest.raises(WebhookTimeout, match=r"within 0.5 s \(gave up while resolving the host name\)"),
     ):
         tasks.call_webhook.call("http://slow-dns.test/hook")
     assert time.monotonic() - started < HANG_GUARD
@@ -158,16 +162,31 @@ def test_a_slow_lookup_counts_against_the_deadline(monkeypatch):
         (HEAD + b"\x01\x02\x03\r\n\r\n", r"sent a malformed header line '\x01\x02\x03'"),
         (HEAD + b"X-Big: " + b"a" * 70_000 + b"\r\n\r\n", "sent the headers of more than 64 KiB"),
         (HEAD + b"X-A: b\r\n" * 101 + b"\r\n", "sent more than 100 header lines"),
-        (b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\n\r\n", "switched protocols (101), which the request did not ask for"),
+        (
+            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\n\r\n",
+            "switched protocols (101), which the request did not ask for",
+        ),
         (HEAD + b"Content-Length: 5\r\nContent-Length: 6\r\n\r\nhello!", "sent a malformed Content-Length '5, 6'"),
         (HEAD + b"Content-Length: -1\r\n\r\n", "sent a malformed Content-Length '-1'"),
         (HEAD + b"Content-Length: 10\r\n\r\nhello", "closed the connection after 5 of the 10 bytes of the body"),
-        (HEAD + b"Transfer-Encoding: gzip\r\n\r\nxx", "sent the body with the transfer coding 'gzip' (only chunked is read)"),
+        (
+            HEAD + b"Transfer-Encoding: gzip\r\n\r\nxx",
+            "sent the body with the transfer coding 'gzip' (only chunked is read)",
+        ),
         (HEAD + b"Transfer-Encoding: chunked\r\n\r\nzz\r\n", "sent a malformed chunk size line 'zz'"),
-        (HEAD + b"Transfer-Encoding: chunked\r\n\r\n" + b"f" * 20 + b"\r\n", "sent a malformed chunk size line 'ffffffffffffffffffff'"),
-        (HEAD + b"Transfer-Encoding: chunked\r\n\r\n2\r\nhello\r\n0\r\n\r\n", "sent a chunk longer than its size line says"),
+        (
+            HEAD + b"Transfer-Encoding: chunked\r\n\r\n" + b"f" * 20 + b"\r\n",
+            "sent a malformed chunk size line 'ffffffffffffffffffff'",
+        ),
+        (
+            HEAD + b"Transfer-Encoding: chunked\r\n\r\n2\r\nhello\r\n0\r\n\r\n",
+            "sent a chunk longer than its size line says",
+        ),
         (HEAD + b"Transfer-Encoding: chunked\r\n\r\n5\r\nhel", "closed the connection in the middle of a chunk"),
-        (HEAD + b"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n", "closed the connection in the middle of a chunk size line"),
+        (
+            HEAD + b"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n",
+            "closed the connection in the middle of a chunk size line",
+        ),
         (HEAD + b"Transfer-Encoding: chunked\r\n\r\n0\r\nX\x00: 1\r\n\r\n", r"sent a malformed header line 'X\x00: 1'"),
     ],
 )
@@ -222,7 +241,12 @@ def test_no_body_for_204_and_a_body_capped_when_chunked(raw_peer):
     peer = raw_peer(answer(b"HTTP/1.1 204 No Content\r\nContent-Length: 99\r\n\r\n"))
     with allow_peer(peer):
         assert call(peer) == {"status": 204, "body": "", "truncated": False}
-    peer = raw_peer(lambda peer, conn: (conn.sendall(HEAD + b"Transfer-Encoding: chunked\r\n\r\n"), peer.repeat(conn, b"4\r\nabcd\r\n", 0)))
+    peer = raw_peer(
+        lambda peer, conn: (
+            conn.sendall(HEAD + b"Transfer-Encoding: chunked\r\n\r\n"),
+            peer.repeat(conn, b"4\r\nabcd\r\n", 0),
+        )
+    )
     with allow_peer(peer, WEBHOOK_MAX_BODY=10):
         assert call(peer) == {"status": 200, "body": "abcdabcdab", "truncated": True}
 

@@ -52,8 +52,14 @@ class Handler(BaseHTTPRequestHandler):
                 if self.server.release.wait(0.05):
                     break
             return None
-        echo = {"method": self.command, "path": self.path, "body": body.decode(), "host": self.headers["Host"],
-                "token": self.headers.get("X-Token"), "type": self.headers.get("Content-Type")}
+        echo = {
+            "method": self.command,
+            "path": self.path,
+            "body": body.decode(),
+            "host": self.headers["Host"],
+            "token": self.headers.get("X-Token"),
+            "type": self.headers.get("Content-Type"),
+        }
         return self._send(200, json.dumps(echo).encode())
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_TRACE = _answer
@@ -158,7 +164,9 @@ def test_a_bare_host_allows_ports_80_and_443_only(server, monkeypatch):
         with pytest.raises(WebhookFailed, match="failed during the TLS handshake"):  # allowed; the server speaks no TLS
             call("https://hook.test/hook")
         for url in ("http://hook.test:8080/hook", "https://hook.test:8443/hook", "http://hook.test:22/"):
-            with pytest.raises(WebhookRefused, match=r"Add 'hook.test:\d+' \(a host without a port allows ports 80 and 443 only\)"):
+            with pytest.raises(
+                WebhookRefused, match=r"Add 'hook.test:\d+' \(a host without a port allows ports 80 and 443 only\)"
+            ):
                 call(url)
     assert len(server.received) == 2
 
@@ -168,7 +176,9 @@ def test_an_ipv6_entry(server, monkeypatch, entry):
     resolve_to(server, monkeypatch)
     port = server.server_address[1] if "{port}" in entry else 80
     with allow(entry.format(port=port)):
-        assert json.loads(call(f"http://[::1]:{port}/hook")["body"])["host"] == ("[::1]" if port == 80 else f"[::1]:{port}")
+        assert json.loads(call(f"http://[::1]:{port}/hook")["body"])["host"] == (
+            "[::1]" if port == 80 else f"[::1]:{port}"
+        )
     with allow(entry.format(port=port)), pytest.raises(WebhookRefused, match=r"Add '\[::1\]:81'"):
         call("http://[::1]:81/hook")
 
@@ -181,7 +191,9 @@ def test_an_entry_the_checks_refuse_allows_nothing(server):
 # -- redirects are the result ---------------------------------------------------------
 
 
-@pytest.mark.parametrize("path, location", [("/redirect-ftp", "ftp://127.0.0.1:21/pub/file"), ("/redirect-secret", "/secret")])
+@pytest.mark.parametrize(
+    "path, location", [("/redirect-ftp", "ftp://127.0.0.1:21/pub/file"), ("/redirect-secret", "/secret")]
+)
 def test_a_redirect_is_not_followed(server, path, location):
     with allow(server.listed):
         result = call(f"{server.url}{path}", method="GET")

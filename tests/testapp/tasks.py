@@ -429,6 +429,7 @@ def keyed_span(context, marker_dir, account_id, seconds=0.1):
         fh.write(f"{started} {ended}")
     return context.job_id
 
+
 @task
 def logs_then_waits(marker_dir, lines=3, more=2, seconds=60.0):
     """Log ``lines`` lines, wait until ``marker_dir/release`` exists, log ``more``: a running job's live log (threads and processes)."""

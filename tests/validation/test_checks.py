@@ -35,7 +35,9 @@ def test_the_test_settings_pass():
 
 
 def test_a_bad_queue_name_in_the_environment_stops_manage_check():
-    result = run_manage("check", timeout=60, DJANGO_SETTINGS_MODULE="project.settings", SCHEDULER_QUEUES="default,slow,a/b")
+    result = run_manage(
+        "check", timeout=60, DJANGO_SETTINGS_MODULE="project.settings", SCHEDULER_QUEUES="default,slow,a/b"
+    )
     assert result.returncode == 1
     assert "(scheduler_app.E001) TASKS['default']['QUEUES'] has the queue name 'a/b'" in result.stderr
     assert "HINT: Rename it to match ^[A-Za-z0-9_.-]{1,64}$" in result.stderr
@@ -164,7 +166,10 @@ def test_a_bad_allowed_host_is_named(entry, message):
     assert error.id == "scheduler_app.E006" and error.msg == f"SCHEDULER['WEBHOOK_ALLOWED_HOSTS']: {message}"
 
 
-@pytest.mark.parametrize("key, value", [("EMAIL_FROM_ALLOWED", "a@example.com"), ("RUN_COMMAND_ALLOWED", [""]), ("RUN_COMMAND_ALLOWED", "purgejobs")])
+@pytest.mark.parametrize(
+    "key, value",
+    [("EMAIL_FROM_ALLOWED", "a@example.com"), ("RUN_COMMAND_ALLOWED", [""]), ("RUN_COMMAND_ALLOWED", "purgejobs")],
+)
 def test_other_lists(key, value):
     assert ids(**scheduler_with(**{key: value})) == ["scheduler_app.E007"]
 
@@ -178,7 +183,10 @@ def test_the_old_allowed_commands_setting_is_a_warning_that_names_the_new_one():
         "only what SCHEDULER['RUN_COMMAND_ALLOWED'] lists is allowed (nothing by default)."
     )
     assert "RUN_COMMAND_ALLOWED" in found.hint
-    assert conf.get("RUN_COMMAND_ALLOWED") == [] and conf.DEFAULTS["ARGS_MAX_BYTES"] == conf.DEFAULTS["RESULT_MAX_BYTES"] == 1048576
+    assert (
+        conf.get("RUN_COMMAND_ALLOWED") == []
+        and conf.DEFAULTS["ARGS_MAX_BYTES"] == conf.DEFAULTS["RESULT_MAX_BYTES"] == 1048576
+    )
 
 
 def test_scheduler_must_be_a_dict():
@@ -193,7 +201,14 @@ def test_good_values_pass():
     good = scheduler_with(
         LEASE=5,
         GRACE=0,
-        WEBHOOK_ALLOWED_HOSTS=["hooks.internal", "10.0.0.5", "hooks.internal:8080", "10.0.0.5:8443", "[fd00::5]:8080", "fd00::5"],
+        WEBHOOK_ALLOWED_HOSTS=[
+            "hooks.internal",
+            "10.0.0.5",
+            "hooks.internal:8080",
+            "10.0.0.5:8443",
+            "[fd00::5]:8080",
+            "fd00::5",
+        ],
         WEBHOOK_TIMEOUT=2.5,
         WEBHOOK_MAX_BODY=0,
         EMAIL_FROM_ALLOWED=["ops@example.com"],
@@ -222,10 +237,7 @@ def test_a_missing_required_app():
 
 @pytest.mark.parametrize(
     ("modules", "problem"),
-    [
-        (["json"], "is not inside an installed app"),
-        (["tests.testapp.no_such_module"], "cannot be imported"),
-    ],
+    [(["json"], "is not inside an installed app"), (["tests.testapp.no_such_module"], "cannot be imported")],
 )
 def test_task_modules_outside_installed_apps_or_missing(modules, problem):
     with override_settings(**scheduler_with(TASK_MODULES=modules)):

@@ -102,8 +102,19 @@ class TestEntryPoints:
     @pytest.mark.parametrize(("typed", "seconds"), READ, ids=str)
     def test_enqueue_command(self, typed, seconds):
         before = timezone.now()
-        call_command("enqueue", ADD, "--args", "[1, 2]", "--in", str(typed), "--timeout", str(typed),
-                     "--unique-for", str(typed), stdout=io.StringIO())
+        call_command(
+            "enqueue",
+            ADD,
+            "--args",
+            "[1, 2]",
+            "--in",
+            str(typed),
+            "--timeout",
+            str(typed),
+            "--unique-for",
+            str(typed),
+            stdout=io.StringIO(),
+        )
         job = Job.objects.get()
         assert job.timeout == seconds
         assert job.execute_at >= before + timedelta(seconds=seconds)
@@ -128,13 +139,17 @@ class TestEntryPoints:
     @pytest.mark.parametrize(("typed", "seconds"), [r for r in READ if isinstance(r[0], str)], ids=str)
     def test_admin_form_timeout(self, client, superuser, typed, seconds):
         client.force_login(superuser)
-        response = client.post("/admin/scheduler_app/job/add/", {"task": ADD, "args": "[1, 2]", "kwargs": "{}", "timeout": typed})
+        response = client.post(
+            "/admin/scheduler_app/job/add/", {"task": ADD, "args": "[1, 2]", "kwargs": "{}", "timeout": typed}
+        )
         assert response.status_code == 302, response.context["adminform"].form.errors
         assert Job.objects.get().timeout == seconds
 
     def test_admin_form_refuses_with_the_forms(self, client, superuser):
         client.force_login(superuser)
-        response = client.post("/admin/scheduler_app/job/add/", {"task": ADD, "args": "[1, 2]", "kwargs": "{}", "timeout": "1 eon"})
+        response = client.post(
+            "/admin/scheduler_app/job/add/", {"task": ADD, "args": "[1, 2]", "kwargs": "{}", "timeout": "1 eon"}
+        )
         assert response.status_code == 200
         assert response.context["adminform"].form.errors["timeout"] == [
             f"Must be a number of seconds from 0.001 to 31536000, {FORMS}"

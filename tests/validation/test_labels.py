@@ -78,7 +78,9 @@ def test_the_command_refuses_with_exit_code_2(args, message, transactional_db):
 
 
 def test_every_entry_point_sets_them(api):
-    api_job = api.post("/api/jobs/", {"task": ADD, "args": [1, 2], "tags": ["a", "a", "b"], "meta": {"k": "v"}}, format="json")
+    api_job = api.post(
+        "/api/jobs/", {"task": ADD, "args": [1, 2], "tags": ["a", "a", "b"], "meta": {"k": "v"}}, format="json"
+    )
     assert api_job.status_code == 201
     assert (api_job.json()["tags"], api_job.json()["meta"]) == (["a", "b"], {"k": "v"})
     bulk = api.post("/api/jobs/bulk/", {"jobs": [{"task": ADD, "args": [1, 2], "tags": ["c"]}]}, format="json")
@@ -108,7 +110,9 @@ def test_options_refuse_bad_tags_at_import(tags):
 
 # -- routes ------------------------------------------------------------------
 
-ROUTED = {"ROUTES": {"tests.testapp.tasks.add": {"queue": "slow", "priority": 7}, "tests.testapp.tasks.*": {"priority": -3}}}
+ROUTED = {
+    "ROUTES": {"tests.testapp.tasks.add": {"queue": "slow", "priority": 7}, "tests.testapp.tasks.*": {"priority": -3}}
+}
 
 
 def test_route_of_first_match_wins():

@@ -43,11 +43,35 @@ ROWS = [
     ("priority", "high", "high", None, "Must be a whole number from -100 to 100."),
     ("max_attempts", 0, "0", None, "Must be a whole number from 1 to 100."),
     ("max_attempts", 101, "101", None, "Must be a whole number from 1 to 100."),
-    ("timeout", -1, "-1", None, "Must be a number of seconds from 0.001 to 31536000, or a duration such as 90s, 2h, 3d or 1h30m."),
-    ("timeout", 0, "0", None, "Must be a number of seconds from 0.001 to 31536000, or a duration such as 90s, 2h, 3d or 1h30m."),
+    (
+        "timeout",
+        -1,
+        "-1",
+        None,
+        "Must be a number of seconds from 0.001 to 31536000, or a duration such as 90s, 2h, 3d or 1h30m.",
+    ),
+    (
+        "timeout",
+        0,
+        "0",
+        None,
+        "Must be a number of seconds from 0.001 to 31536000, or a duration such as 90s, 2h, 3d or 1h30m.",
+    ),
     # A positive number that rounds to nothing added to a time.
-    ("timeout", 5e-324, "5e-324", None, "Must be a number of seconds from 0.001 to 31536000, or a duration such as 90s, 2h, 3d or 1h30m."),
-    ("timeout", 0.0009, "0.0009", None, "Must be a number of seconds from 0.001 to 31536000, or a duration such as 90s, 2h, 3d or 1h30m."),
+    (
+        "timeout",
+        5e-324,
+        "5e-324",
+        None,
+        "Must be a number of seconds from 0.001 to 31536000, or a duration such as 90s, 2h, 3d or 1h30m.",
+    ),
+    (
+        "timeout",
+        0.0009,
+        "0.0009",
+        None,
+        "Must be a number of seconds from 0.001 to 31536000, or a duration such as 90s, 2h, 3d or 1h30m.",
+    ),
     (
         "queue",
         "nope",
@@ -64,9 +88,27 @@ ROWS = [
     ),
     ("args", {"a": 1}, '{"a": 1}', None, "Must be a JSON list of positional arguments."),
     ("kwargs", [1], "[1]", None, "Must be a JSON object of keyword arguments."),
-    ("args", ["a\x00b"], '["a\\u0000b"]', lambda: tasks.add.enqueue("a\x00b", 1), "Text may not contain NUL (\\u0000) characters."),
-    ("kwargs", {"k\x00": 1}, '{"k\\u0000": 1}', lambda: tasks.add.enqueue(**{"k\x00": 1}), "Text may not contain NUL (\\u0000) characters."),
-    ("args", ["\ud800"], '["\\ud800"]', lambda: tasks.add.enqueue("\ud800", 1), "Text may not contain lone surrogate characters."),
+    (
+        "args",
+        ["a\x00b"],
+        '["a\\u0000b"]',
+        lambda: tasks.add.enqueue("a\x00b", 1),
+        "Text may not contain NUL (\\u0000) characters.",
+    ),
+    (
+        "kwargs",
+        {"k\x00": 1},
+        '{"k\\u0000": 1}',
+        lambda: tasks.add.enqueue(**{"k\x00": 1}),
+        "Text may not contain NUL (\\u0000) characters.",
+    ),
+    (
+        "args",
+        ["\ud800"],
+        '["\\ud800"]',
+        lambda: tasks.add.enqueue("\ud800", 1),
+        "Text may not contain lone surrogate characters.",
+    ),
     ("args", deep(65), DEEP_JSON, lambda: tasks.add.enqueue(deep(65), 1), "Nested more than 64 levels deep."),
     ("args", None, None, lambda: tasks.add.enqueue(object(), 1), "Must be JSON: object values cannot be stored."),
     ("unique_key", "k" * 256, "k" * 256, None, "Must be text of at most 255 characters."),
@@ -116,15 +158,21 @@ ROWS = [
     ),
 ]
 # The command line spells some fields differently.
-CLI_OPTION = {"args": "--args", "kwargs": "--kwargs", "priority": "--priority", "queue": "--queue",
-              "max_attempts": "--max-attempts", "timeout": "--timeout", "unique_key": "--unique-key",
-              "execute_at": "--at"}
+CLI_OPTION = {
+    "args": "--args",
+    "kwargs": "--kwargs",
+    "priority": "--priority",
+    "queue": "--queue",
+    "max_attempts": "--max-attempts",
+    "timeout": "--timeout",
+    "unique_key": "--unique-key",
+    "execute_at": "--at",
+}
 pytestmark = pytest.mark.django_db
 
 
 def ids(row):
     return f"{row[0]}={str(row[1] if row[1] is not None else row[2])[:20]}"
-
 
 
 @pytest.mark.parametrize("row", ROWS, ids=ids)
@@ -169,7 +217,13 @@ def test_enqueue_command(row):
 
 
 # What a django.tasks caller calls the fields it can give (Task.using, enqueue).
-TASKS_WORDS = {"execute_at": "run_after", "queue": "queue_name", "priority": "priority", "args": "args", "kwargs": "kwargs"}
+TASKS_WORDS = {
+    "execute_at": "run_after",
+    "queue": "queue_name",
+    "priority": "priority",
+    "args": "args",
+    "kwargs": "kwargs",
+}
 
 
 @pytest.mark.parametrize("row", ROWS, ids=ids)
@@ -212,7 +266,14 @@ def test_an_offset_the_database_cannot_hold_is_stored_as_the_same_instant(api):
     tasks.add.using(run_after=at).enqueue(1, 2)
     response = api.post(
         "/api/schedules/",
-        {"name": "s", "task": ADD, "args": [1, 2], "interval_seconds": 60, "start_at": at.isoformat(), "end_at": "9999-01-01T00:00:00+15:00"},
+        {
+            "name": "s",
+            "task": ADD,
+            "args": [1, 2],
+            "interval_seconds": 60,
+            "start_at": at.isoformat(),
+            "end_at": "9999-01-01T00:00:00+15:00",
+        },
         format="json",
     )
     assert response.status_code == 201, response.content

@@ -25,9 +25,7 @@ class TestPrecedence:
         assert (job.max_attempts, job.timeout) == (2, 5.0)
 
     def test_the_task_options_win_over_the_backends_and_the_backends_over_settings(self, settings):
-        settings.TASKS = {
-            "default": {**settings.TASKS["default"], "OPTIONS": {"max_attempts": 7, "timeout": 60}},
-        }
+        settings.TASKS = {"default": {**settings.TASKS["default"], "OPTIONS": {"max_attempts": 7, "timeout": 60}}}
         assert tasks.with_options.enqueue(1)  # via django.tasks
         plain = tasks.add.enqueue(1, 2)
         rows = {j.task.rpartition(".")[2]: j for j in Job.objects.all()}
@@ -85,8 +83,18 @@ class TestRetries:
         from scheduler_app.vocabulary.jobs import ClaimedJob
 
         job = ClaimedJob(
-            id=1, task="tests.testapp.tasks.picky", args=["connection"], kwargs={}, queue="default", priority=0,
-            execute_at=0.0, attempt=1, max_attempts=4, timeout=None, cancel_requested=False, worker="w",
+            id=1,
+            task="tests.testapp.tasks.picky",
+            args=["connection"],
+            kwargs={},
+            queue="default",
+            priority=0,
+            execute_at=0.0,
+            attempt=1,
+            max_attempts=4,
+            timeout=None,
+            cancel_requested=False,
+            worker="w",
             last_attempted_at=None,
         )
         from datetime import UTC, datetime
@@ -127,7 +135,9 @@ class TestSignature:
             ([1, 2], {"a": 3}, "multiple values for argument 'a'"),
         ],
     )
-    def test_arguments_that_do_not_bind_are_refused_at_every_entry_point(self, superuser, client, args, kwargs, fragment):
+    def test_arguments_that_do_not_bind_are_refused_at_every_entry_point(
+        self, superuser, client, args, kwargs, fragment
+    ):
         import json
 
         from django.core.management import call_command
@@ -139,16 +149,24 @@ class TestSignature:
         assert info.value.message_dict == {"args": [message]}
         api = APIClient()
         api.force_authenticate(superuser)
-        response = api.post("/api/jobs/", {"task": "tests.testapp.tasks.add", "args": args, "kwargs": kwargs}, format="json")
+        response = api.post(
+            "/api/jobs/", {"task": "tests.testapp.tasks.add", "args": args, "kwargs": kwargs}, format="json"
+        )
         assert response.status_code == 400 and response.json() == {"args": [message]}
         client.force_login(superuser)
-        form = client.post(
-            "/admin/scheduler_app/job/add/",
-            {"task": "tests.testapp.tasks.add", "args": json.dumps(args), "kwargs": json.dumps(kwargs)},
-        ).context["adminform"].form
+        form = (
+            client.post(
+                "/admin/scheduler_app/job/add/",
+                {"task": "tests.testapp.tasks.add", "args": json.dumps(args), "kwargs": json.dumps(kwargs)},
+            )
+            .context["adminform"]
+            .form
+        )
         assert form.errors["args"] == [message]
         with pytest.raises(CommandError, match="The arguments do not match add"):
-            call_command("enqueue", "tests.testapp.tasks.add", "--args", json.dumps(args), "--kwargs", json.dumps(kwargs))
+            call_command(
+                "enqueue", "tests.testapp.tasks.add", "--args", json.dumps(args), "--kwargs", json.dumps(kwargs)
+            )
         with pytest.raises(InvalidTask, match="The arguments do not match add"):
             tasks.add.enqueue(*args, **kwargs)
         assert Job.objects.count() == 0

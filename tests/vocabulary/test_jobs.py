@@ -54,7 +54,13 @@ def test_status_groups_partition_the_statuses():
 def test_an_outcome_takes_every_outcome_status(status):
     outcome = Outcome(1, "w", 1, status)
     assert outcome.status == status
-    assert (outcome.result_json, outcome.error, outcome.retry_at, outcome.logs, outcome.snoozed) == (None, None, None, (), False)
+    assert (outcome.result_json, outcome.error, outcome.retry_at, outcome.logs, outcome.snoozed) == (
+        None,
+        None,
+        None,
+        (),
+        False,
+    )
 
 
 @pytest.mark.parametrize("status", [Status.WAITING, Status.RUNNING, "PENDING", "Succeeded", "", "done", None, 1])

@@ -30,8 +30,11 @@ NOW = datetime(2001, 2, 3, 4, 5, 6, 789000, tzinfo=timezone(timedelta(hours=5, m
 
 
 def job(attempt=1, max_attempts=3, *, task="fake", timeout=None, snoozes=0, worker="w-1"):
-    return replace(claimed_job(9, attempt=attempt, max_attempts=max_attempts, timeout=timeout, worker=worker),
-                   task=task, snoozes=snoozes)
+    return replace(
+        claimed_job(9, attempt=attempt, max_attempts=max_attempts, timeout=timeout, worker=worker),
+        task=task,
+        snoozes=snoozes,
+    )
 
 
 def plain(**kw):
@@ -104,6 +107,7 @@ def test_the_rng_and_task_options_do_not_take_part_in_equality():
 
 def options_of(table):
     """Return a ``task_options`` over ``{task: options}`` (others: None), counting its calls."""
+
     def task_options(task):
         task_options.calls.append(task)
         return table.get(task)
@@ -247,10 +251,17 @@ def test_cancelled():
 # -- succeeded ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("value, text", [
-    (None, "null"), (0, "0"), ("", '""'), ([1, "a"], '[1, "a"]'), ({"k": [True, None]}, '{"k": [true, null]}'),
-    ((1, 2), "[1, 2]"),
-])
+@pytest.mark.parametrize(
+    "value, text",
+    [
+        (None, "null"),
+        (0, "0"),
+        ("", '""'),
+        ([1, "a"], '[1, "a"]'),
+        ({"k": [True, None]}, '{"k": [true, null]}'),
+        ((1, 2), "[1, 2]"),
+    ],
+)
 def test_succeeded_stores_the_value_as_json(value, text):
     outcome = plain().succeeded(job(), value, NOW)
     assert (outcome.status, outcome.result_json, outcome.error) == (Status.SUCCEEDED, text, None)
@@ -276,11 +287,17 @@ def nested(depth):
     return value
 
 
-@pytest.mark.parametrize("value, exception_class", [
-    ({1, 2}, "builtins.TypeError"), (object(), "builtins.TypeError"), (float("nan"), "builtins.ValueError"),
-    ({"x": float("inf")}, "builtins.ValueError"), (recursive(), "builtins.ValueError"),
-    (nested(100_000), "builtins.RecursionError"),
-])
+@pytest.mark.parametrize(
+    "value, exception_class",
+    [
+        ({1, 2}, "builtins.TypeError"),
+        (object(), "builtins.TypeError"),
+        (float("nan"), "builtins.ValueError"),
+        ({"x": float("inf")}, "builtins.ValueError"),
+        (recursive(), "builtins.ValueError"),
+        (nested(100_000), "builtins.RecursionError"),
+    ],
+)
 def test_a_value_that_is_not_json_fails_for_good(value, exception_class):
     outcome = plain().succeeded(job(attempt=1, max_attempts=5), value, NOW)
     assert (outcome.status, outcome.retry_at, outcome.result_json) == (Status.FAILED, None, None)
@@ -289,11 +306,14 @@ def test_a_value_that_is_not_json_fails_for_good(value, exception_class):
     assert outcome.error["time"] == NOW.isoformat()
 
 
-@pytest.mark.parametrize("value", [
-    {"a": 1, "b": [2, 3]},  # json_text puts spaces after separators: 22 characters, 17 bytes compact
-    "é" * 40,  # json_text escapes: 242 characters; 82 bytes of UTF-8
-    ["😀", "☃"],  # astral and BMP, escaped: 26 characters; 14 bytes
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"a": 1, "b": [2, 3]},  # json_text puts spaces after separators: 22 characters, 17 bytes compact
+        "é" * 40,  # json_text escapes: 242 characters; 82 bytes of UTF-8
+        ["😀", "☃"],  # astral and BMP, escaped: 26 characters; 14 bytes
+    ],
+)
 def test_result_max_bytes_counts_compact_utf8_json(value):
     size = len(storable.compact_json(value).encode())
     assert len(storable.json_text(value)) > size  # what makes the case: the stored text is longer
@@ -405,7 +425,11 @@ def test_error_entries_are_cleaned_of_what_a_database_refuses():
 def test_error_entry_has_exactly_the_stored_keys():
     entry = error_entry(job(attempt=2), exception_class="a.B", message=3, traceback_text="", now=NOW)
     assert entry == {
-        "attempt": 2, "time": NOW.isoformat(), "worker": "w-1", "exception_class": "a.B", "message": "3",
+        "attempt": 2,
+        "time": NOW.isoformat(),
+        "worker": "w-1",
+        "exception_class": "a.B",
+        "message": "3",
         "traceback": "",
     }
 

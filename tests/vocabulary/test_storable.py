@@ -15,7 +15,7 @@ def test_nul_and_lone_surrogates_become_the_replacement_character():
     assert storable.clean_text("a\x00b") == f"a{FFFD}b"
     assert storable.clean_text("bad file-\udcff.txt") == f"bad file-{FFFD}.txt"
     assert storable.clean_text("\ud83d\ude00") == FFFD * 2  # surrogate code points, not an emoji
-    assert storable.clean_text("caf\u00e9 \U0001F600") == "caf\u00e9 \U0001F600"  # real characters stay
+    assert storable.clean_text("caf\u00e9 \U0001f600") == "caf\u00e9 \U0001f600"  # real characters stay
     plain = "plain ascii"
     assert storable.clean_text(plain) is plain
 
@@ -41,7 +41,7 @@ def test_values_are_cleaned_everywhere_keys_included_without_recursion():
         ("a\x00b", f"a{FFFD}b"),
         ("bad file-\udcff.txt", f"bad file-{FFFD}.txt"),
         ({"\x00": ["\udc80"]}, {FFFD: [FFFD]}),
-        ("\U0001F600 and \\u0000 written out", "\U0001F600 and \\u0000 written out"),
+        ("\U0001f600 and \\u0000 written out", "\U0001f600 and \\u0000 written out"),
     ],
 )
 def test_json_text_has_no_nul_or_lone_surrogate_escape(value, expected):
@@ -76,9 +76,9 @@ def test_log_records_fit_their_columns():
 
 
 def test_error_entries_are_cleaned_and_bounded():
-    entry = storable.error_entry({
-        "exception_class": "C" * 1000, "message": "\udcff" * 5000, "traceback": "t" * 30000 + "END", "attempt": 1,
-    })
+    entry = storable.error_entry(
+        {"exception_class": "C" * 1000, "message": "\udcff" * 5000, "traceback": "t" * 30000 + "END", "attempt": 1}
+    )
     assert len(entry["exception_class"]) == storable.EXCEPTION_CLASS_MAX
     assert entry["message"] == FFFD * storable.MESSAGE_MAX
     assert len(entry["traceback"]) == storable.TRACEBACK_MAX and entry["traceback"].endswith("END")
@@ -86,7 +86,7 @@ def test_error_entries_are_cleaned_and_bounded():
 
 def test_sizes_are_utf8_bytes():
     assert storable.utf8_size("abc") == 3
-    assert storable.utf8_size("\U0001F600" * 10) == 40
+    assert storable.utf8_size("\U0001f600" * 10) == 40
     assert storable.utf8_size("\udcff") == 1
 
 

@@ -26,14 +26,11 @@ class Command(BaseCommand):
                 User.objects.create_superuser("admin", "admin@localhost", password)
                 self.stdout.write(
                     self.style.SUCCESS(
-                        f"Log in as admin, password {password} "
-                        "(made now and shown once; change it in the admin)."
+                        f"Log in as admin, password {password} (made now and shown once; change it in the admin)."
                     )
                 )
             else:
-                self.stdout.write(
-                    "No staff user exists; create one with `python manage.py createsuperuser`."
-                )
+                self.stdout.write("No staff user exists; create one with `python manage.py createsuperuser`.")
         if Job.objects.exists():
             return
         now = timezone.now()
@@ -48,11 +45,5 @@ class Command(BaseCommand):
             ("echo", ["in five minutes"], {}, 0, 300),
         ]
         for name, args, kwargs, priority, delay in demo:
-            lifecycle.enqueue(
-                DEMO + name,
-                args,
-                kwargs,
-                priority=priority,
-                execute_at=now + timedelta(seconds=delay),
-            )
+            lifecycle.enqueue(DEMO + name, args, kwargs, priority=priority, execute_at=now + timedelta(seconds=delay))
         self.stdout.write(f"Enqueued {len(demo)} demo jobs.")

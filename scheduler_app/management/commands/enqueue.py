@@ -3,12 +3,7 @@ from django.core.management.base import CommandError
 
 from ... import lifecycle
 from ...lifecycle.building import QUEUE
-from ...validation.admission import (
-    CONCURRENCY_KEY,
-    EXPIRES_AT,
-    EXPIRES_IN,
-    JOB_CONCURRENCY_LIMIT,
-)
+from ...validation.admission import CONCURRENCY_KEY, EXPIRES_AT, EXPIRES_IN, JOB_CONCURRENCY_LIMIT
 from ...validation.fields import (
     ARGS,
     DELAY,
@@ -35,31 +30,56 @@ class Command(SchedulerCommand):
         parser.add_argument("--kwargs", dest="job_kwargs", type=arguments.rule(KWARGS), default={}, help="JSON object.")
         when = parser.add_mutually_exclusive_group()
         when.add_argument("--at", type=arguments.rule(EXECUTE_AT), help="ISO 8601 time with offset.")
-        when.add_argument("--in", dest="delay", type=arguments.rule(DELAY), help="Seconds from now, or a duration: 90s, 2h, 3d, 1h30m.")
+        when.add_argument(
+            "--in",
+            dest="delay",
+            type=arguments.rule(DELAY),
+            help="Seconds from now, or a duration: 90s, 2h, 3d, 1h30m.",
+        )
         parser.add_argument("--priority", type=arguments.rule(PRIORITY))
         parser.add_argument("--queue", type=arguments.rule(QUEUE))
         parser.add_argument("--max-attempts", type=arguments.rule(MAX_ATTEMPTS))
-        parser.add_argument("--timeout", type=arguments.rule(TIMEOUT), help="Seconds an attempt may run, or a duration (30m).")
+        parser.add_argument(
+            "--timeout", type=arguments.rule(TIMEOUT), help="Seconds an attempt may run, or a duration (30m)."
+        )
         parser.add_argument("--unique-key")
-        parser.add_argument("--unique-for", type=arguments.rule(UNIQUE_FOR),
-                            help="Seconds (or a duration: 1d) the unique key stays taken, whatever becomes of the job unless it is cancelled.")
-        parser.add_argument("--depends-on", type=arguments.rule(DEPENDS_ON), metavar="ID[,ID...]",
-                            help="Ids of jobs that must succeed first.")
-        parser.add_argument("--tag", dest="tags", action="append", type=arguments.rule(TAG),
-                            help="A tag (repeat for several).")
+        parser.add_argument(
+            "--unique-for",
+            type=arguments.rule(UNIQUE_FOR),
+            help="Seconds (or a duration: 1d) the unique key stays taken, whatever becomes of the job unless it is cancelled.",
+        )
+        parser.add_argument(
+            "--depends-on",
+            type=arguments.rule(DEPENDS_ON),
+            metavar="ID[,ID...]",
+            help="Ids of jobs that must succeed first.",
+        )
+        parser.add_argument(
+            "--tag", dest="tags", action="append", type=arguments.rule(TAG), help="A tag (repeat for several)."
+        )
         parser.add_argument("--meta", type=arguments.rule(META), help="JSON object kept with the job.")
-        parser.add_argument("--on-dependency-failure", type=arguments.rule(ON_DEPENDENCY_FAILURE),
-                            help='"cancel" (default) or "run".')
+        parser.add_argument(
+            "--on-dependency-failure", type=arguments.rule(ON_DEPENDENCY_FAILURE), help='"cancel" (default) or "run".'
+        )
         expiry = parser.add_mutually_exclusive_group()
-        expiry.add_argument("--expires-in", type=arguments.rule(EXPIRES_IN),
-                            help='Seconds or a duration ("2h"): not started by then, the job never starts.')
+        expiry.add_argument(
+            "--expires-in",
+            type=arguments.rule(EXPIRES_IN),
+            help='Seconds or a duration ("2h"): not started by then, the job never starts.',
+        )
         expiry.add_argument("--expires-at", type=arguments.rule(EXPIRES_AT), help="ISO 8601 time with offset.")
-        parser.add_argument("--concurrency-key", type=arguments.rule(CONCURRENCY_KEY),
-                            help="At most --concurrency-limit jobs with this key run at once.")
+        parser.add_argument(
+            "--concurrency-key",
+            type=arguments.rule(CONCURRENCY_KEY),
+            help="At most --concurrency-limit jobs with this key run at once.",
+        )
         parser.add_argument("--concurrency-limit", type=arguments.rule(JOB_CONCURRENCY_LIMIT), help="Default 1.")
 
-        parser.add_argument("--pass-results", action="store_true",
-                            help="Receive the dependencies' results as the first argument (one: itself; several: a list).")
+        parser.add_argument(
+            "--pass-results",
+            action="store_true",
+            help="Receive the dependencies' results as the first argument (one: itself; several: a list).",
+        )
 
     def handle(self, *args, **options):
         try:
@@ -81,16 +101,12 @@ class Command(SchedulerCommand):
                 expires_at=options["expires_at"],
                 concurrency_key=options["concurrency_key"],
                 concurrency_limit=options["concurrency_limit"],
-
                 pass_results=options["pass_results"],
-
                 tags=options["tags"],
                 meta=options["meta"],
             )
         except ValidationError as exc:
             raise CommandError(lifecycle.error_text(exc), returncode=2) from None
         if not created:
-            self.stderr.write(
-                f"Job {job.pk} holds unique key {job.unique_key!r}; not creating another."
-            )
+            self.stderr.write(f"Job {job.pk} holds unique key {job.unique_key!r}; not creating another.")
         self.stdout.write(str(job.pk))

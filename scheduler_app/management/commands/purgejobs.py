@@ -21,8 +21,7 @@ def status_list(text):
 
 class Command(SchedulerCommand):
     help = (
-        "Delete finished jobs older than the retention (SCHEDULER['RETENTION'], by status) "
-        "or --older-than, in batches."
+        "Delete finished jobs older than the retention (SCHEDULER['RETENTION'], by status) or --older-than, in batches."
     )
 
     def add_arguments(self, parser):
@@ -51,10 +50,7 @@ class Command(SchedulerCommand):
             from django.utils import timezone
 
             now = timezone.now()
-            count = sum(
-                Job.objects.filter(status=s, finished_at__lt=now - age).count()
-                for s, age in retention.items()
-            )
+            count = sum(Job.objects.filter(status=s, finished_at__lt=now - age).count() for s, age in retention.items())
             self.stdout.write(f"{count} finished jobs would be deleted.")
             return
         try:

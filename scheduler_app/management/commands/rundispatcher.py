@@ -46,28 +46,56 @@ class Command(SchedulerCommand):
 
     def add_arguments(self, parser):
         parser.add_argument(
-            "--queue", type=queue_spec, action="append", dest="queues", metavar="NAME[:CONCURRENCY[:MODE]]",
+            "--queue",
+            type=queue_spec,
+            action="append",
+            dest="queues",
+            metavar="NAME[:CONCURRENCY[:MODE]]",
             help="Serve this queue with its own slots (repeatable); MODE 'process' runs its jobs in worker "
-                 "processes (parallel CPU, hard timeouts). Default: every queue, sharing --concurrency slots.",
+            "processes (parallel CPU, hard timeouts). Default: every queue, sharing --concurrency slots.",
         )
-        parser.add_argument("--concurrency", type=arguments.rule(SETTINGS["CONCURRENCY"]), default=None,
-                            help="Worker threads (per --queue without its own number). Default: SCHEDULER['CONCURRENCY'].")
-        parser.add_argument("--horizon", type=arguments.rule(SETTINGS["HORIZON"]), default=None,
-                            help="Seconds of future jobs mirrored in the heap.")
-        parser.add_argument("--poll-interval", type=arguments.rule(SETTINGS["POLL_INTERVAL"]), default=None,
-                            help="Seconds between change polls (the fallback to NOTIFY).")
-        parser.add_argument("--lease", type=arguments.rule(SETTINGS["LEASE"]), default=None,
-                            help="Seconds a claim stays valid without a heartbeat.")
-        parser.add_argument("--grace", type=arguments.rule(SETTINGS["GRACE"]), default=None,
-                            help="Seconds running jobs get to finish on SIGTERM/SIGINT.")
-        parser.add_argument("--burst", action="store_true",
-                            help="Exit 0 once nothing is due and nothing is running.")
-        parser.add_argument("--processes", type=arguments.rule(PROCESSES), default=1,
-                            help="Run N dispatcher processes under a supervisor that restarts any that dies "
-                                 "and passes SIGTERM/SIGINT on (default 1: this process is the dispatcher).")
+        parser.add_argument(
+            "--concurrency",
+            type=arguments.rule(SETTINGS["CONCURRENCY"]),
+            default=None,
+            help="Worker threads (per --queue without its own number). Default: SCHEDULER['CONCURRENCY'].",
+        )
+        parser.add_argument(
+            "--horizon",
+            type=arguments.rule(SETTINGS["HORIZON"]),
+            default=None,
+            help="Seconds of future jobs mirrored in the heap.",
+        )
+        parser.add_argument(
+            "--poll-interval",
+            type=arguments.rule(SETTINGS["POLL_INTERVAL"]),
+            default=None,
+            help="Seconds between change polls (the fallback to NOTIFY).",
+        )
+        parser.add_argument(
+            "--lease",
+            type=arguments.rule(SETTINGS["LEASE"]),
+            default=None,
+            help="Seconds a claim stays valid without a heartbeat.",
+        )
+        parser.add_argument(
+            "--grace",
+            type=arguments.rule(SETTINGS["GRACE"]),
+            default=None,
+            help="Seconds running jobs get to finish on SIGTERM/SIGINT.",
+        )
+        parser.add_argument("--burst", action="store_true", help="Exit 0 once nothing is due and nothing is running.")
+        parser.add_argument(
+            "--processes",
+            type=arguments.rule(PROCESSES),
+            default=1,
+            help="Run N dispatcher processes under a supervisor that restarts any that dies "
+            "and passes SIGTERM/SIGINT on (default 1: this process is the dispatcher).",
+        )
         parser.add_argument("--supervised", action="store_true", help=argparse.SUPPRESS)
-        parser.add_argument("--max-jobs", type=arguments.rule(MAX_JOBS), default=None,
-                            help="Exit after running this many jobs.")
+        parser.add_argument(
+            "--max-jobs", type=arguments.rule(MAX_JOBS), default=None, help="Exit after running this many jobs."
+        )
 
     def handle(self, *args, **options):
         # With no logging configured for the app, its lines go to stderr at INFO (a project's LOGGING wins).
@@ -90,7 +118,9 @@ class Command(SchedulerCommand):
                 dispatcher.run()
         logger.info(
             "dispatcher %s stopped: %d jobs processed, %d failed",
-            dispatcher.store.worker_id, dispatcher.processed, dispatcher.failed,
+            dispatcher.store.worker_id,
+            dispatcher.processed,
+            dispatcher.failed,
         )
         if dispatcher.pool.live_threads() and sys.argv[1:2] == ["rundispatcher"]:
             # Threads still run attempts it handed back: they end with the process, now, so that
@@ -161,9 +191,7 @@ class Command(SchedulerCommand):
 
     def _banner(self, dispatcher):
         vendor = sql.dialect().name
-        slots = ", ".join(
-            f"{'all' if g == SHARED else g}:{n}" for g, (_, n) in dispatcher.groups.items()
-        )
+        slots = ", ".join(f"{'all' if g == SHARED else g}:{n}" for g, (_, n) in dispatcher.groups.items())
         if wiring.uses_notify():
             wakeups = "notify"
         elif dispatcher.change_check_interval:
@@ -174,7 +202,11 @@ class Command(SchedulerCommand):
             f"dispatcher {dispatcher.store.worker_id} | queues {', '.join(sorted(dispatcher.queues))} | "
             f"slots {slots} | database {vendor} | wake-ups {wakeups} "
             f"(poll every {dispatcher.poll_interval:g}s) | horizon {dispatcher.horizon:g}s"
-            + (f" | in worker processes: {', '.join(sorted(dispatcher.process_queues))}" if dispatcher.process_queues else "")
+            + (
+                f" | in worker processes: {', '.join(sorted(dispatcher.process_queues))}"
+                if dispatcher.process_queues
+                else ""
+            )
             + (" | burst" if dispatcher.burst else "")
         )
         self.stdout.flush()
