@@ -19,6 +19,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from .. import conf, lifecycle, registry
+from ..maintenance import leader
 from ..models import Job, Queue, Worker
 from ..observability import stats
 from ..vocabulary.bounds import BULK_MAX
@@ -340,6 +341,9 @@ class WorkerViewSet(SchedulerAPI, mixins.ListModelMixin, viewsets.GenericViewSet
     queryset = Worker.objects.order_by("-started_at", "id")
     filter_backends = []
     pagination_class = EstimatedCountPagination
+
+    def get_queryset(self):
+        return leader.with_leader(super().get_queryset())
 
 
 class QueueViewSet(SchedulerAPI, viewsets.ViewSet):

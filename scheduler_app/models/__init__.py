@@ -9,7 +9,7 @@ from .jobs import ACTIVE_STATUSES, FINISHED_STATUSES, Dashboard, DependencyFailu
 from .observability import Counter, JobLog, Rollup, RollupCursor, Tallies
 from .queues import Queue
 from .schedules import MisfirePolicy, Schedule
-from .workers import Worker, WorkerQuerySet, WorkerState, stale_before
+from .workers import Leadership, Worker, WorkerQuerySet, WorkerState, stale_before
 from .workflows import Workflow, WorkflowStatus
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "JobLog",
     "JobQuerySet",
     "JobStatus",
+    "Leadership",
     "MisfirePolicy",
     "Queue",
     "QueueStart",

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from django.db import InterfaceError, OperationalError, connections
 from django.utils import timezone
 
-from .. import conf, lifecycle, registry, schedules, sql
+from .. import conf, lifecycle, maintenance, registry, schedules, sql
 from ..dispatcher.timeline import Entry, schedule_entry
 from ..models import Job, Worker, WorkerState
 from ..observability import rollups
@@ -71,6 +71,7 @@ class DjangoStore:
         self._data_version = None  # SQLite: PRAGMA data_version last seen
         self._statistics_checked = -STATISTICS_CHECK_INTERVAL  # monotonic time of the last check
         self._liveness = None  # sql.liveness.Liveness from register() to retire(); any thread may retire
+        self._maintenance = None  # maintenance.Maintenance, made at the first maintain() (loop thread only)
 
     def _hot_connection(self):
         """PostgreSQL: the loop's own connection for claims and finishes (``sql.connections.hot``); None elsewhere."""
@@ -112,6 +113,8 @@ class DjangoStore:
         )
 
     def unregister(self, *, processed, failed):
+        if self._maintenance is not None:
+            self._maintenance.resign(time.time())  # the next dispatcher to look leads at once
         if self._raw is not None:
             self._raw.close()
             self._raw = None
@@ -312,16 +315,21 @@ class DjangoStore:
     def write_rollups(self, tallies, now, *, samples=True):
         rollups.record(tallies, to_datetime(now), samples=samples, using=self.using)
 
-    def housekeeping(self, now):
-        moment = to_datetime(now)
-        dead = Worker.objects.using(self.using).stale(moment).update(state=WorkerState.DEAD)
-        if dead:
-            logger.warning("marked %d dispatchers dead (stale heartbeat)", dead)
-        # A safety net: due schedules the window missed (it is a cache).
-        schedules.materialize_due(moment, using=self.using)
-        if self.prune:
-            deleted = lifecycle.prune(now=moment, max_batches=1, using=self.using)
-            if deleted:
-                logger.info("pruned %d finished jobs past retention", deleted)
-            rollups.prune(moment, using=self.using)
-        self._dialect.optimize(using=self.using)
+    def maintain(self, now, *, housekeeping_interval):
+        if self._maintenance is None:
+            found = maintenance.services(
+                lease=self.lease,
+                policy=self.policy,
+                housekeeping_interval=housekeeping_interval,
+                prune=self.prune,
+                using=self.using,
+            )
+            self._maintenance = maintenance.Maintenance(
+                self.worker_id, lease=self.lease, services=found, using=self.using
+            )
+        return self._maintenance.run(now)
+
+    @property
+    def leads(self):
+        """Whether this dispatcher leads the maintenance (as of its last ``maintain``)."""
+        return self._maintenance is not None and self._maintenance.leads

@@ -27,7 +27,9 @@ def drain(queue=None, *, with_scheduled=False, with_retries=True, using="default
     times come (a dispatcher's order, with the clock jumped forward).
     ``with_retries``: a failed attempt with attempts left runs again at once
     (its backoff skipped); otherwise it stays pending at its retry time.
-    Paused queues are drained too, and queue limits do not apply. A task's
+    Every job a dispatcher would run runs: of limited and paused queues,
+    and with a ``concurrency_key``; the limits (a queue's, a key's) do not
+    apply (one job runs at a time). A task's
     ``timeout`` is not enforced (the job runs in this thread). ``queue``
     limits the drain to one queue. A job waiting on dependencies runs once
     they succeeded (in the same drain, when they run in it); a job that

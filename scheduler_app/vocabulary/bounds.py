@@ -25,6 +25,8 @@ BACKEND_ALIAS_MAX = 100
 # Columns: a dispatcher's id (host-pid-random) and host name, a log record's
 # logger name and level (a smallint), a schedule's name, cron text and zone.
 WORKER_ID_MAX = 100
+# A leadership role's name (``Leadership.role``: ``maintenance``).
+ROLE_MAX = 32
 HOSTNAME_MAX = 255
 LOGGER_MAX = 255
 LOG_LEVEL_MAX = 32767
