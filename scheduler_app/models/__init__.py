@@ -4,6 +4,7 @@ State changes never happen here: they live in ``scheduler_app.lifecycle``.
 The QuerySets only select, and are named after states.
 """
 
+from .audit import AuditEvent, ObjectType, Via
 from .flow import JobDependency, QueueStart, UniqueWindow
 from .jobs import ACTIVE_STATUSES, FINISHED_STATUSES, Dashboard, DependencyFailure, Job, JobQuerySet, JobStatus
 from .observability import Counter, JobLog, Rollup, RollupCursor, Tallies
@@ -13,6 +14,7 @@ from .workers import Worker, WorkerQuerySet, WorkerState, stale_before
 from .workflows import Workflow, WorkflowStatus
 
 __all__ = [
+    "AuditEvent",
     "ACTIVE_STATUSES",
     "FINISHED_STATUSES",
     "Counter",
@@ -24,6 +26,7 @@ __all__ = [
     "JobQuerySet",
     "JobStatus",
     "MisfirePolicy",
+    "ObjectType",
     "Queue",
     "QueueStart",
     "Rollup",
@@ -31,6 +34,7 @@ __all__ = [
     "Schedule",
     "Tallies",
     "UniqueWindow",
+    "Via",
     "Worker",
     "WorkerQuerySet",
     "WorkerState",

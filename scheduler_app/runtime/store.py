@@ -324,4 +324,5 @@ class DjangoStore:
             if deleted:
                 logger.info("pruned %d finished jobs past retention", deleted)
             rollups.prune(moment, using=self.using)
+            lifecycle.audit.prune(now=moment, using=self.using)
         self._dialect.optimize(using=self.using)

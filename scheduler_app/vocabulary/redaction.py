@@ -1,0 +1,46 @@
+"""Secrets in a job's arguments: the values of keyword arguments whose names say "secret".
+
+``redact`` shows them as ``FILTERED``; ``restore`` puts the real values back
+where a client echoed ``FILTERED`` (a PATCH of what it read). Names are
+compared case-insensitively, at any depth of dicts and lists. Pure: the
+names come from the caller (``conf.filtered`` reads the setting).
+"""
+
+FILTERED = "[FILTERED]"
+
+
+def redact(value, names):
+    """Return ``value`` with the value of every dict key named in ``names`` (lower case) replaced by ``FILTERED``."""
+    if not names:
+        return value
+    if isinstance(value, dict):
+        return {
+            key: FILTERED if isinstance(key, str) and key.lower() in names else redact(item, names)
+            for key, item in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        return [redact(item, names) for item in value]
+    return value
+
+
+def restore(new, old, names):
+    """Return ``new`` where each ``FILTERED`` under a filtered key is ``old``'s value at the same place.
+
+    A filtered key that ``old`` does not have keeps ``FILTERED`` as it is
+    (the caller sent it as a value).
+    """
+    if not names or not isinstance(new, dict):
+        return new
+    old = old if isinstance(old, dict) else {}
+    result = {}
+    for key, item in new.items():
+        secret = isinstance(key, str) and key.lower() in names
+        if secret and item == FILTERED and key in old:
+            result[key] = old[key]
+        elif isinstance(item, dict):
+            result[key] = restore(item, old.get(key), names)
+        elif isinstance(item, list) and isinstance(old.get(key), list) and len(old[key]) == len(item):
+            result[key] = [restore(n, o, names) for n, o in zip(item, old[key], strict=True)]
+        else:
+            result[key] = item
+    return result
