@@ -9,7 +9,7 @@ from django.core.signals import setting_changed
 
 from .validation.settings import DECLARED
 from .vocabulary.bounds import QUEUE_NAME_RE
-from .vocabulary.redaction import redact, restore
+from .vocabulary.redaction import redact, redact_head, restore
 
 # Each key's default, as declared with its rule and meaning (``validation.settings``).
 DEFAULTS = {name: setting.default for name, setting in DECLARED.items()}
@@ -101,9 +101,12 @@ def filtered(value):
     """Return a job's kwargs (or any JSON value) with the values of ``FILTER_ARGUMENTS`` keys shown as [FILTERED].
 
     The one function every page, response, log line and audit entry shows
-    arguments through; the task itself gets the real values.
+    arguments through; the task itself gets the real values. A text (the
+    job list's cut preview of a long value's JSON) ends before the value
+    of its first filtered key.
     """
-    return redact(value, filter_names())
+    names = filter_names()
+    return redact_head(value, names) if isinstance(value, str) else redact(value, names)
 
 
 def unfiltered(new, old):

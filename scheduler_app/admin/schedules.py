@@ -61,6 +61,9 @@ class ScheduleForm(EncodableDataMixin, forms.ModelForm):
         self.fields["task"].choices = [("", "---------")] + [(n, n) for n in registry.names()]
         self.fields["queue"].choices = [("", "(the task's queue)")] + [(q, q) for q in sorted(conf.known_queues())]
         self.schedule_data = None
+        if self.instance.pk:  # shown with its secrets as [FILTERED]; clean() puts them back
+            for name in ("args", "kwargs"):
+                self.initial[name] = conf.filtered(getattr(self.instance, name))
 
     def _post_clean(self):
         # Model validation would repeat the service's errors (the cron/interval
@@ -77,6 +80,9 @@ class ScheduleForm(EncodableDataMixin, forms.ModelForm):
         fields["args"] = [] if fields.get("args") is None else fields["args"]
         fields["kwargs"] = {} if fields.get("kwargs") is None else fields["kwargs"]
         instance = self.instance if self.instance.pk else None
+        if instance is not None:
+            fields["args"] = conf.unfiltered(fields["args"], instance.args)
+            fields["kwargs"] = conf.unfiltered(fields["kwargs"], instance.kwargs)
         try:
             self.schedule_data = schedules.clean(fields, instance=instance)
         except ValidationError as exc:

@@ -35,7 +35,7 @@ from ..validation.schedules import (
 )
 from ..vocabulary.bounds import NEXT_RUNS_DEFAULT, NEXT_RUNS_MAX
 from .base import SchedulerAPI, audit
-from .fields import DirectAttributesMixin, IdentityUrlField, JSONListField, JSONObjectField, RuleField, StrictKeysMixin
+from .fields import ArgsField, DirectAttributesMixin, IdentityUrlField, KwargsField, RuleField, StrictKeysMixin
 from .filters import MAX_ID
 from .pagination import EstimatedCountPagination
 from .permissions import needs
@@ -47,8 +47,8 @@ class ScheduleSerializer(DirectAttributesMixin, serializers.ModelSerializer):
     """A schedule as the API shows it; exactly one of cron and interval_seconds is set."""
 
     url = IdentityUrlField(view_name="scheduler_api:schedule-detail")
-    args = JSONListField(read_only=True)
-    kwargs = JSONObjectField(read_only=True)
+    args = ArgsField(read_only=True)
+    kwargs = KwargsField(read_only=True)
     cron = serializers.SerializerMethodField(help_text="Five-field cron expression, or null.")
     description = serializers.SerializerMethodField(help_text="The timetable in words.")
     last_job_status = serializers.SerializerMethodField(help_text="Status of the last job, or null.")

@@ -16,7 +16,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 
-from .. import lifecycle
+from .. import conf, lifecycle
 from ..lifecycle import workflows
 from ..models import JobStatus, Workflow, WorkflowStatus
 from ..validation.workflows import WORKFLOW_NAME
@@ -102,7 +102,7 @@ class WorkflowDetailSerializer(WorkflowSerializer):
         return {str(pk): result for pk, _, status, result in self._jobs(workflow) if status == "succeeded"}
 
     def get_callbacks(self, workflow) -> dict:
-        return workflow.callbacks if isinstance(workflow.callbacks, dict) else {}
+        return conf.filtered(workflow.callbacks) if isinstance(workflow.callbacks, dict) else {}
 
 
 STATUS_FILTER = OpenApiParameter(

@@ -6,6 +6,9 @@ compared case-insensitively, at any depth of dicts and lists. Pure: the
 names come from the caller (``conf.filtered`` reads the setting).
 """
 
+import json
+import re
+
 FILTERED = "[FILTERED]"
 
 
@@ -29,6 +32,10 @@ def restore(new, old, names):
     A filtered key that ``old`` does not have keeps ``FILTERED`` as it is
     (the caller sent it as a value).
     """
+    if isinstance(new, list):
+        if isinstance(old, list) and len(old) == len(new):
+            return [restore(n, o, names) for n, o in zip(new, old, strict=True)]
+        return new
     if not names or not isinstance(new, dict):
         return new
     old = old if isinstance(old, dict) else {}
@@ -37,10 +44,30 @@ def restore(new, old, names):
         secret = isinstance(key, str) and key.lower() in names
         if secret and item == FILTERED and key in old:
             result[key] = old[key]
-        elif isinstance(item, dict):
+        elif isinstance(item, (dict, list)):
             result[key] = restore(item, old.get(key), names)
-        elif isinstance(item, list) and isinstance(old.get(key), list) and len(old[key]) == len(item):
-            result[key] = [restore(n, o, names) for n, o in zip(item, old[key], strict=True)]
         else:
             result[key] = item
     return result
+
+
+# A key of a JSON object in JSON text: a string (escapes included) followed by a colon.
+_KEY = re.compile(r'"((?:[^"\\]|\\.)*)"\s*:\s*')
+
+
+def redact_head(text, names):
+    """Return the head of a JSON text (a cut preview) ending before the value of its first filtered key.
+
+    A cut text cannot be parsed, so nothing after a filtered key is shown:
+    the preview stops there with ``"[FILTERED]"``, and says no more.
+    """
+    if not names or not isinstance(text, str):
+        return text
+    for match in _KEY.finditer(text):
+        try:
+            key = json.loads(f'"{match.group(1)}"')
+        except ValueError:
+            key = match.group(1)
+        if key.lower() in names:
+            return f'{text[: match.end()]}"{FILTERED}"'
+    return text

@@ -545,3 +545,9 @@ def leaves_behind(marker_dir, name):
     )
     _write(os.path.join(marker_dir, f"left-{name}"), f"{child.pid} {shell.stdout.strip()}")
     return "left"
+
+
+@task
+def echo_kwargs(**kwargs):
+    """Return the keyword arguments it was called with (what the task really received)."""
+    return kwargs
