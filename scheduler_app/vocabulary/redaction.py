@@ -71,3 +71,33 @@ def redact_head(text, names):
         if key.lower() in names:
             return f'{text[: match.end()]}"{FILTERED}"'
     return text
+
+
+def secret_texts(value, names, *, shortest=4):
+    """Return the texts (at least ``shortest`` characters) under filtered keys of ``value``, longest first."""
+    found = set()
+
+    def walk(item, hidden):
+        if isinstance(item, dict):
+            for key, child in item.items():
+                walk(child, hidden or (isinstance(key, str) and key.lower() in names))
+        elif isinstance(item, (list, tuple)):
+            for child in item:
+                walk(child, hidden)
+        elif hidden and isinstance(item, (str, int, float)) and not isinstance(item, bool):
+            text = str(item)
+            if len(text) >= shortest:
+                found.add(text)
+
+    if names:
+        walk(value, False)
+    return sorted(found, key=len, reverse=True)
+
+
+def scrub(text, secrets):
+    """Return ``text`` with each of ``secrets`` (texts) replaced by ``FILTERED``."""
+    if not secrets or not isinstance(text, str):
+        return text
+    for secret in secrets:
+        text = text.replace(secret, FILTERED)
+    return text

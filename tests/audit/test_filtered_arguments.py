@@ -191,3 +191,31 @@ def test_admin_schedule_form_shows_filtered_and_saving_it_keeps_the_secret(admin
     response = admin_client_.post(url, data)
     assert response.status_code == 302, response.context["adminform"].form.errors if response.context else ""
     assert Schedule.objects.get(pk=schedule.pk).kwargs == KWARGS
+
+
+# -- what the scheduler stores about a run -----------------------------------
+
+
+def test_an_error_that_quotes_a_secret_keeps_filtered(api):
+    job, _ = lifecycle.enqueue("tests.testapp.tasks.leaky", [], {"password": SECRET}, max_attempts=1)
+    testing.drain()
+    job.refresh_from_db()
+    assert job.status == "failed"
+    [error] = job.errors
+    assert error["message"] == "login refused for password [FILTERED]"
+    no_secret(repr(job.errors))
+    no_secret(api.get(f"/api/jobs/{job.pk}/").content.decode())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_log_records_that_quote_a_secret_keep_filtered(staff_user):
+    from scheduler_app.models import JobLog
+    from tests.plumbing import dispatcher_thread, grant, token_client, wait_for
+
+    job, _ = lifecycle.enqueue("tests.testapp.tasks.leaky", [], {"password": SECRET}, max_attempts=1)
+    with dispatcher_thread():
+        assert wait_for(lambda: Job.objects.filter(pk=job.pk, status="failed").exists())
+    messages = list(JobLog.objects.filter(job=job).values_list("message", flat=True))
+    assert messages == ["logging in with [FILTERED]"]
+    api = token_client(grant(staff_user))
+    no_secret(api.get(f"/api/jobs/{job.pk}/logs/").content.decode())
