@@ -113,7 +113,7 @@ class AuditEventAdmin(SafeLookupsMixin, admin.ModelAdmin):
             text = f"{obj.object_type} #{obj.object_id}" if obj.object_type != "queue" else f"queue {obj.object_id}"
             shown = format_html('<a href="{}">{}</a>', url, text) if url else text
             if obj.detail:
-                return format_html('{} <span class="sched-ago">{}</span>', shown, _short(obj.detail))
+                return format_html('{} <span class="sched-audit-detail">{}</span>', shown, _short(obj.detail))
             return shown
         return format_html('<code class="sched-audit-filter">{}</code>', _short(obj.filter))
 
@@ -121,6 +121,11 @@ class AuditEventAdmin(SafeLookupsMixin, admin.ModelAdmin):
 def _short(value, limit=160):
     text = json.dumps(value, sort_keys=True, default=str)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _with_text(event):
+    event.detail_text = json.dumps(event.detail, sort_keys=True, default=str) if event.detail else ""
+    return event
 
 
 def _object_url(object_type, object_id):
@@ -140,7 +145,7 @@ class AuditHistoryMixin:
         events = AuditEvent.objects.filter(object_type=self.audit_object_type, object_id=str(object_id))
         extra_context = {
             **(extra_context or {}),
-            "audit_events": list(events[: self.history_events]),
+            "audit_events": [_with_text(event) for event in events[: self.history_events]],
             "audit_url": reverse("admin:scheduler_app_auditevent_changelist")
             + "?"
             + urlencode({"object_type": self.audit_object_type, "object_id": object_id}),

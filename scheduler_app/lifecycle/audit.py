@@ -20,6 +20,8 @@ from .. import conf
 from ..models import AuditEvent, ObjectType, Via
 
 logger = logging.getLogger("scheduler_app.audit")
+# How a log line names each door.
+DOORS = {Via.ADMIN: "the admin", Via.API: "the API", Via.COMMAND: "a command"}
 
 __all__ = ["ObjectType", "Via", "command_user", "prune", "record"]
 
@@ -86,10 +88,10 @@ def record(action, *, via, object_type, object_id=None, user=None, filter=None, 
         extra["job_id"] = int(object_id)
     transaction.on_commit(
         lambda: logger.info(
-            "%s %s through the %s by %s%s",
+            "%s %s through %s by %s%s",
             action,
             target,
-            via.label,
+            DOORS[via],
             username or "someone",
             f" {event.detail}" if event.detail else "",
             extra=extra,
