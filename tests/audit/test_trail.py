@@ -245,3 +245,27 @@ def test_the_admin_audit_page_needs_the_permission_and_is_read_only(client, staf
         client.post(reverse("admin:scheduler_app_auditevent_delete", args=[event.pk]), {"post": "yes"}).status_code
         == 403
     )
+
+
+def test_the_event_is_written_in_the_actions_transaction(api, job_row, monkeypatch):
+    """An action whose audit event cannot be written is not done (and the reverse: no event without the action)."""
+    job = job_row()
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("audit table unavailable")
+
+    monkeypatch.setattr(lifecycle.audit, "record", fail)
+    with pytest.raises(RuntimeError):
+        api.post(f"/api/jobs/{job.pk}/cancel/")
+    job.refresh_from_db()
+    assert job.status == JobStatus.PENDING and not AuditEvent.objects.exists()
+
+
+def test_the_workflow_and_schedule_history_pages(admin_client_):
+    workflow, jobs = lifecycle.workflows.create_workflow([{"task": ADD, "args": [1, 2]}])
+    admin_client_.post(reverse("admin:scheduler_app_workflow_cancel", args=[workflow.pk]))
+    page = admin_client_.get(reverse("admin:scheduler_app_workflow_history", args=[workflow.pk]))
+    assert page.status_code == 200 and "cancel" in page.content.decode()
+    schedule = schedules.create(name="s", task=ADD, args=[1, 2], interval_seconds=60)
+    page = admin_client_.get(reverse("admin:scheduler_app_schedule_history", args=[schedule.pk]))
+    assert page.status_code == 200 and "No operator action on it yet" in page.content.decode()
