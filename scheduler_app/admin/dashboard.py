@@ -16,6 +16,7 @@ from functools import partial
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
 from django.http import Http404, HttpResponseRedirect, JsonResponse
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
@@ -31,6 +32,7 @@ from ..observability import workflows as workflow_numbers
 from ..sql import readable
 from ..validation import progress as progress_rule
 from . import visibility
+from .audit import audit
 from .changelist import site_view
 from .formatting import (
     clock,
@@ -379,10 +381,9 @@ class DashboardAdmin(admin.ModelAdmin):
         if request.POST.get("next") == "queues":
             dashboard = reverse("admin:scheduler_app_queue_changelist", current_app=self.admin_site.name)
         try:
-            if action == "pause":
-                lifecycle.pause_queue(name)
-            else:
-                lifecycle.resume_queue(name)
+            with transaction.atomic():
+                (lifecycle.pause_queue if action == "pause" else lifecycle.resume_queue)(name)
+                audit(request, action, "queue", object_id=name)
         except ValidationError as exc:
             error = "; ".join(exc.messages)
             if wants_json:

@@ -11,6 +11,7 @@ from django.utils import timezone
 from django.utils.functional import lazy
 from django.utils.html import format_html, format_html_join
 
+from .. import conf
 from ..models import JobLog, JobStatus, Schedule, Worker
 from ..observability import lateness
 from ..observability.stats import held_by_key
@@ -142,11 +143,11 @@ class JobFields:
 
     @admin.display(description="args")
     def args_display(self, obj):
-        return pretty_json(obj.args)
+        return pretty_json(conf.filtered(obj.args))
 
     @admin.display(description="kwargs")
     def kwargs_display(self, obj):
-        return pretty_json(obj.kwargs)
+        return pretty_json(conf.filtered(obj.kwargs))
 
     @admin.display(description="when")
     def due_display(self, obj):

@@ -8,6 +8,7 @@ the ``*_many`` functions).
 from django.contrib import admin, messages
 from django.contrib.admin.options import ActionLocation
 from django.core.exceptions import ValidationError
+from django.db import transaction
 from django.http import HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html
@@ -15,6 +16,7 @@ from django.utils.html import format_html
 from .. import lifecycle, registry
 from ..lifecycle.states import allowed_from, refusal
 from ..models import Job, JobStatus
+from .audit import AuditHistoryMixin, audit, list_filter_of
 from .bulk import BulkActionsMixin, TagFilter
 from .changelist import CappedCountPaginator, DateRangeFilter, JobChangeList, QueueFilter, ScheduleFilter, TaskFilter
 from .dependencies import WORKFLOW_FIELDS, DependenciesMixin, DependencyFilter
@@ -32,7 +34,16 @@ BOTH_LOCATIONS = [ActionLocation.CHANGE_LIST, ActionLocation.CHANGE_FORM]
 
 
 @admin.register(Job)
-class JobAdmin(BulkActionsMixin, DependenciesMixin, JobSummary, JobLive, JobFields, SafeLookupsMixin, admin.ModelAdmin):
+class JobAdmin(
+    AuditHistoryMixin,
+    BulkActionsMixin,
+    DependenciesMixin,
+    JobSummary,
+    JobLive,
+    JobFields,
+    SafeLookupsMixin,
+    admin.ModelAdmin,
+):
     list_display = [
         "id",
         "task_name",
@@ -70,6 +81,7 @@ class JobAdmin(BulkActionsMixin, DependenciesMixin, JobSummary, JobLive, JobFiel
     list_select_related = False
     actions = ["cancel_jobs", "retry_jobs", "run_jobs_now"]
     change_list_template = "admin/scheduler_app/job/change_list.html"
+    audit_object_type = "job"
 
     add_fieldsets = [
         (None, {"fields": ["task", "args", "kwargs"]}),
@@ -208,7 +220,12 @@ class JobAdmin(BulkActionsMixin, DependenciesMixin, JobSummary, JobLive, JobFiel
             if form.tags:
                 options["tags"] = form.tags
             try:
-                job, created = lifecycle.enqueue(created_by=request.user, **options)
+                with transaction.atomic():
+                    job, created = lifecycle.enqueue(created_by=request.user, **options)
+                    if created:
+                        audit(
+                            request, "create", "job", object_id=job.pk, detail={"task": job.task, "kwargs": job.kwargs}
+                        )
             except ValidationError as exc:  # a dependency deleted since the form was checked
                 obj._scheduler_error = "; ".join(exc.messages)
                 return
@@ -219,7 +236,9 @@ class JobAdmin(BulkActionsMixin, DependenciesMixin, JobSummary, JobLive, JobFiel
         obj._scheduler_error = None
         if changes:
             try:
-                lifecycle.reschedule(obj.pk, **changes)
+                with transaction.atomic():
+                    lifecycle.reschedule(obj.pk, **changes)
+                    audit(request, "reschedule", "job", object_id=obj.pk, detail=changes)
             except lifecycle.InvalidTransition as exc:
                 obj._scheduler_error = str(exc)
 
@@ -305,6 +324,19 @@ class JobAdmin(BulkActionsMixin, DependenciesMixin, JobSummary, JobLive, JobFiel
         for start in range(0, len(ids), ACTION_CHUNK):
             yield ids[start : start + ACTION_CHUNK]
 
+    @staticmethod
+    def _audit_bulk(request, action, ids, count, detail=None):
+        """Record a bulk action: one job's id when one was selected; else the selection or the filter."""
+        if ids is not None and len(ids) == 1:
+            audit(request, action.removeprefix("bulk_"), "job", object_id=ids[0], count=count, detail=detail)
+        else:
+            audit(request, action, "job", filter=list_filter_of(request, ids), count=count, detail=detail)
+
+    def delete_model(self, request, obj):
+        with transaction.atomic():
+            audit(request, "delete", "job", object_id=obj.pk, detail={"task": obj.task, "status": obj.status})
+            super().delete_model(request, obj)
+
     def _report(self, request, changed_parts, skipped, skipped_reason):
         parts = [p for n, p in changed_parts if n]
         if skipped:
@@ -319,6 +351,7 @@ class JobAdmin(BulkActionsMixin, DependenciesMixin, JobSummary, JobLive, JobFiel
         if across is False:
             return self.confirmation(request, queryset, "cancel")  # "all N matching": count them first
         cancelled = requested = skipped = 0
+        ids = None
         if across:
             cancelled, requested = lifecycle.cancel_matching(queryset)
         else:
@@ -328,6 +361,7 @@ class JobAdmin(BulkActionsMixin, DependenciesMixin, JobSummary, JobLive, JobFiel
             for chunk in self._chunks(ids):
                 c, r, s = lifecycle.cancel_many(chunk)
                 cancelled, requested, skipped = cancelled + c, requested + r, skipped + s
+        self._audit_bulk(request, "bulk_cancel", ids, cancelled + requested, {"cancel_requested": requested})
         self._report(
             request,
             [
@@ -344,6 +378,7 @@ class JobAdmin(BulkActionsMixin, DependenciesMixin, JobSummary, JobLive, JobFiel
         if across is False:
             return self.confirmation(request, queryset, "retry")
         retried = skipped = 0
+        ids = None
         if across:
             retried = lifecycle.retry_matching(queryset)
         else:
@@ -353,6 +388,7 @@ class JobAdmin(BulkActionsMixin, DependenciesMixin, JobSummary, JobLive, JobFiel
             for chunk in self._chunks(ids):
                 r, s = lifecycle.retry_many(chunk)
                 retried, skipped = retried + r, skipped + s
+        self._audit_bulk(request, "bulk_retry", ids, retried)
         self._report(
             request,
             [(retried, f"queued {retried} {plural(retried)} to run again now")],
@@ -369,6 +405,7 @@ class JobAdmin(BulkActionsMixin, DependenciesMixin, JobSummary, JobLive, JobFiel
         for chunk in self._chunks(ids):
             c, s = lifecycle.run_now_many(chunk)
             changed, skipped = changed + c, skipped + s
+        self._audit_bulk(request, "bulk_run_now", ids, changed)
         self._report(
             request, [(changed, f"made {changed} pending {plural(changed)} due now")], skipped, "that were not pending"
         )

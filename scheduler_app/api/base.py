@@ -30,3 +30,10 @@ class SchedulerAPI:
 
     def get_exception_handler(self):
         return exception_handler
+
+
+def audit(request, action, object_type="job", **fields):
+    """Record an action taken through the API (``lifecycle.audit.record``, which logs it too)."""
+    from ..lifecycle import audit as trail
+
+    return trail.record(action, via="api", user=request.user, object_type=object_type, **fields)

@@ -18,7 +18,7 @@ from django.utils.dateparse import parse_datetime
 from drf_spectacular.drainage import set_override
 from rest_framework.exceptions import ValidationError
 
-from .. import registry
+from .. import conf, registry
 from ..models import Job, JobStatus
 from ..sql.indexes import any_status
 from ..sql.search import search_matches, tagged
@@ -223,7 +223,7 @@ class JobFilter(django_filters.FilterSet):
         return queryset.filter(task=paths[0] if paths else value)
 
     def filter_search(self, queryset, name, value):
-        match = search_matches(value, queryset.db)
+        match = search_matches(value, queryset.db, hidden=conf.filter_names())
         if value.isascii() and value.isdigit() and int(value) <= MAX_ID:
             match |= Q(pk=int(value))
         return queryset.filter(match)

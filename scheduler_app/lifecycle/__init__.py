@@ -13,6 +13,7 @@ backend, the management commands and the dispatcher all call this package:
   dependency does to its dependents;
 - ``transitions``: the dispatcher's claim, finish, lease renewal, rescue, release;
 - ``retention``: pruning of finished jobs;
+- ``audit``: the audit trail's one writer (``audit.record``: who did what, through which door);
 - ``expiry``: the sweep that ends expired jobs cancelled;
 - ``announce``: the wake-up message sent to dispatchers on commit;
 - ``states``: which status allows which change, and the refusal's wording;
@@ -21,6 +22,7 @@ backend, the management commands and the dispatcher all call this package:
 """
 
 from ..validation.errors import error_text
+from . import audit
 from .actions import cancel, cancel_many, reschedule, retry, retry_many, run_now_many
 from .announce import announce, announce_schedules, tell_others
 from .building import build_job
@@ -61,6 +63,7 @@ __all__ = [
     "ReleasedAtShutdown",
     "SnoozedTooOften",
     "announce",
+    "audit",
     "announce_schedules",
     "build_job",
     "cancel",

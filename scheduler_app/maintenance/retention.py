@@ -1,4 +1,5 @@
-"""Retention: delete finished jobs past ``RETENTION`` and rollups past ``ROLLUP_RETENTION``, a batch a run."""
+"""Retention: delete finished jobs past ``RETENTION``, rollups past ``ROLLUP_RETENTION`` and audit events past
+``AUDIT_RETENTION``, a batch a run."""
 
 import logging
 
@@ -20,4 +21,5 @@ class Retention:
         if deleted:
             logger.info("pruned %d finished jobs past retention", deleted, extra={"action": "prune"})
         rollups.prune(now, using=self.using)
+        lifecycle.audit.prune(now=now, using=self.using)
         return epoch + self.interval

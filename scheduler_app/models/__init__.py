@@ -4,6 +4,7 @@ State changes never happen here: they live in ``scheduler_app.lifecycle``.
 The QuerySets only select, and are named after states.
 """
 
+from .audit import AuditEvent, ObjectType, Via
 from .flow import JobDependency, QueueStart, UniqueWindow
 from .jobs import ACTIVE_STATUSES, FINISHED_STATUSES, Dashboard, DependencyFailure, Job, JobQuerySet, JobStatus
 from .observability import Counter, JobLog, Rollup, RollupCursor, Tallies
@@ -13,6 +14,7 @@ from .workers import Leadership, Worker, WorkerQuerySet, WorkerState, stale_befo
 from .workflows import Workflow, WorkflowStatus
 
 __all__ = [
+    "AuditEvent",
     "ACTIVE_STATUSES",
     "FINISHED_STATUSES",
     "Counter",
@@ -25,6 +27,7 @@ __all__ = [
     "JobStatus",
     "Leadership",
     "MisfirePolicy",
+    "ObjectType",
     "Queue",
     "QueueStart",
     "Rollup",
@@ -32,6 +35,7 @@ __all__ = [
     "Schedule",
     "Tallies",
     "UniqueWindow",
+    "Via",
     "Worker",
     "WorkerQuerySet",
     "WorkerState",

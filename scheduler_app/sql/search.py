@@ -65,16 +65,47 @@ def _like(value):
     return "%" + value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
-def search_matches(value, using="default"):
-    """Return a condition: the job's task, unique_key, args, kwargs or meta contain ``value`` (any case)."""
+def search_matches(value, using="default", hidden=()):
+    """Return a condition: the job's task, unique_key, args, kwargs or meta contain ``value`` (any case).
+
+    ``hidden``: names of keyword arguments (lower case) whose values must not
+    be found: a job where ``value`` is part of one is not a match.
+    """
     if is_postgres(using):
         found = RawSQL(f"SELECT job_id FROM {SEARCH_TABLE} WHERE document LIKE UPPER(%s)", [_like(value)])
-        return Q(pk__in=found)
-    match = Q(Contains(Document(), Upper(Value(value))))
-    escaped = json.dumps(value)[1:-1]
-    if escaped != value:
-        match |= Q(Contains(Document(), Upper(Value(escaped))))
-    return match
+        match = Q(pk__in=found)
+    else:
+        match = Q(Contains(Document(), Upper(Value(value))))
+        escaped = json.dumps(value)[1:-1]
+        if escaped != value:
+            match |= Q(Contains(Document(), Upper(Value(escaped))))
+    return match & ~in_hidden_values(value, hidden, using) if hidden else match
+
+
+# A value of a key named in a list, at any depth of a job's args or kwargs, holds the text.
+_HIDDEN = {
+    "postgresql": (
+        "EXISTS (SELECT 1 FROM jsonb_path_query(jsonb_build_array({table}.args, {table}.kwargs), "
+        "'lax $.** ? (@.type() == \"object\").keyvalue()') AS kv "
+        "WHERE lower(kv->>'key') = ANY(%s) AND UPPER((kv->'value')::text) LIKE UPPER(%s))"
+    ),
+    "sqlite": (
+        "EXISTS (SELECT 1 FROM json_tree(CASE WHEN json_valid({table}.args) AND json_valid({table}.kwargs) "
+        "THEN json_array(json({table}.args), json({table}.kwargs)) ELSE '[]' END) AS kv "
+        "WHERE kv.key IS NOT NULL AND lower(kv.key) IN ({names}) AND UPPER(kv.value) LIKE UPPER(%s) ESCAPE '\\')"
+    ),
+}
+
+
+def in_hidden_values(value, names, using="default"):
+    """Return a condition: ``value`` is part of the value of a key in ``names`` (lower case) in args or kwargs."""
+    names = sorted(names)
+    if is_postgres(using):
+        sql, params = _HIDDEN["postgresql"].format(table=TABLE), [names, _like(value)]
+    else:
+        marks = ", ".join(["%s"] * len(names))
+        sql, params = _HIDDEN["sqlite"].format(table=TABLE, names=marks), [*names, _like(value)]
+    return Q(RawSQL(sql, params, output_field=BooleanField()))
 
 
 class _AnyTagSQLite(Func):

@@ -139,7 +139,8 @@ def _listing(using, limit=20):
     if not jobs:
         return "Nothing is enqueued."
     lines = [
-        f"  #{j.pk} {j.task} args={j.args!r} kwargs={j.kwargs!r} queue={j.queue!r} at {j.execute_at.isoformat()}"
+        f"  #{j.pk} {j.task} args={conf.filtered(j.args)!r} kwargs={conf.filtered(j.kwargs)!r} queue={j.queue!r} "
+        f"at {j.execute_at.isoformat()}"
         for j in jobs[:limit]
     ]
     more = "\n  ..." if len(jobs) > limit else ""

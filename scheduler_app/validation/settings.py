@@ -31,6 +31,21 @@ from .hosts import allowed_entry
 from .labels import ROUTES
 
 DAY = 24 * 3600
+# FILTER_ARGUMENTS' default: names that hold credentials in the libraries and APIs tasks call.
+FILTERED_NAMES = (
+    "password",
+    "passwd",
+    "secret",
+    "token",
+    "api_key",
+    "apikey",
+    "authorization",
+    "access_token",
+    "refresh_token",
+    "private_key",
+    "client_secret",
+    "credentials",
+)
 
 
 class Fraction(Rule):
@@ -409,6 +424,17 @@ DECLARED = {
     ),
     "ROLLUP_RETENTION": _setting(
         timedelta(days=7), Age("ROLLUP_RETENTION", limits.RETENTION_MAX), "how long the per-minute history is kept"
+    ),
+    "FILTER_ARGUMENTS": _setting(
+        list(FILTERED_NAMES),
+        TextList("FILTER_ARGUMENTS", "keyword-argument names"),
+        "keyword arguments (any depth, any case) whose values pages, the API, search, logs and the audit show as "
+        "[FILTERED]; tasks still get the real values",
+    ),
+    "AUDIT_RETENTION": _setting(
+        timedelta(days=90),
+        Age("AUDIT_RETENTION", limits.RETENTION_MAX),
+        "how long audit events (who did what) are kept; dispatchers prune older ones",
     ),
     "METRICS_TOKEN": _setting(
         None, Secret("METRICS_TOKEN"), "GET /metrics also answers 'Authorization: Bearer <this>'; None: staff only"

@@ -33,6 +33,10 @@ LOG_LEVEL_MAX = 32767
 SCHEDULE_NAME_MAX = 200
 CRON_MAX = 200
 ZONE_NAME_MAX = 64
+# An audit event's user name (Django's username), action and object id (a queue name at most).
+AUDIT_USERNAME_MAX = 150
+AUDIT_ACTION_MAX = 32
+AUDIT_OBJECT_ID_MAX = QUEUE_NAME_MAX
 # A rollup cursor's name (the piece of shared work it tracks).
 CURSOR_NAME_MAX = 32
 # Characters of a list's ?search= text.

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduler_app', '0016_job_backend'),
+        ('scheduler_app', '0017_auditevent'),
     ]
 
     operations = [
