@@ -31,6 +31,7 @@ from django.db.models.functions import Upper
 from django.db.models.lookups import Contains
 
 from .base import TABLE, is_postgres
+from .indexes import TAGGED
 
 SEARCH_TABLE = "scheduler_app_job_search"
 SEARCH_INDEX = "job_search_trgm_idx"
@@ -66,15 +67,33 @@ def _like(value):
 
 
 def search_matches(value, using="default"):
-    """Return a condition: the job's task, unique_key, args, kwargs or meta contain ``value`` (any case)."""
+    """Return a condition: the job's task, unique_key, args, kwargs or meta contain ``value``
+    (any case), or it carries the tag ``value``, or it failed with ``value`` in its errors.
+
+    The one rule of finding a job by text: the API's ``?search=`` and the
+    admin's search box (``api.filters.search``). Errors (messages and
+    tracebacks) change while a job runs, so the search table, written once
+    per job, does not hold them: they are read from the failed jobs' rows.
+    """
     if is_postgres(using):
-        found = RawSQL(f"SELECT job_id FROM {SEARCH_TABLE} WHERE document LIKE UPPER(%s)", [_like(value)])
+        # One id list, each arm through its own index (the trigram index, the
+        # tags' GIN index, job_status_id_idx): an OR of conditions on the job
+        # table would scan it.
+        found = RawSQL(
+            f"SELECT job_id FROM {SEARCH_TABLE} WHERE document LIKE UPPER(%s) "
+            f"UNION SELECT id FROM {TABLE} WHERE tags ? %s AND {TAGGED} "
+            f"UNION SELECT id FROM {TABLE} WHERE status = 'failed' AND UPPER(errors::text) LIKE UPPER(%s)",
+            [_like(value), value, _like(value)],
+        )
         return Q(pk__in=found)
-    match = Q(Contains(Document(), Upper(Value(value))))
-    escaped = json.dumps(value)[1:-1]
+    escaped = json.dumps(value)[1:-1]  # SQLite's JSON text escapes non-ASCII: that form too
+    failed = Q(status="failed", errors__icontains=value)
     if escaped != value:
-        match |= Q(Contains(Document(), Upper(Value(escaped))))
-    return match
+        failed |= Q(status="failed", errors__icontains=escaped)
+    document = Q(Contains(Document(), Upper(Value(value))))
+    if escaped != value:
+        document |= Q(Contains(Document(), Upper(Value(escaped))))
+    return document | failed | tagged([value], using)
 
 
 class _AnyTagSQLite(Func):
