@@ -45,7 +45,6 @@ class JobAdmin(BulkActionsMixin, DependenciesMixin, JobSummary, JobLive, JobFiel
         "attempts_display",
         "duration_display",
         "worker_short",
-        "tags_display",
     ]
     list_display_links = ["id"]
     list_filter = [
