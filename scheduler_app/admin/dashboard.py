@@ -31,7 +31,7 @@ from ..observability import history, lateness, stats
 from ..observability import workflows as workflow_numbers
 from ..sql import readable
 from ..validation import progress as progress_rule
-from . import visibility
+from . import runtimes, visibility
 from .audit import audit
 from .changelist import site_view
 from .formatting import (
@@ -274,6 +274,7 @@ def sections_of(shown):
 # The toolbar's links: (label, admin URL name, the model the reader must view; None: the add permission of jobs).
 LINKS = [
     ("All jobs", "job_changelist", "job"),
+    ("Task run times", "dashboard_runtimes", "dashboard"),
     ("Queues", "queue_changelist", "queue"),
     ("Schedule a job", "job_add", None),
     ("Workers", "worker_changelist", "worker"),
@@ -285,8 +286,15 @@ def links(user, site_name):
     return [
         {"label": label, "url": reverse(f"admin:scheduler_app_{name}", current_app=site_name)}
         for label, name, model in LINKS
-        if (visibility.may_view(user, model) if model else user.has_perm("scheduler_app.add_job"))
+        if _may_follow(user, model)
     ]
+
+
+def _may_follow(user, model):
+    if model is None:
+        return user.has_perm("scheduler_app.add_job")
+    # The run times are the dashboard's own numbers: whoever sees it sees them.
+    return model == "dashboard" or visibility.may_view(user, model)
 
 
 def render_sections(request, data):
@@ -313,6 +321,7 @@ class DashboardAdmin(admin.ModelAdmin):
             # The same page under the name the admin index links models by.
             path("", wrap(self.changelist_view), name=f"{app}_{model}_changelist"),
             path("data/", wrap(self.data_view), name=f"{app}_{model}_data"),
+            path("runtimes/", wrap(self.runtimes_view), name=f"{app}_{model}_runtimes"),
             path("queues/<str:name>/<str:action>/", wrap(self.queue_toggle_view), name=f"{app}_queue_toggle"),
         ]
 
@@ -355,6 +364,23 @@ class DashboardAdmin(admin.ModelAdmin):
         }
         request.current_app = self.admin_site.name
         return TemplateResponse(request, "admin/scheduler_app/dashboard.html", context)
+
+    def runtimes_view(self, request):
+        """Render the per-task run time charts (p50 and p95 over time)."""
+        self._require_view(request)
+        minutes = minutes_of(request)
+        task = request.GET.get("task", "")[:255]
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Task run times",
+            "subtitle": None,
+            "ranges": RANGES,
+            "minutes": minutes,
+            "task": task,
+            **runtimes.runtimes(minutes, task=task or None),
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, "admin/scheduler_app/runtimes.html", context)
 
     def data_view(self, request):
         """Return the dashboard's numbers and each section's HTML as JSON.

@@ -14,8 +14,10 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from .. import lifecycle, registry
+from ..api.filters import search
 from ..lifecycle.states import allowed_from, refusal
 from ..models import Job, JobStatus
+from ..vocabulary.bounds import SEARCH_MAX
 from .audit import AuditHistoryMixin, audit, list_filter_of
 from .bulk import BulkActionsMixin, TagFilter
 from .changelist import CappedCountPaginator, DateRangeFilter, JobChangeList, QueueFilter, ScheduleFilter, TaskFilter
@@ -54,7 +56,6 @@ class JobAdmin(
         "attempts_display",
         "duration_display",
         "worker_short",
-        "tags_display",
     ]
     list_display_links = ["id"]
     list_filter = [
@@ -68,8 +69,10 @@ class JobAdmin(
         ("created_at", DateRangeFilter),
         ("finished_at", DateRangeFilter),
     ]
-    search_fields = ["task", "=unique_key"]  # and a number (or #number): the job id
-    search_help_text = "A job id (e.g. 42 or #42), part of a task path, or an exact unique key."
+    search_fields = ["task"]  # shows the box; get_search_results is the API's ?search= (api.filters.search)
+    search_help_text = (
+        "A job id (42 or #42), or text in the task, unique key, arguments, meta or errors, or a tag (any case)."
+    )
     date_hierarchy = "execute_at"
     list_per_page = 50
     list_max_show_all = 500
@@ -157,12 +160,10 @@ class JobAdmin(
     # -- forms: create through lifecycle.enqueue, reschedule through lifecycle.reschedule
 
     def get_search_results(self, request, queryset, search_term):
-        # A number is a job id: look it up by primary key alone, instead of
-        # also scanning every task path for those digits.
-        term = search_term.strip().lstrip("#")
-        if term.isdigit():
-            return queryset.filter(pk=int(term)), False
-        return super().get_search_results(request, queryset, search_term)
+        # The API's ?search= rule, the one implementation (api.filters.search).
+        if not search_term.strip():
+            return queryset, False
+        return search(queryset, search_term[:SEARCH_MAX]), False
 
     def get_fieldsets(self, request, obj=None):
         if obj is None:

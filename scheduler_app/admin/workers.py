@@ -49,8 +49,11 @@ class WorkerAdmin(SafeLookupsMixin, admin.ModelAdmin):
     ]
     fields = readonly_fields
 
+    change_list_template = "admin/scheduler_app/worker/change_list.html"
+
     class Media:
         css = {"all": ["scheduler_app/css/admin.css"]}
+        js = ["scheduler_app/js/live.js"]  # the list is live (data-swap)
 
     def has_add_permission(self, request):
         return False

@@ -205,7 +205,7 @@ class JobFilter(django_filters.FilterSet):
         method="filter_search",
         max_length=SEARCH_MAX,
         help_text="The job id, or text contained in task, unique_key, args, kwargs or meta (any case; "
-        "PostgreSQL: a trigram index serves text of 3 characters or more).",
+        "PostgreSQL: a trigram index serves text of 3 characters or more), a tag, or text in a failed job's errors.",
     )
     ordering = TieBreakingOrderingFilter(
         fields=ORDERING_FIELDS,
@@ -223,10 +223,21 @@ class JobFilter(django_filters.FilterSet):
         return queryset.filter(task=paths[0] if paths else value)
 
     def filter_search(self, queryset, name, value):
-        match = search_matches(value, queryset.db, hidden=conf.filter_names())
-        if value.isascii() and value.isdigit() and int(value) <= MAX_ID:
-            match |= Q(pk=int(value))
-        return queryset.filter(match)
+        return search(queryset, value)
+
+
+def search(queryset, value):
+    """Return the jobs of ``queryset`` that the text ``value`` finds: the one rule of ``?search=`` and the admin's box.
+
+    A job id (``42`` or ``#42``), or text in the task, unique_key, args,
+    kwargs, meta or errors, or a tag (``sql.search.search_matches``).
+    """
+    value = value.replace("\x00", "").strip()  # NUL: no database stores it, no job holds it
+    match = search_matches(value, queryset.db, hidden=conf.filter_names())
+    number = value.removeprefix("#")
+    if number.isascii() and number.isdigit() and int(number) <= MAX_ID:
+        match |= Q(pk=int(number))
+    return queryset.filter(match)
 
 
 # What a bulk action's "filter" may hold: the list's filters, not its ordering or pages.

@@ -154,7 +154,8 @@ class Executor:
         else:
             outcome = self._past_deadline(job, deadline) or self.policy.succeeded(job, value, _now())
         if finish or (
-            outcome.status != Status.SUCCEEDED and taskresults.wanted(task_finished, sender, level=logging.ERROR)
+            outcome.status not in (Status.SUCCEEDED, Status.CANCELLED)
+            and taskresults.wanted(task_finished, sender, level=logging.ERROR)
         ):
             self._finished(sender, result or taskresults.attempt_result(job, task), outcome)
         return outcome
@@ -181,7 +182,7 @@ class Executor:
     @staticmethod
     def _finished(sender, result, outcome):
         taskresults.apply_outcome(result, outcome, datetime.now(UTC))
-        taskresults.send(task_finished, sender, result)
+        taskresults.send_finished(sender, result, cancelled=outcome.status == Status.CANCELLED)
 
     def _context(self, result, job, cancel_event, deadline):
         def report(progress):

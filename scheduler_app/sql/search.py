@@ -31,6 +31,7 @@ from django.db.models.functions import Upper
 from django.db.models.lookups import Contains
 
 from .base import TABLE, is_postgres
+from .indexes import TAGGED
 
 SEARCH_TABLE = "scheduler_app_job_search"
 SEARCH_INDEX = "job_search_trgm_idx"
@@ -66,19 +67,40 @@ def _like(value):
 
 
 def search_matches(value, using="default", hidden=()):
-    """Return a condition: the job's task, unique_key, args, kwargs or meta contain ``value`` (any case).
+    """Return a condition: the job's task, unique_key, args, kwargs or meta contain ``value``
+    (any case), or it carries the tag ``value``, or it failed with ``value`` in its errors.
 
-    ``hidden``: names of keyword arguments (lower case) whose values must not
-    be found: a job where ``value`` is part of one is not a match.
+    The one rule of finding a job by text: the API's ``?search=`` and the
+    admin's search box (``api.filters.search``). Errors (messages and
+    tracebacks) change while a job runs, so the search table, written once
+    per job, does not hold them: they are read from the failed jobs' rows.
+    ``hidden``: names of keyword arguments (lower case, ``FILTER_ARGUMENTS``)
+    whose values must not be found: a job where ``value`` is part of one is
+    not a match.
     """
     if is_postgres(using):
-        found = RawSQL(f"SELECT job_id FROM {SEARCH_TABLE} WHERE document LIKE UPPER(%s)", [_like(value)])
-        match = Q(pk__in=found)
-    else:
-        match = Q(Contains(Document(), Upper(Value(value))))
-        escaped = json.dumps(value)[1:-1]
-        if escaped != value:
-            match |= Q(Contains(Document(), Upper(Value(escaped))))
+        # One id list, each arm through its own index (the trigram index, the
+        # tags' GIN index, job_status_id_idx): an OR of conditions on the job
+        # table would scan it.
+        found = RawSQL(
+            f"SELECT job_id FROM {SEARCH_TABLE} WHERE document LIKE UPPER(%s) "
+            f"UNION SELECT id FROM {TABLE} WHERE tags ? %s AND {TAGGED} "
+            f"UNION SELECT id FROM {TABLE} WHERE status = 'failed' AND UPPER(errors::text) LIKE UPPER(%s)",
+            [_like(value), value, _like(value)],
+        )
+        return _visible(Q(pk__in=found), value, hidden, using)
+    escaped = json.dumps(value)[1:-1]  # SQLite's JSON text escapes non-ASCII: that form too
+    failed = Q(status="failed", errors__icontains=value)
+    if escaped != value:
+        failed |= Q(status="failed", errors__icontains=escaped)
+    document = Q(Contains(Document(), Upper(Value(value))))
+    if escaped != value:
+        document |= Q(Contains(Document(), Upper(Value(escaped))))
+    return _visible(document | failed | tagged([value], using), value, hidden, using)
+
+
+def _visible(match, value, hidden, using):
+    """``match``, less the jobs where ``value`` is found only inside a hidden argument's value."""
     return match & ~in_hidden_values(value, hidden, using) if hidden else match
 
 
