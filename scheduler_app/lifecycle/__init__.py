@@ -42,16 +42,7 @@ from .states import (
     ReleasedAtShutdown,
     SnoozedTooOften,
 )
-from .transitions import (
-    claim,
-    claim_keyed,
-    claim_limited,
-    release,
-    renew_leases,
-    rescue_expired,
-    set_progress,
-    take_back,
-)
+from .transitions import claim, release, renew_leases, rescue_expired, set_progress, take_back
 from .workflows import cancel_workflow, derive_status, retry_workflow, workflow_of
 
 __all__ = [
@@ -71,8 +62,6 @@ __all__ = [
     "cancel_workflow",
     "cancel_matching",
     "claim",
-    "claim_keyed",
-    "claim_limited",
     "derive_status",
     "enqueue",
     "enqueue_many",

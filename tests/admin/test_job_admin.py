@@ -13,7 +13,7 @@ from django.utils import timezone
 from scheduler_app.admin import changelist
 from scheduler_app.admin import jobs as job_admin
 from scheduler_app.models import Job, JobStatus
-from tests.plumbing import ADD
+from tests.plumbing import ADD, claim
 
 pytestmark = pytest.mark.django_db
 
@@ -524,7 +524,7 @@ def test_a_job_handed_back_at_shutdown_says_so_on_its_page(admin_client_):
     from scheduler_app import lifecycle
 
     job, _ = lifecycle.enqueue(ADD, [1, 2], max_attempts=2)
-    (claimed,) = lifecycle.claim("w1", queues={"default"}, limit=1, lease=30)
+    (claimed,) = claim("w1", queues={"default"}, limit=1, lease=30)
     lifecycle.release("w1", [(claimed.id, claimed.attempt)])
     page = admin_client_.get(change_url(job)).content.decode()
     assert "handed back at shutdown" in page
