@@ -1,6 +1,6 @@
 """Changes people and code make to existing jobs: cancel, retry, reschedule, run now.
 
-Each is a compare-and-set UPDATE on the statuses ``states.ALLOWED`` names
+Each is a compare-and-set UPDATE on the statuses ``vocabulary.states`` names
 for it, and announces what it changed to the dispatchers on commit. A job
 that ends here (a cancel) settles its dependents in the same transaction.
 """

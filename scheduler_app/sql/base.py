@@ -6,6 +6,7 @@ from django.db import connections
 from django.db.models import FloatField, Func
 
 from ..vocabulary.jobs import Status
+from ..vocabulary.states import sources
 
 TABLE = "scheduler_app_job"
 QUEUE_TABLE = "scheduler_app_queue"
@@ -32,6 +33,18 @@ NOT_PAUSED_NOR_LIMITED = (
 # time as the statement spells its parameter.
 def unkeyed_unexpired(now):
     return f"concurrency_key IS NULL AND (expires_at IS NULL OR expires_at > {now})"
+
+
+def status_in(change, alias=""):
+    """Return the SQL test that a row may make ``change`` (``vocabulary.states``): its status is a source of it.
+
+    ``status = 'pending'`` for one status, ``status IN ('pending', 'waiting')``
+    for several: the text the partial indexes' predicates are written in.
+    """
+    names = sources(change)
+    if len(names) == 1:
+        return f"{alias}status = '{names[0]}'"
+    return f"{alias}status IN ({', '.join(f"'{n}'" for n in names)})"
 
 
 def unexpired(now):

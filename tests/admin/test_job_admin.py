@@ -90,9 +90,11 @@ class TestList:
             started_at=now - timedelta(hours=3),
             last_attempted_at=now - timedelta(seconds=42),
         )
-        assert "42 s so far" in admin_client_.get(CHANGELIST).content.decode()
+        # 42 s when the page is made at once; a loaded machine may take a few more.
+        so_far = re.compile(r"\b4\d s so far")
+        assert so_far.search(admin_client_.get(CHANGELIST).content.decode())
         html = admin_client_.get(change_url(job)).content.decode()
-        assert "Started at" in html and "Last attempt at" in html and "42 s so far" in html
+        assert "Started at" in html and "Last attempt at" in html and so_far.search(html)
 
     def test_newest_first(self, admin_client_, job_row):
         jobs = [job_row() for _ in range(3)]
