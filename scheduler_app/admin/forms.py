@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from .. import conf, lifecycle, registry
 from ..lifecycle.building import QUEUE, TASK
-from ..lifecycle.dependencies import unknown as unknown_dependencies
+from ..lifecycle.depends_on import unknown as unknown_dependencies
 from ..lifecycle.states import allowed_from, refusal
 from ..models import Job
 from ..sql.readable import in_zone

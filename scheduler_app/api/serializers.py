@@ -56,7 +56,7 @@ class JobListSerializer(serializers.ListSerializer):
     def to_representation(self, data):
         jobs = list(data.all() if hasattr(data, "all") else data)
         self.context["links"] = stats.job_links(jobs)
-        self.context["held"] = stats.held_by_key(jobs)
+        self.context["held"] = lateness.held_by_key(jobs)
         self.context["late"] = lateness.late_reasons(jobs)  # no query when none is late
         return super().to_representation(jobs)
 
@@ -165,7 +165,7 @@ class JobSerializer(DirectAttributesMixin, serializers.ModelSerializer):
     def get_held_by(self, job):
         held = self.context.get("held")
         if held is None:
-            held = stats.held_by_key([job])
+            held = lateness.held_by_key([job])
         return "concurrency_key" if job.pk in held else None
 
     @extend_schema_field({"type": "string", "enum": [*lateness.REASONS, None], "nullable": True})

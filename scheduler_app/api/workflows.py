@@ -2,8 +2,9 @@
 
 Thin: the jobs of a request are the bulk endpoint's job bodies
 (``BulkJobSerializer``: the same rules, ``depends_on_index`` and
-``pass_results`` included); ``lifecycle.workflows`` creates, retries and
-cancels, and derives the status (``derive_status``, the one rule).
+``pass_results`` included); ``lifecycle.workflows`` creates a workflow and
+derives its status (``derive_status``, the one rule); ``lifecycle.actions``
+retries and cancels one.
 """
 
 import logging

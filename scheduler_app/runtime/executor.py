@@ -14,7 +14,7 @@ from traceback import format_exception
 from django.db import close_old_connections
 from django.tasks.signals import task_finished, task_started
 
-from .. import lifecycle, registry, taskresults
+from .. import conf, lifecycle, registry, taskresults
 from ..context import JobCancelled, JobContext
 from ..observability import joblogs
 from ..observability.logflush import LogFlusher
@@ -22,6 +22,7 @@ from ..validation.durations import Snooze
 from ..vocabulary.jobs import Status
 from ..vocabulary.policy import TIMEOUT_CLASS
 from . import forks
+from .store import default_policy
 
 # Its documented name (README), from before the module moved: projects configure it.
 logger = logging.getLogger("scheduler_app.dispatcher.runner")
@@ -263,3 +264,12 @@ def log_outcome(job, outcome, seconds):
         logger.debug(
             "job %s %s: %s attempt %d in %.3fs", job.id, outcome.status, job.task, job.attempt, seconds, extra=extra
         )
+
+
+def executor_for(using="default"):
+    """Return ``(retry policy, thread executor)``, per-job log capture and fork hooks installed (a worker process calls it too)."""
+    forks.install()  # a task's forked child starts clean: forks.py
+    if conf.get("JOB_LOG_MAX_RECORDS"):
+        joblogs.install()  # per-job logs: see joblogs
+    policy = default_policy()
+    return policy, Executor(policy, using)

@@ -2,9 +2,10 @@
 
 Read from the source only (no Django). "The app's packages" are the
 top-level entries of ``scheduler_app/``: a subpackage is one node, a root
-module another. Every import counts, those inside functions too (they run
-later, but a cycle they close is a cycle); only ``if TYPE_CHECKING`` ones do
-not.
+module another; inside each of them, the modules of a package import
+each other without a cycle either. Every import counts, those inside
+functions too (they run later, but a cycle they close is a cycle); only
+``if TYPE_CHECKING`` ones do not.
 """
 
 import ast
@@ -36,8 +37,13 @@ def node_of(module):
     return parts[1] if len(parts) > 1 else "__init__"
 
 
-def imports(path, name):
-    """Return every module ``path`` (module ``name``) imports, with the line; TYPE_CHECKING blocks left out."""
+def imports(path, name, known=None):
+    """Return every module ``path`` (module ``name``) imports, with the line; TYPE_CHECKING blocks left out.
+
+    Without ``known``, ``from a import b`` gives ``a`` and ``a.b``; with the
+    set of the app's modules, it gives ``a.b`` where that is a module and
+    ``a`` where ``b`` is a name ``a`` defines: the module actually run.
+    """
     tree = ast.parse(path.read_text())
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     skipped = set()
@@ -57,9 +63,14 @@ def imports(path, name):
                 source = ".".join(base + ([node.module] if node.module else []))
             else:
                 source = node.module or ""
-            yield source, node.lineno
+            if known is None:
+                yield source, node.lineno
             for alias in node.names:
-                yield f"{source}.{alias.name}", node.lineno
+                submodule = f"{source}.{alias.name}"
+                if known is None or submodule in known:
+                    yield submodule, node.lineno
+                else:
+                    yield source, node.lineno
 
 
 def graph():
@@ -72,6 +83,17 @@ def graph():
             a, b = node_of(name), node_of(target)
             if a != b and b != "__init__":
                 edges.setdefault(a, {}).setdefault(b, []).append(f"{name}:{line}")
+    return edges
+
+
+def module_graph():
+    """Return ``{module: {module: [where]}}`` of the imports between modules of one top-level entry."""
+    known = dict(modules())
+    edges = {}
+    for name, path in known.items():
+        for target, line in imports(path, name, known):
+            if target in known and target != name and node_of(target) == node_of(name) != "__init__":
+                edges.setdefault(name, {}).setdefault(target, []).append(f"{name}:{line}")
     return edges
 
 
@@ -111,6 +133,13 @@ def test_no_module_is_over_450_lines():
 
 def test_imports_go_down_no_cycle_among_the_apps_packages():
     edges = graph()
+    cycle = find_cycle(edges)
+    where = [f"{a} -> {b}: {edges[a][b][:3]}" for a, b in zip(cycle, cycle[1:], strict=False)] if cycle else []
+    assert cycle is None, " -> ".join(cycle) + "\n" + "\n".join(where)
+
+
+def test_no_cycle_among_the_modules_of_a_package():
+    edges = module_graph()
     cycle = find_cycle(edges)
     where = [f"{a} -> {b}: {edges[a][b][:3]}" for a, b in zip(cycle, cycle[1:], strict=False)] if cycle else []
     assert cycle is None, " -> ".join(cycle) + "\n" + "\n".join(where)
@@ -181,3 +210,7 @@ def test_the_checks_find_what_they_look_for():
     tmp.parent.mkdir(exist_ok=True)
     tmp.write_text(code)
     assert ("scheduler_app.admin", 2) in list(imports(tmp, "scheduler_app.models.probe"))  # inside a function too
+    known = {"scheduler_app.admin", "scheduler_app.admin.jobs"}
+    assert list(imports(tmp, "scheduler_app.models.probe", known)) == [("scheduler_app.admin.jobs", 2)]
+    tmp.write_text("from scheduler_app.admin import site\n")
+    assert list(imports(tmp, "scheduler_app.models.probe", known)) == [("scheduler_app.admin", 1)]
