@@ -5,7 +5,6 @@ settings.
 """
 
 from django.conf import settings
-from django.core.signals import setting_changed
 
 from .validation.settings import DECLARED
 from .vocabulary.bounds import QUEUE_NAME_RE
@@ -51,12 +50,10 @@ def _set_known_queues(value):
     _known_queues = value
 
 
-def _forget(*, setting, **kwargs):
+def on_setting_changed(*, setting, **kwargs):
+    """Forget the known queues when ``TASKS`` changes (a receiver of ``setting_changed``: ``apps.py``)."""
     if setting == "TASKS":
         _set_known_queues(None)
-
-
-setting_changed.connect(_forget, dispatch_uid="scheduler_app.conf")
 
 
 def queue_defaults(name):

@@ -27,7 +27,6 @@ import json
 import logging
 from dataclasses import fields
 
-from django.core.signals import setting_changed
 from django.tasks import TaskResult, TaskResultStatus, task_backends
 from django.tasks import signals as django_task_signals
 from django.tasks.backends.base import BaseTaskBackend
@@ -111,12 +110,10 @@ def _find_sender(alias, *, explicit):
     return type(backend), backend.alias
 
 
-def _forget_senders(*, setting, **kwargs):
+def on_setting_changed(*, setting, **kwargs):
+    """Forget the senders found when ``TASKS`` changes (a receiver of ``setting_changed``: ``apps.py``)."""
     if setting == "TASKS":
         _senders.clear()
-
-
-setting_changed.connect(_forget_senders, dispatch_uid="scheduler_app.taskresults")
 
 
 def task_as(task, *, priority, queue, run_after, alias):

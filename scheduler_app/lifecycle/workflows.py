@@ -21,12 +21,10 @@ import logging
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Count, Exists, OuterRef, Q
-from django.dispatch import receiver
 from django.utils import timezone
 
 from ..models import Job, JobStatus, Workflow, WorkflowStatus
 from ..models.workflows import CALLBACKS
-from ..signals import workflow_closed
 from ..validation.admission import EXPIRES_AT
 from ..validation.fields import EXECUTE_AT
 from ..vocabulary.bounds import TASK_NAME_MAX
@@ -290,9 +288,11 @@ def check_callbacks(callbacks, *, using="default"):
         raise ValidationError(errors)
 
 
-@receiver(workflow_closed, dispatch_uid="scheduler_app.lifecycle.workflows.closed")
 def closed(sender, workflow, using, **kwargs):
-    """A ``with Workflow(...)`` block ended: check its callbacks; settle it now if its jobs all ended (or it has none)."""
+    """A ``with Workflow(...)`` block ended: check its callbacks; settle it now if its jobs all ended (or it has none).
+
+    The receiver of ``signals.workflow_closed``, connected in ``apps.py``.
+    """
     check_callbacks(workflow.callbacks or {}, using=using)
     refresh(workflow.pk, using=using)
 

@@ -201,6 +201,31 @@ def test_columns_state_no_bound_of_their_own():
     assert found == []
 
 
+def receivers_connected_on_import(tree):
+    """Return the lines of ``@receiver`` decorators and of module-level ``.connect(...)`` calls in ``tree``."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for decorator in node.decorator_list:
+                target = decorator.func if isinstance(decorator, ast.Call) else decorator
+                if getattr(target, "id", getattr(target, "attr", None)) == "receiver":
+                    found.append(decorator.lineno)
+    for node in tree.body:
+        call = node.value if isinstance(node, ast.Expr) else None
+        if isinstance(call, ast.Call) and getattr(call.func, "attr", None) == "connect":
+            found.append(node.lineno)
+    return found
+
+
+def test_receivers_are_connected_in_ready_not_by_an_import():
+    found = [
+        f"{name}:{line}"
+        for name, path in modules()
+        for line in receivers_connected_on_import(ast.parse(path.read_text()))
+    ]
+    assert found == []
+
+
 def test_the_checks_find_what_they_look_for():
     assert find_cycle({"a": {"b": []}, "b": {"c": []}, "c": {"a": []}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b": []}, "b": {}}) is None
@@ -212,5 +237,7 @@ def test_the_checks_find_what_they_look_for():
     assert ("scheduler_app.admin", 2) in list(imports(tmp, "scheduler_app.models.probe"))  # inside a function too
     known = {"scheduler_app.admin", "scheduler_app.admin.jobs"}
     assert list(imports(tmp, "scheduler_app.models.probe", known)) == [("scheduler_app.admin.jobs", 2)]
+    probe = "@receiver(sig)\ndef f(**kw):\n    pass\n\n\nsetting_changed.connect(f)\n\n\ndef g():\n    sig.connect(f)\n"
+    assert receivers_connected_on_import(ast.parse(probe)) == [1, 6]  # not the call inside g
     tmp.write_text("from scheduler_app.admin import site\n")
     assert list(imports(tmp, "scheduler_app.models.probe", known)) == [("scheduler_app.admin", 1)]
