@@ -22,7 +22,7 @@ from .. import lifecycle
 from ..lifecycle import workflows
 from ..models import JobStatus, Workflow, WorkflowStatus
 from ..validation.workflows import WORKFLOW_NAME
-from ..vocabulary import bounds as limits
+from ..vocabulary import bounds
 from .base import SchedulerAPI
 from .fields import RuleField, StrictKeysMixin
 from .filters import MAX_ID
@@ -42,8 +42,8 @@ class WorkflowCreateSerializer(StrictKeysMixin, serializers.Serializer):
         child=BulkJobSerializer(),
         allow_empty=False,
         min_length=1,
-        max_length=limits.BULK_MAX,
-        help_text=f"1 to {limits.BULK_MAX} job bodies, as for POST /api/jobs/bulk/ "
+        max_length=bounds.BULK_MAX,
+        help_text=f"1 to {bounds.BULK_MAX} job bodies, as for POST /api/jobs/bulk/ "
         "(depends_on_index: the jobs of this request it runs after; pass_results: receive their results).",
     )
     on_success = JobCreateSerializer(
@@ -205,7 +205,7 @@ class WorkflowViewSet(SchedulerAPI, mixins.ListModelMixin, mixins.RetrieveModelM
                 name=data.get("name") or "",
                 callbacks=callbacks,
                 created_by=request.user,
-                max_size=limits.BULK_MAX,
+                max_size=bounds.BULK_MAX,
             )
         except lifecycle.BulkValidationError as exc:
             raise ValidationError({"jobs": exc.by_index}) from None

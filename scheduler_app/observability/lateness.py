@@ -124,19 +124,6 @@ def label(reason, *, short=False):
     return (SHORT if short else REASONS).get(reason, "") if reason else ""
 
 
-def late_counts(now=None, using="default"):
-    """Return ``{reason: late jobs}`` over every late pending job (no reason: left out), in REASONS' order."""
-    now = now or timezone.now()
-    per_queue = dict(
-        Job.objects.using(using)
-        .order_by()
-        .filter(status=JobStatus.PENDING, execute_at__lt=now - LATE_AFTER)
-        .values_list("queue")
-        .annotate(n=Count("id"))
-    )
-    return tally(per_queue, queue_reasons(set(per_queue), now, using) if per_queue else {})
-
-
 def tally(late_per_queue, reasons):
     """Return ``{reason: late jobs}`` from ``{queue: late jobs}`` and :func:`queue_reasons`' answer, in REASONS' order."""
     counts = {}

@@ -83,7 +83,7 @@ def ending(code):
 TERM_WAIT = 2.0
 
 
-class Worker:
+class WorkerProcess:
     """The dispatcher's handle on one worker process: its pipe, its cancel flag, its end."""
 
     def __init__(self, context, settings_module, using):

@@ -22,7 +22,7 @@ wrapper leaves every other query as it was:
   stores) reads with U+FFFD for each bad byte, where sqlite3 raised.
 * **JSON** of the app's JSON fields (``json_reader``): lone surrogates and
   NUL (SQLite stores ``\\udcff`` and ``\\u0000`` escapes) become U+FFFD, and
-  a document nested more than ``limits.JSON_READ_DEPTH_MAX`` levels deep
+  a document nested more than ``bounds.JSON_READ_DEPTH_MAX`` levels deep
   reads as its text, as Django reads text that is not JSON (no encoder
   that shows it could recurse that deep).
 
@@ -183,7 +183,7 @@ def worker_slots(slots):
     return {q: n for q, n in slots.items() if type(n) is int and 0 <= n <= SLOTS_SHOWN_MAX}
 
 
-# More worker slots than any dispatcher has (limits.CONCURRENCY_MAX per group).
+# More slots than any dispatcher has (bounds.CONCURRENCY_MAX per group).
 SLOTS_SHOWN_MAX = 10**6
 
 
