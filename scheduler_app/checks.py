@@ -4,7 +4,7 @@
 run them, so a bad queue name or a lease of zero is one clear line before
 anything starts, not a ``NoReverseMatch`` on the dashboard or a dispatcher
 that spins. Registered in ``AppConfig.ready``; each rule's wording is the one
-the rule gives everywhere (``lifecycle.validation``, ``settings_rules``).
+the rule gives everywhere (``validation.fields``, ``validation.settings``).
 
     E001  a queue name in TASKS[...]["QUEUES"] does not match the pattern
     E002  TASKS has no scheduler backend

@@ -29,7 +29,7 @@ def backend_options():
 def known_queues():
     """Return the names of the queues the scheduler's task backends serve (a frozenset).
 
-    A name that does not match ``limits.QUEUE_NAME_PATTERN`` is left out: it
+    A name that does not match ``bounds.QUEUE_NAME_PATTERN`` is left out: it
     could not be part of a URL (the dashboard's pause links). The system
     check ``scheduler_app.E001`` reports it at start-up. Kept until
     ``settings.TASKS`` changes: every enqueue asks.

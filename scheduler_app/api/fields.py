@@ -1,7 +1,7 @@
 """Serializer fields that hand their value to the service's rules instead of restating them.
 
 A ``RuleField`` accepts what the JSON body holds, asks one rule of
-``scheduler_app.lifecycle.validation`` (or a schedule rule) whether it is
+``scheduler_app.validation.fields`` (or a schedule rule) whether it is
 valid, and turns the rule's ``ValidationError`` into DRF's: the message is
 the rule's own, the same the admin, the commands and ``task.enqueue()``
 show. The OpenAPI schema of the field is the rule's ``schema()``.

@@ -29,7 +29,7 @@ from ..vocabulary.jobs import Status
 
 
 class JobStatus(models.TextChoices):
-    # The values are the dispatcher's (dispatcher.types.Status); one list.
+    # The values are the dispatcher's (vocabulary.jobs.Status); one list.
     PENDING = Status.PENDING, "Pending"
     WAITING = Status.WAITING, "Waiting"
     RUNNING = Status.RUNNING, "Running"

@@ -1,4 +1,4 @@
-"""What a task's outcome writes, made storable on both databases: the one boundary (DESIGN invariant 13).
+"""What a task's outcome writes, made storable on both databases: the one boundary (invariant 13, docs/ARCHITECTURE.md).
 
 A task's return value, its exception (class, message, traceback), the log
 records it emits and the progress it reports are the task's own values, so
