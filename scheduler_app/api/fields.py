@@ -107,8 +107,9 @@ class DirectAttributesMixin(TimesMixin):
     def get_fields(self):
         """The fields ModelSerializer builds from the model, built once per class and copied per instance.
 
-        Building them (the model field mapping, per field) took ~2 ms of
-        every response; a copy is what DRF makes of declared fields anyway.
+        Building them (the model field mapping, per field) was a large part
+        of every response (docs/BENCHMARKS.md, optimisation 30); a copy is
+        what DRF makes of declared fields anyway.
         """
         template = type(self).__dict__.get("_fields_template")
         if template is None:

@@ -65,7 +65,7 @@ def finish(outcomes, *, now=None, connection=None, using="default"):
     and one that still cannot be stored fails its own job with the reason
     (invariant 13). ``connection``, a psycopg connection to the same
     PostgreSQL database (the dispatcher's own), runs the batch's statement
-    as a prepared statement (as :func:`claim` does).
+    as a prepared statement (as :func:`transitions.claim` does).
     """
     return set(finish_outcomes(outcomes, now=now, connection=connection, using=using))
 

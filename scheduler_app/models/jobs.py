@@ -223,7 +223,7 @@ class Job(models.Model):
             models.Index(fields=["updated_at"], condition=Q(status=JobStatus.PENDING), name="job_pending_updated_idx"),
             # The admin's and the API's lists filter by queue and task by
             # walking the primary key backwards: no index of their own, so a
-            # claim and a finish write none (sql/indexes.py, issue 28).
+            # claim and a finish write none (sql/indexes.py).
             # Columns most jobs leave empty get partial indexes: every claim
             # and finish writes a new row version, and each full index on the
             # table costs an index insertion for each of them.

@@ -24,7 +24,7 @@ from ..vocabulary.policy import TIMEOUT_CLASS
 from . import forks
 from .store import default_policy
 
-# Its documented name (README), from before the module moved: projects configure it.
+# The logger name the README documents: projects configure it.
 logger = logging.getLogger("scheduler_app.dispatcher.runner")
 
 

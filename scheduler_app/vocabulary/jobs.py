@@ -49,7 +49,8 @@ class ClaimedJob:
 
     Read-only by convention, not frozen: the loop builds one per claimed job,
     and a frozen dataclass sets each of its eighteen fields through
-    ``object.__setattr__`` (1.8 µs against 0.4 µs a job). Nothing assigns to
+    ``object.__setattr__``, several times the cost of a plain one on the
+    loop's thread (docs/BENCHMARKS.md, optimisation 41). Nothing assigns to
     it after the claim; ``dataclasses.replace`` makes a changed copy.
     """
 

@@ -9,6 +9,8 @@ What is checked:
   must exist and what follows must be an attribute of it;
 * a path (``scheduler_app/x/y.py``, ``tests/...``, ``x/y.py`` inside the
   app, a template's path) and a file name (``y.py``): the file must exist;
+* the target of a ``:func:`name``` role: a name its module (or a class of
+  it) defines;
 * a relative link of docs/*.md: its target exists inside the repository.
 
 Names in prose the checker cannot tell from variables (``job.status``) pass
@@ -51,6 +53,7 @@ PATH = r"(?:[\w.-]+/)+[\w.-]*"
 PENDING = {
     "scheduler_app/dispatcher/protocol.py: types.attempt_end",
     "scheduler_app/lifecycle/transitions.py: rules.PROGRESS",
+    "scheduler_app/lifecycle/transitions.py: finish",
     "scheduler_app/sql/base.py: types.attempt_end",
     "scheduler_app/sql/postgres.py: types.attempt_end",
     "scheduler_app/sql/statistics.py: dispatcher.store",
@@ -210,6 +213,18 @@ def code_texts(path):
             yield (token.start[0], token.string, True)
 
 
+def role_problems(text, module):
+    """Return the targets of ``:func:`name``` roles in ``text`` that ``module`` (or a class of it) does not define."""
+    found = []
+    for target in re.findall(r":(?:func|class|meth|attr|data):`~?\.?([\w.]+)`", text):
+        if "." in target:
+            if name_problems([target], module.rpartition(".")[0]):
+                found.append(target)
+        elif not resolves(f"{module}.{target}"):
+            found.append(target)
+    return found
+
+
 def code_findings(path, module):
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     findings = []
@@ -221,7 +236,8 @@ def code_findings(path, module):
         paths = re.findall(rf"``({PATH}|[\w-]+\.\w+)``", text) + re.findall(
             rf"(?<![\w/])((?:scheduler_app|tests|docs)/{PATH})", text
         )
-        for problem in name_problems(names, package) + file_problems(paths, path.parent):
+        problems = name_problems(names, package) + file_problems(paths, path.parent) + role_problems(text, module)
+        for problem in problems:
             findings.append(f"{path.relative_to(ROOT)}:{line}: {problem}")
     return findings
 
@@ -289,6 +305,8 @@ def test_the_checker_finds_what_it_looks_for(tmp_path):
         "scheduler_app/lifecycle/validation.py",
         "nowhere.py",
     ]
+    assert role_problems("as :func:`finish` does", "scheduler_app.lifecycle.transitions") == ["finish"]
+    assert role_problems(":func:`settle`, :func:`workflows.progress`", "scheduler_app.lifecycle.dependencies") == []
     probe = tmp_path / "probe.md"
     probe.write_text("See [design](../../shared/DESIGN.md) and `sql.dialect.Dialect`, `sql.nothing`.\n")
     found = doc_findings(probe)
