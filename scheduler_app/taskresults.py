@@ -145,8 +145,10 @@ def task_error(entry):
     )
 
 
-def _deferred(execute_at, created_at):
-    return execute_at if execute_at != created_at else None
+def _job_task(task, job, enqueued_at, alias):
+    """Return ``task`` as ``job`` (a row or a claimed attempt) ran it: ``run_after`` only when it was deferred."""
+    run_after = job.execute_at if job.execute_at != enqueued_at else None
+    return task_as(task, priority=job.priority, queue=job.queue, run_after=run_after, alias=alias)
 
 
 def job_result(job, task=None, alias=None):
@@ -161,13 +163,7 @@ def job_result(job, task=None, alias=None):
         task = registry.get(job.task)
     _, alias = sender_of(task, alias or job.backend or None)
     result = TaskResult(
-        task=task_as(
-            task,
-            priority=job.priority,
-            queue=job.queue,
-            run_after=_deferred(job.execute_at, job.created_at),
-            alias=alias,
-        ),
+        task=_job_task(task, job, job.created_at, alias),
         id=str(job.pk),
         status=STATUS_MAP[job.status],
         enqueued_at=job.created_at,
@@ -202,13 +198,7 @@ def attempt_result(job, task):
     else:
         workers = [job.worker]
     return TaskResult(
-        task=task_as(
-            task,
-            priority=job.priority,
-            queue=job.queue,
-            run_after=_deferred(job.execute_at, job.enqueued_at),
-            alias=alias,
-        ),
+        task=_job_task(task, job, job.enqueued_at, alias),
         id=str(job.id),
         status=TaskResultStatus.RUNNING,
         enqueued_at=job.enqueued_at,

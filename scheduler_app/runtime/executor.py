@@ -222,7 +222,7 @@ def log_outcome(job, outcome, seconds):
             extra=extra,
         )
     elif outcome.snoozed:
-        at = outcome.retry_at.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        at = _utc_text(outcome.retry_at)
         extra["outcome"] = "snooze"
         logger.info(
             "job %s attempt %d of %s snoozed after %.3fs; runs again at %s (not counted as an attempt)",
@@ -234,7 +234,7 @@ def log_outcome(job, outcome, seconds):
             extra=extra,
         )
     elif outcome.status == Status.PENDING:
-        retry_at = outcome.retry_at.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        retry_at = _utc_text(outcome.retry_at)
         extra["outcome"] = "retry"
         logger.info(
             "job %s attempt %d/%d of %s failed in %.3fs (%s); retry at %s",
@@ -264,6 +264,11 @@ def log_outcome(job, outcome, seconds):
         logger.debug(
             "job %s %s: %s attempt %d in %.3fs", job.id, outcome.status, job.task, job.attempt, seconds, extra=extra
         )
+
+
+def _utc_text(moment):
+    """Return ``moment`` as the log lines write a time: UTC, to the millisecond, with a Z."""
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def executor_for(using="default"):
