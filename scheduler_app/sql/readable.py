@@ -260,24 +260,28 @@ def _safe_loader(base, after, before):
     return SafeLoader
 
 
-def _prepare_postgresql_cursor(cursor):
-    """Make one psycopg cursor (the app's query's) load times past Python's years; its connection is left as it is."""
+@functools.cache
+def _pg_time_types():
+    """Return psycopg's text format and ``(oid, after, before, zoned)`` of each time type (looked up once)."""
     from psycopg.postgres import types
     from psycopg.pq import Format
 
+    kinds = [("timestamptz", None, None), ("timestamp", datetime.max, datetime.min), ("date", date.max, date.min)]
+    return Format.TEXT, [(types[name].oid, after, before, name == "timestamptz") for name, after, before in kinds]
+
+
+def _prepare_postgresql_cursor(cursor):
+    """Make one psycopg cursor (the app's query's) load times past Python's years; its connection is left as it is."""
+    text, kinds = _pg_time_types()
     adapters = cursor.adapters
-    for name, after, before in (
-        ("timestamptz", None, None),
-        ("timestamp", datetime.max, datetime.min),
-        ("date", date.max, date.min),
-    ):
-        base = adapters.get_loader(types[name].oid, Format.TEXT)
+    for oid, after, before, zoned in kinds:
+        base = adapters.get_loader(oid, text)
         if getattr(base, "safe", False):
             continue
-        if name == "timestamptz":  # in the zone Django's loader gives
+        if zoned:  # in the zone Django's loader gives
             zone = getattr(base, "timezone", None)
             after, before = datetime.max.replace(tzinfo=zone), datetime.min.replace(tzinfo=zone)
-        adapters.register_loader(name, _safe_loader(base, after, before))
+        adapters.register_loader(oid, _safe_loader(base, after, before))
 
 
 def read_sqlite_time(text):
