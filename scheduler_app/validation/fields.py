@@ -237,13 +237,6 @@ class Text(Rule):
         return {"type": "string", "maxLength": self.max_length, "pattern": NO_NUL}
 
 
-# Built once: json.dumps with options builds an encoder per call (on every enqueue's path).
-# One measure of a value's size, for arguments and results alike (``storable``).
-json_text = storable.compact_json
-json_size = storable.json_size
-_bytes = storable.text_size
-
-
 class JSONContainer(Rule):
     """A JSON list (args) or object (kwargs)."""
 
@@ -256,7 +249,7 @@ class JSONContainer(Rule):
         return self.sized(value)[0]
 
     def sized(self, value):
-        """Return ``(value, size)``: the checked value, and its ``json_size`` (``build_job`` bounds it)."""
+        """Return ``(value, size)``: the checked value, and its ``storable.json_size`` (``build_job`` bounds it)."""
         if self.kind is list and isinstance(value, tuple):
             value = list(value)
         if not isinstance(value, self.kind):
@@ -269,8 +262,8 @@ class JSONContainer(Rule):
             self.fail(problem)
         try:
             # A copy as the database will give it back (tuples become lists).
-            text = json_text(value)
-            return json.loads(text), _bytes(text)
+            text = storable.compact_json(value)
+            return json.loads(text), storable.text_size(text)
         except (TypeError, ValueError, RecursionError) as exc:  # huge integers, for one
             self.fail(f"Must be JSON: {exc}.")
 

@@ -141,6 +141,7 @@ def log_record(record):
     )
 
 
+# Built once: json.dumps with options builds an encoder per call (on every enqueue's path).
 _COMPACT = json.JSONEncoder(allow_nan=False, ensure_ascii=False, separators=(",", ":"))
 
 
