@@ -16,7 +16,7 @@ from pathlib import Path
 from django.db import connection, connections
 
 from scheduler_app.runtime import wiring
-from scheduler_app.vocabulary.clock import FakeClock
+from tests.dispatcher.fakes import FakeClock
 
 ROOT = Path(__file__).resolve().parents[1]
 
