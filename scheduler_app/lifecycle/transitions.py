@@ -37,7 +37,7 @@ def claim(request, *, finished=(), connection=None, using="default"):
     The one claim of the dispatcher loop, a burst run and ``testing.drain``:
     pending -> running, attempts + 1, lease and worker set, by
     compare-and-set. Outcomes in ``finished`` are recorded first (as
-    :func:`finish` does), in the same round trip where the dialect can
+    :func:`~scheduler_app.lifecycle.finishing.finish` does), in the same round trip where the dialect can
     (``sql.Dialect.claim``). ``connection``, a psycopg connection to the same
     PostgreSQL database (the dispatcher's own), runs it as prepared
     statements; without one it runs on Django's connection. Claimed jobs
@@ -46,7 +46,7 @@ def claim(request, *, finished=(), connection=None, using="default"):
 
     Outcomes the database refuses to store do not stop the claim: they are
     written one by one, and one that still fails fails its own job
-    (:func:`finish`).
+    (:func:`~scheduler_app.lifecycle.finishing.finish`).
     """
     now = request.now or timezone.now()
     request = replace(
@@ -245,7 +245,7 @@ def take_back(*, now=None, using="default"):
 def set_progress(job_id, worker, attempt, progress, *, now=None, using="default"):
     """Record a running attempt's progress and when it was reported; return whether the attempt still runs.
 
-    ``progress`` is ``{"current", "total", "message"}``, as ``rules.PROGRESS``
+    ``progress`` is ``{"current", "total", "message"}``, as ``validation.fields.PROGRESS``
     accepts it (else TypeError or ValueError); ``updated_at`` (ISO 8601) is added.
     """
     now = now or timezone.now()

@@ -52,7 +52,7 @@ def unexpired(now):
 
 
 def ending(status, cancel="cancel_requested"):
-    """Return SQL for the status an attempt ending as ``status`` leaves its job in (``types.attempt_end``).
+    """Return SQL for the status an attempt ending as ``status`` leaves its job in (``vocabulary.jobs.attempt_end``).
 
     ``status`` and ``cancel`` are SQL expressions (the ending, the row's
     cancel flag as it is when the statement locks it). Built from

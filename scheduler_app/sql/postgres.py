@@ -199,7 +199,7 @@ UNKEYED = unkeyed_unexpired("%(now)s")
 UNEXPIRED = unexpired("%(now)s")
 
 # The status an outcome leaves its job in: its own, unless a cancel was
-# requested (``ending``: the one rule, ``types.attempt_end``).
+# requested (``ending``: the one rule, ``vocabulary.jobs.attempt_end``).
 END = ending("v.vstatus", "j.cancel_requested")
 
 
