@@ -3,9 +3,9 @@
 ``keys.claim_keyed`` is a transaction of seven round trips (BEGIN, the
 outcomes, the queues' turns, the candidates with their keys' locks, the
 keys' running jobs, the claim, COMMIT). Here its steps run inside one
-statement: a function of the session's own (``pg_temp``, made from this
-package's texts when the connection first claims, so no migration holds a
-copy of them) records the outcomes, then reads the candidates, tries their
+statement: a function installed by a migration (``0019_keyed_claim_function``,
+a versioned name, so one implementation serves every session, pooled or
+not) records the outcomes, then reads the candidates, tries their
 keys' locks, counts the running jobs of the keys it locked and chooses,
 chunk by chunk, as ``claim_keyed`` does; the statement that calls it claims
 the chosen jobs (compare-and-set on ``pending``).
@@ -18,16 +18,17 @@ chosen by the function but committed after the calling statement's snapshot
 is not claimed (the claim's UPDATE does not see it): a job fewer, never one
 too many. Queues with limits are left to ``claim_keyed`` (the function says
 so after recording the outcomes): their turns and counts stay there, and so
-does every claim where the session may not make temporary objects.
+does every claim of a database whose migrations have not installed the
+function yet.
 
 The choice itself (``keys._Choice.take``) is written twice, in Python for
 SQLite and Django's connection and in PL/pgSQL here; ``tests/sql/
-test_keyed_statement.py`` holds the two to the same answers.
+test_keyed_statement.py`` holds the two to the same answers, and the
+migration's frozen text to :func:`function_text`.
 """
 
 import logging
 import threading
-import weakref
 
 from .base import CLAIM_COLUMNS, QUEUE_TABLE, TABLE, unexpired
 from .keys import CHUNK, CHUNK_GROWTH, KEY_LOCKS, KEY_SCAN, first_chunk
@@ -42,7 +43,7 @@ FUNCTION = "scheduler_keyed_claim_v2"  # a new name when its arguments change
 # others are names. The chunks grow as ``keys.claim_keyed``'s: the first is
 # p_first (``keys.first_chunk``), each next one ``keys.CHUNK_GROWTH`` times the
 # last, up to p_chunk.
-_BODY = """CREATE OR REPLACE FUNCTION pg_temp.{function}(
+_BODY = """CREATE OR REPLACE FUNCTION {function}(
     p_finished jsonb, p_logs json, p_now timestamptz, p_queues text[], p_limit integer, p_in_flight bigint[],
     p_first integer, p_chunk integer, p_scan integer
 ) RETURNS TABLE (kind text, job bigint, status text) LANGUAGE plpgsql VOLATILE AS $fn$
@@ -125,7 +126,7 @@ $fn$"""
 
 
 def function_text():
-    """Return the ``CREATE FUNCTION`` of the session's keyed claim, from the texts the other claims use."""
+    """Return the ``CREATE FUNCTION`` of the keyed claim, from the texts the other claims use (the migration's text)."""
     finish = finish_ctes(dependents=False, logs=True).rstrip(", ")
     for param, argument in (("%(finished)s", "p_finished"), ("%(now)s", "p_now"), ("%(logs)s", "p_logs")):
         finish = finish.replace(param, argument)
@@ -149,7 +150,7 @@ def function_text():
 
 
 STATEMENT = (
-    f"WITH ch AS MATERIALIZED (SELECT * FROM pg_temp.{FUNCTION}(%(finished)s::jsonb, %(logs)s::json, "
+    f"WITH ch AS MATERIALIZED (SELECT * FROM {FUNCTION}(%(finished)s::jsonb, %(logs)s::json, "
     f"%(now)s::timestamptz, %(queues)s::text[], %(limit)s::integer, %(in_flight)s::bigint[], %(first)s::integer, "
     f"{CHUNK}, {KEY_SCAN})), "
     "t AS (SELECT job AS id FROM ch WHERE kind = 't'), "
@@ -159,51 +160,7 @@ STATEMENT = (
 )
 
 _UNDEFINED_FUNCTION = "42883"
-_NO_PRIVILEGE = "42501"
-
-
-class _Sessions:
-    """Which psycopg connections' sessions have the function (True), or may not make it (False)."""
-
-    def __init__(self):
-        self.made = weakref.WeakKeyDictionary()
-        self.lock = threading.Lock()
-
-    def ready(self, connection, *, again=False):
-        """Make the function in ``connection``'s session if it has not; return whether it has it."""
-        with self.lock:
-            made = self.made.get(connection)
-        if made is not None and not again:
-            return made
-        try:
-            with connection.cursor() as cursor:
-                cursor.execute(function_text())
-            made = True
-        except Exception as exc:
-            if getattr(exc, "sqlstate", None) != _NO_PRIVILEGE:
-                raise
-            logger.warning(
-                "the database user may not create temporary objects (TEMP privilege): keyed claims run as a "
-                "transaction of several statements, not one",
-                extra={"action": "keyed_claim_statements"},
-            )
-            made = False
-        with self.lock:
-            self.made[connection] = made
-        return made
-
-    def give_up(self, connection):
-        """The function never stays in ``connection``'s session (a pooler in transaction mode): claims go without it."""
-        logger.warning(
-            "the keyed claim's function does not stay in this connection's database session (a pooler in "
-            "transaction mode?): keyed claims run as a transaction of several statements, not one",
-            extra={"action": "keyed_claim_statements"},
-        )
-        with self.lock:
-            self.made[connection] = False
-
-
-SESSIONS = _Sessions()
+_missing_said = threading.Event()
 
 
 def pg_claim_keyed(rows, *, worker, queues, limit, now, lease_until, logs=(), in_flight=(), connection):
@@ -211,11 +168,9 @@ def pg_claim_keyed(rows, *, worker, queues, limit, now, lease_until, logs=(), in
 
     Return ``(won, claimed rows, held)``; ``(won, None, False)`` when a
     queue of ``queues`` has limits (the outcomes are recorded: the claim is
-    ``keys.claim_keyed``'s); None when the session cannot have the function
-    (nothing done).
+    ``keys.claim_keyed``'s); None when the function is not installed
+    (nothing done: the statement failed before it ran).
     """
-    if not SESSIONS.ready(connection):
-        return None
     params = pg_finish_and_claim_params(
         rows, worker=worker, queues=queues, now=now, lease_until=lease_until, ids=None, logs=logs, in_flight=in_flight
     )
@@ -228,18 +183,14 @@ def pg_claim_keyed(rows, *, worker, queues, limit, now, lease_until, logs=(), in
     except Exception as exc:
         if getattr(exc, "sqlstate", None) != _UNDEFINED_FUNCTION:
             raise
-        # The session lost it (DISCARD ALL), or this is another server session:
-        # made again, once; a pooler in transaction mode that hands out another
-        # session again gets the transaction of statements from now on.
-        if not SESSIONS.ready(connection, again=True):
-            return None
-        try:
-            result = _execute(connection, params)
-        except Exception as again:
-            if getattr(again, "sqlstate", None) != _UNDEFINED_FUNCTION:
-                raise
-            SESSIONS.give_up(connection)
-            return None
+        if not _missing_said.is_set():
+            _missing_said.set()
+            logger.warning(
+                "the keyed claim's function is not installed (run manage.py migrate): keyed claims run as a "
+                "transaction of several statements, not one",
+                extra={"action": "keyed_claim_statements"},
+            )
+        return None
     won, claimed, held, limited = {}, [], False, False
     for kind, state, *row in result:
         if kind is None:

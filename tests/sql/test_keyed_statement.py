@@ -7,7 +7,9 @@ another claim's key lock, limited queues handed back, a session that lost
 its function.
 """
 
+import importlib
 import random
+import threading
 from datetime import timedelta
 
 import pytest
@@ -142,24 +144,35 @@ def test_limited_queues_are_left_to_the_claim_that_takes_their_turn(hot):
     assert Job.objects.get(pk=other.pk).status == "pending"
 
 
-def test_a_session_that_lost_the_function_makes_it_again(hot):
+def test_the_installed_function_is_the_one_the_code_makes():
+    """The migration's frozen text is what ``function_text`` builds from the claims' texts today."""
+    migration = importlib.import_module("scheduler_app.migrations.0019_keyed_claim_function")
+    assert keyed_claim.function_text() == migration.CREATE
+    assert migration.FUNCTION == keyed_claim.FUNCTION
+
+
+def test_a_session_reset_by_a_pooler_still_claims_in_one_statement(hot):
+    """The function is the database's, not the session's: DISCARD ALL (a pooler's reset) loses nothing."""
     job, _ = lifecycle.enqueue(ADD, [1, 1], concurrency_key="k")
     now = timezone.now()
-    keyed_claim.pg_claim_keyed([], worker="w", queues=["slow"], limit=1, now=now, lease_until=now, connection=hot)
-    hot.execute("DISCARD ALL")  # a pooler's reset: the session's temporary objects are gone
+    hot.execute("DISCARD ALL")
     _, rows, _ = keyed_claim.pg_claim_keyed(
         [], worker="w", queues=["default"], limit=1, now=now, lease_until=now + timedelta(seconds=30), connection=hot
     )
     assert [r[0] for r in rows] == [job.pk]
 
 
-def test_a_session_that_may_not_make_the_function_claims_with_the_transaction(hot, monkeypatch, caplog):
-    """No TEMP privilege on the database: the keyed claim of several statements, the outcomes recorded in it."""
-    monkeypatch.setattr(
-        keyed_claim,
-        "function_text",
-        lambda: "DO $$ BEGIN RAISE EXCEPTION 'no temp' USING ERRCODE = 'insufficient_privilege'; END $$",
-    )
+def test_without_the_function_the_keyed_claim_runs_as_a_transaction(hot, monkeypatch, caplog):
+    """A database whose migrations have not installed it yet: the keyed claim of several statements."""
+
+    class Missing(Exception):
+        sqlstate = "42883"  # undefined_function
+
+    def missing(connection, params):
+        raise Missing("function scheduler_keyed_claim_v2(...) does not exist")
+
+    monkeypatch.setattr(keyed_claim, "_execute", missing)
+    monkeypatch.setattr(keyed_claim, "_missing_said", threading.Event())
     now = timezone.now()
     assert (
         keyed_claim.pg_claim_keyed(
@@ -167,36 +180,7 @@ def test_a_session_that_may_not_make_the_function_claims_with_the_transaction(ho
         )
         is None
     )
-    assert "TEMP privilege" in caplog.text
+    assert "manage.py migrate" in caplog.text
     ends_the_first_and_starts_the_second(
         lambda rows, **at: sql.dialect().finish_and_claim_keyed(rows, connection=hot, **at)
     )
-
-
-def test_a_connection_whose_session_keeps_losing_the_function_claims_with_the_transaction(hot, monkeypatch, caplog):
-    """A pooler in transaction mode hands each statement another server session: after one try to make it again,
-    the keyed claim of several statements, from then on."""
-    job, _ = lifecycle.enqueue(ADD, [1, 1], concurrency_key="k")
-    now = timezone.now()
-    calls = []
-
-    class Lost(Exception):
-        sqlstate = "42883"  # undefined_function
-
-    def lost(connection, params):
-        calls.append(1)
-        raise Lost("function pg_temp.scheduler_keyed_claim(...) does not exist")
-
-    monkeypatch.setattr(keyed_claim, "_execute", lost)
-    lease = now + timedelta(seconds=30)
-    assert (
-        keyed_claim.pg_claim_keyed(
-            [], worker="w", queues=["default"], limit=1, now=now, lease_until=lease, connection=hot
-        )
-        is None
-    )
-    assert len(calls) == 2 and "pooler in transaction mode" in caplog.text
-    _, rows, _ = sql.dialect().finish_and_claim_keyed(
-        [], worker="w", queues=["default"], limit=1, now=now, lease_until=lease, connection=hot
-    )
-    assert [r[0] for r in rows] == [job.pk] and len(calls) == 2  # not tried again
