@@ -41,47 +41,18 @@ class Dialect(Protocol):
         (``lifecycle.finishing`` finishes them with their dependents).
         """
 
-    def finish_and_claim(
-        self,
-        rows,
-        *,
-        worker,
-        queues,
-        limit,
-        now,
-        lease_until,
-        ids=None,
-        due_by=None,
-        limits=True,
-        logs=(),
-        in_flight=(),
-        connection=None,
-        using="default",
-    ) -> tuple[dict, list]:
-        """Record outcome ``rows`` (as ``finish`` without dependents), then claim; return ``(won, claimed rows)``.
-
-        One statement on PostgreSQL (on ``connection``, the dispatcher's
-        own, as a prepared statement); a finish and a claim on SQLite.
-        """
-
     def claim(self, rows, request, *, lease_until, logs=(), connection=None, using="default") -> tuple:
         """Record outcome ``rows``, then claim what ``request`` (a ``vocabulary.claims.ClaimRequest``) asks for.
 
         The one entry of every claim: return ``(won, claimed rows, rooms, held)``
         (``rooms``: the limited queues' room, ``held``: a keyed job was held back).
         ``request.now`` is set and its queues sorted (``lifecycle.claim``).
+        One statement on PostgreSQL where the kind allows (on ``connection``,
+        the dispatcher's own, as a prepared statement); a finish and a claim
+        on SQLite. Each dialect's ``finish_and_claim`` (plain),
+        ``finish_and_claim_limited`` and ``finish_and_claim_keyed`` are its
+        statements for the three kinds.
         """
-
-    def finish_and_claim_limited(
-        self, rows, *, worker, queues, limit, now, lease_until, logs=(), in_flight=(), connection=None, using="default"
-    ) -> tuple[dict, list, list]:
-        """As ``finish_and_claim`` by query, within the limits of limited queues; return ``(won, claimed, rooms)``."""
-
-    def finish_and_claim_keyed(
-        self, rows, *, worker, queues, limit, now, lease_until, logs=(), in_flight=(), connection=None, using="default"
-    ) -> tuple[dict, list, bool]:
-        """Record outcome ``rows`` (as ``finish`` without dependents), then claim due jobs with a concurrency key
-        within their keys' limits, in one transaction; return ``(won, claimed rows, held)`` (``sql.keys``)."""
 
     def append_logs(self, attempts, logs, *, using="default") -> set:
         """Write running ``attempts``' (``(job, worker, attempt, count)``) log rows ``logs``; return the job ids that won.
