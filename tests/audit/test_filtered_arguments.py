@@ -219,3 +219,18 @@ def test_log_records_that_quote_a_secret_keep_filtered(staff_user):
     assert messages == ["logging in with [FILTERED]"]
     api = token_client(grant(staff_user))
     no_secret(api.get(f"/api/jobs/{job.pk}/logs/").content.decode())
+
+
+def test_search_hides_numbers_quotes_and_nested_values_too(api, job_row, settings):
+    settings.SCHEDULER = {**settings.SCHEDULER, "FILTER_ARGUMENTS": ["pin", "password", "credentials"]}
+    job = job_row(
+        task=ECHO,
+        args=[],
+        kwargs={"PIN": 987654, "password": 'say "open sesame"', "credentials": {"user": "root-x1"}, "note": "n-77"},
+    )
+    for text in ("987654", 'say "open', "root-x1"):
+        response = api.get("/api/jobs/", {"search": text})
+        assert response.status_code == 200 and response.json()["results"] == [], text
+    assert [j["id"] for j in api.get("/api/jobs/", {"search": "n-77"}).json()["results"]] == [job.pk]
+    settings.SCHEDULER = {**settings.SCHEDULER, "FILTER_ARGUMENTS": []}
+    assert [j["id"] for j in api.get("/api/jobs/", {"search": "987654"}).json()["results"]] == [job.pk]
