@@ -234,3 +234,15 @@ def test_search_hides_numbers_quotes_and_nested_values_too(api, job_row, setting
     assert [j["id"] for j in api.get("/api/jobs/", {"search": "n-77"}).json()["results"]] == [job.pk]
     settings.SCHEDULER = {**settings.SCHEDULER, "FILTER_ARGUMENTS": []}
     assert [j["id"] for j in api.get("/api/jobs/", {"search": "987654"}).json()["results"]] == [job.pk]
+
+
+def test_djangos_line_about_the_failed_attempt_keeps_filtered(caplog):
+    with caplog.at_level("DEBUG", logger="django.tasks"):
+        lifecycle.enqueue("tests.testapp.tasks.leaky", [], {"password": SECRET}, max_attempts=1)
+        testing.drain()
+    # The lines the scheduler and Django write about the run (the task's own logger is the task's business).
+    lines = [r for r in caplog.records if r.name == "django.tasks" or r.name.startswith("scheduler_app")]
+    assert any(r.name == "django.tasks" and r.exc_info for r in lines), "no line of django.tasks with the error"
+    text = "\n".join(caplog.handler.format(r) for r in lines)
+    assert "login refused for password [FILTERED]" in text
+    no_secret(text)
