@@ -173,6 +173,9 @@ def test_admin_job_page_and_list_show_filtered(admin_client_):
     listed = admin_client_.get(reverse("admin:scheduler_app_job_changelist") + "?q=echo")
     assert listed.status_code == 200
     no_secret(listed.content.decode())
+    assert list(listed.context["cl"].result_list) == [job]
+    searched = admin_client_.get(reverse("admin:scheduler_app_job_changelist"), {"q": SECRET})
+    assert searched.status_code == 200 and list(searched.context["cl"].result_list) == []
 
 
 def test_admin_schedule_form_shows_filtered_and_saving_it_keeps_the_secret(admin_client_):
