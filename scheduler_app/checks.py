@@ -4,7 +4,7 @@
 run them, so a bad queue name or a lease of zero is one clear line before
 anything starts, not a ``NoReverseMatch`` on the dashboard or a dispatcher
 that spins. Registered in ``AppConfig.ready``; each rule's wording is the one
-the rule gives everywhere (``lifecycle.validation``, ``settings_rules``).
+the rule gives everywhere (``validation.fields``, ``validation.settings``).
 
     E001  a queue name in TASKS[...]["QUEUES"] does not match the pattern
     E002  TASKS has no scheduler backend
@@ -31,7 +31,7 @@ from django.utils.module_loading import import_string
 from . import conf
 from .lifecycle.building import QUEUE
 from .validation.settings import DECLARED, RENAMED
-from .vocabulary import bounds as limits
+from .vocabulary import bounds
 
 TAG = "scheduler"
 BACKEND_PATH = "scheduler_app.backends.SchedulerBackend"
@@ -76,14 +76,14 @@ def check_backends(app_configs=None, **kwargs):
                 errors.append(
                     checks.Error(
                         f"TASKS[{alias!r}]['QUEUES'] has the queue name {name!r}: {QUEUE.shape}.",
-                        hint=f"Rename it to match {limits.QUEUE_NAME_PATTERN} (SCHEDULER_QUEUES in the environment sets the default backend's).",
+                        hint=f"Rename it to match {bounds.QUEUE_NAME_PATTERN} (SCHEDULER_QUEUES in the environment sets the default backend's).",
                         id="scheduler_app.E001",
                     )
                 )
-        if len(str(alias)) > limits.BACKEND_ALIAS_MAX:
+        if len(str(alias)) > bounds.BACKEND_ALIAS_MAX:
             errors.append(
                 checks.Error(
-                    f"The TASKS alias {str(alias)[:40]!r}... is longer than {limits.BACKEND_ALIAS_MAX} characters: "
+                    f"The TASKS alias {str(alias)[:40]!r}... is longer than {bounds.BACKEND_ALIAS_MAX} characters: "
                     "a job keeps the alias of the backend it was enqueued through.",
                     hint="Give the scheduler backend a shorter alias.",
                     id="scheduler_app.E013",

@@ -5,7 +5,6 @@ settings.
 """
 
 from django.conf import settings
-from django.core.signals import setting_changed
 
 from .validation.settings import DECLARED
 from .vocabulary.bounds import QUEUE_NAME_RE
@@ -31,7 +30,7 @@ def backend_options():
 def known_queues():
     """Return the names of the queues the scheduler's task backends serve (a frozenset).
 
-    A name that does not match ``limits.QUEUE_NAME_PATTERN`` is left out: it
+    A name that does not match ``bounds.QUEUE_NAME_PATTERN`` is left out: it
     could not be part of a URL (the dashboard's pause links). The system
     check ``scheduler_app.E001`` reports it at start-up. Kept until
     ``settings.TASKS`` changes: every enqueue asks.
@@ -52,12 +51,10 @@ def _set_known_queues(value):
     _known_queues = value
 
 
-def _forget(*, setting, **kwargs):
+def on_setting_changed(*, setting, **kwargs):
+    """Forget the known queues when ``TASKS`` changes (a receiver of ``setting_changed``: ``apps.py``)."""
     if setting == "TASKS":
         _set_known_queues(None)
-
-
-setting_changed.connect(_forget, dispatch_uid="scheduler_app.conf")
 
 
 def queue_defaults(name):

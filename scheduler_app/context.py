@@ -62,7 +62,7 @@ class JobContext(TaskContext):
         """Record progress on the job row; return False if the attempt is no longer current.
 
         ``current`` and ``total``: numbers from 0 (int or float; total None:
-        unknown; total at least current), ``message``: text (``rules.PROGRESS``).
+        unknown; total at least current), ``message``: text (``validation.fields.PROGRESS``).
         Anything else raises TypeError or ValueError here, in the task.
         """
         progress = PROGRESS.check(current, total, message)

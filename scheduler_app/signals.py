@@ -14,6 +14,7 @@ from django.dispatch import Signal
 jobs_changed = Signal()
 
 # ``workflow_closed(workflow, using)``: a ``with Workflow(...)`` block ended
-# without an exception, inside its transaction. ``lifecycle.workflows``
-# receives it (models cannot call the service: they are below it).
+# without an exception, inside its transaction. ``lifecycle.workflows.closed``
+# receives it, connected in ``apps.py`` (models cannot call the service: they
+# are below it).
 workflow_closed = Signal()

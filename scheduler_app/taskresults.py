@@ -28,7 +28,6 @@ import json
 import logging
 from dataclasses import fields
 
-from django.core.signals import setting_changed
 from django.tasks import TaskResult, TaskResultStatus, task_backends
 from django.tasks import signals as django_task_signals
 from django.tasks.backends.base import BaseTaskBackend
@@ -112,12 +111,10 @@ def _find_sender(alias, *, explicit):
     return type(backend), backend.alias
 
 
-def _forget_senders(*, setting, **kwargs):
+def on_setting_changed(*, setting, **kwargs):
+    """Forget the senders found when ``TASKS`` changes (a receiver of ``setting_changed``: ``apps.py``)."""
     if setting == "TASKS":
         _senders.clear()
-
-
-setting_changed.connect(_forget_senders, dispatch_uid="scheduler_app.taskresults")
 
 
 def task_as(task, *, priority, queue, run_after, alias):
@@ -149,8 +146,10 @@ def task_error(entry):
     )
 
 
-def _deferred(execute_at, created_at):
-    return execute_at if execute_at != created_at else None
+def _job_task(task, job, enqueued_at, alias):
+    """Return ``task`` as ``job`` (a row or a claimed attempt) ran it: ``run_after`` only when it was deferred."""
+    run_after = job.execute_at if job.execute_at != enqueued_at else None
+    return task_as(task, priority=job.priority, queue=job.queue, run_after=run_after, alias=alias)
 
 
 def job_result(job, task=None, alias=None):
@@ -165,13 +164,7 @@ def job_result(job, task=None, alias=None):
         task = registry.get(job.task)
     _, alias = sender_of(task, alias or job.backend or None)
     result = TaskResult(
-        task=task_as(
-            task,
-            priority=job.priority,
-            queue=job.queue,
-            run_after=_deferred(job.execute_at, job.created_at),
-            alias=alias,
-        ),
+        task=_job_task(task, job, job.created_at, alias),
         id=str(job.pk),
         status=STATUS_MAP[job.status],
         enqueued_at=job.created_at,
@@ -206,13 +199,7 @@ def attempt_result(job, task):
     else:
         workers = [job.worker]
     return TaskResult(
-        task=task_as(
-            task,
-            priority=job.priority,
-            queue=job.queue,
-            run_after=_deferred(job.execute_at, job.enqueued_at),
-            alias=alias,
-        ),
+        task=_job_task(task, job, job.enqueued_at, alias),
         id=str(job.id),
         status=TaskResultStatus.RUNNING,
         enqueued_at=job.enqueued_at,

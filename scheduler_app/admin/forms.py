@@ -1,6 +1,7 @@
 """Admin forms for jobs: create one (through lifecycle.enqueue) and reschedule one.
 
-The lifecycle's rules (``lifecycle.validation``) are the one authority on
+The rules (``validation.fields``; ``lifecycle.building`` for the task and
+the queue) are the one authority on
 what a valid job is. These forms hand what a person typed to the rule of
 each field (``RuleFormField``: the rule parses the text), ask ``build_job``
 about the whole, and show every error inline on its field, worded as the
@@ -19,7 +20,7 @@ from django.utils import timezone
 
 from .. import conf, lifecycle, registry
 from ..lifecycle.building import QUEUE, TASK
-from ..lifecycle.dependencies import unknown as unknown_dependencies
+from ..lifecycle.depends_on import unknown as unknown_dependencies
 from ..lifecycle.states import allowed_from, refusal
 from ..models import Job
 from ..sql.readable import in_zone

@@ -14,7 +14,6 @@ from django.utils.html import format_html, format_html_join
 from .. import conf
 from ..models import JobLog, JobStatus, Schedule, Worker
 from ..observability import lateness
-from ..observability.stats import held_by_key
 from ..sql.readable import error_entries
 from ..validation import progress as progress_rule
 from ..validation.fields import PROGRESS
@@ -50,7 +49,7 @@ def fields_for(user, names):
 
 def mark_held(jobs):
     """Note on each job whether its concurrency key holds it back (one query for all of them, at most)."""
-    held = held_by_key(jobs)
+    held = lateness.held_by_key(jobs)
     for job in jobs:
         job._held_by_key = job.pk in held
     return jobs
@@ -99,7 +98,7 @@ class JobFields:
         if obj.status == JobStatus.PENDING and obj.concurrency_key:
             held = getattr(obj, "_held_by_key", None)
             if held is None:
-                held = obj.pk in held_by_key([obj])
+                held = obj.pk in lateness.held_by_key([obj])
             extra = HELD if held else ""
         if obj.status == JobStatus.RUNNING:
             if obj.cancel_requested:

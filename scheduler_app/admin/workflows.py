@@ -4,7 +4,7 @@ A workflow's page is a view of its own (``workflow_view``, at the change
 URL): its status and progress derived from its jobs, its callbacks, the
 graph as one inline <svg> (``graph.render``), and the retry and cancel
 buttons, which POST (with the CSRF token) to ``retry/`` and ``cancel/``;
-those need ``change_workflow`` and call ``lifecycle.workflows``. Workflows
+those need ``change_workflow`` and call ``lifecycle.retry_workflow``, ``cancel_workflow``. Workflows
 are made by code and the API, never added or deleted here.
 """
 
@@ -23,7 +23,7 @@ from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_POST
 from django.views.generic import RedirectView
 
-from ..lifecycle import workflows as service
+from .. import lifecycle
 from ..lifecycle.states import InvalidTransition
 from ..models import ACTIVE_STATUSES, FINISHED_STATUSES, JobStatus, Workflow
 from ..observability import workflows as numbers
@@ -209,7 +209,7 @@ class WorkflowAdmin(AuditHistoryMixin, SafeLookupsMixin, admin.ModelAdmin):
 
     @admin.action(description="Retry selected workflows (their failed and cancelled jobs)", permissions=["change"])
     def retry_workflows(self, request, queryset):
-        changed = self._each(request, queryset, service.retry_workflow)
+        changed = self._each(request, queryset, lifecycle.retry_workflow)
         if changed:
             self.message_user(
                 request, f"Retried the failed and cancelled jobs of {changed} workflow(s).", messages.SUCCESS
@@ -219,7 +219,7 @@ class WorkflowAdmin(AuditHistoryMixin, SafeLookupsMixin, admin.ModelAdmin):
         description="Cancel selected workflows (their pending, waiting and running jobs)", permissions=["change"]
     )
     def cancel_workflows(self, request, queryset):
-        changed = self._each(request, queryset, service.cancel_workflow)
+        changed = self._each(request, queryset, lifecycle.cancel_workflow)
         if changed:
             self.message_user(request, f"Cancelled the active jobs of {changed} workflow(s).", messages.SUCCESS)
 
@@ -241,7 +241,7 @@ class WorkflowAdmin(AuditHistoryMixin, SafeLookupsMixin, admin.ModelAdmin):
         for pk, _, status in jobs:
             if pk not in callbacks:  # the callbacks' jobs are drawn, not counted
                 counts[status] = counts.get(status, 0) + 1
-        status = service.derive_status(counts)
+        status = lifecycle.derive_status(counts)
         jobs_url = reverse("admin:scheduler_app_job_changelist", current_app=self.admin_site.name)
         sees_jobs = request.user.has_perm("scheduler_app.view_job") or request.user.has_perm("scheduler_app.change_job")
         job_url = partial(self._job_url, current_app=self.admin_site.name) if sees_jobs else lambda pk: None
@@ -320,7 +320,7 @@ class WorkflowAdmin(AuditHistoryMixin, SafeLookupsMixin, admin.ModelAdmin):
         return self._act(
             request,
             object_id,
-            service.retry_workflow,
+            lifecycle.retry_workflow,
             RETRYABLE,
             lambda n, status: f"Retried {n} failed or cancelled job(s); the workflow is {status}.",
         )
@@ -331,7 +331,7 @@ class WorkflowAdmin(AuditHistoryMixin, SafeLookupsMixin, admin.ModelAdmin):
         return self._act(
             request,
             object_id,
-            service.cancel_workflow,
+            lifecycle.cancel_workflow,
             ACTIVE_STATUSES,
             lambda n, status: (
                 f"Cancelled the workflow's {n} pending, waiting or running job(s) (running ones are asked to stop); it is {status}."

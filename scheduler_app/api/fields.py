@@ -1,7 +1,7 @@
 """Serializer fields that hand their value to the service's rules instead of restating them.
 
 A ``RuleField`` accepts what the JSON body holds, asks one rule of
-``scheduler_app.lifecycle.validation`` (or a schedule rule) whether it is
+``scheduler_app.validation.fields`` (or a schedule rule) whether it is
 valid, and turns the rule's ``ValidationError`` into DRF's: the message is
 the rule's own, the same the admin, the commands and ``task.enqueue()``
 show. The OpenAPI schema of the field is the rule's ``schema()``.
@@ -107,8 +107,9 @@ class DirectAttributesMixin(TimesMixin):
     def get_fields(self):
         """The fields ModelSerializer builds from the model, built once per class and copied per instance.
 
-        Building them (the model field mapping, per field) took ~2 ms of
-        every response; a copy is what DRF makes of declared fields anyway.
+        Building them (the model field mapping, per field) was a large part
+        of every response (docs/BENCHMARKS.md, optimisation 30); a copy is
+        what DRF makes of declared fields anyway.
         """
         template = type(self).__dict__.get("_fields_template")
         if template is None:

@@ -16,7 +16,7 @@ from .. import registry
 from ..models import Job, JobLog
 from ..observability import history
 from ..validation.fields import NO_NUL
-from ..vocabulary import bounds as limits
+from ..vocabulary import bounds
 from .base import SchedulerAPI
 from .fields import TimeField, TimesMixin
 from .permissions import needs
@@ -85,9 +85,9 @@ def job_logs(view, request, job):
 
 
 class HistoryQuery(forms.Form):
-    minutes = forms.IntegerField(required=False, min_value=1, max_value=limits.HISTORY_MINUTES_MAX)
-    queue = forms.CharField(required=False, max_length=limits.QUEUE_NAME_MAX)
-    task = forms.CharField(required=False, max_length=limits.TASK_NAME_MAX)
+    minutes = forms.IntegerField(required=False, min_value=1, max_value=bounds.HISTORY_MINUTES_MAX)
+    queue = forms.CharField(required=False, max_length=bounds.QUEUE_NAME_MAX)
+    task = forms.CharField(required=False, max_length=bounds.TASK_NAME_MAX)
 
 
 class TimingSerializer(serializers.Serializer):
@@ -142,13 +142,13 @@ class HistoryView(SchedulerAPI, APIView):
         parameters=[
             OpenApiParameter(
                 "minutes",
-                {"type": "integer", "minimum": 1, "maximum": limits.HISTORY_MINUTES_MAX},
+                {"type": "integer", "minimum": 1, "maximum": bounds.HISTORY_MINUTES_MAX},
                 description="How far back (default 60; up to 7 days).",
             ),
-            _text_parameter("queue", limits.QUEUE_NAME_MAX, "Only this queue."),
+            _text_parameter("queue", bounds.QUEUE_NAME_MAX, "Only this queue."),
             _text_parameter(
                 "task",
-                limits.TASK_NAME_MAX,
+                bounds.TASK_NAME_MAX,
                 "Only this task: its path, or its end when one known task has it (as GET /api/jobs/?task=).",
             ),
         ],

@@ -29,7 +29,7 @@ from ..validation.fields import (
 )
 from ..validation.labels import META, TAGS
 from ..validation.workflows import PASS_RESULTS
-from ..vocabulary import bounds as limits
+from ..vocabulary import bounds
 from . import previews
 from .fields import (
     ArgsField,
@@ -57,7 +57,7 @@ class JobListSerializer(serializers.ListSerializer):
     def to_representation(self, data):
         jobs = list(data.all() if hasattr(data, "all") else data)
         self.context["links"] = stats.job_links(jobs)
-        self.context["held"] = stats.held_by_key(jobs)
+        self.context["held"] = lateness.held_by_key(jobs)
         self.context["late"] = lateness.late_reasons(jobs)  # no query when none is late
         return super().to_representation(jobs)
 
@@ -86,7 +86,7 @@ class JobSerializer(DirectAttributesMixin, serializers.ModelSerializer):
     meta = JSONObjectField(read_only=True, help_text="The job's meta: a JSON object set at creation.")
     depends_on = serializers.SerializerMethodField(help_text="The jobs this one runs after, with their statuses.")
     dependents = serializers.SerializerMethodField(
-        help_text=f"The jobs that run after this one (at most {limits.DEPENDENTS_SHOWN}; GET /api/jobs/?depends_on=ID lists them all)."
+        help_text=f"The jobs that run after this one (at most {bounds.DEPENDENTS_SHOWN}; GET /api/jobs/?depends_on=ID lists them all)."
     )
     held_by = serializers.SerializerMethodField(
         help_text='"concurrency_key" while the job is pending and due but held back because concurrency_limit '
@@ -99,7 +99,7 @@ class JobSerializer(DirectAttributesMixin, serializers.ModelSerializer):
     )
     truncated = serializers.SerializerMethodField(
         help_text=f"Which of args, kwargs and result GET /api/jobs/ cut: each is then a string, the first "
-        f"{limits.LIST_VALUE_BYTES} bytes of its JSON text (GET /api/jobs/{{id}}/ shows them whole). "
+        f"{bounds.LIST_VALUE_BYTES} bytes of its JSON text (GET /api/jobs/{{id}}/ shows them whole). "
         "Always [] elsewhere."
     )
 
@@ -166,7 +166,7 @@ class JobSerializer(DirectAttributesMixin, serializers.ModelSerializer):
     def get_held_by(self, job):
         held = self.context.get("held")
         if held is None:
-            held = stats.held_by_key([job])
+            held = lateness.held_by_key([job])
         return "concurrency_key" if job.pk in held else None
 
     @extend_schema_field({"type": "string", "enum": [*lateness.REASONS, None], "nullable": True})
@@ -183,7 +183,7 @@ class JobSerializer(DirectAttributesMixin, serializers.ModelSerializer):
 
 def _cut(kind):
     what = f"The value ({kind}), or" if kind else "The value, or"
-    return f"{what} a string when truncated names it: the first {limits.LIST_VALUE_BYTES} bytes of its JSON text."
+    return f"{what} a string when truncated names it: the first {bounds.LIST_VALUE_BYTES} bytes of its JSON text."
 
 
 @extend_schema_field({"oneOf": [{"type": "array", "items": {}}, {"type": "string"}], "description": _cut("a list")})
@@ -304,8 +304,8 @@ class BulkCreateSerializer(StrictKeysMixin, serializers.Serializer):
         child=BulkJobSerializer(),
         allow_empty=False,
         min_length=1,  # as allow_empty says, for the schema
-        max_length=limits.BULK_MAX,
-        help_text=f"1 to {limits.BULK_MAX} job bodies, as for POST /api/jobs/.",
+        max_length=bounds.BULK_MAX,
+        help_text=f"1 to {bounds.BULK_MAX} job bodies, as for POST /api/jobs/.",
     )
 
     def enqueue_specs(self):

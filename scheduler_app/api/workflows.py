@@ -2,8 +2,9 @@
 
 Thin: the jobs of a request are the bulk endpoint's job bodies
 (``BulkJobSerializer``: the same rules, ``depends_on_index`` and
-``pass_results`` included); ``lifecycle.workflows`` creates, retries and
-cancels, and derives the status (``derive_status``, the one rule).
+``pass_results`` included); ``lifecycle.workflows`` creates a workflow and
+derives its status (``derive_status``, the one rule); ``lifecycle.actions``
+retries and cancels one.
 """
 
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -20,7 +21,7 @@ from .. import conf, lifecycle
 from ..lifecycle import workflows
 from ..models import JobStatus, Workflow, WorkflowStatus
 from ..validation.workflows import WORKFLOW_NAME
-from ..vocabulary import bounds as limits
+from ..vocabulary import bounds
 from .base import SchedulerAPI, audit
 from .fields import RuleField, StrictKeysMixin
 from .filters import MAX_ID
@@ -38,8 +39,8 @@ class WorkflowCreateSerializer(StrictKeysMixin, serializers.Serializer):
         child=BulkJobSerializer(),
         allow_empty=False,
         min_length=1,
-        max_length=limits.BULK_MAX,
-        help_text=f"1 to {limits.BULK_MAX} job bodies, as for POST /api/jobs/bulk/ "
+        max_length=bounds.BULK_MAX,
+        help_text=f"1 to {bounds.BULK_MAX} job bodies, as for POST /api/jobs/bulk/ "
         "(depends_on_index: the jobs of this request it runs after; pass_results: receive their results).",
     )
     on_success = JobCreateSerializer(
@@ -202,7 +203,7 @@ class WorkflowViewSet(SchedulerAPI, mixins.ListModelMixin, mixins.RetrieveModelM
                     name=data.get("name") or "",
                     callbacks=callbacks,
                     created_by=request.user,
-                    max_size=limits.BULK_MAX,
+                    max_size=bounds.BULK_MAX,
                 )
                 audit(request, "create", "workflow", object_id=workflow.pk, count=len(jobs))
         except lifecycle.BulkValidationError as exc:

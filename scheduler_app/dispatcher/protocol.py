@@ -144,7 +144,7 @@ class Store(Protocol):
     def finish(self, outcomes: Sequence[Outcome], now: float) -> set[int]:
         """Record outcomes; return the ids whose attempt was still current.
 
-        Each job is left as ``types.attempt_end`` says: a job whose cancel
+        Each job is left as ``vocabulary.jobs.attempt_end`` says: a job whose cancel
         was requested ends cancelled unless its attempt succeeded. An
         outcome the database refuses to store fails its own job instead.
         """

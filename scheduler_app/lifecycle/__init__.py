@@ -6,11 +6,11 @@ backend, the management commands and the dispatcher all call this package:
 
 - ``validation``: what a valid job is (one rule per field) and ``build_job``;
 - ``creation``: create jobs, one or many (``enqueue``, ``enqueue_many``, ``enqueue_many_created``);
-- ``actions``: cancel, retry, reschedule, run now;
+- ``actions``: cancel, retry, reschedule, run now; cancel or retry a workflow as a whole;
 - ``bulk``: cancel or retry every job a filter matches, in bounded batches;
 - ``queues``: queue rows (seeded from settings), pause and resume, limits;
-- ``dependencies``: where a job with dependencies starts, and what a finished
-  dependency does to its dependents;
+- ``depends_on``: a new job's dependencies (which exist, their order, where it starts);
+- ``dependencies``: what a finished dependency does to its dependents and workflow;
 - ``transitions``: the dispatcher's claim, finish, lease renewal, rescue, release;
 - ``retention``: pruning of finished jobs;
 - ``audit``: the audit trail's one writer (``audit.record``: who did what, through which door);
@@ -18,12 +18,12 @@ backend, the management commands and the dispatcher all call this package:
 - ``announce``: the wake-up message sent to dispatchers on commit;
 - ``states``: which status allows which change, and the refusal's wording;
 - ``workflows``: a workflow's status (``derive_status``: the one rule), its
-  callbacks, retrying and cancelling a workflow as a whole.
+  callbacks, creating one.
 """
 
 from ..validation.errors import error_text
 from . import audit
-from .actions import cancel, cancel_many, reschedule, retry, retry_many, run_now_many
+from .actions import cancel, cancel_many, cancel_workflow, reschedule, retry, retry_many, retry_workflow, run_now_many
 from .announce import announce, announce_schedules, tell_others
 from .building import build_job
 from .bulk import cancel_matching, retry_matching
@@ -42,17 +42,8 @@ from .states import (
     ReleasedAtShutdown,
     SnoozedTooOften,
 )
-from .transitions import (
-    claim,
-    claim_keyed,
-    claim_limited,
-    release,
-    renew_leases,
-    rescue_expired,
-    set_progress,
-    take_back,
-)
-from .workflows import cancel_workflow, derive_status, retry_workflow, workflow_of
+from .transitions import claim, release, renew_leases, rescue_expired, set_progress, take_back
+from .workflows import derive_status, workflow_of
 
 __all__ = [
     "BulkValidationError",
@@ -71,8 +62,6 @@ __all__ = [
     "cancel_workflow",
     "cancel_matching",
     "claim",
-    "claim_keyed",
-    "claim_limited",
     "derive_status",
     "enqueue",
     "enqueue_many",

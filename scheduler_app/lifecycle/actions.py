@@ -1,6 +1,6 @@
-"""Changes people and code make to existing jobs: cancel, retry, reschedule, run now.
+"""Changes people and code make to existing jobs and workflows: cancel, retry, reschedule, run now.
 
-Each is a compare-and-set UPDATE on the statuses ``states.ALLOWED`` names
+Each is a compare-and-set UPDATE on the statuses ``vocabulary.states`` names
 for it, and announces what it changed to the dispatchers on commit. A job
 that ends here (a cancel) settles its dependents in the same transaction.
 """
@@ -11,11 +11,13 @@ from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from .. import sql
-from ..models import FINISHED_STATUSES, DependencyFailure, Job, JobDependency, JobStatus
+from ..models import FINISHED_STATUSES, DependencyFailure, Job, JobDependency, JobStatus, Workflow
 from ..validation.fields import EXECUTE_AT, PRIORITY
 from .announce import announce
-from .dependencies import FAILED_ENDS, pass_results, settle
+from .dependencies import settle
+from .depends_on import FAILED_ENDS, pass_results
 from .states import InvalidTransition, allowed_from
+from .workflows import ACTIVE, members, refresh
 
 # A pending or waiting job is cancelled at once.
 NOT_STARTED = (JobStatus.PENDING, JobStatus.WAITING)
@@ -117,7 +119,7 @@ def retry(job_id, *, now=None, using="default", within=None):
     active job now holds its unique_key, or when a dependency failed or was
     cancelled (retry that one first). A job of a workflow brings the
     workflow's status up to date; its callbacks, if they ran, do not run
-    again (``workflows.retry_workflow`` retries a workflow as a whole, and
+    again (``retry_workflow`` retries a workflow as a whole, and
     they run again when it ends again). ``within`` (a queryset: a filter) is
     part of the compare-and-set: a job that no longer matches it is refused.
     """
@@ -140,8 +142,6 @@ def retry(job_id, *, now=None, using="default", within=None):
                 if job.status == JobStatus.PENDING:
                     announce(jobs=[job], using=using)
                 if job.workflow_id is not None:
-                    from .workflows import refresh
-
                     refresh(job.workflow_id, now=now, using=using)
                 return job
     except IntegrityError:
@@ -210,3 +210,91 @@ def run_now_many(job_ids, *, now=None, using="default"):
         if changed:
             announce(jobs=list(Job.objects.using(using).filter(pk__in=job_ids).pending()), using=using)
     return changed, len(job_ids) - changed
+
+
+def cancel_workflow(workflow_id, *, now=None, using="default"):
+    """Cancel every job of a workflow that has not ended (running ones cooperatively); return the workflow."""
+    workflow = Workflow.objects.using(using).get(pk=workflow_id)
+    active = list(members(workflow, using=using).filter(status__in=ACTIVE).values_list("pk", flat=True))
+    if active:
+        cancel_many(active, now=now, using=using)
+    return refresh(workflow_id, now=now, using=using)
+
+
+def retry_workflow(workflow_id, *, now=None, using="default"):
+    """Retry a workflow's jobs that failed or were cancelled; return the workflow.
+
+    Each such job waits again for those of its dependencies that have not
+    succeeded (the ones retried here among them), or is pending at once;
+    so the dependents cancelled because of a failure come back to
+    ``waiting``. Their ``errors`` keep what happened; a job that used all
+    its attempts gets one more. The workflow runs again and its callbacks
+    are enqueued (once) when it ends again. Raise InvalidTransition when a
+    job it depends on outside the workflow failed, or a unique key is held.
+    """
+    now = now or timezone.now()
+    try:
+        with transaction.atomic(using=using):
+            workflow = Workflow.objects.using(using).get(pk=workflow_id)
+            chosen = dict(
+                members(workflow, using=using)
+                .filter(status__in=(JobStatus.FAILED, JobStatus.CANCELLED))
+                .select_for_update()
+                .order_by("pk")
+                .values_list("pk", "pass_results")
+            )
+            if not chosen:
+                return refresh(workflow_id, now=now, using=using)
+            left = _workflow_dependencies_left(chosen, using)
+            _revive(chosen, left, now, using)
+            Workflow.objects.using(using).filter(pk=workflow_id).update(callbacks_enqueued_at=None)
+            return refresh(workflow_id, now=now, using=using)
+    except IntegrityError:
+        refused = InvalidTransition(workflow_id, "", "retry")
+        refused.args = (f"Cannot retry workflow {workflow_id}: another active job holds a unique_key of its jobs.",)
+        raise refused from None
+
+
+def _workflow_dependencies_left(chosen, using):
+    """Return ``{job id: dependencies it waits for}`` of the jobs ``chosen`` to be retried, their dependencies locked."""
+    links = list(
+        JobDependency.objects.using(using).filter(job_id__in=list(chosen)).values_list("job_id", "depends_on_id")
+    )
+    outside = sql.mark_dependencies({d for _, d in links if d not in chosen}, using=using)
+    left = dict.fromkeys(chosen, 0)
+    for job_id, dependency in links:
+        if dependency in chosen:
+            left[job_id] += 1
+        elif outside.get(dependency) in (JobStatus.FAILED, JobStatus.CANCELLED):
+            raise InvalidTransition(
+                job_id,
+                "",
+                "retry",
+                f"job {dependency}, which it depends on, is {outside[dependency]}; retry that one first.",
+            )
+        elif outside.get(dependency) != JobStatus.SUCCEEDED:
+            left[job_id] += 1
+    return left
+
+
+def _revive(chosen, left, now, using):
+    """Put the ``chosen`` jobs back: waiting for ``left`` dependencies, or pending (compare-and-set on their status)."""
+    by_count = {}
+    for job_id, n in left.items():
+        by_count.setdefault(n, []).append(job_id)
+    for n, ids in sorted(by_count.items()):
+        Job.objects.using(using).filter(pk__in=ids, status__in=(JobStatus.FAILED, JobStatus.CANCELLED)).update(
+            status=JobStatus.WAITING if n else JobStatus.PENDING,
+            dependencies_left=n,
+            execute_at=now,
+            max_attempts=Greatest(F("max_attempts"), F("attempts") + 1),
+            cancel_requested=False,
+            lease_expires_at=None,
+            finished_at=None,
+            result=None,
+            updated_at=now,
+        )
+    pending = by_count.get(0, [])
+    if pending:
+        pass_results([pk for pk in pending if chosen[pk]], using=using)
+        announce(jobs=list(Job.objects.using(using).filter(pk__in=pending, status=JobStatus.PENDING)), using=using)

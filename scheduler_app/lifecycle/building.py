@@ -67,7 +67,7 @@ class TaskName(Rule):
 
 
 class QueueName(Rule):
-    """A queue the scheduler's backends serve; every queue name matches ``limits.QUEUE_NAME_PATTERN``."""
+    """A queue the scheduler's backends serve; every queue name matches ``bounds.QUEUE_NAME_PATTERN``."""
 
     shape = f"queue names are 1 to {QUEUE_NAME_MAX} letters, digits, '_', '.' or '-'"
 

@@ -3,7 +3,7 @@
 ``jobs`` is a queryset (the API's ``JobFilter``, the admin's change list):
 ids are taken by keyset (``id > last``, ``BULK_BATCH`` at a time), and each
 batch is one short transaction whose statements repeat the filter and the
-statuses the action starts from (``states.ALLOWED``). A job that changed
+statuses the action starts from (``vocabulary.states``). A job that changed
 meanwhile (finished, started, rescheduled out of the filter) is left alone;
 no request holds a lock longer than one batch takes.
 

@@ -23,7 +23,7 @@ from ..validation.fields import DEPENDS_ON_INDEX
 from ..vocabulary.wakeup import WakeUp
 from .announce import announce, job_item, signal_after_commit
 from .building import build_job
-from .dependencies import order, pass_results, record_failure, start_state, unknown
+from .depends_on import order, pass_results, record_failure, start_state, unknown
 from .states import BulkValidationError
 
 

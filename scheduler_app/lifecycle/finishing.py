@@ -2,7 +2,7 @@
 
 Every outcome reaches the database through :func:`finish` or a claim that
 records outcomes (:func:`with_outcomes`): the one boundary where a task's
-values are made storable (``storable``, DESIGN invariant 13), and where a
+values are made storable (``storable``, invariant 13 of docs/ARCHITECTURE.md), and where a
 batch the database still refuses is written row by row, so that one value
 fails its own job and nothing else.
 """
@@ -59,13 +59,13 @@ def finish(outcomes, *, now=None, connection=None, using="default"):
     An outcome whose attempt is no longer the job's running attempt (it was
     rescued, and perhaps claimed again) changes nothing and is not returned.
     A job whose cancel was requested ends cancelled unless it succeeded
-    (``types.attempt_end``, in SQL). One statement for the batch (and one
+    (``vocabulary.jobs.attempt_end``, in SQL). One statement for the batch (and one
     more for jobs others depend on); when the database refuses it for a
     reason other than being unreachable, each outcome is written on its own,
     and one that still cannot be stored fails its own job with the reason
     (invariant 13). ``connection``, a psycopg connection to the same
     PostgreSQL database (the dispatcher's own), runs the batch's statement
-    as a prepared statement (as :func:`claim` does).
+    as a prepared statement (as :func:`transitions.claim` does).
     """
     return set(finish_outcomes(outcomes, now=now, connection=connection, using=using))
 

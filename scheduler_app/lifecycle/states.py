@@ -1,4 +1,4 @@
-"""Which changes a job's status allows, and how a refusal is worded (one place for both).
+"""Which operator actions a job's status allows (the table: ``vocabulary.states``), and how a refusal is worded.
 
 The compare-and-set UPDATEs of the lifecycle filter on these statuses; the
 admin, the API and the commands show :class:`InvalidTransition`'s message
@@ -10,24 +10,17 @@ import json
 from django.core.exceptions import ValidationError
 
 from ..models import JobStatus
-
-# action -> (statuses it starts from, past participle for the message)
-ALLOWED = {
-    "cancel": ((JobStatus.PENDING, JobStatus.WAITING, JobStatus.RUNNING), "cancelled"),
-    "retry": ((JobStatus.FAILED, JobStatus.CANCELLED), "retried"),
-    "reschedule": ((JobStatus.PENDING, JobStatus.WAITING), "rescheduled"),
-    "run now": ((JobStatus.PENDING, JobStatus.WAITING), "run now"),
-}
+from ..vocabulary.states import TRANSITIONS
 
 
 def allowed_from(action):
-    """Return the statuses ``action`` may start from."""
-    return ALLOWED[action][0]
+    """Return the statuses the operator's ``action`` may start from (``vocabulary.states``)."""
+    return tuple(JobStatus(s) for s in TRANSITIONS[action].sources)
 
 
 def refusal(action, job_id, status):
     """Return the one wording of "``action`` is not allowed for job ``job_id`` in ``status``"."""
-    statuses, done = ALLOWED[action]
+    statuses, done = allowed_from(action), TRANSITIONS[action].done
     names = [str(s) for s in statuses]
     names = " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 2 else names)
     state = status or "gone"

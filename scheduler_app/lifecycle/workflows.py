@@ -1,4 +1,4 @@
-"""Workflows: their status, their callbacks (each enqueued once), retrying and cancelling one as a whole.
+"""Workflows: their status, their callbacks (each enqueued once), creating one.
 
 A workflow's jobs have ``has_dependents`` set, so every path that ends one
 (the dispatcher's finish, a cancel, a rescue, a release, a dependency's
@@ -12,31 +12,26 @@ last two jobs at once take the lock in turn: the second sees both endings.
 
 The callbacks' own jobs belong to the workflow (a task sees
 ``context.workflow_id``) but are not among the jobs its status is derived
-from: their ids are recorded in ``callbacks["enqueued"]``.
+from: their ids are recorded in ``callbacks["enqueued"]``. Retrying and
+cancelling a workflow as a whole are operator actions (``actions``).
 """
 
 import logging
 
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
-from django.db.models import Count, Exists, F, OuterRef, Q
-from django.db.models.functions import Greatest
-from django.dispatch import receiver
+from django.db import transaction
+from django.db.models import Count, Exists, OuterRef, Q
 from django.utils import timezone
 
-from .. import sql
-from ..models import Job, JobDependency, JobStatus, Workflow, WorkflowStatus
+from ..models import Job, JobStatus, Workflow, WorkflowStatus
 from ..models.workflows import CALLBACKS
-from ..signals import workflow_closed
 from ..validation.admission import EXPIRES_AT
 from ..validation.fields import EXECUTE_AT
 from ..vocabulary.bounds import TASK_NAME_MAX
-from .actions import cancel_many
-from .announce import announce
 from .building import build_job
 from .creation import enqueue_many, enqueue_many_created
-from .dependencies import pass_results, unknown
-from .states import BulkValidationError, InvalidTransition
+from .depends_on import unknown
+from .states import BulkValidationError
 
 logger = logging.getLogger(__name__)
 
@@ -293,9 +288,11 @@ def check_callbacks(callbacks, *, using="default"):
         raise ValidationError(errors)
 
 
-@receiver(workflow_closed, dispatch_uid="scheduler_app.lifecycle.workflows.closed")
 def closed(sender, workflow, using, **kwargs):
-    """A ``with Workflow(...)`` block ended: check its callbacks; settle it now if its jobs all ended (or it has none)."""
+    """A ``with Workflow(...)`` block ended: check its callbacks; settle it now if its jobs all ended (or it has none).
+
+    The receiver of ``signals.workflow_closed``, connected in ``apps.py``.
+    """
     check_callbacks(workflow.callbacks or {}, using=using)
     refresh(workflow.pk, using=using)
 
@@ -317,91 +314,3 @@ def create_workflow(specs, *, name="", callbacks=None, created_by=None, max_size
 def workflow_of(job_id, *, using="default"):
     """Return the id of the workflow job ``job_id`` belongs to, or None."""
     return Job.objects.using(using).filter(pk=job_id).values_list("workflow_id", flat=True).first()
-
-
-def cancel_workflow(workflow_id, *, now=None, using="default"):
-    """Cancel every job of a workflow that has not ended (running ones cooperatively); return the workflow."""
-    workflow = Workflow.objects.using(using).get(pk=workflow_id)
-    active = list(members(workflow, using=using).filter(status__in=ACTIVE).values_list("pk", flat=True))
-    if active:
-        cancel_many(active, now=now, using=using)
-    return refresh(workflow_id, now=now, using=using)
-
-
-def retry_workflow(workflow_id, *, now=None, using="default"):
-    """Retry a workflow's jobs that failed or were cancelled; return the workflow.
-
-    Each such job waits again for those of its dependencies that have not
-    succeeded (the ones retried here among them), or is pending at once;
-    so the dependents cancelled because of a failure come back to
-    ``waiting``. Their ``errors`` keep what happened; a job that used all
-    its attempts gets one more. The workflow runs again and its callbacks
-    are enqueued (once) when it ends again. Raise InvalidTransition when a
-    job it depends on outside the workflow failed, or a unique key is held.
-    """
-    now = now or timezone.now()
-    try:
-        with transaction.atomic(using=using):
-            workflow = Workflow.objects.using(using).get(pk=workflow_id)
-            chosen = dict(
-                members(workflow, using=using)
-                .filter(status__in=(JobStatus.FAILED, JobStatus.CANCELLED))
-                .select_for_update()
-                .order_by("pk")
-                .values_list("pk", "pass_results")
-            )
-            if not chosen:
-                return refresh(workflow_id, now=now, using=using)
-            left = _dependencies_left(chosen, using)
-            _revive(chosen, left, now, using)
-            Workflow.objects.using(using).filter(pk=workflow_id).update(callbacks_enqueued_at=None)
-            return refresh(workflow_id, now=now, using=using)
-    except IntegrityError:
-        refused = InvalidTransition(workflow_id, "", "retry")
-        refused.args = (f"Cannot retry workflow {workflow_id}: another active job holds a unique_key of its jobs.",)
-        raise refused from None
-
-
-def _dependencies_left(chosen, using):
-    """Return ``{job id: dependencies it waits for}`` of the jobs ``chosen`` to be retried, their dependencies locked."""
-    links = list(
-        JobDependency.objects.using(using).filter(job_id__in=list(chosen)).values_list("job_id", "depends_on_id")
-    )
-    outside = sql.mark_dependencies({d for _, d in links if d not in chosen}, using=using)
-    left = dict.fromkeys(chosen, 0)
-    for job_id, dependency in links:
-        if dependency in chosen:
-            left[job_id] += 1
-        elif outside.get(dependency) in (JobStatus.FAILED, JobStatus.CANCELLED):
-            raise InvalidTransition(
-                job_id,
-                "",
-                "retry",
-                f"job {dependency}, which it depends on, is {outside[dependency]}; retry that one first.",
-            )
-        elif outside.get(dependency) != JobStatus.SUCCEEDED:
-            left[job_id] += 1
-    return left
-
-
-def _revive(chosen, left, now, using):
-    """Put the ``chosen`` jobs back: waiting for ``left`` dependencies, or pending (compare-and-set on their status)."""
-    by_count = {}
-    for job_id, n in left.items():
-        by_count.setdefault(n, []).append(job_id)
-    for n, ids in sorted(by_count.items()):
-        Job.objects.using(using).filter(pk__in=ids, status__in=(JobStatus.FAILED, JobStatus.CANCELLED)).update(
-            status=JobStatus.WAITING if n else JobStatus.PENDING,
-            dependencies_left=n,
-            execute_at=now,
-            max_attempts=Greatest(F("max_attempts"), F("attempts") + 1),
-            cancel_requested=False,
-            lease_expires_at=None,
-            finished_at=None,
-            result=None,
-            updated_at=now,
-        )
-    pending = by_count.get(0, [])
-    if pending:
-        pass_results([pk for pk in pending if chosen[pk]], using=using)
-        announce(jobs=list(Job.objects.using(using).filter(pk__in=pending, status=JobStatus.PENDING)), using=using)

@@ -1,7 +1,7 @@
 """argparse ``type=`` functions shared by the management commands.
 
-Each hands the text to a rule (``lifecycle.validation`` for job fields,
-``settings_rules`` for the dispatcher's knobs and durations) and raises
+Each hands the text to a rule (``validation.fields`` for job fields,
+``validation.settings`` for the dispatcher's knobs and durations) and raises
 ``argparse.ArgumentTypeError`` with the rule's one-line message; the
 commands' parser turns that into ``error: ...`` and exit code 2.
 """

@@ -10,8 +10,10 @@ from django.db.models import Q
 from django.utils import timezone
 
 from ..sql.indexes import LISTED_STATUSES, any_status
-from ..sql.readable import error_entries  # stored_json: what no page shows becomes U+FFFD
-from ..sql.readable import json_reader as stored_json
+from ..sql.readable import (
+    error_entries,  # json_reader: what no page shows becomes U+FFFD
+    json_reader,
+)
 from ..vocabulary.bounds import (
     BACKEND_ALIAS_MAX,
     CONCURRENCY_KEY_MAX,
@@ -27,7 +29,7 @@ from ..vocabulary.jobs import Status
 
 
 class JobStatus(models.TextChoices):
-    # The values are the dispatcher's (dispatcher.types.Status); one list.
+    # The values are the dispatcher's (vocabulary.jobs.Status); one list.
     PENDING = Status.PENDING, "Pending"
     WAITING = Status.WAITING, "Waiting"
     RUNNING = Status.RUNNING, "Running"
@@ -76,8 +78,8 @@ class JobQuerySet(models.QuerySet):
 
 class Job(models.Model):
     task = models.CharField(max_length=TASK_NAME_MAX, help_text="Registered task path.")
-    args = models.JSONField(default=list, blank=True, decoder=stored_json)
-    kwargs = models.JSONField(default=dict, blank=True, decoder=stored_json)
+    args = models.JSONField(default=list, blank=True, decoder=json_reader)
+    kwargs = models.JSONField(default=dict, blank=True, decoder=json_reader)
     queue = models.CharField(max_length=QUEUE_NAME_MAX, default="default")
     priority = models.SmallIntegerField(default=0, help_text=f"{PRIORITY_MIN}..{PRIORITY_MAX}; higher runs first.")
     execute_at = models.DateTimeField(default=timezone.now)
@@ -91,9 +93,9 @@ class Job(models.Model):
         blank=True,
         help_text="At most one pending, waiting or running job per key.",
     )
-    result = models.JSONField(null=True, blank=True, decoder=stored_json)
-    errors = models.JSONField(default=list, blank=True, decoder=stored_json)
-    progress = models.JSONField(null=True, blank=True, decoder=stored_json)
+    result = models.JSONField(null=True, blank=True, decoder=json_reader)
+    errors = models.JSONField(default=list, blank=True, decoder=json_reader)
+    progress = models.JSONField(null=True, blank=True, decoder=json_reader)
     cancel_requested = models.BooleanField(default=False)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     # The id of the dispatcher process (its Worker row) that claimed the
@@ -171,8 +173,8 @@ class Job(models.Model):
         db_index=False,  # a partial index below: most jobs are in no workflow
     )
     # Operators' labels and free-form data, set at creation.
-    tags = models.JSONField(default=list, blank=True, db_default=[], decoder=stored_json)
-    meta = models.JSONField(default=dict, blank=True, db_default={}, decoder=stored_json)
+    tags = models.JSONField(default=list, blank=True, db_default=[], decoder=json_reader)
+    meta = models.JSONField(default=dict, blank=True, db_default={}, decoder=json_reader)
     # A job not started by this time never starts (it ends cancelled, "Expired: ...").
     expires_at = models.DateTimeField(null=True, blank=True)
     # At most concurrency_limit jobs with the same key run at once, across every dispatcher.
@@ -221,7 +223,7 @@ class Job(models.Model):
             models.Index(fields=["updated_at"], condition=Q(status=JobStatus.PENDING), name="job_pending_updated_idx"),
             # The admin's and the API's lists filter by queue and task by
             # walking the primary key backwards: no index of their own, so a
-            # claim and a finish write none (sql/indexes.py, issue 28).
+            # claim and a finish write none (sql/indexes.py).
             # Columns most jobs leave empty get partial indexes: every claim
             # and finish writes a new row version, and each full index on the
             # table costs an index insertion for each of them.

@@ -4,7 +4,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from ..sql.readable import json_reader as stored_json
+from ..sql.readable import json_reader
 from ..validation.schedules import MISFIRE_POLICIES
 from ..vocabulary.bounds import (
     CRON_MAX,
@@ -34,8 +34,8 @@ class Schedule(models.Model):
 
     name = models.CharField(max_length=SCHEDULE_NAME_MAX, unique=True)
     task = models.CharField(max_length=TASK_NAME_MAX, help_text="Registered task path.")
-    args = models.JSONField(default=list, blank=True, decoder=stored_json)
-    kwargs = models.JSONField(default=dict, blank=True, decoder=stored_json)
+    args = models.JSONField(default=list, blank=True, decoder=json_reader)
+    kwargs = models.JSONField(default=dict, blank=True, decoder=json_reader)
     queue = models.CharField(max_length=QUEUE_NAME_MAX, default="default")
     priority = models.SmallIntegerField(default=0)
     max_attempts = models.PositiveIntegerField(default=3)

@@ -6,7 +6,7 @@ from django.db import models
 from django.utils import timezone
 
 from .. import conf
-from ..sql.readable import json_reader as stored_json
+from ..sql.readable import json_reader
 from ..vocabulary.bounds import HOSTNAME_MAX, ROLE_MAX, WORKER_ID_MAX
 
 
@@ -41,8 +41,8 @@ class Worker(models.Model):
     id = models.CharField(max_length=WORKER_ID_MAX, primary_key=True)
     hostname = models.CharField(max_length=HOSTNAME_MAX)
     pid = models.PositiveIntegerField()
-    queues = models.JSONField(default=list, help_text="Queues served.", decoder=stored_json)
-    slots = models.JSONField(default=dict, help_text="Worker slots per queue group.", decoder=stored_json)
+    queues = models.JSONField(default=list, help_text="Queues served.", decoder=json_reader)
+    slots = models.JSONField(default=dict, help_text="Worker slots per queue group.", decoder=json_reader)
     state = models.CharField(max_length=16, choices=WorkerState.choices, default=WorkerState.ALIVE)
     lease_seconds = models.FloatField(default=30.0)
     started_at = models.DateTimeField(default=timezone.now)

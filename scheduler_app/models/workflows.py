@@ -18,7 +18,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from ..signals import workflow_closed
-from ..sql.readable import json_reader as stored_json
+from ..sql.readable import json_reader
 from ..validation.workflows import WORKFLOW_NAME
 from ..vocabulary.bounds import WORKFLOW_NAME_MAX
 
@@ -65,7 +65,7 @@ class Workflow(models.Model):
     )
     # {"on_success": spec, "on_failure": spec, "on_finish": spec}: job specs
     # enqueued when the workflow's last job ends.
-    callbacks = models.JSONField(default=dict, blank=True, db_default={}, decoder=stored_json)
+    callbacks = models.JSONField(default=dict, blank=True, db_default={}, decoder=json_reader)
     callbacks_enqueued_at = models.DateTimeField(null=True, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

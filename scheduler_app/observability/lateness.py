@@ -17,7 +17,7 @@ about to claim), or when the job is not late. :func:`late_reasons` reads a
 whole page of jobs in at most four queries, none when no job on it is late.
 """
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.db.models import Count, Q
 from django.utils import timezone
@@ -56,11 +56,35 @@ def late_reasons(jobs, now=None, using="default", *, reasons=None):
     known = reasons or {}
     missing = {job.queue for job in jobs if is_late(job, now) and job.queue not in known}
     reasons = {**known, **queue_reasons(missing, now, using)} if missing else known
-    from .stats import held_by_key  # stats reads LATE_AFTER from here
-
     late = [job for job in jobs if is_late(job, now)]
     held = held_by_key(late, now) if late else set()
     return {job.pk: _reason(job, reasons.get(job.queue), held) if is_late(job, now) else None for job in jobs}
+
+
+def held_by_key(jobs, now=None):
+    """Return the ids of ``jobs`` held back by their concurrency key: pending, due, and their key at its limit.
+
+    One query, none when no job of ``jobs`` is pending with a key.
+    """
+    now = now or timezone.now()
+    keyed = [
+        job
+        for job in jobs
+        if job.status == JobStatus.PENDING
+        and job.concurrency_key
+        and isinstance(job.execute_at, datetime)
+        and job.execute_at <= now
+        and (job.expires_at is None or job.expires_at > now)
+    ]
+    if not keyed:
+        return set()
+    running = dict(
+        Job.objects.filter(status=JobStatus.RUNNING, concurrency_key__in={job.concurrency_key for job in keyed})
+        .values("concurrency_key")
+        .annotate(n=Count("id"))
+        .values_list("concurrency_key", "n")
+    )
+    return {job.pk for job in keyed if running.get(job.concurrency_key, 0) >= (job.concurrency_limit or 1)}
 
 
 def _reason(job, queue_reason, held):
@@ -98,19 +122,6 @@ SHORT = {
 def label(reason, *, short=False):
     """Return the words a page shows for ``reason`` ("" for None); ``short``: the job list's."""
     return (SHORT if short else REASONS).get(reason, "") if reason else ""
-
-
-def late_counts(now=None, using="default"):
-    """Return ``{reason: late jobs}`` over every late pending job (no reason: left out), in REASONS' order."""
-    now = now or timezone.now()
-    per_queue = dict(
-        Job.objects.using(using)
-        .order_by()
-        .filter(status=JobStatus.PENDING, execute_at__lt=now - LATE_AFTER)
-        .values_list("queue")
-        .annotate(n=Count("id"))
-    )
-    return tally(per_queue, queue_reasons(set(per_queue), now, using) if per_queue else {})
 
 
 def tally(late_per_queue, reasons):

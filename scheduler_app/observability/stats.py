@@ -4,7 +4,7 @@ Every query here is served by an index (pending/running partial indexes,
 finished_at, status) so the numbers stay cheap with millions of rows.
 """
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from django.db.models import Count, F, Min, Q, Window
 from django.db.models.functions import Coalesce, RowNumber
@@ -173,32 +173,6 @@ def job_links(jobs, limit=DEPENDENTS_SHOWN):
     return links
 
 
-def held_by_key(jobs, now=None):
-    """Return the ids of ``jobs`` held back by their concurrency key: pending, due, and their key at its limit.
-
-    One query, none when no job of ``jobs`` is pending with a key.
-    """
-    now = now or timezone.now()
-    keyed = [
-        job
-        for job in jobs
-        if job.status == JobStatus.PENDING
-        and job.concurrency_key
-        and isinstance(job.execute_at, datetime)
-        and job.execute_at <= now
-        and (job.expires_at is None or job.expires_at > now)
-    ]
-    if not keyed:
-        return set()
-    running = dict(
-        Job.objects.filter(status=JobStatus.RUNNING, concurrency_key__in={job.concurrency_key for job in keyed})
-        .values("concurrency_key")
-        .annotate(n=Count("id"))
-        .values_list("concurrency_key", "n")
-    )
-    return {job.pk for job in keyed if running.get(job.concurrency_key, 0) >= (job.concurrency_limit or 1)}
-
-
 def oldest_due_lag(now=None):
     """Return seconds the oldest due pending job has waited (0.0 when none)."""
     now = now or timezone.now()
@@ -232,7 +206,7 @@ def upcoming_jobs(now=None, limit=20, *, skip_queues=()):
     per queue, so across queues this order is the global intent, not a promise.
     """
     now = now or timezone.now()
-    # What the rows show, and what held_by_key reads of them (no deferred load per row).
+    # What the rows show, and what lateness.held_by_key reads of them (no deferred load per row).
     fields = ["id", "task", "queue", "priority", "execute_at", "attempts", "max_attempts", "status"]
     fields += ["concurrency_key", "concurrency_limit", "expires_at"]
     pending = Job.objects.exclude(queue__in=list(skip_queues)) if skip_queues else Job.objects

@@ -23,8 +23,9 @@ from ..vocabulary.jobs import Status
 from ..vocabulary.policy import TIMEOUT_CLASS
 from ..vocabulary.redaction import scrub, secret_texts
 from . import forks
+from .store import default_policy
 
-# Its documented name (README), from before the module moved: projects configure it.
+# The logger name the README documents: projects configure it.
 logger = logging.getLogger("scheduler_app.dispatcher.runner")
 
 
@@ -231,7 +232,7 @@ def log_outcome(job, outcome, seconds):
             extra=extra,
         )
     elif outcome.snoozed:
-        at = outcome.retry_at.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        at = _utc_text(outcome.retry_at)
         extra["outcome"] = "snooze"
         logger.info(
             "job %s attempt %d of %s snoozed after %.3fs; runs again at %s (not counted as an attempt)",
@@ -243,7 +244,7 @@ def log_outcome(job, outcome, seconds):
             extra=extra,
         )
     elif outcome.status == Status.PENDING:
-        retry_at = outcome.retry_at.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        retry_at = _utc_text(outcome.retry_at)
         extra["outcome"] = "retry"
         logger.info(
             "job %s attempt %d/%d of %s failed in %.3fs (%s); retry at %s",
@@ -273,3 +274,17 @@ def log_outcome(job, outcome, seconds):
         logger.debug(
             "job %s %s: %s attempt %d in %.3fs", job.id, outcome.status, job.task, job.attempt, seconds, extra=extra
         )
+
+
+def _utc_text(moment):
+    """Return ``moment`` as the log lines write a time: UTC, to the millisecond, with a Z."""
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def executor_for(using="default"):
+    """Return ``(retry policy, thread executor)``, per-job log capture and fork hooks installed (a worker process calls it too)."""
+    forks.install()  # a task's forked child starts clean: forks.py
+    if conf.get("JOB_LOG_MAX_RECORDS"):
+        joblogs.install()  # per-job logs: see joblogs
+    policy = default_policy()
+    return policy, Executor(policy, using)

@@ -7,8 +7,8 @@ to the dispatcher, or of the whole dispatcher (its signal handlers, its
 database sessions) with the forking thread alone. A child that came back
 out of the task took the next job from the worker's pipe and reported
 outcomes for the slot, or waited for work forever as a copy of the
-dispatcher, deaf to SIGTERM (issue 34). In the processes that run attempts
-(``install``, from ``wiring.executor_for``):
+dispatcher, deaf to SIGTERM. In the processes that run attempts
+(``install``, from ``executor.executor_for``):
 
 * every forked child starts clean (``_in_child``): the Django connections
   it inherited are dropped without a word to the server (the parent's

@@ -14,7 +14,7 @@ import time
 
 import psycopg
 
-from ..sql import connections as pg
+from ..sql import connections
 from ..vocabulary.wakeup import WakeUp
 
 logger = logging.getLogger(__name__)
@@ -78,7 +78,7 @@ class LoopListener:
         if self._stopped:
             return
         try:
-            conn = pg.connect(self.using, connect_timeout=CONNECT_TIMEOUT)
+            conn = connections.connect(self.using, connect_timeout=CONNECT_TIMEOUT)
             conn.execute(f"LISTEN {psycopg.sql.Identifier(self.channel).as_string(conn)}")
         except psycopg.Error as exc:
             self._lost(exc)

@@ -50,7 +50,7 @@ from datetime import UTC, datetime
 
 from ..vocabulary.jobs import Outcome, Status
 from ..vocabulary.policy import class_path, error_entry
-from .worker_process import Worker, ending
+from .worker_process import WorkerProcess, ending
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ class _Spawner:
         self._stopped = False
 
     def start(self):
-        """Return a new Worker, started on the spawner thread; raise what starting it raised."""
+        """Return a new WorkerProcess, started on the spawner thread; raise what starting it raised."""
         with self._lock:
             if self._stopped:
                 raise RuntimeError("the process executor is closed")
@@ -130,7 +130,7 @@ class ProcessExecutor:
         self.using = using
         self.start_timeout = start_timeout
         self._context = multiprocessing.get_context("spawn")
-        self._spawner = _Spawner(lambda: Worker(self._context, self.settings_module, self.using))
+        self._spawner = _Spawner(lambda: WorkerProcess(self._context, self.settings_module, self.using))
         self._lock = threading.Lock()
         self._idle = []  # started workers without an attempt
         self._busy = set()  # workers lent to a slot thread

@@ -22,6 +22,7 @@ from ..models import Job, Worker, WorkerState
 from ..observability import rollups
 from ..sql import connections as pg
 from ..sql import liveness
+from ..vocabulary.claims import KEYED, LIMITED, PLAIN, ClaimRequest
 from ..vocabulary.policy import RetryPolicy
 from ..vocabulary.wakeup import WakeUp
 
@@ -234,45 +235,22 @@ class DjangoStore:
 
     # -- transitions (through the lifecycle) -------------------------------
 
-    def claim(self, queues, limit, now, ids=None, finished=(), in_flight=()):
-        return lifecycle.claim(
-            self.worker_id,
-            queues=sorted(queues),
-            limit=limit,
-            lease=self.lease,
-            now=to_datetime(now),
-            ids=ids,
-            finished=finished,
-            in_flight=in_flight,
-            connection=self._hot_connection(),
-            using=self.using,
+    def _claim(self, kind, queues, limit, now, finished, in_flight, ids=None):
+        request = ClaimRequest(
+            self.worker_id, tuple(queues), limit, self.lease, to_datetime(now), kind=kind, ids=ids, in_flight=in_flight
         )
+        return lifecycle.claim(request, finished=finished, connection=self._hot_connection(), using=self.using)
+
+    def claim(self, queues, limit, now, ids=None, finished=(), in_flight=()):
+        return self._claim(PLAIN, queues, limit, now, finished, in_flight, ids=None if ids is None else tuple(ids)).jobs
 
     def claim_limited(self, queues, limit, now, finished=(), in_flight=()):
-        return lifecycle.claim_limited(
-            self.worker_id,
-            queues=sorted(queues),
-            limit=limit,
-            lease=self.lease,
-            now=to_datetime(now),
-            finished=finished,
-            in_flight=in_flight,
-            connection=self._hot_connection(),
-            using=self.using,
-        )
+        claimed = self._claim(LIMITED, queues, limit, now, finished, in_flight)
+        return claimed.jobs, claimed.blocked
 
     def claim_keyed(self, queues, limit, now, finished=(), in_flight=()):
-        return lifecycle.claim_keyed(
-            self.worker_id,
-            queues=sorted(queues),
-            limit=limit,
-            lease=self.lease,
-            now=to_datetime(now),
-            finished=finished,
-            in_flight=in_flight,
-            connection=self._hot_connection(),
-            using=self.using,
-        )
+        claimed = self._claim(KEYED, queues, limit, now, finished, in_flight)
+        return claimed.jobs, claimed.held
 
     def notify_freed(self, queues):
         # Other processes only: this loop freed its own gate already.

@@ -10,24 +10,13 @@ import sys
 
 from .. import conf, signals, sql
 from ..dispatcher.loop import Dispatcher
-from ..observability import joblogs
-from . import forks
-from .executor import Executor
+from .executor import executor_for
 from .store import DjangoStore, default_policy, new_worker_id
 
 
 def retry_policy():
     """Return the retry policy the settings describe (RETRY_BACKOFF_*, RETRY_JITTER, RESULT_MAX_BYTES)."""
     return default_policy()
-
-
-def executor_for(using="default"):
-    """Return ``(retry policy, thread executor)``, per-job log capture and fork hooks installed (a worker process calls it too)."""
-    forks.install()  # a task's forked child starts clean: forks.py
-    if conf.get("JOB_LOG_MAX_RECORDS"):
-        joblogs.install()  # per-job logs: see joblogs
-    policy = retry_policy()
-    return policy, Executor(policy, using)
 
 
 def create(groups, *, lease=None, using="default", clock=None, process_queues=(), prewarm=False, **options):

@@ -41,7 +41,7 @@ def child_main(conn, cancel, settings_module, using, parent_pid):
     # The app's start-up holds SIGTERM for a starting dispatcher (the child runs
     # with the dispatcher's argv); a worker process ends on it (CANCEL_GRACE).
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    from .wiring import executor_for
+    from .executor import executor_for  # Django is set up only now
 
     policy, executor = executor_for(using)  # as a thread slot's, per-job log capture included
     conn.send(("ready", None))
@@ -83,7 +83,7 @@ def ending(code):
 TERM_WAIT = 2.0
 
 
-class Worker:
+class WorkerProcess:
     """The dispatcher's handle on one worker process: its pipe, its cancel flag, its end."""
 
     def __init__(self, context, settings_module, using):

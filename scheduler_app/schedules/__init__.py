@@ -3,7 +3,7 @@
 - ``timetable``: when a schedule runs (cron in a time zone, intervals, misfires);
 - ``service``: the changes the admin and the API make (create, update, delete, run now);
 - ``dispatch``: what the dispatcher asks (window, changes, materialise due runs);
-- ``rules``: what a valid schedule is, field by field.
+- ``validation.schedules`` (below it): what a valid schedule is, field by field.
 """
 
 from zoneinfo import ZoneInfo

@@ -42,7 +42,7 @@ def clean(fields, *, instance=None, now=None):
 
     Raise ValidationError with errors keyed by field name. The job fields
     are checked by the lifecycle's rules (``build_job``), the schedule's by
-    ``rules``; every field's error is reported at once (``Errors``).
+    ``validation.schedules``; every field's error is reported at once (``Errors``).
     """
     unknown = set(fields) - set(EDITABLE)
     if unknown:

@@ -32,7 +32,7 @@ def _get(obj, name, default=None):
 
 
 class BeyondLatest(Exception):
-    """The schedule's next run would fall after ``limits.LATEST``, the end of stored time."""
+    """The schedule's next run would fall after ``bounds.LATEST``, the end of stored time."""
 
 
 def next_run(schedule, after, *, anchor=None, strict=False):
@@ -42,7 +42,7 @@ def next_run(schedule, after, *, anchor=None, strict=False):
     ``anchor`` is the previous run time; without one runs are anchored on
     ``start_at``, and without that the first run is one interval after
     ``after``. None: the schedule has ended (``end_at``), never matches, or
-    its next run would fall after ``limits.LATEST`` (``strict``: raise
+    its next run would fall after ``bounds.LATEST`` (``strict``: raise
     BeyondLatest for that instead; ``service.clean`` refuses such schedules).
     Never raises OverflowError.
     """

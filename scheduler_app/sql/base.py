@@ -6,6 +6,7 @@ from django.db import connections
 from django.db.models import FloatField, Func
 
 from ..vocabulary.jobs import Status
+from ..vocabulary.states import sources
 
 TABLE = "scheduler_app_job"
 QUEUE_TABLE = "scheduler_app_queue"
@@ -34,12 +35,24 @@ def unkeyed_unexpired(now):
     return f"concurrency_key IS NULL AND (expires_at IS NULL OR expires_at > {now})"
 
 
+def status_in(change, alias=""):
+    """Return the SQL test that a row may make ``change`` (``vocabulary.states``): its status is a source of it.
+
+    ``status = 'pending'`` for one status, ``status IN ('pending', 'waiting')``
+    for several: the text the partial indexes' predicates are written in.
+    """
+    names = sources(change)
+    if len(names) == 1:
+        return f"{alias}status = '{names[0]}'"
+    return f"{alias}status IN ({', '.join(f"'{n}'" for n in names)})"
+
+
 def unexpired(now):
     return f"(expires_at IS NULL OR expires_at > {now})"
 
 
 def ending(status, cancel="cancel_requested"):
-    """Return SQL for the status an attempt ending as ``status`` leaves its job in (``types.attempt_end``).
+    """Return SQL for the status an attempt ending as ``status`` leaves its job in (``vocabulary.jobs.attempt_end``).
 
     ``status`` and ``cancel`` are SQL expressions (the ending, the row's
     cancel flag as it is when the statement locks it). Built from

@@ -7,28 +7,31 @@ partial index ``job_expiring_idx``. The message names the expiry in UTC, to
 the second, on both databases: ``Expired: not started by 2026-11-27T09:00:00Z``.
 """
 
-from .base import TABLE, _rows, adapt_dt, is_postgres
+from .base import TABLE, _rows, adapt_dt, is_postgres, status_in
+
+# The statuses an expiry starts from (``vocabulary.states``), as ``job_expiring_idx`` states them.
+EXPIRING = status_in("expire")
 
 EXPIRED_CLASS = "Expired"
 EXPIRED_PREFIX = "Expired: not started by "
 
 _PG = (
-    f"WITH c AS (SELECT id FROM {TABLE} WHERE status IN ('pending', 'waiting') AND expires_at IS NOT NULL "
+    f"WITH c AS (SELECT id FROM {TABLE} WHERE {EXPIRING} AND expires_at IS NOT NULL "
     "AND expires_at <= %(now)s ORDER BY expires_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED) "
     f"UPDATE {TABLE} AS j SET status = 'cancelled', finished_at = %(now)s, updated_at = %(now)s, "
     "errors = j.errors || jsonb_build_array(jsonb_build_object('attempt', j.attempts, 'time', %(time)s::text, "
     "'worker', '', 'exception_class', %(cls)s::text, 'message', %(prefix)s::text "
     "|| to_char(j.expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), 'traceback', '')) "
-    "FROM c WHERE j.id = c.id AND j.status IN ('pending', 'waiting') RETURNING j.id, j.queue, j.has_dependents"
+    f"FROM c WHERE j.id = c.id AND {status_in('expire', 'j.')} RETURNING j.id, j.queue, j.has_dependents"
 )
 
 _SQLITE = (
     f"UPDATE {TABLE} SET status = 'cancelled', finished_at = %s, updated_at = %s, "
     "errors = json_insert(errors, '$[#]', json_object('attempt', attempts, 'time', %s, 'worker', '', "
     "'exception_class', %s, 'message', %s || strftime('%%Y-%%m-%%dT%%H:%%M:%%SZ', expires_at), 'traceback', '')) "
-    f"WHERE id IN (SELECT id FROM {TABLE} INDEXED BY job_expiring_idx WHERE status IN ('pending', 'waiting') "
+    f"WHERE id IN (SELECT id FROM {TABLE} INDEXED BY job_expiring_idx WHERE {EXPIRING} "
     "AND expires_at IS NOT NULL AND expires_at <= %s ORDER BY expires_at LIMIT %s) "
-    "AND status IN ('pending', 'waiting') RETURNING id, queue, has_dependents"
+    f"AND {EXPIRING} RETURNING id, queue, has_dependents"
 )
 
 

@@ -3,7 +3,7 @@
 import json
 
 from ..vocabulary.policy import LEASE_EXPIRED_CLASS, RELEASED_CLASS
-from .base import TABLE, _in_list, _rows, adapt_dt, ending, is_postgres
+from .base import TABLE, _in_list, _rows, adapt_dt, ending, is_postgres, status_in
 
 
 def _entry(alias, pg, exception_class):
@@ -36,7 +36,7 @@ def rescue(*, now, limit, message, retry_at, using="default"):
     t = adapt_dt(now, using)
     lock = " FOR UPDATE SKIP LOCKED" if pg else ""
     expired = _rows(
-        f"SELECT id, task, attempts FROM {TABLE} WHERE status = 'running' AND lease_expires_at < %s "
+        f"SELECT id, task, attempts FROM {TABLE} WHERE {status_in('rescue')} AND lease_expires_at < %s "
         f"ORDER BY lease_expires_at LIMIT %s{lock}",
         [t, int(limit)],
         using,
@@ -59,7 +59,7 @@ def rescue(*, now, limit, message, retry_at, using="default"):
         f"execute_at = CASE WHEN {status} = 'pending' THEN t.tat ELSE j.execute_at END, "
         f"finished_at = CASE WHEN {status} = 'pending' THEN NULL ELSE %s END, "
         f"lease_expires_at = NULL, updated_at = %s "
-        f"FROM t WHERE j.id = t.tid AND j.status = 'running' AND j.lease_expires_at < %s "
+        f"FROM t WHERE j.id = t.tid AND {status_in('rescue', 'j.')} AND j.lease_expires_at < %s "
         f"RETURNING {a}id, {a}status, {a}queue, {a}has_dependents"
     )
     params = [*source_params, now.isoformat(), message, t, t, t]
@@ -79,7 +79,7 @@ def renew(*, worker, lease_until, ids=None, using="default"):
         only = f" AND {_in_list('id', sorted(ids), params, using)}"
     statement = (
         f"UPDATE {TABLE} SET lease_expires_at = %s "
-        f"WHERE status = 'running' AND worker = %s{only} RETURNING id, cancel_requested"
+        f"WHERE {status_in('renew')} AND worker = %s{only} RETURNING id, cancel_requested"
     )
     return [(r[0], bool(r[1])) for r in _rows(statement, params, using)]
 
@@ -107,7 +107,7 @@ def release(rows, *, worker, now, message, using="default"):
         append = f"errors = json_insert(errors, '$[#]', {_entry('', False, RELEASED_CLASS)})"
     statement = (
         f"UPDATE {TABLE} SET {append}, lease_expires_at = NULL, updated_at = %s "
-        f"WHERE status = 'running' AND worker = %s AND ({' OR '.join(conds)}) RETURNING id"
+        f"WHERE {status_in('release')} AND worker = %s AND ({' OR '.join(conds)}) RETURNING id"
     )
     t = adapt_dt(now, using)
     return [r[0] for r in _rows(statement, [now.isoformat(), message, t, worker, *params], using)]
@@ -119,7 +119,7 @@ def handed_back(*, limit=500, using="default"):
     return [
         (r[0], r[1])
         for r in _rows(
-            f"SELECT id, worker FROM {TABLE} WHERE status = 'running' AND lease_expires_at IS NULL "
+            f"SELECT id, worker FROM {TABLE} WHERE {status_in('take back')} AND lease_expires_at IS NULL "
             f"ORDER BY id LIMIT %s{lock}",
             [int(limit)],
             using,
@@ -141,7 +141,7 @@ def take_back(ids, *, now, using="default"):
     statement = (
         f"UPDATE {TABLE} SET status = {status}, attempts = attempts - 1, "
         f"finished_at = CASE WHEN {status} = 'pending' THEN NULL ELSE %s END, updated_at = %s "
-        f"WHERE status = 'running' AND lease_expires_at IS NULL AND {_in_list('id', sorted(ids), params, using)} "
+        f"WHERE {status_in('take back')} AND lease_expires_at IS NULL AND {_in_list('id', sorted(ids), params, using)} "
         f"RETURNING id, status, queue, has_dependents"
     )
     params = [adapt_dt(now, using), *params]

@@ -32,6 +32,7 @@ from .base import (
     _rows,
     claim_returning,
     ending,
+    status_in,
     unexpired,
     unkeyed_unexpired,
 )
@@ -198,7 +199,7 @@ UNKEYED = unkeyed_unexpired("%(now)s")
 UNEXPIRED = unexpired("%(now)s")
 
 # The status an outcome leaves its job in: its own, unless a cancel was
-# requested (``ending``: the one rule, ``types.attempt_end``).
+# requested (``ending``: the one rule, ``vocabulary.jobs.attempt_end``).
 END = ending("v.vstatus", "j.cancel_requested")
 
 
@@ -270,7 +271,7 @@ def _pg_finish_and_claim_text(by_ids, limit, limits, dependents=False, logs=Fals
     id_filter = "AND id = ANY(%(ids)s::bigint[]) " if by_ids else ""
     # By query the claim index (pending rows, in claim order) is the way in; by
     # ids the primary key is, whatever the statistics said at planning time.
-    pending = STATUS_AS_FILTER.format(status="pending", alias="") if by_ids else "status = 'pending'"
+    pending = STATUS_AS_FILTER.format(status="pending", alias="") if by_ids else status_in("claim")
     # By ids the caller asks for exactly the rows it names (and orders what
     # comes back), so no sort; by query the claim index gives claim order.
     order = "" if by_ids else "ORDER BY priority DESC, execute_at, id "

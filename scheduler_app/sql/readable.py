@@ -3,8 +3,10 @@
 Rows can be written around the service (SQL by hand, a restore, another
 program, an older version), and a page that lists one must not fail for
 everyone. What the drivers cannot turn into Python values, this module
-turns into the nearest value Python holds, on every Django connection
-(``install`` hooks ``connection_created``; the app's ``ready`` calls it):
+turns into the nearest value Python holds, in the app's own queries (those
+that name its tables): ``install`` (the app's ``ready`` calls it) adds an
+execute wrapper, ``read_app_rows``, to every Django connection, and the
+wrapper leaves every other query as it was:
 
 * **Times past Python's range.** PostgreSQL holds years up to 294276,
   ``infinity``, ``-infinity`` and BC dates, which psycopg refuses to load
@@ -20,14 +22,18 @@ turns into the nearest value Python holds, on every Django connection
   stores) reads with U+FFFD for each bad byte, where sqlite3 raised.
 * **JSON** of the app's JSON fields (``json_reader``): lone surrogates and
   NUL (SQLite stores ``\\udcff`` and ``\\u0000`` escapes) become U+FFFD, and
-  a document nested more than ``limits.JSON_READ_DEPTH_MAX`` levels deep
+  a document nested more than ``bounds.JSON_READ_DEPTH_MAX`` levels deep
   reads as its text, as Django reads text that is not JSON (no encoder
   that shows it could recurse that deep).
 
-These apply to every model on the connection, the app's or not: a value
-they change is one that raised before. Times near either end may still
-not exist in the site's time zone (``END_OF_TIME`` is year 10000 in
-Tokyo): ``in_zone`` is how pages convert one.
+Another model's reads, a connection's own psycopg adapters and what the
+host's sqlite3 converters return are left as they were (sqlite3 converts by
+type name for the whole process: the app's converter of ``datetime`` and
+``timestamp`` calls the one it found for any query but the app's).
+
+Times near either end may still not exist in the site's time zone
+(``END_OF_TIME`` is year 10000 in Tokyo): ``in_zone`` is how pages convert
+one.
 
 And what the readers of a value the drivers did read need: ``error_entries``,
 ``worker_queues`` and ``worker_slots`` read JSON of another shape than the
@@ -35,11 +41,13 @@ service writes; ``finite`` turns the NaN and infinities a float column can
 hold into None, for JSON, which has no words for them.
 """
 
+import functools
 import json
 import math
 import operator
 import re
 import sqlite3
+import threading
 from datetime import UTC, date, datetime
 
 from django.db.backends.signals import connection_created
@@ -175,7 +183,7 @@ def worker_slots(slots):
     return {q: n for q, n in slots.items() if type(n) is int and 0 <= n <= SLOTS_SHOWN_MAX}
 
 
-# More worker slots than any dispatcher has (limits.CONCURRENCY_MAX per group).
+# More slots than any dispatcher has (bounds.CONCURRENCY_MAX per group).
 SLOTS_SHOWN_MAX = 10**6
 
 
@@ -224,6 +232,7 @@ def _edge(data):
     return 0
 
 
+@functools.cache
 def _safe_loader(base, after, before):
     """Return a psycopg Loader that loads as ``base`` does, and ``after``/``before`` where ``base`` finds no date."""
     from psycopg import DataError
@@ -251,23 +260,28 @@ def _safe_loader(base, after, before):
     return SafeLoader
 
 
-def _prepare_postgresql(connection):
+@functools.cache
+def _pg_time_types():
+    """Return psycopg's text format and ``(oid, after, before, zoned)`` of each time type (looked up once)."""
     from psycopg.postgres import types
     from psycopg.pq import Format
 
-    adapters = connection.connection.adapters
-    for name, after, before in (
-        ("timestamptz", None, None),
-        ("timestamp", datetime.max, datetime.min),
-        ("date", date.max, date.min),
-    ):
-        base = adapters.get_loader(types[name].oid, Format.TEXT)
+    kinds = [("timestamptz", None, None), ("timestamp", datetime.max, datetime.min), ("date", date.max, date.min)]
+    return Format.TEXT, [(types[name].oid, after, before, name == "timestamptz") for name, after, before in kinds]
+
+
+def _prepare_postgresql_cursor(cursor):
+    """Make one psycopg cursor (the app's query's) load times past Python's years; its connection is left as it is."""
+    text, kinds = _pg_time_types()
+    adapters = cursor.adapters
+    for oid, after, before, zoned in kinds:
+        base = adapters.get_loader(oid, text)
         if getattr(base, "safe", False):
             continue
-        if name == "timestamptz":  # in the zone Django's loader gives
+        if zoned:  # in the zone Django's loader gives
             zone = getattr(base, "timezone", None)
             after, before = datetime.max.replace(tzinfo=zone), datetime.min.replace(tzinfo=zone)
-        adapters.register_loader(name, _safe_loader(base, after, before))
+        adapters.register_loader(oid, _safe_loader(base, after, before))
 
 
 def read_sqlite_time(text):
@@ -282,50 +296,107 @@ def read_sqlite_time(text):
     return value
 
 
-def _sqlite_converter(data):
-    return read_sqlite_time(data.decode("utf-8", "replace"))
+# Whether the query this thread ran last on SQLite is one of the app's: sqlite3
+# converts a declared column's values (by type name, for the whole process)
+# as the rows are fetched, after the statement ran.
+_reading = threading.local()
 
 
-# Values of a declared datetime column: sqlite3's converters are global (by
-# type name), registered by Django's backend; these read what Django's read,
-# and the rest as above.
-_SQLITE_TYPES = ("datetime", "timestamp")
+def _app_reads():
+    return getattr(_reading, "app", False)
+
+
+class _SQLiteTimeConverter:
+    """sqlite3's converter of a declared time column: the one there before, and the app's rule for the app's rows.
+
+    A query that is not the app's gets exactly what the converter found
+    (the host project's, or Django's) returns or raises.
+    """
+
+    def __init__(self, host):
+        self.host = host
+
+    def __call__(self, data):
+        if not _app_reads():
+            return self.host(data)
+        return read_sqlite_time(data.decode("utf-8", "replace"))
+
+
+# Values of a declared datetime column (Django's converters are registered by type name).
+_SQLITE_TYPES = ("DATETIME", "TIMESTAMP")
+
+
+@functools.cache
+def _take_sqlite_converters():
+    """Put the app's converter in front of the one of each time type, once: one the host registers later wins."""
+    for name in _SQLITE_TYPES:
+        found = sqlite3.converters.get(name)
+        if found is not None and not isinstance(found, _SQLiteTimeConverter):
+            sqlite3.converters[name] = _SQLiteTimeConverter(found)
 
 
 def _prepare_sqlite(connection):
-    for name in _SQLITE_TYPES:
-        sqlite3.register_converter(name, _sqlite_converter)
+    _take_sqlite_converters()
     # Text a query computes (MIN(execute_at)) has no declared type: Django's
-    # own conversion parses it, and would raise.
+    # own conversion parses it, and would raise on the app's rows.
     ops = connection.ops
     if not getattr(ops.convert_datetimefield_value, "safe", False):
         convert = type(ops).convert_datetimefield_value
 
         def convert_datetimefield_value(value, expression, connection):
-            if isinstance(value, str):
+            if isinstance(value, str) and _app_reads():
                 value = read_sqlite_time(value)
             return convert(ops, value, expression, connection)
 
         convert_datetimefield_value.safe = True
         ops.convert_datetimefield_value = convert_datetimefield_value
-    connection.connection.text_factory = _SQLITE_TEXT
+
+
+def _prepare_sqlite_query(connection, app):
+    """Read the app's rows leniently and every other query's as before, on this SQLite connection."""
+    _reading.app = app
+    raw = connection.connection
+    if app and raw.text_factory is not _SQLITE_TEXT:
+        connection.readable_text_factory = raw.text_factory  # the host's, put back for its next query
+        raw.text_factory = _SQLITE_TEXT
+    elif not app and raw.text_factory is _SQLITE_TEXT:
+        raw.text_factory = getattr(connection, "readable_text_factory", str)
 
 
 # data.decode("utf-8", "replace") without a Python frame per value (a
 # lambda, or a partial with keywords, cost more).
 _SQLITE_TEXT = operator.methodcaller("decode", "utf-8", "replace")
 
+# Every table of the app is named after it (no model sets ``db_table``).
+APP_TABLES = "scheduler_app_"
+
+
+def read_app_rows(execute, sql, params, many, context):
+    """An execute wrapper: a query that names one of the app's tables reads what its driver cannot; others as before."""
+    connection = context["connection"]
+    app = isinstance(sql, str) and APP_TABLES in sql
+    if connection.vendor == "postgresql":
+        if app:
+            _prepare_postgresql_cursor(context["cursor"].cursor)
+    elif connection.vendor == "sqlite":
+        _prepare_sqlite_query(connection, app)
+    return execute(sql, params, many, context)
+
 
 def prepare(sender=None, connection=None, **kwargs):
-    """Make ``connection`` read what its driver cannot (``connection_created``'s receiver)."""
-    if connection.vendor == "postgresql":
-        _prepare_postgresql(connection)
-    elif connection.vendor == "sqlite":
+    """Wrap ``connection``'s queries with :func:`read_app_rows` (``connection_created``'s receiver)."""
+    if read_app_rows not in connection.execute_wrappers:
+        connection.execute_wrappers.append(read_app_rows)
+    if connection.vendor == "sqlite":
         _prepare_sqlite(connection)
 
 
 def install():
-    """Prepare every Django connection, those open now and those made later."""
+    """Prepare every Django connection, those open now and those made later, to read the app's rows leniently.
+
+    Only the app's queries change: another model's reads, the connection's
+    own adapters and the host's converters stay as they were.
+    """
     from django.db import connections
 
     connection_created.connect(prepare, dispatch_uid="scheduler_app.readable")

@@ -18,6 +18,7 @@ from .base import (
     claim_returning,
     ending,
     is_sqlite,
+    status_in,
     unexpired,
     unkeyed_unexpired,
 )
@@ -53,7 +54,7 @@ def sqlite_claim(
     helpers' ``drain``).
     """
     params = [adapt_dt(now if due_by is None else due_by, using)]
-    where = ["status = 'pending'", "execute_at <= %s"]
+    where = [status_in("claim"), "execute_at <= %s"]
     where.append(_in_list("queue", queues, params, using))
     if limits:
         where.append(NOT_PAUSED_NOR_LIMITED)

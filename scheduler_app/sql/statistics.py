@@ -13,7 +13,7 @@ def pg_analyze_if_outgrown(seen, *, using="default"):
 
     ``seen`` is a number of rows just read from the table (a window load):
     the statistics can hold no fewer. The loop's statements are planned
-    once, from the statistics of that moment (``dispatcher.store``): a
+    once, from the statistics of that moment (``runtime.store``): a
     dispatcher that started on an empty table planned its claim by id as a
     sequential scan, and after a bulk enqueue every claim scanned the whole
     backlog until autovacuum analysed the table (up to its naptime, a

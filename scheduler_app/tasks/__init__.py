@@ -1,7 +1,7 @@
 """Built-in tasks: run an allowed management command, send an email, call a webhook.
 
 Each is reachable by anyone who may create a job, so each refuses what a job
-must not do (DESIGN invariant 12): commands outside RUN_COMMAND_ALLOWED, a
+must not do (invariant 12, docs/ARCHITECTURE.md): commands outside RUN_COMMAND_ALLOWED, a
 From address outside EMAIL_FROM_ALLOWED, a webhook to a private address.
 """
 
@@ -82,6 +82,6 @@ def call_webhook(url, method="POST", payload=None, headers=None, timeout=None):
     PATCH or DELETE; no Host or hop-by-hop headers; redirects are not
     followed (a 3xx is the result); fails on 4xx and 5xx and on a malformed
     answer. One deadline for the whole exchange: ``timeout`` may shorten
-    SCHEDULER["WEBHOOK_TIMEOUT"], not lengthen it. See ``scheduler_app/webhooks.py``.
+    SCHEDULER["WEBHOOK_TIMEOUT"], not lengthen it. See ``scheduler_app/tasks/webhooks.py``.
     """
     return webhooks.call(url, method=method, payload=payload, headers=headers, timeout=timeout)

@@ -1,4 +1,4 @@
-"""The HTTP client of the built-in ``call_webhook`` task, safe by default (DESIGN invariant 12).
+"""The HTTP client of the built-in ``call_webhook`` task, safe by default (invariant 12, docs/ARCHITECTURE.md).
 
 A job names the URL, so without care a job is a way into the network the
 dispatcher sits in (cloud metadata at 169.254.169.254, admin ports on
@@ -17,7 +17,7 @@ localhost, the database). So:
   ``Host``, ``Content-Length`` or hop-by-hop headers;
 - one deadline for the whole exchange (``WEBHOOK_TIMEOUT``; a job may ask
   for less): lookup, connect, TLS, request, status line, headers, 1xx
-  answers, body and trailers (``webhook_wire.py``); at most
+  answers, body and trailers (``wire.py``); at most
   ``WEBHOOK_MAX_BODY`` bytes of the answer are kept.
 
 A refusal raises ``WebhookRefused`` before anything is sent; a malformed

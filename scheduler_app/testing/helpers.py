@@ -13,6 +13,7 @@ from ..lifecycle.finishing import finish_outcomes
 from ..models import Job
 from ..runtime.executor import Executor
 from ..runtime.wiring import retry_policy
+from ..vocabulary.claims import ClaimRequest
 from ..vocabulary.jobs import Status
 
 # A guard against a task that enqueues itself for ever.
@@ -49,13 +50,13 @@ def drain(queue=None, *, with_scheduled=False, with_retries=True, using="default
     worker = f"drain-{os.getpid()}-{threading.get_ident()}"
     for _ in range(MAX_RUNS):
         now = timezone.now()
-        jobs = claim(worker, queues=queues, limit=1, lease=3600, now=now, limits=False, using=using)
+        # The dispatcher's claim, without the limits (one job runs at a time here).
+        request = ClaimRequest(worker, tuple(queues), 1, 3600.0, now, limits=False)
+        jobs = claim(request, using=using).jobs
         if not jobs and with_scheduled:
             due_by = _next_time(queues, using)
             if due_by is not None:
-                jobs = claim(
-                    worker, queues=queues, limit=1, lease=3600, now=now, due_by=due_by, limits=False, using=using
-                )
+                jobs = claim(dataclasses.replace(request, due_by=due_by), using=using).jobs
         if not jobs:
             return summary
         job = jobs[0]

@@ -1,7 +1,7 @@
 """Rules: one field's rule, one wording per failure, text parsing included.
 
 The rule classes, and the rules of a job's plain fields (the ones that need
-no registry: ``lifecycle.validation`` adds the task and the queue, and
+no registry: ``lifecycle.building`` adds the task and the queue, and
 builds the job). Schedules and settings build theirs from the same classes.
 Each ``check(value)`` returns the value (normalised) or raises Django's
 ValidationError keyed by the field; ``parse(text)`` is for entry points that
@@ -108,7 +108,7 @@ class WholeNumber(Rule):
 
 
 class Seconds(Rule):
-    """A number of seconds from ``limits.SECONDS_MIN`` to ``high`` (or 0 too, with ``zero_ok``).
+    """A number of seconds from ``bounds.SECONDS_MIN`` to ``high`` (or 0 too, with ``zero_ok``).
 
     A positive value under a millisecond is refused: added to a time it
     rounds to nothing (5e-324), and a period, timeout or lease of nothing
@@ -174,7 +174,7 @@ EARLIEST_TEXT, LATEST_TEXT = _utc_text(EARLIEST), _utc_text(LATEST)
 
 
 class Moment(Rule):
-    """An aware date and time from ``limits.EARLIEST`` to ``limits.LATEST``; ``check`` returns it in UTC.
+    """An aware date and time from ``bounds.EARLIEST`` to ``bounds.LATEST``; ``check`` returns it in UTC.
 
     In UTC because Python allows offsets up to 24 hours and PostgreSQL only
     up to 16 (``+19:55`` was a DataError: a 500), and an offset can push
@@ -237,13 +237,6 @@ class Text(Rule):
         return {"type": "string", "maxLength": self.max_length, "pattern": NO_NUL}
 
 
-# Built once: json.dumps with options builds an encoder per call (on every enqueue's path).
-# One measure of a value's size, for arguments and results alike (``storable``).
-json_text = storable.compact_json
-json_size = storable.json_size
-_bytes = storable.text_size
-
-
 class JSONContainer(Rule):
     """A JSON list (args) or object (kwargs)."""
 
@@ -256,7 +249,7 @@ class JSONContainer(Rule):
         return self.sized(value)[0]
 
     def sized(self, value):
-        """Return ``(value, size)``: the checked value, and its ``json_size`` (``build_job`` bounds it)."""
+        """Return ``(value, size)``: the checked value, and its ``storable.json_size`` (``build_job`` bounds it)."""
         if self.kind is list and isinstance(value, tuple):
             value = list(value)
         if not isinstance(value, self.kind):
@@ -269,8 +262,8 @@ class JSONContainer(Rule):
             self.fail(problem)
         try:
             # A copy as the database will give it back (tuples become lists).
-            text = json_text(value)
-            return json.loads(text), _bytes(text)
+            text = storable.compact_json(value)
+            return json.loads(text), storable.text_size(text)
         except (TypeError, ValueError, RecursionError) as exc:  # huge integers, for one
             self.fail(f"Must be JSON: {exc}.")
 
@@ -346,9 +339,9 @@ class Progress:
     """A task's progress report: what ``context.set_progress()`` accepts, and how a stored one is shown.
 
     ``current`` and ``total`` are numbers (int or float, not bool) from 0 to
-    ``limits.PROGRESS_NUMBER_MAX``, or None (a total of None: unknown);
+    ``bounds.PROGRESS_NUMBER_MAX``, or None (a total of None: unknown);
     total is at least current when both are given. ``message`` is text of at
-    most ``limits.PROGRESS_MESSAGE_MAX`` characters. Numeric text ("3") is
+    most ``bounds.PROGRESS_MESSAGE_MAX`` characters. Numeric text ("3") is
     refused, not read as a number: the task's author sees the mistake.
     """
 
@@ -425,7 +418,7 @@ def _reported(text):
 
 PROGRESS = Progress()
 
-# The rules of a job's plain fields (``lifecycle.validation`` adds TASK and QUEUE).
+# The rules of a job's plain fields (``lifecycle.building`` adds TASK and QUEUE).
 ARGS = JSONContainer("args", list)
 KWARGS = JSONContainer("kwargs", dict)
 EXECUTE_AT = Moment("execute_at")

@@ -154,15 +154,14 @@ def _checked(given):
     """Return ``given`` options checked by their rules (the values a rule normalises, normalised)."""
     from django.core.exceptions import ImproperlyConfigured, ValidationError
 
-    from . import admission
-    from . import fields as rules
+    from . import admission, fields
     from .labels import TAGS
 
     checks = {
-        "max_attempts": rules.MAX_ATTEMPTS.check,
-        "timeout": rules.TIMEOUT.check,
-        "backoff": rules.BACKOFF.check,
-        "unique_for": rules.UNIQUE_FOR.check,
+        "max_attempts": fields.MAX_ATTEMPTS.check,
+        "timeout": fields.TIMEOUT.check,
+        "backoff": fields.BACKOFF.check,
+        "unique_for": fields.UNIQUE_FOR.check,
         "concurrency_key": admission.KEY_TEMPLATE.check,
         "concurrency_limit": admission.JOB_CONCURRENCY_LIMIT.check,
         "expires_in": admission.EXPIRES_IN.check,

@@ -2,7 +2,7 @@
 
 A value in ``settings.SCHEDULER`` and the ``rundispatcher`` option that
 overrides it are the same knob: one Rule each (the lifecycle's kinds of rule,
-bounds from ``limits``), judged at start-up by the system checks
+bounds from ``vocabulary.bounds``), judged at start-up by the system checks
 (``checks.py``) and on a command line by argparse types
 (``management/arguments.py``), with the same wording.
 """
@@ -13,7 +13,7 @@ from datetime import timedelta
 
 from django.core.exceptions import ValidationError
 
-from ..vocabulary import bounds as limits
+from ..vocabulary import bounds
 from ..vocabulary.jobs import Status
 from . import durations
 from .fields import (
@@ -173,9 +173,9 @@ class QueueSettings(Rule):
         if not isinstance(value, dict):
             self.fail()
         for name, entry in value.items():
-            if not isinstance(name, str) or not limits.QUEUE_NAME_RE.fullmatch(name):
+            if not isinstance(name, str) or not bounds.QUEUE_NAME_RE.fullmatch(name):
                 self.fail(
-                    f"{name!r} is not a queue name (1 to {limits.QUEUE_NAME_MAX} letters, digits, '_', '.' or '-')."
+                    f"{name!r} is not a queue name (1 to {bounds.QUEUE_NAME_MAX} letters, digits, '_', '.' or '-')."
                 )
             if not isinstance(entry, dict):
                 self.fail(f"{name}: {self.message}")
@@ -198,7 +198,7 @@ class QueueSettings(Rule):
             self.fail(f"{name}: {rule.field}: {' '.join(exc.messages)}")
 
 
-RETENTION_AGE = Age("older_than", limits.RETENTION_MAX)
+RETENTION_AGE = Age("older_than", bounds.RETENTION_MAX)
 
 
 class Retention(Rule):
@@ -273,7 +273,7 @@ DECLARED = {
     ),
     "RETRY_BACKOFF_MAX": _setting(
         3600.0,
-        Seconds("RETRY_BACKOFF_MAX", limits.TIMEOUT_MAX),
+        Seconds("RETRY_BACKOFF_MAX", bounds.TIMEOUT_MAX),
         "the longest retry backoff (seconds) before its jitter",
     ),
     "RETRY_JITTER": _setting(
@@ -286,44 +286,44 @@ DECLARED = {
         "E004",
     ),
     "CONCURRENCY": _setting(
-        4, WholeNumber("CONCURRENCY", 1, limits.CONCURRENCY_MAX), "slots of a dispatcher without --queue"
+        4, WholeNumber("CONCURRENCY", 1, bounds.CONCURRENCY_MAX), "slots of a dispatcher without --queue"
     ),
-    "HORIZON": _setting(300.0, Seconds("HORIZON", limits.HORIZON_MAX), "seconds of future jobs mirrored in the heap"),
-    "HEAP_CAP": _setting(20_000, WholeNumber("HEAP_CAP", 1, limits.HEAP_CAP_MAX), "most pending jobs the heap holds"),
+    "HORIZON": _setting(300.0, Seconds("HORIZON", bounds.HORIZON_MAX), "seconds of future jobs mirrored in the heap"),
+    "HEAP_CAP": _setting(20_000, WholeNumber("HEAP_CAP", 1, bounds.HEAP_CAP_MAX), "most pending jobs the heap holds"),
     "POLL_INTERVAL": _setting(
-        1.0, Seconds("POLL_INTERVAL", limits.POLL_INTERVAL_MAX), "seconds between change polls (the fallback)"
+        1.0, Seconds("POLL_INTERVAL", bounds.POLL_INTERVAL_MAX), "seconds between change polls (the fallback)"
     ),
     "SQLITE_CHANGE_CHECK": _setting(
         0.02,
-        Seconds("SQLITE_CHANGE_CHECK", limits.SQLITE_CHANGE_CHECK_MAX, zero_ok=True),
+        Seconds("SQLITE_CHANGE_CHECK", bounds.SQLITE_CHANGE_CHECK_MAX, zero_ok=True),
         "SQLite: seconds between checks of PRAGMA data_version (a commit elsewhere brings the poll forward); 0: off",
     ),
     "FULL_SYNC_INTERVAL": _setting(
         30.0, Seconds("FULL_SYNC_INTERVAL", DAY), "seconds between full reloads of the window"
     ),
     "SYNC_OVERLAP": _setting(
-        2.0, Seconds("SYNC_OVERLAP", limits.POLL_INTERVAL_MAX, zero_ok=True), "seconds the change poll reaches back"
+        2.0, Seconds("SYNC_OVERLAP", bounds.POLL_INTERVAL_MAX, zero_ok=True), "seconds the change poll reaches back"
     ),
-    "LEASE": _setting(30.0, Seconds("LEASE", limits.LEASE_MAX), "seconds a claim is good for without a heartbeat"),
+    "LEASE": _setting(30.0, Seconds("LEASE", bounds.LEASE_MAX), "seconds a claim is good for without a heartbeat"),
     "CANCEL_GRACE": _setting(
         5.0,
-        Seconds("CANCEL_GRACE", limits.GRACE_MAX, zero_ok=True),
+        Seconds("CANCEL_GRACE", bounds.GRACE_MAX, zero_ok=True),
         "process queues: seconds a running job whose cancel was requested gets to stop before its worker process "
         "is terminated (SIGTERM, then SIGKILL 2 s later); thread queues stay cooperative",
     ),
     "GRACE": _setting(
-        30.0, Seconds("GRACE", limits.GRACE_MAX, zero_ok=True), "seconds running jobs get to finish on shutdown"
+        30.0, Seconds("GRACE", bounds.GRACE_MAX, zero_ok=True), "seconds running jobs get to finish on shutdown"
     ),
     "MAX_ABANDONED_THREADS": _setting(
-        8, WholeNumber("MAX_ABANDONED_THREADS", 0, limits.CONCURRENCY_MAX), "timed-out threads allowed to linger"
+        8, WholeNumber("MAX_ABANDONED_THREADS", 0, bounds.CONCURRENCY_MAX), "timed-out threads allowed to linger"
     ),
     "DEAD_AFTER_LEASES": _setting(
         2,
-        WholeNumber("DEAD_AFTER_LEASES", 1, limits.DEAD_AFTER_LEASES_MAX),
+        WholeNumber("DEAD_AFTER_LEASES", 1, bounds.DEAD_AFTER_LEASES_MAX),
         "a dispatcher is dead when its heartbeat is this many leases old",
     ),
     "PRUNE_BATCH": _setting(
-        1000, WholeNumber("PRUNE_BATCH", 1, limits.PRUNE_BATCH_MAX), "finished jobs deleted per statement when pruning"
+        1000, WholeNumber("PRUNE_BATCH", 1, bounds.PRUNE_BATCH_MAX), "finished jobs deleted per statement when pruning"
     ),
     "NOTIFY_CHANNEL": _setting(
         "scheduler_app_jobs",
@@ -337,12 +337,12 @@ DECLARED = {
     ),
     "SCHEDULE_MISFIRE_GRACE": _setting(
         30.0,
-        Seconds("SCHEDULE_MISFIRE_GRACE", limits.HORIZON_MAX, zero_ok=True),
+        Seconds("SCHEDULE_MISFIRE_GRACE", bounds.HORIZON_MAX, zero_ok=True),
         "a schedule's run this many seconds past its time is missed",
     ),
     "SCHEDULE_CATCH_UP_MAX": _setting(
         10,
-        WholeNumber("SCHEDULE_CATCH_UP_MAX", 1, limits.SCHEDULE_CATCH_UP_MAX),
+        WholeNumber("SCHEDULE_CATCH_UP_MAX", 1, bounds.SCHEDULE_CATCH_UP_MAX),
         "most jobs a catch_up schedule makes for missed runs",
     ),
     "QUEUES": _setting(
@@ -359,7 +359,7 @@ DECLARED = {
         "E012",
     ),
     "MAX_SNOOZES": _setting(
-        100, WholeNumber("MAX_SNOOZES", 0, limits.MAX_SNOOZES_MAX), "snoozes a job may take before one fails it"
+        100, WholeNumber("MAX_SNOOZES", 0, bounds.MAX_SNOOZES_MAX), "snoozes a job may take before one fails it"
     ),
     "TASK_MODULES": _setting(
         [],
@@ -373,12 +373,12 @@ DECLARED = {
     ),
     "ARGS_MAX_BYTES": _setting(
         1024 * 1024,
-        WholeNumber("ARGS_MAX_BYTES", limits.VALUE_BYTES_MIN, limits.VALUE_BYTES_MAX),
+        WholeNumber("ARGS_MAX_BYTES", bounds.VALUE_BYTES_MIN, bounds.VALUE_BYTES_MAX),
         "bytes of a job's args and kwargs together (compact UTF-8 JSON); a larger job is refused",
     ),
     "RESULT_MAX_BYTES": _setting(
         1024 * 1024,
-        WholeNumber("RESULT_MAX_BYTES", limits.VALUE_BYTES_MIN, limits.VALUE_BYTES_MAX),
+        WholeNumber("RESULT_MAX_BYTES", bounds.VALUE_BYTES_MIN, bounds.VALUE_BYTES_MAX),
         "bytes of a task's return value (compact UTF-8 JSON); a larger one fails its attempt",
     ),
     "WEBHOOK_ALLOWED_HOSTS": _setting(
@@ -389,13 +389,13 @@ DECLARED = {
     ),
     "WEBHOOK_TIMEOUT": _setting(
         10.0,
-        Seconds("WEBHOOK_TIMEOUT", limits.WEBHOOK_TIMEOUT_MAX),
+        Seconds("WEBHOOK_TIMEOUT", bounds.WEBHOOK_TIMEOUT_MAX),
         "seconds for call_webhook's whole exchange, however slowly the peer sends",
         "E006",
     ),
     "WEBHOOK_MAX_BODY": _setting(
         64 * 1024,
-        WholeNumber("WEBHOOK_MAX_BODY", 0, limits.WEBHOOK_MAX_BODY_MAX),
+        WholeNumber("WEBHOOK_MAX_BODY", 0, bounds.WEBHOOK_MAX_BODY_MAX),
         "bytes of a webhook answer's body kept in the result",
         "E006",
     ),
@@ -409,21 +409,21 @@ DECLARED = {
     ),
     "JOB_LOG_MAX_RECORDS": _setting(
         200,
-        WholeNumber("JOB_LOG_MAX_RECORDS", 0, limits.JOB_LOG_RECORDS_MAX),
+        WholeNumber("JOB_LOG_MAX_RECORDS", 0, bounds.JOB_LOG_RECORDS_MAX),
         "log records kept per attempt; 0 keeps none",
     ),
     "JOB_LOG_MAX_BYTES": _setting(
         64 * 1024,
-        WholeNumber("JOB_LOG_MAX_BYTES", 0, limits.JOB_LOG_BYTES_MAX),
+        WholeNumber("JOB_LOG_MAX_BYTES", 0, bounds.JOB_LOG_BYTES_MAX),
         "bytes of log text kept per attempt (UTF-8)",
     ),
     "ROLLUP_INTERVAL": _setting(
         60.0,
-        Seconds("ROLLUP_INTERVAL", limits.POLL_INTERVAL_MAX, zero_ok=True),
+        Seconds("ROLLUP_INTERVAL", bounds.POLL_INTERVAL_MAX, zero_ok=True),
         "seconds between a dispatcher's writes of its per-minute history; 0: none",
     ),
     "ROLLUP_RETENTION": _setting(
-        timedelta(days=7), Age("ROLLUP_RETENTION", limits.RETENTION_MAX), "how long the per-minute history is kept"
+        timedelta(days=7), Age("ROLLUP_RETENTION", bounds.RETENTION_MAX), "how long the per-minute history is kept"
     ),
     "FILTER_ARGUMENTS": _setting(
         list(FILTERED_NAMES),
@@ -433,8 +433,8 @@ DECLARED = {
     ),
     "AUDIT_RETENTION": _setting(
         timedelta(days=90),
-        Age("AUDIT_RETENTION", limits.RETENTION_MAX),
-        "how long audit events (who did what) are kept; dispatchers prune older ones",
+        Age("AUDIT_RETENTION", bounds.RETENTION_MAX),
+        "how long audit events (who did what) are kept; the maintenance leader prunes older ones",
     ),
     "METRICS_TOKEN": _setting(
         None, Secret("METRICS_TOKEN"), "GET /metrics also answers 'Authorization: Bearer <this>'; None: staff only"
@@ -446,5 +446,5 @@ SETTINGS = {name: setting.rule for name, setting in DECLARED.items()}
 
 
 # rundispatcher's options that are not settings.
-MAX_JOBS = WholeNumber("max_jobs", 1, limits.MAX_JOBS_MAX)
-PROCESSES = WholeNumber("processes", 1, limits.PROCESSES_MAX)
+MAX_JOBS = WholeNumber("max_jobs", 1, bounds.MAX_JOBS_MAX)
+PROCESSES = WholeNumber("processes", 1, bounds.PROCESSES_MAX)

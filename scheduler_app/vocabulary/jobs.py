@@ -31,11 +31,11 @@ class Status:
 def attempt_end(status, cancel_requested):
     """Return the status a job is left in when an attempt ends as ``status`` (one of ``Status.OUTCOMES``).
 
-    The one rule for how an attempt ends (DESIGN invariant 14): a job whose
+    The one rule for how an attempt ends (invariant 14, docs/ARCHITECTURE.md): a job whose
     cancel was requested never starts again. A retry, a snooze, a release at
     shutdown, a rescue or a failure of such a job ends it ``cancelled``
     (the failed attempt's error is still recorded); a success stands.
-    ``sql.ending`` is the same rule in SQL, for the statements that decide
+    ``sql.base.ending`` is the same rule in SQL, for the statements that decide
     on the row's own flag.
     """
     if cancel_requested and status in Status.YIELD_TO_CANCEL:
@@ -49,7 +49,8 @@ class ClaimedJob:
 
     Read-only by convention, not frozen: the loop builds one per claimed job,
     and a frozen dataclass sets each of its eighteen fields through
-    ``object.__setattr__`` (1.8 µs against 0.4 µs a job). Nothing assigns to
+    ``object.__setattr__``, several times the cost of a plain one on the
+    loop's thread (docs/BENCHMARKS.md, optimisation 41). Nothing assigns to
     it after the claim; ``dataclasses.replace`` makes a changed copy.
     """
 

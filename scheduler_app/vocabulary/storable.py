@@ -1,4 +1,4 @@
-"""What a task's outcome writes, made storable on both databases: the one boundary (DESIGN invariant 13).
+"""What a task's outcome writes, made storable on both databases: the one boundary (invariant 13, docs/ARCHITECTURE.md).
 
 A task's return value, its exception (class, message, traceback), the log
 records it emits and the progress it reports are the task's own values, so
@@ -6,13 +6,14 @@ they may hold anything Python can: NUL characters, lone surrogates (a file
 name from ``os.listdir`` that is not UTF-8), megabytes of text, a log level
 of 40000. PostgreSQL refuses NUL in text and in JSON (``\\u0000``), lone
 surrogates anywhere and numbers past a column's range; SQLite's driver
-cannot encode lone surrogates. One such value used to fail the statement
-that records a whole batch of outcomes, again at every retry.
+cannot encode lone surrogates. Unchecked, one such value fails the
+statement that records a whole batch of outcomes, again at every retry.
 
 Everything here is pure (standard library only): the dispatcher core, the
 worker processes and the Django side call the same functions. The writer
-(``lifecycle.transitions``) passes every outcome through :func:`outcome_row`
-and :func:`log_rows` before the statement, whoever built the outcome.
+(``lifecycle.finishing.finish_rows`` and ``lifecycle.finishing.log_rows``)
+passes every outcome through them before the statement, whoever built the
+outcome.
 """
 
 import json
@@ -140,6 +141,7 @@ def log_record(record):
     )
 
 
+# Built once: json.dumps with options builds an encoder per call (on every enqueue's path).
 _COMPACT = json.JSONEncoder(allow_nan=False, ensure_ascii=False, separators=(",", ":"))
 
 

@@ -17,7 +17,6 @@ job in one transaction and returns the ``Workflow`` (a model: ``id``,
 (``workflows``, ``dependencies``).
 """
 
-from ..lifecycle import workflows as _engine  # noqa: F401  (connects workflow_closed)
 from ..models import Workflow, WorkflowStatus
 from .canvas import Chain, Chord, Group, Step, chain, chord, group, step
 

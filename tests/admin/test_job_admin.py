@@ -13,7 +13,7 @@ from django.utils import timezone
 from scheduler_app.admin import changelist
 from scheduler_app.admin import jobs as job_admin
 from scheduler_app.models import Job, JobStatus
-from tests.plumbing import ADD
+from tests.plumbing import ADD, claim
 
 pytestmark = pytest.mark.django_db
 
@@ -90,9 +90,11 @@ class TestList:
             started_at=now - timedelta(hours=3),
             last_attempted_at=now - timedelta(seconds=42),
         )
-        assert "42 s so far" in admin_client_.get(CHANGELIST).content.decode()
+        # 42 s when the page is made at once; a loaded machine may take a few more.
+        so_far = re.compile(r"\b4\d s so far")
+        assert so_far.search(admin_client_.get(CHANGELIST).content.decode())
         html = admin_client_.get(change_url(job)).content.decode()
-        assert "Started at" in html and "Last attempt at" in html and "42 s so far" in html
+        assert "Started at" in html and "Last attempt at" in html and so_far.search(html)
 
     def test_newest_first(self, admin_client_, job_row):
         jobs = [job_row() for _ in range(3)]
@@ -524,7 +526,7 @@ def test_a_job_handed_back_at_shutdown_says_so_on_its_page(admin_client_):
     from scheduler_app import lifecycle
 
     job, _ = lifecycle.enqueue(ADD, [1, 2], max_attempts=2)
-    (claimed,) = lifecycle.claim("w1", queues={"default"}, limit=1, lease=30)
+    (claimed,) = claim("w1", queues={"default"}, limit=1, lease=30)
     lifecycle.release("w1", [(claimed.id, claimed.attempt)])
     page = admin_client_.get(change_url(job)).content.decode()
     assert "handed back at shutdown" in page

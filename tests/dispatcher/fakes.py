@@ -591,3 +591,23 @@ class FakeStore:
     def leads(self):
         """Whether this store led at its last ``maintain``."""
         return getattr(self, "_leads", False)
+
+
+class FakeClock:
+    """A clock tests move by hand; both readings advance together."""
+
+    def __init__(self, start=1_800_000_000.0):
+        self._now = float(start)
+        self._lock = threading.Lock()
+
+    def time(self):
+        with self._lock:
+            return self._now
+
+    def monotonic(self):
+        return self.time()
+
+    def advance(self, seconds):
+        with self._lock:
+            self._now += seconds
+            return self._now

@@ -16,10 +16,9 @@ from scheduler_app.dispatcher.outcomes import OutcomeBuffer
 from scheduler_app.dispatcher.pool import WorkerPool
 from scheduler_app.dispatcher.timeline import SCHEDULES, Entry, ScheduleKey, Timeline
 from scheduler_app.dispatcher.window import Window
-from scheduler_app.vocabulary.clock import FakeClock
 from scheduler_app.vocabulary.jobs import Outcome, Status
 from scheduler_app.vocabulary.policy import RetryPolicy
-from tests.dispatcher.fakes import FakeStore, TransientError, claimed_job
+from tests.dispatcher.fakes import FakeClock, FakeStore, TransientError, claimed_job
 from tests.dispatcher.test_pool import wait_for
 
 NOW = 1000.0

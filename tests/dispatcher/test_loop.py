@@ -6,10 +6,9 @@ import time
 import pytest
 
 from scheduler_app.dispatcher.loop import Dispatcher
-from scheduler_app.vocabulary.clock import FakeClock
 from scheduler_app.vocabulary.policy import RELEASED_CLASS, TIMEOUT_CLASS
 from scheduler_app.vocabulary.wakeup import WakeUp
-from tests.dispatcher.fakes import FakeStore
+from tests.dispatcher.fakes import FakeClock, FakeStore
 from tests.dispatcher.test_pool import wait_for
 
 

@@ -3,11 +3,10 @@
 import threading
 
 from scheduler_app.dispatcher.leases import LEASE_MARGIN
-from scheduler_app.vocabulary.clock import FakeClock
 from scheduler_app.vocabulary.jobs import Status
 from scheduler_app.vocabulary.policy import LEASE_EXPIRED_CLASS, TIMEOUT_CLASS
 from scheduler_app.vocabulary.wakeup import WakeUp
-from tests.dispatcher.fakes import FakeStore
+from tests.dispatcher.fakes import FakeClock, FakeStore
 from tests.dispatcher.test_loop import make, settle
 from tests.dispatcher.test_pool import wait_for
 

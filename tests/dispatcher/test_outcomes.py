@@ -6,9 +6,8 @@ from dataclasses import replace
 from scheduler_app.dispatcher.gate import Gate
 from scheduler_app.dispatcher.outcomes import OutcomeBuffer
 from scheduler_app.dispatcher.rollups import Rollups
-from scheduler_app.vocabulary.clock import FakeClock
 from scheduler_app.vocabulary.jobs import Outcome, Status
-from tests.dispatcher.fakes import FakeStore, claimed_job
+from tests.dispatcher.fakes import FakeClock, FakeStore, claimed_job
 
 
 def job(job_id, queue="default", task="fake"):

@@ -6,8 +6,8 @@ import time
 import pytest
 
 from scheduler_app.dispatcher.pool import WorkerPool, WorkerThread
-from scheduler_app.vocabulary.clock import FakeClock
 from tests.dispatcher.fake_executor import FakeExecutor, claimed_job
+from tests.dispatcher.fakes import FakeClock
 
 
 def wait_for(predicate, timeout=10.0):

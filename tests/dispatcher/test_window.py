@@ -4,9 +4,8 @@ import pytest
 
 from scheduler_app.dispatcher.timeline import SCHEDULES, Entry, ScheduleKey, Timeline, schedule_entry
 from scheduler_app.dispatcher.window import Window
-from scheduler_app.vocabulary.clock import FakeClock
 from scheduler_app.vocabulary.wakeup import WakeUp
-from tests.dispatcher.fakes import FakeStore
+from tests.dispatcher.fakes import FakeClock, FakeStore
 
 NOW = 1000.0
 

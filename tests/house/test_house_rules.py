@@ -2,9 +2,10 @@
 
 Read from the source only (no Django). "The app's packages" are the
 top-level entries of ``scheduler_app/``: a subpackage is one node, a root
-module another. Every import counts, those inside functions too (they run
-later, but a cycle they close is a cycle); only ``if TYPE_CHECKING`` ones do
-not.
+module another; inside each of them, the modules of a package import
+each other without a cycle either. Every import counts, those inside
+functions too (they run later, but a cycle they close is a cycle); only
+``if TYPE_CHECKING`` ones do not.
 """
 
 import ast
@@ -36,8 +37,13 @@ def node_of(module):
     return parts[1] if len(parts) > 1 else "__init__"
 
 
-def imports(path, name):
-    """Return every module ``path`` (module ``name``) imports, with the line; TYPE_CHECKING blocks left out."""
+def imports(path, name, known=None):
+    """Return every module ``path`` (module ``name``) imports, with the line; TYPE_CHECKING blocks left out.
+
+    Without ``known``, ``from a import b`` gives ``a`` and ``a.b``; with the
+    set of the app's modules, it gives ``a.b`` where that is a module and
+    ``a`` where ``b`` is a name ``a`` defines: the module actually run.
+    """
     tree = ast.parse(path.read_text())
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     skipped = set()
@@ -57,9 +63,14 @@ def imports(path, name):
                 source = ".".join(base + ([node.module] if node.module else []))
             else:
                 source = node.module or ""
-            yield source, node.lineno
+            if known is None:
+                yield source, node.lineno
             for alias in node.names:
-                yield f"{source}.{alias.name}", node.lineno
+                submodule = f"{source}.{alias.name}"
+                if known is None or submodule in known:
+                    yield submodule, node.lineno
+                else:
+                    yield source, node.lineno
 
 
 def graph():
@@ -72,6 +83,17 @@ def graph():
             a, b = node_of(name), node_of(target)
             if a != b and b != "__init__":
                 edges.setdefault(a, {}).setdefault(b, []).append(f"{name}:{line}")
+    return edges
+
+
+def module_graph():
+    """Return ``{module: {module: [where]}}`` of the imports between modules of one top-level entry."""
+    known = dict(modules())
+    edges = {}
+    for name, path in known.items():
+        for target, line in imports(path, name, known):
+            if target in known and target != name and node_of(target) == node_of(name) != "__init__":
+                edges.setdefault(name, {}).setdefault(target, []).append(f"{name}:{line}")
     return edges
 
 
@@ -111,6 +133,13 @@ def test_no_module_is_over_450_lines():
 
 def test_imports_go_down_no_cycle_among_the_apps_packages():
     edges = graph()
+    cycle = find_cycle(edges)
+    where = [f"{a} -> {b}: {edges[a][b][:3]}" for a, b in zip(cycle, cycle[1:], strict=False)] if cycle else []
+    assert cycle is None, " -> ".join(cycle) + "\n" + "\n".join(where)
+
+
+def test_no_cycle_among_the_modules_of_a_package():
+    edges = module_graph()
     cycle = find_cycle(edges)
     where = [f"{a} -> {b}: {edges[a][b][:3]}" for a, b in zip(cycle, cycle[1:], strict=False)] if cycle else []
     assert cycle is None, " -> ".join(cycle) + "\n" + "\n".join(where)
@@ -172,6 +201,31 @@ def test_columns_state_no_bound_of_their_own():
     assert found == []
 
 
+def receivers_connected_on_import(tree):
+    """Return the lines of ``@receiver`` decorators and of module-level ``.connect(...)`` calls in ``tree``."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for decorator in node.decorator_list:
+                target = decorator.func if isinstance(decorator, ast.Call) else decorator
+                if getattr(target, "id", getattr(target, "attr", None)) == "receiver":
+                    found.append(decorator.lineno)
+    for node in tree.body:
+        call = node.value if isinstance(node, ast.Expr) else None
+        if isinstance(call, ast.Call) and getattr(call.func, "attr", None) == "connect":
+            found.append(node.lineno)
+    return found
+
+
+def test_receivers_are_connected_in_ready_not_by_an_import():
+    found = [
+        f"{name}:{line}"
+        for name, path in modules()
+        for line in receivers_connected_on_import(ast.parse(path.read_text()))
+    ]
+    assert found == []
+
+
 def test_the_checks_find_what_they_look_for():
     assert find_cycle({"a": {"b": []}, "b": {"c": []}, "c": {"a": []}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b": []}, "b": {}}) is None
@@ -181,3 +235,9 @@ def test_the_checks_find_what_they_look_for():
     tmp.parent.mkdir(exist_ok=True)
     tmp.write_text(code)
     assert ("scheduler_app.admin", 2) in list(imports(tmp, "scheduler_app.models.probe"))  # inside a function too
+    known = {"scheduler_app.admin", "scheduler_app.admin.jobs"}
+    assert list(imports(tmp, "scheduler_app.models.probe", known)) == [("scheduler_app.admin.jobs", 2)]
+    probe = "@receiver(sig)\ndef f(**kw):\n    pass\n\n\nsetting_changed.connect(f)\n\n\ndef g():\n    sig.connect(f)\n"
+    assert receivers_connected_on_import(ast.parse(probe)) == [1, 6]  # not the call inside g
+    tmp.write_text("from scheduler_app.admin import site\n")
+    assert list(imports(tmp, "scheduler_app.models.probe", known)) == [("scheduler_app.admin", 1)]

@@ -1,8 +1,8 @@
-"""Retry and cancel of a workflow as a whole (lifecycle.workflows): compare-and-set through the job service."""
+"""Retry and cancel of a workflow as a whole (lifecycle.actions): compare-and-set through the job service."""
 
 import pytest
 
-from scheduler_app.lifecycle import InvalidTransition, workflows
+from scheduler_app.lifecycle import InvalidTransition, cancel_workflow, retry_workflow, workflows
 from scheduler_app.models import Job, JobStatus, Workflow, WorkflowStatus
 from scheduler_app.testing import drain
 from tests.admin.workflow_fixtures import workflow_of
@@ -35,7 +35,7 @@ def test_retry_revives_the_failed_job_and_the_dependents_it_cancelled_then_they_
     drain()
     assert statuses([a, b, c, d]) == ["failed", "cancelled", "cancelled", "succeeded"]
     assert workflows.refresh(workflow.pk).status == WorkflowStatus.FAILED
-    retried = workflows.retry_workflow(workflow.pk)
+    retried = retry_workflow(workflow.pk)
     assert retried.status == WorkflowStatus.RUNNING and retried.finished_at is None
     assert statuses([a, b, c, d]) == ["pending", "waiting", "waiting", "succeeded"]
     assert Job.objects.get(pk=b.pk).dependencies_left == 1
@@ -44,24 +44,24 @@ def test_retry_revives_the_failed_job_and_the_dependents_it_cancelled_then_they_
     Job.objects.filter(pk=a.pk).update(task="tests.testapp.tasks.add", args=[1, 2])  # the fix is deployed
     drain()
     assert statuses([a, b, c, d]) == ["succeeded"] * 4
-    assert workflows.retry_workflow(workflow.pk).status == WorkflowStatus.SUCCEEDED  # nothing to retry
+    assert retry_workflow(workflow.pk).status == WorkflowStatus.SUCCEEDED  # nothing to retry
 
 
 def test_cancel_ends_what_has_not_started_and_asks_the_running_to_stop(set_status):
     workflow, jobs = workflow_of([{}, {}, {"depends_on_index": [0]}])
     set_status(jobs[1], JobStatus.RUNNING)
-    assert workflows.cancel_workflow(workflow.pk).status == WorkflowStatus.RUNNING  # until the running one stops
+    assert cancel_workflow(workflow.pk).status == WorkflowStatus.RUNNING  # until the running one stops
     assert statuses(jobs) == ["cancelled", "running", "cancelled"]
     assert Job.objects.get(pk=jobs[1].pk).cancel_requested
-    assert workflows.cancel_workflow(workflow.pk).status == WorkflowStatus.RUNNING  # again: nothing changes
+    assert cancel_workflow(workflow.pk).status == WorkflowStatus.RUNNING  # again: nothing changes
 
 
 def test_a_retry_refused_for_one_job_changes_nothing():
     workflow, (a, b) = workflow_of([{"unique_key": "k1"}, {"depends_on_index": [0]}])
-    workflows.cancel_workflow(workflow.pk)
+    cancel_workflow(workflow.pk)
     workflow_of([{"unique_key": "k1"}], name="the holder")
     with pytest.raises(InvalidTransition, match="unique_key"):
-        workflows.retry_workflow(workflow.pk)
+        retry_workflow(workflow.pk)
     assert statuses([a, b]) == ["cancelled", "cancelled"]
     assert Workflow.objects.get(pk=workflow.pk).status == WorkflowStatus.CANCELLED
 
@@ -75,4 +75,4 @@ def test_the_callbacks_jobs_are_not_counted():
     workflow.refresh_from_db()
     assert workflows.counts([workflow]) == {workflow.pk: {"succeeded": 1}}
     assert workflows.refresh(workflow.pk).status == WorkflowStatus.SUCCEEDED  # its callback still pending
-    assert workflows.cancel_workflow(workflow.pk) and statuses([callback]) == ["pending"]
+    assert cancel_workflow(workflow.pk) and statuses([callback]) == ["pending"]

@@ -10,9 +10,9 @@ from django.test import Client
 from scheduler_app import lifecycle
 from scheduler_app.dispatcher.rollups import FRESH_EVERY, Reporter
 from scheduler_app.models import Job, Rollup
-from scheduler_app.vocabulary.clock import FakeClock
 from scheduler_app.vocabulary.jobs import Outcome, Status
 from tests.dispatcher.fake_executor import claimed_job
+from tests.dispatcher.fakes import FakeClock
 from tests.observability.test_metrics import samples
 from tests.plumbing import ADD, grant, run_until, settle, ticking_dispatcher
 

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from scheduler_app import lifecycle
 from scheduler_app.models import Job
-from scheduler_app.vocabulary.clock import FakeClock
+from tests.dispatcher.fakes import FakeClock
 from tests.plumbing import ADD, count_claims, dispatcher_thread, run_until, settle, ticking_dispatcher, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)

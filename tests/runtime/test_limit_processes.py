@@ -15,7 +15,7 @@ from django.db import connection
 
 from scheduler_app import lifecycle
 from scheduler_app.models import Job
-from scheduler_app.vocabulary.clock import FakeClock
+from tests.dispatcher.fakes import FakeClock
 from tests.plumbing import (
     count_claims,
     dispatcher_thread,

@@ -17,10 +17,10 @@ import pytest
 from scheduler_app.dispatcher.pool import WorkerPool
 from scheduler_app.runtime.processes import ProcessExecutor, QueueRouter, _Spawner
 from scheduler_app.runtime.worker_process import ending
-from scheduler_app.vocabulary.clock import FakeClock
 from scheduler_app.vocabulary.jobs import Outcome, Status
 from scheduler_app.vocabulary.policy import TIMEOUT_CLASS, RetryPolicy
 from tests.dispatcher.fake_executor import claimed_job
+from tests.dispatcher.fakes import FakeClock
 from tests.dispatcher.test_pool import wait_for
 
 pytestmark = pytest.mark.once  # no database: the executor alone

@@ -6,7 +6,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from scheduler_app.lifecycle.dependencies import order
+from scheduler_app.lifecycle.depends_on import order
 from scheduler_app.lifecycle.states import BulkValidationError
 from scheduler_app.sql import readable
 from scheduler_app.sql.readable import END_OF_TIME, START_OF_TIME, in_zone, json_reader, read_sqlite_time
