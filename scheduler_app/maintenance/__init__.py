@@ -9,7 +9,7 @@ next (epoch seconds):
 ``expiry.Expiry``             jobs past ``expires_at`` end cancelled
 ``dispatchers.DeadDispatchers``  silent dispatchers' rows marked dead
 ``schedules.DueSchedules``    due schedule runs no window held are enqueued
-``retention.Retention``       finished jobs and rollups past retention deleted
+``retention.Retention``       finished jobs, rollups and audit events past retention deleted
 ``statistics.Statistics``     SQLite's planner statistics refreshed
 ============================  ===============================================
 

@@ -46,6 +46,9 @@ class AuditEvent(models.Model):
 
     class Meta:
         ordering = ["-at", "-id"]
+        verbose_name = "audit event"
+        # Listed after the dashboard, which comes first in the app's menu (the admin sorts by this name).
+        verbose_name_plural = "Operator audit trail"
         indexes = [
             models.Index(fields=["-at", "-id"], name="auditevent_at_idx"),
             models.Index(

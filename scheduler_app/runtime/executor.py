@@ -16,7 +16,7 @@ from django.tasks.signals import task_finished, task_started
 
 from .. import conf, lifecycle, registry, taskresults
 from ..context import JobCancelled, JobContext
-from ..observability import joblogs
+from ..observability import joblogs, redacting
 from ..observability.logflush import LogFlusher
 from ..validation.durations import Snooze
 from ..vocabulary.jobs import Status
@@ -53,6 +53,7 @@ class Executor:
         # Writes running attempts' log records while they run (not for the test
         # helpers: another connection would not see the caller's transaction).
         self.flusher = LogFlusher(using) if own_connections else None
+        redacting.install()  # Django's line about a failed attempt keeps [FILTERED] for a secret argument
 
     def __call__(self, job, cancel_event, deadline):
         # A child the task forked never reports for the slot, nor outlives the attempt (forks.py).
@@ -83,7 +84,10 @@ class Executor:
         try:
             base = self._stored_logs(job)
             secrets = secret_texts([job.args, job.kwargs], conf.filter_names())
-            with joblogs.capture((job.id, job.worker, job.attempt), self.flusher, base, secrets) as captured:
+            with (
+                joblogs.capture((job.id, job.worker, job.attempt), self.flusher, base, secrets) as captured,
+                redacting.hiding(secrets),
+            ):
                 outcome = self._run(job, cancel_event, deadline)
             if secrets and outcome.error:  # an error that quotes a secret argument keeps [FILTERED] instead
                 error = {k: scrub(v, secrets) for k, v in outcome.error.items()}

@@ -24,6 +24,7 @@ the text is searched too.
 """
 
 import json
+import re
 
 from django.db.models import BooleanField, F, Func, Q, TextField, Value
 from django.db.models.expressions import RawSQL
@@ -119,14 +120,31 @@ _HIDDEN = {
 }
 
 
+# PostgreSQL: the row's JSON text first. A text value under a hidden key is
+# found by one regular expression on it; the walk of the JSON runs only on
+# rows with a hidden key whose value is not a text (a number, an object, a
+# list) and whose args or kwargs hold the text. Measured: a word 10,000 rows
+# held, counted with the walk on each 1.4 s, like this 0.5 s, without the
+# hidden keys 0.3 s (docs/OPERATIONS.md#search).
+_ROW_TEXT = "({table}.args::text || ' ' || {table}.kwargs::text)"
+_PRECHECKED = "({text} ~* %s OR ({text} ~* %s AND UPPER({text}) LIKE UPPER(%s) AND {walk}))"
+_PLAIN_NAME = re.compile(r"[\w.-]+")
+
+
 def in_hidden_values(value, names, using="default"):
     """Return a condition: ``value`` is part of the value of a key in ``names`` (lower case) in args or kwargs."""
     names = sorted(names)
     if is_postgres(using):
         sql, params = _HIDDEN["postgresql"].format(table=TABLE), [names, _like(value)]
-    else:
-        marks = ", ".join(["%s"] * len(names))
-        sql, params = _HIDDEN["sqlite"].format(table=TABLE, names=marks), [*names, _like(value)]
+        if all(_PLAIN_NAME.fullmatch(name) for name in names):  # as jsonb prints them: "name": (no escapes)
+            keys = '"(' + "|".join(re.escape(name) for name in names) + ')": '
+            printed = json.dumps(value, ensure_ascii=False)[1:-1]  # the value as jsonb prints it inside a text
+            in_text = keys + '"(\\\\.|[^"\\\\])*' + re.escape(printed)
+            sql = _PRECHECKED.format(text=_ROW_TEXT.format(table=TABLE), walk=sql)
+            params = [in_text, keys + '[^"]', _like(value), *params]
+        return Q(RawSQL(sql, params, output_field=BooleanField()))
+    marks = ", ".join(["%s"] * len(names))
+    sql, params = _HIDDEN["sqlite"].format(table=TABLE, names=marks), [*names, _like(value)]
     return Q(RawSQL(sql, params, output_field=BooleanField()))
 
 

@@ -106,6 +106,7 @@ class TestMounting:
         app = app[: app.index("</table>")]
         models = re.findall(r'<tr class="model-(\w+)', app)
         assert models[0] == "dashboard" and set(models) == {
+            "auditevent",
             "dashboard",
             "job",
             "queue",

@@ -21,7 +21,7 @@ from tests.plumbing import ADD, grant
 pytestmark = pytest.mark.django_db
 
 NOOP = "tests.testapp.tasks.noop"
-SECRET = {"password": "hunter2-secret"}
+SECRET = {"salary": "hunter2-secret"}  # not a FILTER_ARGUMENTS name: shown whole to who may see the job
 
 
 def client_with(*permissions, username="clerk"):

@@ -60,6 +60,7 @@ ENDPOINTS = [
     ("get", "/api/workflows/{workflow}/", None, "view_workflow"),
     ("post", "/api/workflows/{workflow}/retry/", None, "change_workflow"),
     ("post", "/api/workflows/{workflow}/cancel/", None, "change_workflow"),
+    ("get", "/api/audit/", None, "view_auditevent"),
     ("get", "/api/schedules/{schedule}/next/", None, "view_schedule"),
 ]
 NEEDING_A_PERMISSION = [e for e in ENDPOINTS if e[3]]

@@ -173,6 +173,9 @@ def test_admin_job_page_and_list_show_filtered(admin_client_):
     listed = admin_client_.get(reverse("admin:scheduler_app_job_changelist") + "?q=echo")
     assert listed.status_code == 200
     no_secret(listed.content.decode())
+    assert list(listed.context["cl"].result_list) == [job]
+    searched = admin_client_.get(reverse("admin:scheduler_app_job_changelist"), {"q": SECRET})
+    assert searched.status_code == 200 and list(searched.context["cl"].result_list) == []
 
 
 def test_admin_schedule_form_shows_filtered_and_saving_it_keeps_the_secret(admin_client_):
@@ -219,3 +222,30 @@ def test_log_records_that_quote_a_secret_keep_filtered(staff_user):
     assert messages == ["logging in with [FILTERED]"]
     api = token_client(grant(staff_user))
     no_secret(api.get(f"/api/jobs/{job.pk}/logs/").content.decode())
+
+
+def test_search_hides_numbers_quotes_and_nested_values_too(api, job_row, settings):
+    settings.SCHEDULER = {**settings.SCHEDULER, "FILTER_ARGUMENTS": ["pin", "password", "credentials"]}
+    job = job_row(
+        task=ECHO,
+        args=[],
+        kwargs={"PIN": 987654, "password": 'say "open sesame"', "credentials": {"user": "root-x1"}, "note": "n-77"},
+    )
+    for text in ("987654", 'say "open', "root-x1"):
+        response = api.get("/api/jobs/", {"search": text})
+        assert response.status_code == 200 and response.json()["results"] == [], text
+    assert [j["id"] for j in api.get("/api/jobs/", {"search": "n-77"}).json()["results"]] == [job.pk]
+    settings.SCHEDULER = {**settings.SCHEDULER, "FILTER_ARGUMENTS": []}
+    assert [j["id"] for j in api.get("/api/jobs/", {"search": "987654"}).json()["results"]] == [job.pk]
+
+
+def test_djangos_line_about_the_failed_attempt_keeps_filtered(caplog):
+    with caplog.at_level("DEBUG", logger="django.tasks"):
+        lifecycle.enqueue("tests.testapp.tasks.leaky", [], {"password": SECRET}, max_attempts=1)
+        testing.drain()
+    # The lines the scheduler and Django write about the run (the task's own logger is the task's business).
+    lines = [r for r in caplog.records if r.name == "django.tasks" or r.name.startswith("scheduler_app")]
+    assert any(r.name == "django.tasks" and r.exc_info for r in lines), "no line of django.tasks with the error"
+    text = "\n".join(caplog.handler.format(r) for r in lines)
+    assert "login refused for password [FILTERED]" in text
+    no_secret(text)

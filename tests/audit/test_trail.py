@@ -269,3 +269,35 @@ def test_the_workflow_and_schedule_history_pages(admin_client_):
     schedule = schedules.create(name="s", task=ADD, args=[1, 2], interval_seconds=60)
     page = admin_client_.get(reverse("admin:scheduler_app_schedule_history", args=[schedule.pk]))
     assert page.status_code == 200 and "No operator action on it yet" in page.content.decode()
+
+
+def test_admin_delete_of_a_finished_job_queue_limits_and_schedule_edit(admin_client_, job_row):
+    job = job_row(status=JobStatus.SUCCEEDED)
+    delete = reverse("admin:scheduler_app_job_delete", args=[job.pk])
+    assert admin_client_.post(delete, {"post": "yes"}).status_code == 302
+    event = only_event(action="delete", object_type="job")
+    assert (event.object_id, event.detail["status"]) == (str(job.pk), "succeeded")
+    lifecycle.ensure_queues(["slow"])
+    url = reverse("admin:scheduler_app_queue_change", args=["slow"])
+    form = {"concurrency_limit": "5", "rate_limit": "", "rate_period": "1"}
+    assert admin_client_.post(url, form).status_code == 302
+    assert only_event(action="set_limits").detail == {"concurrency_limit": 5}
+    schedule = schedules.create(name="nightly", task=ADD, args=[1, 2], interval_seconds=60)
+    url = reverse("admin:scheduler_app_schedule_change", args=[schedule.pk])
+    page = admin_client_.get(url)
+    form = page.context["adminform"].form
+    data = {name: ("" if form[name].value() is None else form[name].value()) for name in form.fields}
+    for name in ("start_at", "end_at"):
+        data.pop(name, None)
+    data.update({"enabled": "on", "interval_seconds": "120"})
+    assert admin_client_.post(url, data).status_code == 302
+    event = only_event(action="edit", object_type="schedule")
+    assert event.detail == {"interval_seconds": 120.0} and event.via == "admin"
+
+
+def test_api_bulk_create_records_the_ids_and_the_count(api):
+    jobs = [{"task": ADD, "args": [n, n]} for n in range(3)]
+    response = api.post("/api/jobs/bulk/", {"jobs": jobs}, format="json")
+    assert response.status_code == 201
+    event = only_event(action="bulk_create")
+    assert event.count == 3 and event.filter == {"id__in": [j["id"] for j in response.json()]}

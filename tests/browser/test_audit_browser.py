@@ -80,6 +80,7 @@ def test_the_audit_page_and_a_filtered_job_at(width, browser, live_server, super
 
     text = look("audit", "/admin/scheduler_app/auditevent/")
     assert page.locator("#result_list tbody tr").count() == 6
+    assert "6 audit events" in page.locator(".paginator").inner_text()
     assert "bulk_cancel" in text and "alice.operator" in text and "[FILTERED]" in text
     assert page.locator("#changelist-filter").count() == 1
     text = look("job-filtered", f"/admin/scheduler_app/job/{job.pk}/change/")
