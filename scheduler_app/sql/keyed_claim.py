@@ -3,7 +3,7 @@
 ``keys.claim_keyed`` is a transaction of seven round trips (BEGIN, the
 outcomes, the queues' turns, the candidates with their keys' locks, the
 keys' running jobs, the claim, COMMIT). Here its steps run inside one
-statement: a function installed by a migration (``0019_keyed_claim_function``,
+statement: a function installed by a migration (``0020_keyed_claim_function``,
 a versioned name, so one implementation serves every session, pooled or
 not) records the outcomes, then reads the candidates, tries their
 keys' locks, counts the running jobs of the keys it locked and chooses,

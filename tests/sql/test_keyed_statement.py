@@ -146,7 +146,7 @@ def test_limited_queues_are_left_to_the_claim_that_takes_their_turn(hot):
 
 def test_the_installed_function_is_the_one_the_code_makes():
     """The migration's frozen text is what ``function_text`` builds from the claims' texts today."""
-    migration = importlib.import_module("scheduler_app.migrations.0019_keyed_claim_function")
+    migration = importlib.import_module("scheduler_app.migrations.0020_keyed_claim_function")
     assert keyed_claim.function_text() == migration.CREATE
     assert migration.FUNCTION == keyed_claim.FUNCTION
 

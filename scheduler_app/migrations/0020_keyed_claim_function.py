@@ -109,6 +109,6 @@ def uninstall(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("scheduler_app", "0018_leadership")]
+    dependencies = [("scheduler_app", "0019_auditevent_menu_name")]
 
     operations = [migrations.RunPython(install, uninstall, elidable=False)]
