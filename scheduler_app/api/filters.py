@@ -11,7 +11,6 @@ from datetime import UTC, datetime
 import django_filters
 from django import forms
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db.models import Q
 from django.http import QueryDict
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -223,10 +222,8 @@ class JobFilter(django_filters.FilterSet):
         return queryset.filter(task=paths[0] if paths else value)
 
     def filter_search(self, queryset, name, value):
-        match = search_matches(value, queryset.db)
-        if value.isascii() and value.isdigit() and int(value) <= MAX_ID:
-            match |= Q(pk=int(value))
-        return queryset.filter(match)
+        job_id = int(value) if value.isascii() and value.isdigit() and int(value) <= MAX_ID else None
+        return queryset.filter(search_matches(value, queryset.db, job_id=job_id))
 
 
 # What a bulk action's "filter" may hold: the list's filters, not its ordering or pages.

@@ -12,8 +12,9 @@ PostgreSQL reads indexes, made by migration 0011 through :func:`add_indexes`:
   is not HOT (``status`` is indexed), and a trigram index there made each
   one insert ~100 trigram entries (100,000 updates: 24 s without it, 66 s
   with it, on the shared test machine). :func:`search_matches` is
-  ``id IN (SELECT job_id ... WHERE document LIKE UPPER('%text%'))``; the
-  index serves text of three characters or more.
+  ``id IN (SELECT job_id ... WHERE document LIKE UPPER('%text%'))`` (with
+  ``OR job_id = N`` for a number, the id); the index serves text of
+  three characters or more, shorter text scans the side table.
 - ``?tag=``: a GIN index on ``tags`` (``jsonb_ops``), read by
   ``tags ?| ARRAY[...]`` (any of the tags).
 
@@ -65,15 +66,31 @@ def _like(value):
     return "%" + value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
-def search_matches(value, using="default"):
-    """Return a condition: the job's task, unique_key, args, kwargs or meta contain ``value`` (any case)."""
+def search_matches(value, using="default", job_id=None):
+    """Return a condition: the job's task, unique_key, args, kwargs or meta contain ``value`` (any case),
+    or, when ``job_id`` is given, the job's id is ``job_id``.
+
+    On PostgreSQL the id is matched inside the subquery, on the side table
+    (every job has its row there; its primary key and the trigram index
+    together are a BitmapOr), not by an ``OR`` beside it: ``id IN (...) OR
+    id = N`` cannot be a semi-join, and the planner ran the subquery once
+    per row of the table (300,000 jobs: no answer in minutes; docs/SCALING.md
+    has the figures). Nor by ``UNION ALL SELECT N``: the planner then guesses
+    200 matches and joins half a million by index lookups (4 s).
+    """
     if is_postgres(using):
-        found = RawSQL(f"SELECT job_id FROM {SEARCH_TABLE} WHERE document LIKE UPPER(%s)", [_like(value)])
-        return Q(pk__in=found)
+        found = f"SELECT job_id FROM {SEARCH_TABLE} WHERE document LIKE UPPER(%s)"
+        params = [_like(value)]
+        if job_id is not None:
+            found += " OR job_id = %s"
+            params.append(job_id)
+        return Q(pk__in=RawSQL(found, params))
     match = Q(Contains(Document(), Upper(Value(value))))
     escaped = json.dumps(value)[1:-1]
     if escaped != value:
         match |= Q(Contains(Document(), Upper(Value(escaped))))
+    if job_id is not None:
+        match |= Q(pk=job_id)
     return match
 
 
