@@ -5,8 +5,7 @@ Only this thread talks to the store. It sleeps on one waiter (an Event, or
 ``tick`` says: until the earliest waiting job is due, the next timer (change
 poll, full reload, heartbeat, pause flags, housekeeping, rollups), the
 nearest job deadline, or a wake-up (a notification, a finished job,
-``stop()``). The claim step is ``claiming.Claimer``; the outcomes wait in
-``outcomes.OutcomeBuffer``; the rollups in ``rollup.Reporter``.
+``stop()``). The claim step is ``claiming.Claimer``, the stop ``stopping``.
 
 Nothing here imports Django: the store, the executor and the clock are
 injected, so tests drive ``tick`` with a fake clock and an in-memory store.
@@ -28,6 +27,7 @@ from .leases import LeaseWatch
 from .outcomes import OutcomeBuffer
 from .pool import WorkerPool
 from .rollups import Reporter
+from .stopping import StopSteps
 from .timeline import SCHEDULES, Timeline
 from .window import Window
 
@@ -39,7 +39,7 @@ def _moment(now):
     return datetime.fromtimestamp(now, UTC)
 
 
-class Dispatcher:
+class Dispatcher(StopSteps):
     def __init__(
         self,
         store,
@@ -83,6 +83,35 @@ class Dispatcher:
         self.pause_interval = pause_interval
         # Where other processes cannot notify (SQLite): how often to ask the store whether anyone committed.
         self.change_check_interval = change_check_interval
+        self._assemble(
+            store,
+            execute,
+            horizon=horizon,
+            cap=cap,
+            poll_interval=poll_interval,
+            full_sync_interval=full_sync_interval,
+            sync_overlap=sync_overlap,
+            max_abandoned=max_abandoned,
+            max_jobs=max_jobs,
+            rollup_interval=rollup_interval,
+        )
+        self._fresh_state()
+
+    def _assemble(
+        self,
+        store,
+        execute,
+        *,
+        horizon,
+        cap,
+        poll_interval,
+        full_sync_interval,
+        sync_overlap,
+        max_abandoned,
+        max_jobs,
+        rollup_interval,
+    ):
+        """Build the loop's parts: the window, the pool, the gate, the outcomes, the leases, the claim step."""
         # Loop thread only: the window, the per-minute tallies (None: not kept), the full limited queues.
         self.rollups = Reporter(rollup_interval, logger) if rollup_interval else None
         self.timeline = Timeline(self._group_of, cap)
@@ -102,8 +131,8 @@ class Dispatcher:
         )
         self.gate = Gate(retry_interval=poll_interval)
         self.outcomes = OutcomeBuffer(self.gate, self.rollups)
-        self.leases = LeaseWatch(lease, self.pool, self.policy)
-        self.hand_back = HandBack(store, self.pool, lease)
+        self.leases = LeaseWatch(self.lease, self.pool, self.policy)
+        self.hand_back = HandBack(store, self.pool, self.lease)
         self.claims = Claimer(
             store,
             self.groups,
@@ -116,8 +145,11 @@ class Dispatcher:
             clock=self.clock,
             rollups=self.rollups,
             max_jobs=max_jobs,
-            burst=burst,
+            burst=self.burst,
         )
+
+    def _fresh_state(self):
+        """The loop's own state: the wake-up, the inbox, the timers, the flags."""
         self._event = threading.Event()  # any thread sets it to wake the loop
         self._inbox = collections.deque()  # any thread appends payloads; loop pops
         self._stopping = False  # any thread sets it through stop()
@@ -271,31 +303,6 @@ class Dispatcher:
         moments = (self._db_retry_at, self._stop_deadline, self.leases.moment())
         return max(0.0, min(m for m in moments if m is not None) - now)
 
-    def _give_up(self, now, exc):
-        """Past the grace period, a stop no longer waits for the database: return True when it ended the loop.
-
-        What could not be written or released stays running in the database;
-        its leases expire and another dispatcher takes the jobs back
-        (invariant 10: a SIGTERM ends the dispatcher within the grace period
-        plus a few seconds, whatever the database does).
-        """
-        if not self._stopping or self._stop_deadline is None or now < self._stop_deadline:
-            return False
-        self.pool.close()
-        unfinished = self.pool.running_jobs() + [job for job, _ in self.overdue.values()]
-        for stop_attempts in self.before_release:
-            stop_attempts(unfinished)  # nothing of this dispatcher's may run on once it is gone
-        logger.error(
-            "stopping without the database (%s): %d running jobs were not released and %d outcomes not "
-            "written; their leases expire and another dispatcher takes the jobs back",
-            exc,
-            len(unfinished),
-            len(self.outcomes.pending),
-            extra={"action": "stop_unreleased"},
-        )
-        self.finished = True
-        return True
-
     def _tick(self, now):
         self._drain_inbox()
         self._collect(now)
@@ -405,46 +412,6 @@ class Dispatcher:
         self.store.expire(now)  # the claims refuse expired jobs already: this makes their status say so
         self.store.heartbeat(now, running=self.pool.busy(), processed=self.processed, failed=self.failed)
         self._due_heartbeat = now + self.lease / 3
-
-    def _check_done(self):
-        if self.pool.busy() or self.outcomes.pending or self.pool.abandoned_count:
-            return
-        if self.claims.done():
-            self.finished = True
-        elif self.burst:
-            # Due jobs of paused queues cannot run: they do not keep a burst alive.
-            self.timeline.promote(self.clock.time())
-            if not self.timeline.has_due(skip=self.paused) and not self.store.any_due(
-                self.queues - self.paused, self.clock.time()
-            ):
-                self.finished = True
-
-    def _begin_stop(self, now):
-        self._stop_deadline = now + self.grace
-        logger.info(
-            "stopping: %d running jobs get %.1fs to finish", self.pool.busy(), self.grace, extra={"action": "stop"}
-        )
-
-    def _stop_step(self, now):
-        if self._stop_deadline is None:
-            self._begin_stop(now)
-        if not self.pool.busy() and not self.outcomes.pending and not self.overdue:
-            self.finished = True
-        elif now >= self._stop_deadline:
-            self.pool.close()  # an attempt no thread has taken yet must not start once released
-            self._collect(now)  # one that ended meanwhile is written, not released (and run again)
-            unfinished = self.pool.running_jobs() + [job for job, _ in self.overdue.values()]
-            self.overdue.clear()
-            for stop_attempts in self.before_release:
-                stop_attempts(unfinished)  # gone before the release commits: another dispatcher may start them
-            self._flush(now)
-            released = self.store.release(unfinished, now)
-            logger.warning(
-                "grace period over: handed back %d unfinished jobs; they run again once this process is gone",
-                len(released),
-                extra={"action": "release"},
-            )
-            self.finished = True
 
     def _wait(self, now):
         if self.finished:

@@ -14,19 +14,14 @@ parse it with the same rule's ``parse``, so a typo and an out-of-range value
 get the same message.
 """
 
-import functools
-import inspect
 from datetime import timedelta
 
 from django.core.exceptions import ValidationError
-from django.db.models.base import ModelState
-from django.db.models.signals import post_init, pre_init
 from django.tasks import Task
 from django.tasks.base import DEFAULT_TASK_PRIORITY, DEFAULT_TASK_QUEUE_NAME
 from django.utils import timezone
 
 from .. import conf, registry, taskresults
-from ..models import Job
 from ..models.workflows import current_workflow
 from ..validation import admission
 from ..validation.errors import Errors
@@ -52,6 +47,8 @@ from ..validation.labels import META, TAGS, route_of
 from ..validation.options import options_of
 from ..validation.workflows import PASS_RESULTS
 from ..vocabulary.bounds import QUEUE_NAME_MAX, QUEUE_NAME_RE
+from .rows import new_job
+from .signatures import signature_problem
 
 
 class TaskName(Rule):
@@ -410,87 +407,3 @@ def _validate_arguments(errors, validate, args, kwargs):
         errors.merge(exc, "args")
     except Exception as exc:  # noqa: BLE001 - the task's own callable raised
         errors.add("args", f"The task's check of its arguments failed: {type(exc).__name__}: {exc}")
-
-
-def new_job(**values):
-    """Return an unsaved Job of ``values`` (by attname), every other field at its default.
-
-    Same instance as ``Job(**values)``, built the way Django builds rows it
-    reads (positional values): a third of the time, on every enqueue's path.
-    """
-    template, made, positions = _job_defaults()
-    row = template.copy()
-    for position, attname, make in made:
-        if attname not in values:
-            row[position] = make()
-    try:
-        for name, value in values.items():
-            row[positions[name]] = value
-    except KeyError:
-        raise TypeError(f"Job has no field {sorted(values.keys() - positions.keys())[0]!r}") from None
-    if pre_init.has_listeners(Job) or post_init.has_listeners(Job):
-        return Job(*row)
-    # What ``Job(*row)`` does when no one listens to its signals, without a
-    # setattr per field: no attname is behind a descriptor that does more
-    # than store the value on a new instance (a foreign key's id clears a
-    # cached object, and a new instance has none). A third of building a job.
-    job = Job.__new__(Job)
-    job.__dict__.update(zip(_attnames(), row, strict=False))
-    job._state = ModelState()
-    return job
-
-
-@functools.cache
-def _attnames():
-    return tuple(f.attname for f in Job._meta.concrete_fields)
-
-
-@functools.cache
-def _job_defaults():
-    """Return the Job's default row: ``(values, [(position, attname, callable)], {attname: position})``.
-
-    A default that is not a callable is the same object at every
-    ``get_default()`` (Django hands out ``self.default`` itself), so it is
-    asked once; callable defaults are called per job, as Django calls them
-    (for the fields ``values`` leaves out: the others would be overwritten).
-    Asking 31 fields per job was two fifths of building one.
-    """
-    fields = Job._meta.concrete_fields
-    made = [(i, f.attname, f.default) for i, f in enumerate(fields) if f.has_default() and callable(f.default)]
-    template = [None if f.has_default() and callable(f.default) else f.get_default() for f in fields]
-    return template, made, {f.attname: i for i, f in enumerate(fields)}
-
-
-@functools.lru_cache(maxsize=1024)
-def _signature(func):
-    try:
-        return inspect.signature(func)
-    except (TypeError, ValueError):  # a callable without a readable signature: let it be
-        return None
-
-
-def signature_problem(task, args, kwargs):
-    """Return why ``args``/``kwargs`` cannot be passed to ``task``, or None.
-
-    Binding looks only at how many positional arguments there are and which
-    keywords, in which order: the answer is kept per shape, so a batch of
-    jobs of one task binds once (a seventh of a bulk enqueue's Python).
-    """
-    try:
-        return _shape_problem(task, len(args), tuple(kwargs))
-    except TypeError:  # an unhashable Task (a list in a field): bind every time
-        return _shape_problem.__wrapped__(task, len(args), tuple(kwargs))
-
-
-@functools.lru_cache(maxsize=4096)
-def _shape_problem(task, nargs, keywords):
-    signature = _signature(task.func)
-    if signature is None:
-        return None
-    args, kwargs = [None] * (nargs + task.takes_context), dict.fromkeys(keywords)
-    try:
-        signature.bind(*args, **kwargs)
-    except TypeError as exc:
-        shown = registry.describe(task)["signature"]
-        return f"The arguments do not match {registry.name_of(task).rpartition('.')[2]}{shown}: {exc}."
-    return None

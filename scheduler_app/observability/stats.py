@@ -219,7 +219,9 @@ def upcoming_jobs(now=None, limit=20, *, skip_queues=()):
     per queue, so across queues this order is the global intent, not a promise.
     """
     now = now or timezone.now()
+    # What the rows show, and what held_by_key reads of them (no deferred load per row).
     fields = ["id", "task", "queue", "priority", "execute_at", "attempts", "max_attempts", "status"]
+    fields += ["concurrency_key", "concurrency_limit", "expires_at"]
     pending = Job.objects.exclude(queue__in=list(skip_queues)) if skip_queues else Job.objects
     due = list(pending.due(now).in_claim_order().only(*fields)[:limit])
     if len(due) >= limit:

@@ -34,16 +34,16 @@ from .due import any_due
 from .expiry import EXPIRED_PREFIX, expire
 from .flow import DEPENDENCY_FAILED_CLASS, mark_dependencies, settle_dependents, take_unique_window
 from .leases import handed_back, release, renew, rescue, take_back
-from .limited import pg_limited_claim, pg_limited_claim_text, sqlite_limited_claim
+from .limited import pg_limited_claim, pg_limited_claim_text
 from .postgres import (
-    pg_analyze_if_outgrown,
     pg_finish_and_claim,
     pg_finish_and_claim_params,
     pg_finish_and_claim_text,
     pg_insert_and_notify,
     pg_insert_statement,
 )
-from .sqlite import sqlite_claim, sqlite_finish, sqlite_optimize
+from .sqlite import sqlite_claim, sqlite_finish, sqlite_limited_claim, sqlite_optimize
+from .statistics import pg_analyze_if_outgrown
 
 __all__ = [
     "CLAIM_COLUMNS",

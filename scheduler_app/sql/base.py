@@ -17,7 +17,7 @@ UNIQUE_WINDOW_TABLE = "scheduler_app_uniquewindow"
 # one either. A pause takes effect at its commit, not when each dispatcher
 # next reads the flags.
 # Limited queues are claimed only by the claim that counts their use
-# (``pg_limited_claim_text``, ``sqlite_limited_claim``), so a limit set now
+# (``limited.pg_limited_claim_text``, ``sqlite.sqlite_limited_claim``), so a limit set now
 # holds for every claim that starts after its commit.
 NOT_PAUSED_NOR_LIMITED = (
     f"queue NOT IN (SELECT name FROM {QUEUE_TABLE} "

@@ -19,10 +19,11 @@ from .base import is_postgres
 from .bulk import pg_bulk_insert
 from .keyed_claim import pg_claim_keyed
 from .keys import claim_keyed
-from .limited import pg_limited_claim, sqlite_limited_claim
+from .limited import pg_limited_claim
 from .livelogs import pg_append_logs, sqlite_append_logs
-from .postgres import pg_analyze_if_outgrown, pg_finish_and_claim, pg_insert_and_notify
-from .sqlite import sqlite_claim, sqlite_finish, sqlite_optimize
+from .postgres import pg_finish_and_claim, pg_insert_and_notify
+from .sqlite import sqlite_claim, sqlite_finish, sqlite_limited_claim, sqlite_optimize
+from .statistics import pg_analyze_if_outgrown
 
 
 class Dialect(Protocol):

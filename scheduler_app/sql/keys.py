@@ -114,25 +114,7 @@ def claim_keyed(
         if limit <= 0 or not queues:
             return won, [], False
         state = _Choice(limit, _queue_rooms(queues, now, pg, db))
-        read, chunk = 0, first_chunk(limit)
-        while not state.done() and read < scan:
-            rows = _candidates(
-                queues, now, [*in_flight, *state.chosen], sorted(state.excluded()), chunk, pg, db, sorted(state.running)
-            )
-            chunk = min(chunk * CHUNK_GROWTH, CHUNK)
-            if not rows:
-                break
-            read += len(rows)
-            # PostgreSQL: the candidates come with their keys' locks taken (True) or held elsewhere (False).
-            taken = {row[1]: row[4] for row in rows if row[4] is not None} if pg else {}
-            rows = [row[:4] for row in rows]
-            keys = sorted({key for _, key, _, _ in rows} - state.running.keys() - state.busy)
-            if keys:
-                locked = [key for key in keys if taken.get(key)] if pg else keys
-                state.busy.update(set(keys) - set(locked))
-                state.running.update(dict.fromkeys(locked, 0))
-                state.running.update(_running(locked, db))
-            state.take(rows)
+        _choose(state, queues, now, in_flight, scan, pg, db)
         if not state.chosen:
             return won, [], state.held
         params = [worker, adapt_dt(lease_until, using), t, t, t]
@@ -146,6 +128,29 @@ def claim_keyed(
         )
         _record_starts(claimed, state.rooms, t, db)
     return won, claimed, state.held
+
+
+def _choose(state, queues, now, in_flight, scan, pg, db):
+    """Read due keyed candidates in growing chunks (at most ``scan`` rows) until ``state`` has chosen enough."""
+    read, chunk = 0, first_chunk(state.limit)
+    while not state.done() and read < scan:
+        rows = _candidates(
+            queues, now, [*in_flight, *state.chosen], sorted(state.excluded()), chunk, pg, db, sorted(state.running)
+        )
+        chunk = min(chunk * CHUNK_GROWTH, CHUNK)
+        if not rows:
+            break
+        read += len(rows)
+        # PostgreSQL: the candidates come with their keys' locks taken (True) or held elsewhere (False).
+        taken = {row[1]: row[4] for row in rows if row[4] is not None} if pg else {}
+        rows = [row[:4] for row in rows]
+        keys = sorted({key for _, key, _, _ in rows} - state.running.keys() - state.busy)
+        if keys:
+            locked = [key for key in keys if taken.get(key)] if pg else keys
+            state.busy.update(set(keys) - set(locked))
+            state.running.update(dict.fromkeys(locked, 0))
+            state.running.update(_running(locked, db))
+        state.take(rows)
 
 
 class _Choice:

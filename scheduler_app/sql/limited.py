@@ -41,23 +41,10 @@ knows which queues are full and when a rate window next has room.
 """
 
 import re
-from datetime import timedelta
 
 from django.db import transaction
 
-from .base import (
-    CLAIM_COLUMNS,
-    NOT_PAUSED_NOR_LIMITED,
-    QUEUE_TABLE,
-    SQLITE_EPOCH,
-    START_TABLE,
-    TABLE,
-    _in_list,
-    _rows,
-    adapt_dt,
-    claim_returning,
-    unkeyed_unexpired,
-)
+from .base import CLAIM_COLUMNS, QUEUE_TABLE, START_TABLE, TABLE, _rows
 from .connections import raw_cursor
 from .postgres import (
     NOT_IN_FLIGHT,
@@ -359,93 +346,3 @@ def _pg_claim_in_turn(params, limit, connection, using):
             _rows(PG_LOCK, {"queues": params["queues"]}, using)
             result = _rows(statement, params, using)
     return [r[1:] for r in result if r[0] is None], _room_rows([r[1:] for r in result if r[0] == ROOM])
-
-
-def sqlite_limited_claim(*, worker, queues, limit, now, lease_until, in_flight=(), using="default"):
-    """SQLite: claim up to ``limit`` due jobs of ``queues`` within their limits; return ``(claimed rows, room rows)``.
-
-    One transaction (SQLite's writers take turns, so what it counts is what
-    every committed claim left): read the room of each limited queue, claim,
-    write the starts of rate-limited queues and drop those past their window.
-    """
-    t = adapt_dt(now, using)
-    with transaction.atomic(using=using):
-        params = []
-        names = _in_list("name", queues, params, using)
-        epoch = SQLITE_EPOCH.replace("%(expressions)s", "min(s.started_at)").replace("%%%%", "%%")
-        # strftime's %f rounds to the millisecond: a bound rounded up would miss a
-        # start just inside the window and let one start too many through. The
-        # count takes a millisecond more than the window (it may count a start
-        # that just left it, never miss one); the DELETE below keeps a start
-        # RATE_START_KEEP seconds past the window.
-        starts = (
-            f"FROM {START_TABLE} s WHERE s.queue = q.name AND s.started_at > "
-            "strftime('%%Y-%%m-%%d %%H:%%M:%%f', %s, '-' || (q.rate_period + 0.001) || ' seconds')"
-        )
-        rooms = _rows(
-            f"SELECT q.name, "
-            f"CASE WHEN q.rate_limit IS NULL THEN NULL ELSE (SELECT {epoch} {starts}) END, "
-            f"q.concurrency_limit - (SELECT count(*) FROM {TABLE} r WHERE r.status = 'running' AND r.queue = q.name), "
-            f"q.rate_limit - (SELECT count(*) {starts}), q.rate_period "
-            f"FROM {QUEUE_TABLE} q WHERE {names} AND NOT q.paused AND {LIMITED}",
-            [t, t, *params],
-            using,
-        )
-        select_params = []
-        parts = []
-        due = adapt_dt(now, using)
-        # Never a job this dispatcher still runs (invariant 14).
-        skip = f"AND id NOT IN ({', '.join(['%s'] * len(in_flight))}) " if in_flight else ""
-        # No keyed job (``sql.keys`` claims those) and no expired one.
-        skip = f"AND {unkeyed_unexpired('%s')} {skip}"
-        skipped = [t, *in_flight]
-        others = sorted(set(queues) - {name for name, *_ in rooms})
-        if others:
-            free = []
-            free_in = _in_list("queue", others, free, using)
-            parts.append(
-                f"SELECT * FROM (SELECT id, priority, execute_at FROM {TABLE} INDEXED BY job_pending_claim_idx "
-                f"WHERE status = 'pending' AND execute_at <= %s AND {free_in} AND {NOT_PAUSED_NOR_LIMITED} {skip}"
-                "ORDER BY priority DESC, execute_at, id LIMIT %s)"
-            )
-            select_params += [due, *free, *skipped, int(limit)]
-        for name, _, by_concurrency, by_rate, _ in rooms:
-            room = min(v for v in (by_concurrency, by_rate, limit) if v is not None)
-            if room <= 0:
-                continue
-            parts.append(
-                # No per-queue index on SQLite (see migration 0008): the claim index, in claim order.
-                f"SELECT * FROM (SELECT id, priority, execute_at FROM {TABLE} INDEXED BY job_pending_claim_idx "
-                f"WHERE status = 'pending' AND queue = %s AND execute_at <= %s {skip}"
-                "ORDER BY priority DESC, execute_at, id LIMIT %s)"
-            )
-            select_params += [name, due, *skipped, int(room)]
-        if not parts:
-            return [], [(name, oldest, c, r, p) for name, oldest, c, r, p in rooms]
-        chosen = f"SELECT id FROM ({' UNION ALL '.join(parts)}) ORDER BY priority DESC, execute_at, id LIMIT %s"
-        claimed = _rows(
-            f"UPDATE {TABLE} SET status = 'running', attempts = attempts + 1, worker = %s, "
-            "lease_expires_at = %s, started_at = COALESCE(started_at, %s), last_attempted_at = %s, "
-            "updated_at = %s, finished_at = NULL "
-            f"WHERE status = 'pending' AND id IN ({chosen}) RETURNING {claim_returning(pg=False)}",
-            [worker, adapt_dt(lease_until, using), t, t, t, *select_params, int(limit)],
-            using,
-        )
-        rated = {name for name, _, _, by_rate, _ in rooms if by_rate is not None}
-        queue_at = CLAIM_COLUMNS.index("queue")
-        started = [row[queue_at] for row in claimed if row[queue_at] in rated]
-        if started:
-            values = ", ".join(["(%s, %s)"] * len(started))
-            _rows(
-                f"INSERT INTO {START_TABLE} (queue, started_at) VALUES {values} RETURNING id",
-                [v for name in started for v in (name, t)],
-                using,
-            )
-        for name, _, _, _, period in rooms:
-            if name in rated:
-                _rows(
-                    f"DELETE FROM {START_TABLE} WHERE queue = %s AND started_at <= %s RETURNING id",
-                    [name, adapt_dt(now - timedelta(seconds=period + RATE_START_KEEP), using)],
-                    using,
-                )
-    return claimed, [(name, oldest, c, r, p) for name, oldest, c, r, p in rooms]

@@ -45,6 +45,9 @@ def jobs(user):
     )
     child, _ = lifecycle.enqueue(ADD, [5, 6], depends_on=[plain.pk])
     failed, _ = lifecycle.enqueue(ADD, [7, 8])
+    # Late from the start: a due job turning late between two serializations
+    # (a loaded machine) would change its late_reason between them.
+    Job.objects.filter(pk=plain.pk).update(execute_at=timezone.now() - timedelta(hours=1))
     Job.objects.filter(pk=failed.pk).update(
         status="failed",
         attempts=1,

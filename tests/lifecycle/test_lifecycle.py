@@ -102,7 +102,7 @@ class TestEnqueue:
 
     def test_new_jobs_share_no_mutable_default(self):
         """Defaults are asked once per process; callable ones (lists, dicts, now) are still made per job."""
-        from scheduler_app.lifecycle.building import new_job
+        from scheduler_app.lifecycle.rows import new_job
 
         a, b = new_job(task=ADD), new_job(task=ADD)
         assert a.errors == [] and a.errors is not b.errors and a.kwargs is not b.kwargs
@@ -114,7 +114,7 @@ class TestEnqueue:
         """``new_job`` skips ``Job.__init__`` only while nobody listens to ``pre_init``/``post_init``."""
         from django.db.models.signals import post_init
 
-        from scheduler_app.lifecycle.building import new_job
+        from scheduler_app.lifecycle.rows import new_job
 
         now = timezone.now()
         values = {"task": ADD, "args": [1, 2], "priority": 5, "created_by_id": staff_user.pk, "tags": ["a"]}

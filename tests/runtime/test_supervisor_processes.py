@@ -77,9 +77,19 @@ def test_a_child_that_dies_is_restarted_and_sigterm_stops_them_all(marker_dir):
             process.kill()
 
 
-@pytest.mark.parametrize("delay", [0.3, 1.5])
+def catches_sigterm(pid):
+    """Whether ``pid`` has a handler for SIGTERM (its SigCgt mask in /proc)."""
+    with open(f"/proc/{pid}/status") as fh:
+        caught = next(line for line in fh if line.startswith("SigCgt:")).split()[1]
+    return bool(int(caught, 16) >> (signal.SIGTERM - 1) & 1)
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.3, 1.5])
 def test_sigterm_while_starting_exits_0(delay):
     process = start("--processes", "2")
+    # From the moment manage.py holds the signals (before Django is set up):
+    # before it, the interpreter itself is starting and nothing can hold one.
+    assert wait_for(lambda: catches_sigterm(process.pid), timeout=30, interval=0.005)
     time.sleep(delay)
     process.send_signal(signal.SIGTERM)
     assert process.wait(60) == 0, process.stdout.read()
