@@ -31,6 +31,7 @@ from ..observability import workflows as workflow_numbers
 from ..sql import readable
 from ..validation import progress as progress_rule
 from . import visibility
+from .base import SchedulerModelAdmin
 from .changelist import site_view
 from .formatting import (
     clock,
@@ -301,7 +302,7 @@ def render_sections(request, data):
 
 
 @admin.register(Dashboard)
-class DashboardAdmin(admin.ModelAdmin):
+class DashboardAdmin(SchedulerModelAdmin):
     def get_urls(self):
         wrap = partial(site_view, self)
 

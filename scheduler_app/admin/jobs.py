@@ -15,6 +15,7 @@ from django.utils.html import format_html
 from .. import lifecycle, registry
 from ..lifecycle.states import allowed_from, refusal
 from ..models import Job, JobStatus
+from .base import SchedulerModelAdmin
 from .bulk import BulkActionsMixin, TagFilter
 from .changelist import CappedCountPaginator, DateRangeFilter, JobChangeList, QueueFilter, ScheduleFilter, TaskFilter
 from .dependencies import WORKFLOW_FIELDS, DependenciesMixin, DependencyFilter
@@ -22,7 +23,6 @@ from .forms import JobAddForm, JobRescheduleForm
 from .job_fields import JobFields, fields_for
 from .job_summary import JobSummary
 from .live import JobLive
-from .lookups import SafeLookupsMixin
 
 # Actions on "all N matching jobs" stop where the list stops counting: past
 # it, narrow the filter.
@@ -32,7 +32,7 @@ BOTH_LOCATIONS = [ActionLocation.CHANGE_LIST, ActionLocation.CHANGE_FORM]
 
 
 @admin.register(Job)
-class JobAdmin(BulkActionsMixin, DependenciesMixin, JobSummary, JobLive, JobFields, SafeLookupsMixin, admin.ModelAdmin):
+class JobAdmin(BulkActionsMixin, DependenciesMixin, JobSummary, JobLive, JobFields, SchedulerModelAdmin):
     list_display = [
         "id",
         "task_name",

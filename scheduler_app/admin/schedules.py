@@ -19,9 +19,9 @@ from ..models import Schedule
 from ..validation.fields import ARGS, KWARGS, MAX_ATTEMPTS, PRIORITY, TIMEOUT
 from ..validation.schedules import EDITABLE, INTERVAL
 from ..vocabulary.bounds import PRIORITY_MAX, PRIORITY_MIN
+from .base import SchedulerModelAdmin
 from .formatting import status_badge, when_html
 from .forms import EncodableDataMixin, JSONTextField, RuleChoiceField, RuleFormField, SplitDateTime
-from .lookups import SafeLookupsMixin
 from .schedule_runs import ComingRunsMixin
 
 
@@ -88,7 +88,7 @@ class ScheduleForm(EncodableDataMixin, forms.ModelForm):
 
 
 @admin.register(Schedule)
-class ScheduleAdmin(ComingRunsMixin, SafeLookupsMixin, admin.ModelAdmin):
+class ScheduleAdmin(ComingRunsMixin, SchedulerModelAdmin):
     form = ScheduleForm
     list_display = ["name", "task_name", "timetable", "next_run", "last_run", "enabled"]
     list_display_links = ["name"]

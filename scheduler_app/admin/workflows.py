@@ -27,9 +27,9 @@ from ..lifecycle.states import InvalidTransition
 from ..models import ACTIVE_STATUSES, FINISHED_STATUSES, JobStatus, Workflow
 from ..observability import workflows as numbers
 from . import graph
+from .base import SchedulerModelAdmin
 from .changelist import CappedCountPaginator, site_view
 from .formatting import status_badge, status_label, when_html
-from .lookups import SafeLookupsMixin
 
 RETRYABLE = (JobStatus.FAILED, JobStatus.CANCELLED)
 # The list's actions work workflow by workflow (each in its own transaction); past this many, narrow the filter.
@@ -86,7 +86,7 @@ def callbacks_html(callbacks, job_url):
 
 
 @admin.register(Workflow)
-class WorkflowAdmin(SafeLookupsMixin, admin.ModelAdmin):
+class WorkflowAdmin(SchedulerModelAdmin):
     list_display = [
         "name_display",
         "status_display",

@@ -410,6 +410,12 @@ DECLARED = {
     "ROLLUP_RETENTION": _setting(
         timedelta(days=7), Age("ROLLUP_RETENTION", limits.RETENTION_MAX), "how long the per-minute history is kept"
     ),
+    "REQUEST_STATEMENT_TIMEOUT": _setting(
+        30.0,
+        Seconds("REQUEST_STATEMENT_TIMEOUT", limits.REQUEST_STATEMENT_TIMEOUT_MAX, zero_ok=True),
+        "seconds one SQL statement of an admin page or API request of the scheduler may run before the "
+        "database cancels it (API: 503, admin: a message); 0: no bound. The dispatcher is not bound by it",
+    ),
     "METRICS_TOKEN": _setting(
         None, Secret("METRICS_TOKEN"), "GET /metrics also answers 'Authorization: Bearer <this>'; None: staff only"
     ),

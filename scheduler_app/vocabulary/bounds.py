@@ -104,6 +104,8 @@ PRUNE_BATCH_MAX = 100_000
 SCHEDULE_CATCH_UP_MAX = 1000
 # The built-in webhook task: at most this long a wait, this much body kept.
 WEBHOOK_TIMEOUT_MAX = 3600
+# The longest bound on one statement of a web request (SCHEDULER["REQUEST_STATEMENT_TIMEOUT"]).
+REQUEST_STATEMENT_TIMEOUT_MAX = 3600
 WEBHOOK_MAX_BODY_MAX = 16 * 1024 * 1024
 # Dispatcher processes one supervisor runs (rundispatcher --processes).
 PROCESSES_MAX = 64
