@@ -13,6 +13,7 @@ from .. import conf
 from ..models import Job
 from ..sql.timeouts import bounded_statements
 from .exceptions import exception_handler
+from .middleware import early_error
 from .parsers import BoundedJSONParser
 from .permissions import StaffModelPermission
 from .renderers import SafeJSONRenderer
@@ -36,6 +37,10 @@ class SchedulerAPI:
         return exception_handler
 
     def dispatch(self, request, *args, **kwargs):
+        # DRF's content negotiation reads the query string, and fails again while answering its own error.
+        refused = early_error(request)
+        if refused is not None:
+            return refused
         # No statement of a request runs longer than REQUEST_STATEMENT_TIMEOUT (exceptions.py: 503).
         with bounded_statements(conf.get("REQUEST_STATEMENT_TIMEOUT"), router.db_for_read(Job)):
             return super().dispatch(request, *args, **kwargs)
