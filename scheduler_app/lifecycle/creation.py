@@ -148,14 +148,7 @@ def enqueue_many_created(specs, *, created_by=None, max_size=None, using="defaul
         built.append(job)
     if errors:
         raise BulkValidationError(errors)
-    edges = sum(map(len, links.values())) + sum(len(j._depends_on) for j in built)
-    if edges > LINKS_PER_REQUEST_MAX:
-        raise ValidationError(
-            {
-                "jobs": f"At most {LINKS_PER_REQUEST_MAX} dependencies (depends_on and depends_on_index entries "
-                f"together) per request; this one has {edges}. Split it into several requests."
-            }
-        )
+    _bound_links(links, built)
     order(links)
     if any(links.values()) or any(j._depends_on or j._unique_for for j in built):
         with transaction.atomic(using=using):
@@ -170,6 +163,18 @@ def enqueue_many_created(specs, *, created_by=None, max_size=None, using="defaul
             announce(jobs=new, using=using)
     taskresults.send_enqueued(new)
     return [(existing[j.unique_key], False) if j.unique_key in existing else (j, True) for j in built]
+
+
+def _bound_links(links, built):
+    """Refuse a request with more than LINKS_PER_REQUEST_MAX dependencies (its own links and existing jobs)."""
+    edges = sum(map(len, links.values())) + sum(len(j._depends_on) for j in built)
+    if edges > LINKS_PER_REQUEST_MAX:
+        raise ValidationError(
+            {
+                "jobs": f"At most {LINKS_PER_REQUEST_MAX} dependencies (depends_on and depends_on_index entries "
+                f"together) per request; this one has {edges}. Split it into several requests."
+            }
+        )
 
 
 def _holders(keys, now, using):
