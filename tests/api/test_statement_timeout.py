@@ -79,3 +79,13 @@ def test_the_bound_is_the_requests_own(bounded, api, admin_client_):
     assert api.get("/api/jobs/").status_code == 200
     assert admin_client_.get("/admin/scheduler_app/job/").status_code == 200
     assert statement_timeout() == before  # reset after the request: the connection's other users are not bound
+
+
+def test_metrics_answer_503_when_a_statement_runs_past_the_bound(bounded, admin_client_, monkeypatch):
+    from scheduler_app.models import Job
+    from scheduler_app.observability import metrics
+
+    monkeypatch.setattr(metrics, "render", lambda: str(Job.objects.extra(where=[SLOW]).count()).encode())
+    response = admin_client_.get("/metrics")
+    assert response.status_code == 503
+    assert b"REQUEST_STATEMENT_TIMEOUT" in response.content
