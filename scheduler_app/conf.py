@@ -9,6 +9,7 @@ from django.core.signals import setting_changed
 
 from .validation.settings import DECLARED
 from .vocabulary.bounds import QUEUE_NAME_RE
+from .vocabulary.redaction import redact, redact_head, restore
 
 # Each key's default, as declared with its rule and meaning (``validation.settings``).
 DEFAULTS = {name: setting.default for name, setting in DECLARED.items()}
@@ -80,3 +81,38 @@ def get(name):
     if name == "RETENTION":
         return {**DEFAULTS["RETENTION"], **overrides.get("RETENTION", {})}
     return overrides.get(name, DEFAULTS[name])
+
+
+def filter_names():
+    """Return ``FILTER_ARGUMENTS`` as a frozenset of lower-case names; ImproperlyConfigured when it is not valid."""
+    from django.core.exceptions import ImproperlyConfigured, ValidationError
+
+    value = get("FILTER_ARGUMENTS")
+    try:
+        names = DECLARED["FILTER_ARGUMENTS"].rule.check(value)
+    except ValidationError as exc:
+        raise ImproperlyConfigured(
+            f"SCHEDULER['FILTER_ARGUMENTS'] is {value!r}: {' '.join(exc.messages)} E.g. ['password', 'token']."
+        ) from None
+    return frozenset(name.strip().lower() for name in names)
+
+
+def filtered(value):
+    """Return a job's kwargs (or any JSON value) with the values of ``FILTER_ARGUMENTS`` keys shown as [FILTERED].
+
+    The one function every page, response, log line and audit entry shows
+    arguments through; the task itself gets the real values. A text (the
+    job list's cut preview of a long value's JSON) ends before the value
+    of its first filtered key.
+    """
+    names = filter_names()
+    return redact_head(value, names) if isinstance(value, str) else redact(value, names)
+
+
+def unfiltered(new, old):
+    """Return kwargs ``new`` with each [FILTERED] under a filtered name replaced by ``old``'s real value.
+
+    A client that sends back what it read (a PATCH of a schedule, a form
+    saved as shown) keeps the secrets it never saw.
+    """
+    return restore(new, old, filter_names())

@@ -23,6 +23,7 @@ root logger's WARNING), a signal would do nothing, and ``wanted()`` says
 so: neither the TaskResult is built nor the signal sent.
 """
 
+import contextvars
 import json
 import logging
 from dataclasses import fields
@@ -252,6 +253,50 @@ def apply_outcome(result, outcome, now):
         value = None if outcome.result_json == "null" else json.loads(outcome.result_json)
         object.__setattr__(result, "_return_value", value)
     return result
+
+
+# The id of the result whose task_finished is being sent for a cancelled
+# attempt (this thread or task only): Django's log line for it says so, at INFO.
+_cancelled_id = contextvars.ContextVar("scheduler_cancelled_result", default=None)
+_DJANGO_FINISHED_LINE = "Task id=%s path=%s state=%s"
+
+
+class CancelledLine(logging.Filter):
+    """Say "cancelled" at INFO where Django's log receiver would say ERROR ... state=FAILED.
+
+    django.tasks has no cancelled status (a cancelled job's result is FAILED,
+    which every other receiver still gets); its own log line would report an
+    operator's cancel as an error. Installed on the ``django.tasks`` logger.
+    """
+
+    def filter(self, record):
+        cancelled = _cancelled_id.get()
+        if cancelled is None or record.msg != _DJANGO_FINISHED_LINE or not record.args:
+            return True
+        if str(record.args[0]) != cancelled:
+            return True
+        record.levelno, record.levelname = logging.INFO, logging.getLevelName(logging.INFO)
+        record.msg = "Task id=%s path=%s cancelled (state=%s)"
+        record.exc_info = record.exc_text = None
+        return _tasks_log.isEnabledFor(logging.INFO)
+
+
+def install_log_filter():
+    """Put CancelledLine on the ``django.tasks`` logger once (AppConfig.ready)."""
+    if not any(isinstance(f, CancelledLine) for f in _tasks_log.filters):
+        _tasks_log.addFilter(CancelledLine())
+
+
+def send_finished(sender, result, *, cancelled=False):
+    """Send ``task_finished`` for ``result``; a cancelled attempt's is logged as cancelled, at INFO."""
+    if not cancelled:
+        send(task_finished, sender, result)
+        return
+    token = _cancelled_id.set(str(result.id))
+    try:
+        send(task_finished, sender, result)
+    finally:
+        _cancelled_id.reset(token)
 
 
 def send(signal, sender, result):

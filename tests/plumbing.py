@@ -340,3 +340,31 @@ def overlapping_runs(marker_dir):
             if span_b[0] <= span_a[1]:
                 found.append((int(job), a, b))
     return found
+
+
+def _claim(kind, worker, *, queues, limit, lease, finished=(), connection=None, using="default", **request):
+    from scheduler_app import lifecycle
+    from scheduler_app.vocabulary.claims import ClaimRequest
+
+    if request.get("ids") is not None:
+        request["ids"] = tuple(request["ids"])
+    request["in_flight"] = tuple(request.get("in_flight", ()))
+    asked = ClaimRequest(worker, tuple(queues), limit, lease, kind=kind, **request)
+    return lifecycle.claim(asked, finished=finished, connection=connection, using=using)
+
+
+def claim(worker, **kw):
+    """``lifecycle.claim`` of a plain request; return the claimed jobs (the tests' shorthand)."""
+    return _claim("plain", worker, **kw).jobs
+
+
+def claim_limited(worker, **kw):
+    """``lifecycle.claim`` of a limited request; return ``(jobs, blocked)``."""
+    claimed = _claim("limited", worker, **kw)
+    return claimed.jobs, claimed.blocked
+
+
+def claim_keyed(worker, **kw):
+    """``lifecycle.claim`` of a keyed request; return ``(jobs, held)``."""
+    claimed = _claim("keyed", worker, **kw)
+    return claimed.jobs, claimed.held

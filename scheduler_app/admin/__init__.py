@@ -5,6 +5,7 @@ Importing the package registers the model admins on ``admin.site``:
     jobs.py        JobAdmin and its actions (cancel, retry, run now)
     schedules.py   ScheduleAdmin and ScheduleForm
     workers.py     WorkerAdmin (read-only)
+    audit.py       AuditEventAdmin (the read-only audit page), each object's History, audit() for the actions
     workflows.py   WorkflowAdmin: the list, a workflow's page with its graph (graph.py), retry and cancel
     queues.py      QueueAdmin: the limits of each queue (concurrency, rate)
     dependencies.py  a job's dependencies and dependents, the "waiting on dependencies" filter
@@ -19,4 +20,4 @@ Entry points only: changes go through ``lifecycle`` and ``schedules``;
 numbers come from ``stats``.
 """
 
-from . import dashboard, jobs, queues, schedules, workers, workflows  # noqa: F401  (each registers its ModelAdmin)
+from . import audit, dashboard, jobs, queues, schedules, workers, workflows  # noqa: F401  (each registers its ModelAdmin)

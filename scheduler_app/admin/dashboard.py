@@ -16,6 +16,7 @@ from functools import partial
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
 from django.http import Http404, HttpResponseRedirect, JsonResponse
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
@@ -30,7 +31,8 @@ from ..observability import history, lateness, stats
 from ..observability import workflows as workflow_numbers
 from ..sql import readable
 from ..validation import progress as progress_rule
-from . import visibility
+from . import runtimes, visibility
+from .audit import audit
 from .base import SchedulerModelAdmin
 from .changelist import site_view
 from .formatting import (
@@ -273,6 +275,7 @@ def sections_of(shown):
 # The toolbar's links: (label, admin URL name, the model the reader must view; None: the add permission of jobs).
 LINKS = [
     ("All jobs", "job_changelist", "job"),
+    ("Task run times", "dashboard_runtimes", "dashboard"),
     ("Queues", "queue_changelist", "queue"),
     ("Schedule a job", "job_add", None),
     ("Workers", "worker_changelist", "worker"),
@@ -284,8 +287,15 @@ def links(user, site_name):
     return [
         {"label": label, "url": reverse(f"admin:scheduler_app_{name}", current_app=site_name)}
         for label, name, model in LINKS
-        if (visibility.may_view(user, model) if model else user.has_perm("scheduler_app.add_job"))
+        if _may_follow(user, model)
     ]
+
+
+def _may_follow(user, model):
+    if model is None:
+        return user.has_perm("scheduler_app.add_job")
+    # The run times are the dashboard's own numbers: whoever sees it sees them.
+    return model == "dashboard" or visibility.may_view(user, model)
 
 
 def render_sections(request, data):
@@ -312,6 +322,7 @@ class DashboardAdmin(SchedulerModelAdmin):
             # The same page under the name the admin index links models by.
             path("", wrap(self.changelist_view), name=f"{app}_{model}_changelist"),
             path("data/", wrap(self.data_view), name=f"{app}_{model}_data"),
+            path("runtimes/", wrap(self.runtimes_view), name=f"{app}_{model}_runtimes"),
             path("queues/<str:name>/<str:action>/", wrap(self.queue_toggle_view), name=f"{app}_queue_toggle"),
         ]
 
@@ -355,6 +366,23 @@ class DashboardAdmin(SchedulerModelAdmin):
         request.current_app = self.admin_site.name
         return TemplateResponse(request, "admin/scheduler_app/dashboard.html", context)
 
+    def runtimes_view(self, request):
+        """Render the per-task run time charts (p50 and p95 over time)."""
+        self._require_view(request)
+        minutes = minutes_of(request)
+        task = request.GET.get("task", "")[:255]
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Task run times",
+            "subtitle": None,
+            "ranges": RANGES,
+            "minutes": minutes,
+            "task": task,
+            **runtimes.runtimes(minutes, task=task or None),
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, "admin/scheduler_app/runtimes.html", context)
+
     def data_view(self, request):
         """Return the dashboard's numbers and each section's HTML as JSON.
 
@@ -380,10 +408,9 @@ class DashboardAdmin(SchedulerModelAdmin):
         if request.POST.get("next") == "queues":
             dashboard = reverse("admin:scheduler_app_queue_changelist", current_app=self.admin_site.name)
         try:
-            if action == "pause":
-                lifecycle.pause_queue(name)
-            else:
-                lifecycle.resume_queue(name)
+            with transaction.atomic():
+                (lifecycle.pause_queue if action == "pause" else lifecycle.resume_queue)(name)
+                audit(request, action, "queue", object_id=name)
         except ValidationError as exc:
             error = "; ".join(exc.messages)
             if wants_json:

@@ -8,7 +8,8 @@ import math
 import re
 
 from django.utils import formats, timezone
-from django.utils.html import format_html, format_html_join
+from django.utils.html import escape, format_html, format_html_join
+from django.utils.safestring import mark_safe
 
 from ..models import JobStatus, stale_before
 from ..sql.readable import in_zone
@@ -126,11 +127,14 @@ def pretty_json(value):
     )
 
 
-def task_short_html(task):
-    """Return a task's short name (the last dotted part, bold) with its full path on hover."""
-    return format_html(
-        '<span class="sched-task sched-task-short" title="{}"><strong>{}</strong></span>', task, task.rpartition(".")[2]
-    )
+def task_short_html(task, breaks=False):
+    """Return a task's short name (the last dotted part, bold) with its full path on hover.
+
+    ``breaks``: a <wbr> after each underscore, where a long name may break.
+    """
+    short = task.rpartition(".")[2]
+    name = mark_safe("_<wbr>".join(escape(part) for part in short.split("_"))) if breaks else short
+    return format_html('<span class="sched-task sched-task-short" title="{}"><strong>{}</strong></span>', task, name)
 
 
 def worker_short(worker_id):

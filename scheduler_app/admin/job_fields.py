@@ -11,6 +11,7 @@ from django.utils import timezone
 from django.utils.functional import lazy
 from django.utils.html import format_html, format_html_join
 
+from .. import conf
 from ..models import JobLog, JobStatus, Schedule, Worker
 from ..observability import lateness
 from ..observability.stats import held_by_key
@@ -77,9 +78,16 @@ def late_html(job, *, short=False):
 class JobFields:
     # -- list columns -----------------------------------------------------
 
-    @admin.display(description="task", ordering="task")
+    @admin.display(description="task · tags", ordering="task")
     def task_name(self, obj):
-        return task_short_html(obj.task)
+        # The tags ride in the task's cell: a column of their own made the list
+        # wider than 1280 px (the first two here, all of them on the job's page).
+        tags = self.tags_display(obj, limit=2) if obj.tags else ""
+        # A long name may break after its underscores, only where the list has no room.
+        name = task_short_html(obj.task, breaks=True)
+        if not tags or tags == "-":
+            return name
+        return format_html('{} <span class="sched-tags">{}</span>', name, tags)
 
     @admin.display(description="worker", ordering="worker")
     def worker_short(self, obj):
@@ -125,11 +133,12 @@ class JobFields:
     # -- change page fields -------------------------------------------------
 
     @admin.display(description="tags")
-    def tags_display(self, obj):
-        # Compact: the first three, and how many more (the job's page shows them all).
+    def tags_display(self, obj, limit=3):
+        # Compact: the first ``limit``, and how many more (the job's page shows them all).
         tags = [t for t in obj.tags if isinstance(t, str)] if isinstance(obj.tags, list) else []
-        shown = format_html_join(" ", '<span class="job-tag">{}</span>', ((t,) for t in tags[:3]))
-        return format_html("{} +{}", shown, len(tags) - 3) if len(tags) > 3 else shown or "-"
+        shown = format_html_join(" ", '<span class="job-tag" title="{}">{}</span>', ((t, t) for t in tags[:limit]))
+        more = len(tags) - limit
+        return format_html('{} <span class="sched-more">+{}</span>', shown, more) if more > 0 else shown or "-"
 
     @admin.display(description="tags")
     def all_tags_display(self, obj):
@@ -142,11 +151,11 @@ class JobFields:
 
     @admin.display(description="args")
     def args_display(self, obj):
-        return pretty_json(obj.args)
+        return pretty_json(conf.filtered(obj.args))
 
     @admin.display(description="kwargs")
     def kwargs_display(self, obj):
-        return pretty_json(obj.kwargs)
+        return pretty_json(conf.filtered(obj.kwargs))
 
     @admin.display(description="when")
     def due_display(self, obj):

@@ -9,6 +9,7 @@ refusal is shown as the lifecycle words it).
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.http import Http404, HttpResponseRedirect
 from django.template.loader import render_to_string
 from django.urls import path, reverse
@@ -21,6 +22,7 @@ from ..lifecycle.states import allowed_from, refusal
 from ..models import Job, JobStatus
 from ..sql.readable import error_entries
 from ..validation.fields import PROGRESS
+from .audit import audit
 from .formatting import status_badge, when_html, worker_short_html
 
 CHANGE_PERMISSION = "scheduler_app.change_job"
@@ -94,7 +96,9 @@ class JobSummary:
             raise PermissionDenied
         page = reverse("admin:scheduler_app_job_change", args=[job_id], current_app=self.admin_site.name)
         try:
-            done = lifecycle.retry(job_id) if action == "retry" else lifecycle.cancel(job_id)
+            with transaction.atomic():
+                done = lifecycle.retry(job_id) if action == "retry" else lifecycle.cancel(job_id)
+                audit(request, action, "job", object_id=job_id, detail={} if action == "retry" else {"outcome": done})
         except Job.DoesNotExist:
             raise Http404("No job has this id.") from None
         except lifecycle.InvalidTransition as exc:

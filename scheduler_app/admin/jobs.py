@@ -8,13 +8,17 @@ the ``*_many`` functions).
 from django.contrib import admin, messages
 from django.contrib.admin.options import ActionLocation
 from django.core.exceptions import ValidationError
+from django.db import transaction
 from django.http import HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html
 
 from .. import lifecycle, registry
+from ..api.filters import search
 from ..lifecycle.states import allowed_from, refusal
 from ..models import Job, JobStatus
+from ..vocabulary.bounds import SEARCH_MAX
+from .audit import AuditHistoryMixin, audit, list_filter_of
 from .base import SchedulerModelAdmin
 from .bulk import BulkActionsMixin, TagFilter
 from .changelist import CappedCountPaginator, DateRangeFilter, JobChangeList, QueueFilter, ScheduleFilter, TaskFilter
@@ -32,7 +36,9 @@ BOTH_LOCATIONS = [ActionLocation.CHANGE_LIST, ActionLocation.CHANGE_FORM]
 
 
 @admin.register(Job)
-class JobAdmin(BulkActionsMixin, DependenciesMixin, JobSummary, JobLive, JobFields, SchedulerModelAdmin):
+class JobAdmin(
+    AuditHistoryMixin, BulkActionsMixin, DependenciesMixin, JobSummary, JobLive, JobFields, SchedulerModelAdmin
+):
     list_display = [
         "id",
         "task_name",
@@ -43,7 +49,6 @@ class JobAdmin(BulkActionsMixin, DependenciesMixin, JobSummary, JobLive, JobFiel
         "attempts_display",
         "duration_display",
         "worker_short",
-        "tags_display",
     ]
     list_display_links = ["id"]
     list_filter = [
@@ -57,8 +62,10 @@ class JobAdmin(BulkActionsMixin, DependenciesMixin, JobSummary, JobLive, JobFiel
         ("created_at", DateRangeFilter),
         ("finished_at", DateRangeFilter),
     ]
-    search_fields = ["task", "=unique_key"]  # and a number (or #number): the job id
-    search_help_text = "A job id (e.g. 42 or #42), part of a task path, or an exact unique key."
+    search_fields = ["task"]  # shows the box; get_search_results is the API's ?search= (api.filters.search)
+    search_help_text = (
+        "A job id (42 or #42), or text in the task, unique key, arguments, meta or errors, or a tag (any case)."
+    )
     date_hierarchy = "execute_at"
     list_per_page = 50
     list_max_show_all = 500
@@ -70,6 +77,7 @@ class JobAdmin(BulkActionsMixin, DependenciesMixin, JobSummary, JobLive, JobFiel
     list_select_related = False
     actions = ["cancel_jobs", "retry_jobs", "run_jobs_now"]
     change_list_template = "admin/scheduler_app/job/change_list.html"
+    audit_object_type = "job"
 
     add_fieldsets = [
         (None, {"fields": ["task", "args", "kwargs"]}),
@@ -145,12 +153,10 @@ class JobAdmin(BulkActionsMixin, DependenciesMixin, JobSummary, JobLive, JobFiel
     # -- forms: create through lifecycle.enqueue, reschedule through lifecycle.reschedule
 
     def get_search_results(self, request, queryset, search_term):
-        # A number is a job id: look it up by primary key alone, instead of
-        # also scanning every task path for those digits.
-        term = search_term.strip().lstrip("#")
-        if term.isdigit():
-            return queryset.filter(pk=int(term)), False
-        return super().get_search_results(request, queryset, search_term)
+        # The API's ?search= rule, the one implementation (api.filters.search).
+        if not search_term.strip():
+            return queryset, False
+        return search(queryset, search_term[:SEARCH_MAX]), False
 
     def get_fieldsets(self, request, obj=None):
         if obj is None:
@@ -208,7 +214,12 @@ class JobAdmin(BulkActionsMixin, DependenciesMixin, JobSummary, JobLive, JobFiel
             if form.tags:
                 options["tags"] = form.tags
             try:
-                job, created = lifecycle.enqueue(created_by=request.user, **options)
+                with transaction.atomic():
+                    job, created = lifecycle.enqueue(created_by=request.user, **options)
+                    if created:
+                        audit(
+                            request, "create", "job", object_id=job.pk, detail={"task": job.task, "kwargs": job.kwargs}
+                        )
             except ValidationError as exc:  # a dependency deleted since the form was checked
                 obj._scheduler_error = "; ".join(exc.messages)
                 return
@@ -219,7 +230,9 @@ class JobAdmin(BulkActionsMixin, DependenciesMixin, JobSummary, JobLive, JobFiel
         obj._scheduler_error = None
         if changes:
             try:
-                lifecycle.reschedule(obj.pk, **changes)
+                with transaction.atomic():
+                    lifecycle.reschedule(obj.pk, **changes)
+                    audit(request, "reschedule", "job", object_id=obj.pk, detail=changes)
             except lifecycle.InvalidTransition as exc:
                 obj._scheduler_error = str(exc)
 
@@ -305,6 +318,19 @@ class JobAdmin(BulkActionsMixin, DependenciesMixin, JobSummary, JobLive, JobFiel
         for start in range(0, len(ids), ACTION_CHUNK):
             yield ids[start : start + ACTION_CHUNK]
 
+    @staticmethod
+    def _audit_bulk(request, action, ids, count, detail=None):
+        """Record a bulk action: one job's id when one was selected; else the selection or the filter."""
+        if ids is not None and len(ids) == 1:
+            audit(request, action.removeprefix("bulk_"), "job", object_id=ids[0], count=count, detail=detail)
+        else:
+            audit(request, action, "job", filter=list_filter_of(request, ids), count=count, detail=detail)
+
+    def delete_model(self, request, obj):
+        with transaction.atomic():
+            audit(request, "delete", "job", object_id=obj.pk, detail={"task": obj.task, "status": obj.status})
+            super().delete_model(request, obj)
+
     def _report(self, request, changed_parts, skipped, skipped_reason):
         parts = [p for n, p in changed_parts if n]
         if skipped:
@@ -319,6 +345,7 @@ class JobAdmin(BulkActionsMixin, DependenciesMixin, JobSummary, JobLive, JobFiel
         if across is False:
             return self.confirmation(request, queryset, "cancel")  # "all N matching": count them first
         cancelled = requested = skipped = 0
+        ids = None
         if across:
             cancelled, requested = lifecycle.cancel_matching(queryset)
         else:
@@ -328,6 +355,7 @@ class JobAdmin(BulkActionsMixin, DependenciesMixin, JobSummary, JobLive, JobFiel
             for chunk in self._chunks(ids):
                 c, r, s = lifecycle.cancel_many(chunk)
                 cancelled, requested, skipped = cancelled + c, requested + r, skipped + s
+        self._audit_bulk(request, "bulk_cancel", ids, cancelled + requested, {"cancel_requested": requested})
         self._report(
             request,
             [
@@ -344,6 +372,7 @@ class JobAdmin(BulkActionsMixin, DependenciesMixin, JobSummary, JobLive, JobFiel
         if across is False:
             return self.confirmation(request, queryset, "retry")
         retried = skipped = 0
+        ids = None
         if across:
             retried = lifecycle.retry_matching(queryset)
         else:
@@ -353,6 +382,7 @@ class JobAdmin(BulkActionsMixin, DependenciesMixin, JobSummary, JobLive, JobFiel
             for chunk in self._chunks(ids):
                 r, s = lifecycle.retry_many(chunk)
                 retried, skipped = retried + r, skipped + s
+        self._audit_bulk(request, "bulk_retry", ids, retried)
         self._report(
             request,
             [(retried, f"queued {retried} {plural(retried)} to run again now")],
@@ -369,6 +399,7 @@ class JobAdmin(BulkActionsMixin, DependenciesMixin, JobSummary, JobLive, JobFiel
         for chunk in self._chunks(ids):
             c, s = lifecycle.run_now_many(chunk)
             changed, skipped = changed + c, skipped + s
+        self._audit_bulk(request, "bulk_run_now", ids, changed)
         self._report(
             request, [(changed, f"made {changed} pending {plural(changed)} due now")], skipped, "that were not pending"
         )

@@ -6,8 +6,11 @@ changing cells of the list's rows in one query. ``live.js`` asks for them
 every few seconds (the reader picks the interval, and can pause).
 """
 
+import copy
+
+from django.contrib.admin.options import IncorrectLookupParameters
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, JsonResponse
+from django.http import Http404, JsonResponse, QueryDict
 from django.urls import path
 from django.utils import timezone
 
@@ -88,7 +91,14 @@ class JobLive:
         )
 
     def list_live_view(self, request):
-        """Return the changing cells of the listed jobs: ``{"rows": {id: {name: html}}}``, one query."""
+        """Return the changing cells of the listed jobs: ``{"rows": {id: {name: html}}, "page": [id, ...]}``.
+
+        ``ids``: the rows the page shows; ``list``: the page's own query
+        string. ``page`` is the ids that page would list now, in order (None
+        when its query string no longer reads): where they differ from the
+        rows shown (a new job, one that left the filter), the page fetches
+        its rows again.
+        """
         if not self.has_view_permission(request):
             raise PermissionDenied
         raw = request.GET.get("ids", "")
@@ -97,8 +107,27 @@ class JobLive:
         jobs = lateness.attach(mark_held(list(Job.objects.filter(pk__in=ids).only(*LIST_COLUMNS, "queue"))))
         for job in jobs:
             rows[job.pk] = {name: str(self._cell(job, name)) for name in LIST_FIELDS}
-        return JsonResponse({"rows": rows, "at": timezone.now().isoformat()})
+        page = self._page_ids(request, request.GET.get("list")) if "list" in request.GET else None
+        return JsonResponse({"rows": rows, "page": page, "at": timezone.now().isoformat()})
+
+    def _page_ids(self, request, query_string):
+        """Return the ids the job list with ``query_string`` shows now, or None when it cannot be listed."""
+        listing = copy.copy(request)
+        listing.GET = QueryDict(query_string or "")
+        listing._messages = _Quiet()  # a filter's complaint was shown with the page already
+        try:
+            changelist = self.get_changelist_instance(listing)
+        except (IncorrectLookupParameters, PermissionDenied, ValueError):
+            return None
+        return [job.pk for job in changelist.result_list]
 
     def _cell(self, job, name):
         value = getattr(self, name, None)
         return value(job) if callable(value) else (getattr(job, name) or "–")
+
+
+class _Quiet:
+    """A message store that keeps nothing (``messages.add_message`` on a live request)."""
+
+    def add(self, level, message, extra_tags=""):
+        pass

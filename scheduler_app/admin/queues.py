@@ -18,6 +18,7 @@ from functools import partial
 from django import forms
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.http import JsonResponse
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
@@ -30,6 +31,7 @@ from ..models import Queue
 from ..observability import history, stats
 from ..sql import readable
 from ..validation.fields import CONCURRENCY_LIMIT, RATE_LIMIT, RATE_PERIOD
+from .audit import AuditHistoryMixin, audit
 from .base import SchedulerModelAdmin
 from .changelist import site_view
 from .dashboard import QUEUE_PERMISSION, RANGES, minutes_of
@@ -79,8 +81,9 @@ def queue_rows(now, minutes):
 
 
 @admin.register(Queue)
-class QueueAdmin(SchedulerModelAdmin):  # a name with NUL is no queue, not a DataError
+class QueueAdmin(AuditHistoryMixin, SchedulerModelAdmin):  # a name with NUL is no queue, not a DataError
     form = QueueLimitsForm
+    audit_object_type = "queue"
     fields = ["name", "paused", *LIMIT_FIELDS, "use_display"]
     readonly_fields = ["name", "paused", "use_display"]
 
@@ -116,7 +119,9 @@ class QueueAdmin(SchedulerModelAdmin):  # a name with NUL is no queue, not a Dat
     def save_model(self, request, obj, form, change):
         changes = {f: form.cleaned_data[f] for f in form.changed_data if f in LIMIT_FIELDS}
         if changes:
-            lifecycle.set_limits(obj.name, **changes)
+            with transaction.atomic():
+                lifecycle.set_limits(obj.name, **changes)
+                audit(request, "set_limits", "queue", object_id=obj.name, detail=changes)
 
     def _context(self, request, minutes):
         now = timezone.now()

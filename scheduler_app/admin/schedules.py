@@ -9,6 +9,7 @@ call the ``schedules`` service.
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
+from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
@@ -19,6 +20,7 @@ from ..models import Schedule
 from ..validation.fields import ARGS, KWARGS, MAX_ATTEMPTS, PRIORITY, TIMEOUT
 from ..validation.schedules import EDITABLE, INTERVAL
 from ..vocabulary.bounds import PRIORITY_MAX, PRIORITY_MIN
+from .audit import AuditHistoryMixin, audit, list_filter_of
 from .base import SchedulerModelAdmin
 from .formatting import status_badge, when_html
 from .forms import EncodableDataMixin, JSONTextField, RuleChoiceField, RuleFormField, SplitDateTime
@@ -59,6 +61,9 @@ class ScheduleForm(EncodableDataMixin, forms.ModelForm):
         self.fields["task"].choices = [("", "---------")] + [(n, n) for n in registry.names()]
         self.fields["queue"].choices = [("", "(the task's queue)")] + [(q, q) for q in sorted(conf.known_queues())]
         self.schedule_data = None
+        if self.instance.pk:  # shown with its secrets as [FILTERED]; clean() puts them back
+            for name in ("args", "kwargs"):
+                self.initial[name] = conf.filtered(getattr(self.instance, name))
 
     def _post_clean(self):
         # Model validation would repeat the service's errors (the cron/interval
@@ -75,6 +80,9 @@ class ScheduleForm(EncodableDataMixin, forms.ModelForm):
         fields["args"] = [] if fields.get("args") is None else fields["args"]
         fields["kwargs"] = {} if fields.get("kwargs") is None else fields["kwargs"]
         instance = self.instance if self.instance.pk else None
+        if instance is not None:
+            fields["args"] = conf.unfiltered(fields["args"], instance.args)
+            fields["kwargs"] = conf.unfiltered(fields["kwargs"], instance.kwargs)
         try:
             self.schedule_data = schedules.clean(fields, instance=instance)
         except ValidationError as exc:
@@ -88,7 +96,9 @@ class ScheduleForm(EncodableDataMixin, forms.ModelForm):
 
 
 @admin.register(Schedule)
-class ScheduleAdmin(ComingRunsMixin, SchedulerModelAdmin):
+class ScheduleAdmin(AuditHistoryMixin, ComingRunsMixin, SchedulerModelAdmin):
+    audit_object_type = "schedule"
+
     form = ScheduleForm
     list_display = ["name", "task_name", "timetable", "next_run", "last_run", "enabled"]
     list_display_links = ["name"]
@@ -201,13 +211,18 @@ class ScheduleAdmin(ComingRunsMixin, SchedulerModelAdmin):
 
     def save_model(self, request, obj, form, change):
         data = getattr(form, "schedule_data", None)
-        if data is None:
-            # The change list's "enabled" toggle: a form with that one field.
-            saved = schedules.update(obj.pk, enabled=obj.enabled)
-        elif change:
-            saved = schedules.update(obj.pk, **data)
-        else:
-            saved = schedules.create(**data)
+        with transaction.atomic():
+            if data is None:
+                # The change list's "enabled" toggle: a form with that one field.
+                saved = schedules.update(obj.pk, enabled=obj.enabled)
+                audit(request, "enable" if obj.enabled else "disable", "schedule", object_id=obj.pk)
+            elif change:
+                saved = schedules.update(obj.pk, **data)
+                changed = {k: v for k, v in data.items() if k in form.changed_data}
+                audit(request, "edit", "schedule", object_id=obj.pk, detail=changed)
+            else:
+                saved = schedules.create(**data)
+                audit(request, "create", "schedule", object_id=saved.pk, detail=data)
         obj.pk = saved.pk
         obj.refresh_from_db()
 
@@ -215,18 +230,26 @@ class ScheduleAdmin(ComingRunsMixin, SchedulerModelAdmin):
         pass  # no relations to save; the service saved everything
 
     def delete_model(self, request, obj):
-        schedules.delete(obj.pk)
+        with transaction.atomic():
+            schedules.delete(obj.pk)
+            audit(request, "delete", "schedule", object_id=obj.pk, detail={"name": obj.name})
 
     def delete_queryset(self, request, queryset):
-        for pk in list(queryset.values_list("pk", flat=True)):
+        for pk, name in list(queryset.values_list("pk", "name")):
             try:
-                schedules.delete(pk)
+                with transaction.atomic():
+                    schedules.delete(pk)
+                    audit(request, "delete", "schedule", object_id=pk, detail={"name": name})
             except Schedule.DoesNotExist:
                 pass
 
     @admin.action(description="Run selected schedules now", permissions=["change"])
     def run_now(self, request, queryset):
-        jobs = [schedules.run_now(pk, created_by=request.user) for pk in queryset.values_list("pk", flat=True)]
+        jobs = []
+        for pk in queryset.values_list("pk", flat=True):
+            with transaction.atomic():
+                jobs.append(schedules.run_now(pk, created_by=request.user))
+                audit(request, "run_now", "schedule", object_id=pk, detail={"job": jobs[-1].pk})
         self.message_user(
             request,
             f"Enqueued {len(jobs)} job{'s' if len(jobs) != 1 else ''}: " + ", ".join(f"#{j.pk}" for j in jobs),
@@ -235,10 +258,22 @@ class ScheduleAdmin(ComingRunsMixin, SchedulerModelAdmin):
 
     @admin.action(description="Enable selected schedules", permissions=["change"])
     def enable(self, request, queryset):
-        changed = schedules.set_enabled_many(queryset.values_list("pk", flat=True), True, now=timezone.now())
+        changed = self._set_enabled(request, queryset, True)
         self.message_user(request, f"Enabled {changed} schedule{'s' if changed != 1 else ''}.", messages.SUCCESS)
 
     @admin.action(description="Disable selected schedules", permissions=["change"])
     def disable(self, request, queryset):
-        changed = schedules.set_enabled_many(queryset.values_list("pk", flat=True), False, now=timezone.now())
+        changed = self._set_enabled(request, queryset, False)
         self.message_user(request, f"Disabled {changed} schedule{'s' if changed != 1 else ''}.", messages.SUCCESS)
+
+    @staticmethod
+    def _set_enabled(request, queryset, enabled):
+        ids = list(queryset.values_list("pk", flat=True))
+        with transaction.atomic():
+            changed = schedules.set_enabled_many(ids, enabled, now=timezone.now())
+            action = "enable" if enabled else "disable"
+            if len(ids) == 1:
+                audit(request, action, "schedule", object_id=ids[0], count=changed)
+            else:
+                audit(request, f"bulk_{action}", "schedule", filter=list_filter_of(request, ids), count=changed)
+        return changed

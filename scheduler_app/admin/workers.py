@@ -4,6 +4,7 @@ from django.contrib import admin
 from django.utils import timezone
 from django.utils.html import format_html
 
+from ..maintenance import leader
 from ..models import Worker
 from ..sql.readable import worker_queues, worker_slots
 from .base import SchedulerModelAdmin
@@ -48,8 +49,11 @@ class WorkerAdmin(SchedulerModelAdmin):
     ]
     fields = readonly_fields
 
+    change_list_template = "admin/scheduler_app/worker/change_list.html"
+
     class Media:
         css = {"all": ["scheduler_app/css/admin.css"]}
+        js = ["scheduler_app/js/live.js"]  # the list is live (data-swap)
 
     def has_add_permission(self, request):
         return False
@@ -68,10 +72,20 @@ class WorkerAdmin(SchedulerModelAdmin):
     def slots_display(self, obj):
         return slots_text(worker_slots(obj.slots), worker_queues(obj.queues))
 
+    def get_queryset(self, request):
+        return leader.with_leader(super().get_queryset(request))
+
     @admin.display(description="status")
     def alive_badge(self, obj):
         state = worker_state(obj)
-        return format_html('<span class="sched-badge sched-worker-{}">{}</span>', state, state)
+        badge = format_html('<span class="sched-badge sched-worker-{}">{}</span>', state, state)
+        if not leader.leads(obj):
+            return badge
+        return format_html(
+            '{} <span class="sched-badge sched-worker-leader" title="{}">leader</span>',
+            badge,
+            "Runs the maintenance: rescue of expired leases, expiry, retention.",
+        )
 
     @admin.display(description="started at", ordering="started_at")
     def started_display(self, obj):

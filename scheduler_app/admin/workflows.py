@@ -14,6 +14,7 @@ from urllib.parse import urlencode
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.http import Http404, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -27,6 +28,7 @@ from ..lifecycle.states import InvalidTransition
 from ..models import ACTIVE_STATUSES, FINISHED_STATUSES, JobStatus, Workflow
 from ..observability import workflows as numbers
 from . import graph
+from .audit import AuditHistoryMixin, audit
 from .base import SchedulerModelAdmin
 from .changelist import CappedCountPaginator, site_view
 from .formatting import status_badge, status_label, when_html
@@ -86,7 +88,9 @@ def callbacks_html(callbacks, job_url):
 
 
 @admin.register(Workflow)
-class WorkflowAdmin(SchedulerModelAdmin):
+class WorkflowAdmin(AuditHistoryMixin, SchedulerModelAdmin):
+    audit_object_type = "workflow"
+
     list_display = [
         "name_display",
         "status_display",
@@ -116,6 +120,7 @@ class WorkflowAdmin(SchedulerModelAdmin):
             path("<path:object_id>/retry/", wrap(self.retry_view), name=f"{app}_{model}_retry"),
             path("<path:object_id>/cancel/", wrap(self.cancel_view), name=f"{app}_{model}_cancel"),
             path("<path:object_id>/change/", wrap(self.workflow_view), name=f"{app}_{model}_change"),
+            path("<path:object_id>/history/", wrap(self.history_view), name=f"{app}_{model}_history"),
             path(
                 "<path:object_id>/",
                 wrap(RedirectView.as_view(pattern_name=f"admin:{app}_{model}_change", permanent=False)),
@@ -195,7 +200,7 @@ class WorkflowAdmin(SchedulerModelAdmin):
         refused = []
         for pk in ids:
             try:
-                act(pk)
+                self._audited(request, act, pk)
             except (InvalidTransition, Workflow.DoesNotExist) as exc:
                 refused.append(f"workflow {pk}: {exc}")
         if refused:
@@ -278,6 +283,14 @@ class WorkflowAdmin(SchedulerModelAdmin):
         return TemplateResponse(request, "admin/scheduler_app/workflow/detail.html", context)
 
     @staticmethod
+    def _audited(request, act, pk):
+        """Call ``act`` (the service's retry_workflow or cancel_workflow) and record it, in one transaction."""
+        with transaction.atomic():
+            workflow = act(pk)
+            audit(request, act.__name__.split("_")[0], "workflow", object_id=pk)
+        return workflow
+
+    @staticmethod
     def _job_url(pk, current_app):
         return reverse("admin:scheduler_app_job_change", args=[pk], current_app=current_app)
 
@@ -288,7 +301,7 @@ class WorkflowAdmin(SchedulerModelAdmin):
             raise PermissionDenied
         before = numbers.statuses([obj])[obj.pk][1]
         try:
-            workflow = act(obj.pk)
+            workflow = self._audited(request, act, obj.pk)
         except InvalidTransition as exc:
             self.message_user(request, f"Nothing was changed: {exc}", messages.ERROR)
         except Workflow.DoesNotExist:

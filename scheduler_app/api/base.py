@@ -44,3 +44,10 @@ class SchedulerAPI:
         # No statement of a request runs longer than REQUEST_STATEMENT_TIMEOUT (exceptions.py: 503).
         with bounded_statements(conf.get("REQUEST_STATEMENT_TIMEOUT"), router.db_for_read(Job)):
             return super().dispatch(request, *args, **kwargs)
+
+
+def audit(request, action, object_type="job", **fields):
+    """Record an action taken through the API (``lifecycle.audit.record``, which logs it too)."""
+    from ..lifecycle import audit as trail
+
+    return trail.record(action, via="api", user=request.user, object_type=object_type, **fields)

@@ -368,3 +368,20 @@ class ProgressField(serializers.Field):
             "updated_at": TimeField().to_representation(reported) if reported else None,
             "text": shown["text"],
         }
+
+
+class FilteredMixin:
+    """A job's or a schedule's arguments as shown: ``conf.filtered`` (FILTER_ARGUMENTS' values are [FILTERED])."""
+
+    def to_representation(self, value):
+        from .. import conf
+
+        return conf.filtered(super().to_representation(value))
+
+
+class ArgsField(FilteredMixin, JSONListField):
+    """A JSON array of any JSON values, secrets in it shown as [FILTERED] (read-only: output)."""
+
+
+class KwargsField(FilteredMixin, JSONObjectField):
+    """A JSON object of any JSON values, secrets in it shown as [FILTERED] (read-only: output)."""

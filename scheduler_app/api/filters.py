@@ -17,7 +17,7 @@ from django.utils.dateparse import parse_datetime
 from drf_spectacular.drainage import set_override
 from rest_framework.exceptions import ValidationError
 
-from .. import registry
+from .. import conf, registry
 from ..models import Job, JobStatus
 from ..sql.indexes import any_status
 from ..sql.search import search_matches, tagged
@@ -204,7 +204,7 @@ class JobFilter(django_filters.FilterSet):
         method="filter_search",
         max_length=SEARCH_MAX,
         help_text="The job id, or text contained in task, unique_key, args, kwargs or meta (any case; "
-        "PostgreSQL: a trigram index serves text of 3 characters or more).",
+        "PostgreSQL: a trigram index serves text of 3 characters or more), a tag, or text in a failed job's errors.",
     )
     ordering = TieBreakingOrderingFilter(
         fields=ORDERING_FIELDS,
@@ -222,8 +222,19 @@ class JobFilter(django_filters.FilterSet):
         return queryset.filter(task=paths[0] if paths else value)
 
     def filter_search(self, queryset, name, value):
-        job_id = int(value) if value.isascii() and value.isdigit() and int(value) <= MAX_ID else None
-        return queryset.filter(search_matches(value, queryset.db, job_id=job_id))
+        return search(queryset, value)
+
+
+def search(queryset, value):
+    """Return the jobs of ``queryset`` that the text ``value`` finds: the one rule of ``?search=`` and the admin's box.
+
+    A job id (``42`` or ``#42``), or text in the task, unique_key, args,
+    kwargs, meta or errors, or a tag (``sql.search.search_matches``).
+    """
+    value = value.replace("\x00", "").strip()  # NUL: no database stores it, no job holds it
+    number = value.removeprefix("#")
+    job_id = int(number) if number.isascii() and number.isdigit() and int(number) <= MAX_ID else None
+    return queryset.filter(search_matches(value, queryset.db, hidden=conf.filter_names(), job_id=job_id))
 
 
 # What a bulk action's "filter" may hold: the list's filters, not its ordering or pages.

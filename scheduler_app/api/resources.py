@@ -6,6 +6,7 @@ value a request sets goes to the lifecycle's rules through ``RuleField``.
 
 from rest_framework import serializers
 
+from ..maintenance import leader
 from ..models import Worker
 from ..sql import readable
 from ..validation.fields import CONCURRENCY_LIMIT, RATE_LIMIT, RATE_PERIOD
@@ -67,6 +68,9 @@ class WorkerSerializer(TimesMixin, serializers.ModelSerializer):
         help_text='Worker slots per queue, or {"*": n} for one pool shared by its queues.',
     )
     alive = serializers.BooleanField(read_only=True)
+    leader = serializers.SerializerMethodField(
+        help_text="Whether this dispatcher leads the maintenance (rescue, expiry, retention): true for one live dispatcher."
+    )
 
     class Meta:
         model = Worker
@@ -79,11 +83,15 @@ class WorkerSerializer(TimesMixin, serializers.ModelSerializer):
             "started_at",
             "last_heartbeat",
             "alive",
+            "leader",
             "running",
             "processed",
             "failed",
         ]
         read_only_fields = fields
+
+    def get_leader(self, worker) -> bool:
+        return leader.leads(worker)
 
 
 class QueueSerializer(serializers.Serializer):

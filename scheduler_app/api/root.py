@@ -23,6 +23,7 @@ ENDPOINTS = {
     "queues": "scheduler_api:queue-list",
     "schedules": "scheduler_api:schedule-list",
     "workflows": "scheduler_api:workflow-list",
+    "audit": "scheduler_api:audit-list",
     "stats": "scheduler_api:stats",
     "history": "scheduler_api:history",
     "schema": "scheduler_api:schema",

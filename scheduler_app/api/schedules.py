@@ -6,9 +6,8 @@ task) and makes every change. Its ValidationError becomes a 400 with
 errors by field in ``scheduler_app.api.exceptions.exception_handler``.
 """
 
-import logging
-
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import transaction
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
@@ -18,7 +17,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 
-from .. import schedules
+from .. import conf, schedules
 from ..lifecycle.building import QUEUE, TASK
 from ..models import Schedule
 from ..validation.fields import ARGS, KWARGS, MAX_ATTEMPTS, PRIORITY, TIMEOUT
@@ -35,23 +34,21 @@ from ..validation.schedules import (
     TIMEZONE,
 )
 from ..vocabulary.bounds import NEXT_RUNS_DEFAULT, NEXT_RUNS_MAX
-from .base import SchedulerAPI
-from .fields import DirectAttributesMixin, IdentityUrlField, JSONListField, JSONObjectField, RuleField, StrictKeysMixin
+from .base import SchedulerAPI, audit
+from .fields import ArgsField, DirectAttributesMixin, IdentityUrlField, KwargsField, RuleField, StrictKeysMixin
 from .filters import MAX_ID
 from .pagination import EstimatedCountPagination
 from .permissions import needs
 from .schema import DETAIL_ERROR, FIELD_ERRORS, QUERY_ERRORS, extend_schema, extend_schema_view
 from .serializers import JobSerializer
 
-logger = logging.getLogger(__name__)
-
 
 class ScheduleSerializer(DirectAttributesMixin, serializers.ModelSerializer):
     """A schedule as the API shows it; exactly one of cron and interval_seconds is set."""
 
     url = IdentityUrlField(view_name="scheduler_api:schedule-detail")
-    args = JSONListField(read_only=True)
-    kwargs = JSONObjectField(read_only=True)
+    args = ArgsField(read_only=True)
+    kwargs = KwargsField(read_only=True)
     cron = serializers.SerializerMethodField(help_text="Five-field cron expression, or null.")
     description = serializers.SerializerMethodField(help_text="The timetable in words.")
     last_job_status = serializers.SerializerMethodField(help_text="Status of the last job, or null.")
@@ -155,13 +152,9 @@ class ScheduleViewSet(SchedulerAPI, viewsets.ModelViewSet):
     def create(self, request):
         body = ScheduleWriteSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        schedule = schedules.create(**body.changes())
-        logger.info(
-            "schedule %s created through the API by %s",
-            schedule.pk,
-            request.user,
-            extra={"schedule_id": schedule.pk, "action": "schedule_create"},
-        )
+        with transaction.atomic():
+            schedule = schedules.create(**body.changes())
+            audit(request, "create", "schedule", object_id=schedule.pk, detail=body.changes())
         response = self._respond(schedule, status.HTTP_201_CREATED)
         response["Location"] = str(response.data["url"])
         return response
@@ -175,8 +168,13 @@ class ScheduleViewSet(SchedulerAPI, viewsets.ModelViewSet):
         schedule = self.get_object()
         body = ScheduleWriteSerializer(data=request.data, partial=partial)
         body.is_valid(raise_exception=True)
+        changes = body.changes()
+        if "kwargs" in changes:  # what it read back: [FILTERED] keeps the real value
+            changes["kwargs"] = conf.unfiltered(changes["kwargs"], schedule.kwargs)
         try:
-            schedule = schedules.update(schedule.pk, **body.changes())
+            with transaction.atomic():
+                schedule = schedules.update(schedule.pk, **changes)
+                audit(request, "edit", "schedule", object_id=schedule.pk, detail=changes)
         except Schedule.DoesNotExist:
             raise NotFound("No schedule has this id.") from None
         return self._respond(schedule)
@@ -193,7 +191,9 @@ class ScheduleViewSet(SchedulerAPI, viewsets.ModelViewSet):
     def destroy(self, request, pk=None):
         schedule = self.get_object()
         try:
-            schedules.delete(schedule.pk)
+            with transaction.atomic():
+                schedules.delete(schedule.pk)
+                audit(request, "delete", "schedule", object_id=schedule.pk, detail={"name": schedule.name})
         except Schedule.DoesNotExist:
             raise NotFound("No schedule has this id.") from None
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -241,13 +241,8 @@ class ScheduleViewSet(SchedulerAPI, viewsets.ModelViewSet):
     @action(detail=True, methods=["post"])
     def run(self, request, pk=None):
         schedule = self.get_object()
-        job = schedules.run_now(schedule.pk, created_by=request.user)
-        logger.info(
-            "schedule %s run now through the API by %s: job %s",
-            schedule.pk,
-            request.user,
-            job.pk,
-            extra={"schedule_id": schedule.pk, "job_id": job.pk, "action": "schedule_run"},
-        )
+        with transaction.atomic():
+            job = schedules.run_now(schedule.pk, created_by=request.user)
+            audit(request, "run_now", "schedule", object_id=schedule.pk, detail={"job": job.pk})
         data = JobSerializer(job, context=self.get_serializer_context()).data
         return Response(data, status=status.HTTP_201_CREATED, headers={"Location": str(data["url"])})

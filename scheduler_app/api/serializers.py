@@ -32,10 +32,11 @@ from ..validation.workflows import PASS_RESULTS
 from ..vocabulary import bounds as limits
 from . import previews
 from .fields import (
+    ArgsField,
     DirectAttributesMixin,
     IdentityUrlField,
-    JSONListField,
     JSONObjectField,
+    KwargsField,
     PresentKeysMixin,
     ProgressField,
     RuleField,
@@ -78,8 +79,8 @@ class JobSerializer(DirectAttributesMixin, serializers.ModelSerializer):
         allow_null=True,
         help_text="Username of who created the job; null when created by code.",
     )
-    args = JSONListField(read_only=True)
-    kwargs = JSONObjectField(read_only=True)
+    args = ArgsField(read_only=True)
+    kwargs = KwargsField(read_only=True)
     progress = ProgressField()
     tags = serializers.SerializerMethodField(help_text="The job's tags (GET /api/jobs/?tag= finds them).")
     meta = JSONObjectField(read_only=True, help_text="The job's meta: a JSON object set at creation.")
@@ -186,14 +187,14 @@ def _cut(kind):
 
 
 @extend_schema_field({"oneOf": [{"type": "array", "items": {}}, {"type": "string"}], "description": _cut("a list")})
-class ListedArgsField(JSONListField):
+class ListedArgsField(ArgsField):
     """args in the job list: the list, or the head of its JSON text."""
 
 
 @extend_schema_field(
     {"oneOf": [{"type": "object", "additionalProperties": {}}, {"type": "string"}], "description": _cut("an object")}
 )
-class ListedKwargsField(JSONObjectField):
+class ListedKwargsField(KwargsField):
     """kwargs in the job list: the object, or the head of its JSON text."""
 
 

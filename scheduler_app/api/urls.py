@@ -7,7 +7,7 @@ in JSON (404) rather than with Django's HTML page.
 from django.urls import path, re_path
 from rest_framework.routers import SimpleRouter
 
-from . import observability, root, schedules, views, workflows
+from . import audit, observability, root, schedules, views, workflows
 
 app_name = "scheduler_api"
 
@@ -18,6 +18,7 @@ router.register("workers", views.WorkerViewSet, basename="worker")
 router.register("queues", views.QueueViewSet, basename="queue")
 router.register("schedules", schedules.ScheduleViewSet, basename="schedule")
 router.register("workflows", workflows.WorkflowViewSet, basename="workflow")
+router.register("audit", audit.AuditEventViewSet, basename="audit")
 
 
 urlpatterns = [

@@ -5,9 +5,7 @@ Errors from the service become DRF error responses in
 Job.DoesNotExist -> 404, django ValidationError -> 400.
 """
 
-import logging
-
-from django.db import IntegrityError
+from django.db import IntegrityError, transaction
 from django.shortcuts import get_object_or_404
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.types import OpenApiTypes
@@ -19,11 +17,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from .. import conf, lifecycle, registry
+from ..maintenance import leader
 from ..models import Job, Queue, Worker
 from ..observability import stats
 from ..vocabulary.bounds import BULK_MAX
 from . import previews
-from .base import SchedulerAPI
+from .base import SchedulerAPI, audit
 from .exceptions import Conflict
 from .filters import MAX_ID, JobFilter, matching
 from .observability import LOG_PARAMETERS, PaginatedJobLogSerializer, job_logs
@@ -40,8 +39,6 @@ from .serializers import (
     JobSerializer,
     RescheduleSerializer,
 )
-
-logger = logging.getLogger(__name__)
 
 
 # What a create answers for a job that already held the unique key: the job
@@ -155,12 +152,12 @@ class JobViewSet(SchedulerAPI, mixins.ListModelMixin, mixins.RetrieveModelMixin,
         serializer = JobCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         spec = JobCreateSerializer.enqueue_spec(serializer.validated_data)
-        job, created = lifecycle.enqueue(created_by=request.user, **spec)
+        with transaction.atomic():
+            job, created = lifecycle.enqueue(created_by=request.user, **spec)
+            if created:
+                audit(request, "create", object_id=job.pk, detail={"task": job.task, "kwargs": job.kwargs})
         if not created:
             return self._respond(job) if self._may_view() else Response(id_only(job))
-        logger.info(
-            "job %s created through the API by %s", job.pk, request.user, extra={"job_id": job.pk, "action": "enqueue"}
-        )
         data = self.get_serializer(job).data
         # str(): the URL is a DRF Hyperlink (a str subclass) that wsgiref refuses.
         return Response(data, status=status.HTTP_201_CREATED, headers={"Location": str(data["url"])})
@@ -185,9 +182,13 @@ class JobViewSet(SchedulerAPI, mixins.ListModelMixin, mixins.RetrieveModelMixin,
         serializer = BulkCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         try:
-            results = lifecycle.enqueue_many_created(
-                serializer.enqueue_specs(), created_by=request.user, max_size=BULK_MAX
-            )
+            with transaction.atomic():
+                results = lifecycle.enqueue_many_created(
+                    serializer.enqueue_specs(), created_by=request.user, max_size=BULK_MAX
+                )
+                made = [job.pk for job, created in results if created]
+                if made:
+                    audit(request, "bulk_create", filter={"id__in": made}, count=len(made))
         except lifecycle.BulkValidationError as exc:
             raise ValidationError({"jobs": exc.by_index}) from None
         except IntegrityError:
@@ -197,12 +198,6 @@ class JobViewSet(SchedulerAPI, mixins.ListModelMixin, mixins.RetrieveModelMixin,
                 "A unique_key of this request was taken by a concurrent request; "
                 "nothing was created. Send the request again."
             ) from None
-        logger.info(
-            "%d jobs created through the API by %s",
-            sum(1 for _, created in results if created),
-            request.user,
-            extra={"action": "enqueue_many"},
-        )
         # Whole: the jobs made now, and for who may view jobs the ones that held a key.
         whole = [(job, created or self._may_view()) for job, created in results]
         written = iter(self.get_serializer([job for job, shown in whole if shown], many=True).data)
@@ -218,7 +213,9 @@ class JobViewSet(SchedulerAPI, mixins.ListModelMixin, mixins.RetrieveModelMixin,
         job = self.get_object()
         serializer = RescheduleSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        job = lifecycle.reschedule(job.pk, **serializer.validated_data)
+        with transaction.atomic():
+            job = lifecycle.reschedule(job.pk, **serializer.validated_data)
+            audit(request, "reschedule", object_id=job.pk, detail=serializer.validated_data)
         return self._respond(job)
 
     @extend_schema(
@@ -229,14 +226,9 @@ class JobViewSet(SchedulerAPI, mixins.ListModelMixin, mixins.RetrieveModelMixin,
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
         job = self.get_object()
-        outcome = lifecycle.cancel(job.pk)
-        logger.info(
-            "job %s: %s through the API by %s",
-            job.pk,
-            outcome,
-            request.user,
-            extra={"job_id": job.pk, "action": "cancel"},
-        )
+        with transaction.atomic():
+            outcome = lifecycle.cancel(job.pk)
+            audit(request, "cancel", object_id=job.pk, detail={"outcome": outcome})
         job.refresh_from_db()
         return self._respond(job)
 
@@ -247,10 +239,9 @@ class JobViewSet(SchedulerAPI, mixins.ListModelMixin, mixins.RetrieveModelMixin,
     )
     @action(detail=True, methods=["post"])
     def retry(self, request, pk=None):
-        job = lifecycle.retry(self.get_object().pk)
-        logger.info(
-            "job %s retried through the API by %s", job.pk, request.user, extra={"job_id": job.pk, "action": "retry"}
-        )
+        with transaction.atomic():
+            job = lifecycle.retry(self.get_object().pk)
+            audit(request, "retry", object_id=job.pk)
         return self._respond(job)
 
     def _matching(self, request):
@@ -279,13 +270,12 @@ class JobViewSet(SchedulerAPI, mixins.ListModelMixin, mixins.RetrieveModelMixin,
     def bulk_cancel(self, request):
         jobs = self._matching(request)
         cancelled, requested = lifecycle.cancel_matching(jobs)
-        logger.info(
-            "%d jobs cancelled, %d asked to stop through the API by %s (filter %s)",
-            cancelled,
-            requested,
-            request.user,
-            request.data.get("filter"),
-            extra={"action": "bulk_cancel"},
+        audit(
+            request,
+            "bulk_cancel",
+            filter=request.data.get("filter"),
+            count=cancelled + requested,
+            detail={"cancel_requested": requested},
         )
         return Response({"cancelled": cancelled + requested, "cancel_requested": requested})
 
@@ -305,13 +295,7 @@ class JobViewSet(SchedulerAPI, mixins.ListModelMixin, mixins.RetrieveModelMixin,
     def bulk_retry(self, request):
         jobs = self._matching(request)
         retried = lifecycle.retry_matching(jobs)
-        logger.info(
-            "%d jobs retried through the API by %s (filter %s)",
-            retried,
-            request.user,
-            request.data.get("filter"),
-            extra={"action": "bulk_retry"},
-        )
+        audit(request, "bulk_retry", filter=request.data.get("filter"), count=retried)
         return Response({"retried": retried})
 
     @extend_schema(
@@ -340,6 +324,9 @@ class WorkerViewSet(SchedulerAPI, mixins.ListModelMixin, viewsets.GenericViewSet
     queryset = Worker.objects.order_by("-started_at", "id")
     filter_backends = []
     pagination_class = EstimatedCountPagination
+
+    def get_queryset(self):
+        return leader.with_leader(super().get_queryset())
 
 
 class QueueViewSet(SchedulerAPI, viewsets.ViewSet):
@@ -374,14 +361,9 @@ class QueueViewSet(SchedulerAPI, viewsets.ViewSet):
         self._known(name)
         serializer = QueueLimitsSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        lifecycle.set_limits(name, **serializer.validated_data)
-        logger.info(
-            "queue %s limits set to %s through the API by %s",
-            name,
-            serializer.validated_data,
-            request.user,
-            extra={"action": "queue_limits"},
-        )
+        with transaction.atomic():
+            lifecycle.set_limits(name, **serializer.validated_data)
+            audit(request, "set_limits", "queue", object_id=name, detail=dict(serializer.validated_data))
         return self._entry(name)
 
     @extend_schema(
@@ -410,14 +392,9 @@ class QueueViewSet(SchedulerAPI, viewsets.ViewSet):
 
     def _set_paused(self, request, name, change):
         self._known(name)
-        paused = change(name)
-        logger.info(
-            "queue %s %s through the API by %s",
-            name,
-            "paused" if paused else "resumed",
-            request.user,
-            extra={"action": "pause" if paused else "resume"},
-        )
+        with transaction.atomic():
+            paused = change(name)
+            audit(request, "pause" if paused else "resume", "queue", object_id=name)
         return self._entry(name)
 
 

@@ -6,9 +6,8 @@ Thin: the jobs of a request are the bulk endpoint's job bodies
 cancels, and derives the status (``derive_status``, the one rule).
 """
 
-import logging
-
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import transaction
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema_field
@@ -17,20 +16,18 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 
-from .. import lifecycle
+from .. import conf, lifecycle
 from ..lifecycle import workflows
 from ..models import JobStatus, Workflow, WorkflowStatus
 from ..validation.workflows import WORKFLOW_NAME
 from ..vocabulary import bounds as limits
-from .base import SchedulerAPI
+from .base import SchedulerAPI, audit
 from .fields import RuleField, StrictKeysMixin
 from .filters import MAX_ID
 from .pagination import EstimatedCountPagination
 from .permissions import needs
 from .schema import DETAIL_ERROR, FIELD_ERRORS, extend_schema, extend_schema_view
 from .serializers import BoundedListField, BulkJobSerializer, JobCreateSerializer
-
-logger = logging.getLogger(__name__)
 
 
 class WorkflowCreateSerializer(StrictKeysMixin, serializers.Serializer):
@@ -105,7 +102,7 @@ class WorkflowDetailSerializer(WorkflowSerializer):
         return {str(pk): result for pk, _, status, result in self._jobs(workflow) if status == "succeeded"}
 
     def get_callbacks(self, workflow) -> dict:
-        return workflow.callbacks if isinstance(workflow.callbacks, dict) else {}
+        return conf.filtered(workflow.callbacks) if isinstance(workflow.callbacks, dict) else {}
 
 
 STATUS_FILTER = OpenApiParameter(
@@ -199,22 +196,17 @@ class WorkflowViewSet(SchedulerAPI, mixins.ListModelMixin, mixins.RetrieveModelM
             if data.get(name)
         }
         try:
-            workflow, jobs = workflows.create_workflow(
-                specs,
-                name=data.get("name") or "",
-                callbacks=callbacks,
-                created_by=request.user,
-                max_size=limits.BULK_MAX,
-            )
+            with transaction.atomic():
+                workflow, jobs = workflows.create_workflow(
+                    specs,
+                    name=data.get("name") or "",
+                    callbacks=callbacks,
+                    created_by=request.user,
+                    max_size=limits.BULK_MAX,
+                )
+                audit(request, "create", "workflow", object_id=workflow.pk, count=len(jobs))
         except lifecycle.BulkValidationError as exc:
             raise ValidationError({"jobs": exc.by_index}) from None
-        logger.info(
-            "workflow %s of %d jobs created through the API by %s",
-            workflow.pk,
-            len(jobs),
-            request.user,
-            extra={"action": "workflow_create"},
-        )
         workflow.refresh_from_db()
         body = {"id": workflow.pk, "status": workflow.status, "jobs": [job.pk for job in jobs]}
         return Response(body, status=status.HTTP_201_CREATED)
@@ -226,7 +218,9 @@ class WorkflowViewSet(SchedulerAPI, mixins.ListModelMixin, mixins.RetrieveModelM
     )
     @action(detail=True, methods=["post"])
     def retry(self, request, pk=None):
-        workflow = lifecycle.retry_workflow(self.get_object().pk)
+        with transaction.atomic():
+            workflow = lifecycle.retry_workflow(self.get_object().pk)
+            audit(request, "retry", "workflow", object_id=workflow.pk)
         return self._respond(workflow)
 
     @extend_schema(
@@ -236,5 +230,7 @@ class WorkflowViewSet(SchedulerAPI, mixins.ListModelMixin, mixins.RetrieveModelM
     )
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
-        workflow = lifecycle.cancel_workflow(self.get_object().pk)
+        with transaction.atomic():
+            workflow = lifecycle.cancel_workflow(self.get_object().pk)
+            audit(request, "cancel", "workflow", object_id=workflow.pk)
         return self._respond(workflow)

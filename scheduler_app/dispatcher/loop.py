@@ -3,7 +3,7 @@
 Only this thread talks to the store. It sleeps on one waiter (an Event, or
 ``waiter.Waiter`` that also reads the LISTEN socket), for as long as
 ``tick`` says: until the earliest waiting job is due, the next timer (change
-poll, full reload, heartbeat, pause flags, housekeeping, rollups), the
+poll, full reload, heartbeat, pause flags, maintenance, rollups), the
 nearest job deadline, or a wake-up (a notification, a finished job,
 ``stop()``). The claim step is ``claiming.Claimer``, the stop ``stopping``.
 
@@ -155,7 +155,7 @@ class Dispatcher(StopSteps):
         self._stopping = False  # any thread sets it through stop()
         # Loop thread only, below: when each timer is due next, the database back-off.
         self._stop_deadline = None
-        self._due_heartbeat = self._due_paused = self._due_housekeeping = self._due_change_check = 0.0
+        self._due_heartbeat = self._due_paused = self._due_maintenance = self._due_change_check = 0.0
         self._db_retry_at = self._db_backoff = 0.0
         self.paused = frozenset()
         self.on_exit = []  # callables run when run() ends (e.g. stop worker processes)
@@ -327,9 +327,9 @@ class Dispatcher(StopSteps):
             self.gate.update(self.store.limited_queues())
             self._need_paused = False
             self._due_paused = now + self.pause_interval
-        if now >= self._due_housekeeping:
-            self.store.housekeeping(now)
-            self._due_housekeeping = now + self.housekeeping_interval
+        if now >= self._due_maintenance:
+            # The leader runs the services that are due; the others look whether to lead.
+            self._due_maintenance = self.store.maintain(now, housekeeping_interval=self.housekeeping_interval)
         if self.rollups is not None and self.rollups.due(now):
             self._write_rollups(now)
         if self._stopping:
@@ -408,8 +408,6 @@ class Dispatcher(StopSteps):
         self.leases.renewed(now, running)
         if cancel:
             self.pool.request_cancel(cancel)
-        self.store.rescue(now)
-        self.store.expire(now)  # the claims refuse expired jobs already: this makes their status say so
         self.store.heartbeat(now, running=self.pool.busy(), processed=self.processed, failed=self.failed)
         self._due_heartbeat = now + self.lease / 3
 
@@ -421,7 +419,7 @@ class Dispatcher(StopSteps):
             self._due_heartbeat,
             self.hand_back.due,
             self._due_paused,
-            self._due_housekeeping,
+            self._due_maintenance,
         ]
         if self.change_check_interval:
             moments.append(self._due_change_check)

@@ -156,7 +156,7 @@ class Store(Protocol):
         """
 
     def rescue(self, now: float) -> int:
-        """Take back any dispatcher's attempts whose lease expired; return how many.
+        """Take back any dispatcher's attempts whose lease expired; return how many (the leader's ``maintain``).
 
         A job with attempts left runs again after its task's backoff; one
         whose cancel was requested ends cancelled. Jobs that go back to
@@ -193,5 +193,12 @@ class Store(Protocol):
         adds the tallies, so the metrics' counters are fresh.
         """
 
-    def housekeeping(self, now: float) -> None:
-        """Mark silent dispatchers dead, catch up on due schedules, prune old jobs."""
+    def maintain(self, now: float, *, housekeeping_interval: float) -> float:
+        """Take part in the maintenance; return when to be called again (epoch seconds).
+
+        Exactly one live dispatcher leads: it rescues expired leases, ends
+        expired jobs, marks silent dispatchers dead, catches up on due
+        schedules and prunes (the slower services every
+        ``housekeeping_interval``); the others look whether to lead. A
+        leader that stops gives the role up (``unregister``).
+        """

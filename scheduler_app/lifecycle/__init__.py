@@ -13,6 +13,7 @@ backend, the management commands and the dispatcher all call this package:
   dependency does to its dependents;
 - ``transitions``: the dispatcher's claim, finish, lease renewal, rescue, release;
 - ``retention``: pruning of finished jobs;
+- ``audit``: the audit trail's one writer (``audit.record``: who did what, through which door);
 - ``expiry``: the sweep that ends expired jobs cancelled;
 - ``announce``: the wake-up message sent to dispatchers on commit;
 - ``states``: which status allows which change, and the refusal's wording;
@@ -21,6 +22,7 @@ backend, the management commands and the dispatcher all call this package:
 """
 
 from ..validation.errors import error_text
+from . import audit
 from .actions import cancel, cancel_many, reschedule, retry, retry_many, run_now_many
 from .announce import announce, announce_schedules, tell_others
 from .building import build_job
@@ -40,16 +42,7 @@ from .states import (
     ReleasedAtShutdown,
     SnoozedTooOften,
 )
-from .transitions import (
-    claim,
-    claim_keyed,
-    claim_limited,
-    release,
-    renew_leases,
-    rescue_expired,
-    set_progress,
-    take_back,
-)
+from .transitions import claim, release, renew_leases, rescue_expired, set_progress, take_back
 from .workflows import cancel_workflow, derive_status, retry_workflow, workflow_of
 
 __all__ = [
@@ -61,6 +54,7 @@ __all__ = [
     "ReleasedAtShutdown",
     "SnoozedTooOften",
     "announce",
+    "audit",
     "announce_schedules",
     "build_job",
     "cancel",
@@ -68,8 +62,6 @@ __all__ = [
     "cancel_workflow",
     "cancel_matching",
     "claim",
-    "claim_keyed",
-    "claim_limited",
     "derive_status",
     "enqueue",
     "enqueue_many",

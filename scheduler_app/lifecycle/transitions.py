@@ -9,6 +9,7 @@ elsewhere) changes nothing.
 
 import json
 import logging
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from django.db import transaction
@@ -19,6 +20,7 @@ from ..models import Job, JobStatus
 from ..sql import liveness
 from ..validation.fields import PROGRESS
 from ..vocabulary import storable
+from ..vocabulary.claims import KEYED, PLAIN, Claimed
 from ..vocabulary.jobs import ClaimedJob
 from ..vocabulary.policy import LEASE_EXPIRED_MESSAGE, RELEASED_MESSAGE
 from ..vocabulary.wakeup import WakeUp
@@ -29,153 +31,53 @@ from .finishing import finish_rows, log_rows, report_lost, with_outcomes
 logger = logging.getLogger(__name__)
 
 
-def claim(
-    worker,
-    *,
-    queues,
-    limit,
-    lease,
-    now=None,
-    ids=None,
-    finished=(),
-    due_by=None,
-    limits=True,
-    in_flight=(),
-    connection=None,
-    using="default",
-):
-    """Claim up to ``limit`` due pending jobs of ``queues`` for ``worker``; return ClaimedJobs.
+def claim(request, *, finished=(), connection=None, using="default"):
+    """Claim what ``request`` (a ``ClaimRequest``) asks for; return ``Claimed`` (jobs, blocked queues, held).
 
-    One statement: pending -> running, attempts + 1, lease and worker set.
-    With ``ids``, only those jobs are candidates. Outcomes in ``finished``
-    are recorded first (as :func:`finish` does), in the same round trip on
-    PostgreSQL (``sql.Dialect.finish_and_claim``). ``connection``, a psycopg connection to the same PostgreSQL
-    database (the dispatcher's own), runs it as a prepared statement;
-    without one it runs on Django's connection. Claimed jobs come back in
-    claim order (priority, time, FIFO). ``due_by`` (default ``now``) is how
-    late a job may be due. Paused and limited queues are left out (limited
-    ones have :func:`claim_limited`); ``limits=False`` claims from them too
-    (the test helpers' ``drain``; a dispatcher always honours them). The
-    jobs of ``in_flight`` (ids the caller still runs) are never claimed.
+    The one claim of the dispatcher loop, a burst run and ``testing.drain``:
+    pending -> running, attempts + 1, lease and worker set, by
+    compare-and-set. Outcomes in ``finished`` are recorded first (as
+    :func:`finish` does), in the same round trip where the dialect can
+    (``sql.Dialect.claim``). ``connection``, a psycopg connection to the same
+    PostgreSQL database (the dispatcher's own), runs it as prepared
+    statements; without one it runs on Django's connection. Claimed jobs
+    come back in claim order (priority, time, FIFO). A ``keyed`` claim fills
+    the slots its keyed jobs leave with a ``plain`` one, in the same order.
 
     Outcomes the database refuses to store do not stop the claim: they are
     written one by one, and one that still fails fails its own job
     (:func:`finish`).
     """
-    now = now or timezone.now()
-    finished = list(finished)
-    queues = sorted(queues) if limit > 0 else []
-    lease_until = now + timedelta(seconds=lease)
-    in_flight = sorted(in_flight)
+    now = request.now or timezone.now()
+    request = replace(
+        request,
+        now=now,
+        queues=tuple(sorted(request.queues)) if request.limit > 0 else (),
+        in_flight=tuple(sorted(request.in_flight)),
+    )
+    lease_until = now + timedelta(seconds=request.lease)
     dialect = sql.dialect(using)
 
     def statement(outcomes):
-        return dialect.finish_and_claim(
+        return dialect.claim(
             finish_rows(outcomes),
-            worker=worker,
-            queues=queues,
-            limit=max(limit, 0),
-            now=now,
-            lease_until=lease_until,
-            ids=ids,
-            due_by=due_by,
-            limits=limits,
-            logs=log_rows(outcomes),
-            in_flight=in_flight,
-            connection=connection,
-            using=using,
-        )
-
-    won, rows = with_outcomes(statement, finished, now, using)
-    report_lost(finished, won)
-    return _claimed(rows, worker, now)
-
-
-def claim_limited(
-    worker, *, queues, limit, lease, now=None, finished=(), in_flight=(), connection=None, using="default"
-):
-    """Claim up to ``limit`` due jobs of ``queues``, at most as many of each limited queue as its limits allow.
-
-    As :func:`claim` by query, for a slot group with limited queues: the
-    limits are counted and obeyed in the claim, across every dispatcher
-    (``sql.limited``). Return ``(claimed jobs, blocked)``: ``blocked`` maps
-    each limited queue left without room to the epoch when its rate window
-    next has room, or None when it waits for a running job to end.
-    """
-    now = now or timezone.now()
-    finished = list(finished)
-    queues = sorted(queues)
-    lease_until = now + timedelta(seconds=lease)
-    in_flight = sorted(in_flight)
-    dialect = sql.dialect(using)
-
-    def statement(outcomes):
-        return dialect.finish_and_claim_limited(
-            finish_rows(outcomes),
-            worker=worker,
-            queues=queues,
-            limit=max(limit, 0),
-            now=now,
+            request,
             lease_until=lease_until,
             logs=log_rows(outcomes),
-            in_flight=in_flight,
             connection=connection,
             using=using,
         )
 
-    won, rows, rooms = with_outcomes(statement, finished, now, using)
+    won, rows, rooms, held = with_outcomes(statement, list(finished), now, using)
     report_lost(finished, won)
-    jobs = _claimed(rows, worker, now)
-    return jobs, _blocked(rooms, jobs, now)
-
-
-def claim_keyed(worker, *, queues, limit, lease, now=None, finished=(), in_flight=(), connection=None, using="default"):
-    """Claim up to ``limit`` due jobs of ``queues``: those with a concurrency key within their keys' limits first.
-
-    Return ``(claimed jobs in claim order, held)``; ``held`` is True when a
-    due job with a key was left pending because its key was at its limit
-    (``sql.keys``). The slots keyed jobs leave free go to a claim by query
-    of jobs without a key (:func:`claim`). Outcomes in ``finished`` are
-    recorded first, in the keyed claim's transaction, as :func:`claim`
-    records them (``with_outcomes``): its counts of a key's running jobs
-    see them ended.
-    """
-    now = now or timezone.now()
-    finished = list(finished)
-    dialect = sql.dialect(using)
-    lease_until = now + timedelta(seconds=lease)
-    queues, in_flight = sorted(queues), sorted(in_flight)
-
-    def statement(outcomes):
-        return dialect.finish_and_claim_keyed(
-            finish_rows(outcomes),
-            worker=worker,
-            queues=queues,
-            limit=max(limit, 0),
-            now=now,
-            lease_until=lease_until,
-            logs=log_rows(outcomes),
-            in_flight=in_flight,
-            connection=connection,
-            using=using,
+    jobs = _claimed(rows, request.worker, now)
+    if request.kind == KEYED and len(jobs) < request.limit:
+        rest = replace(
+            request, kind=PLAIN, limit=request.limit - len(jobs), in_flight=(*request.in_flight, *(j.id for j in jobs))
         )
-
-    won, rows, held = with_outcomes(statement, finished, now, using)
-    report_lost(finished, won)
-    jobs = _claimed(rows, worker, now)
-    if len(jobs) < limit:
-        jobs += claim(
-            worker,
-            queues=queues,
-            limit=limit - len(jobs),
-            lease=lease,
-            now=now,
-            in_flight=[*in_flight, *(j.id for j in jobs)],
-            connection=connection,
-            using=using,
-        )
-    jobs.sort(key=lambda j: (-j.priority, j.execute_at, j.id))
-    return jobs, held
+        jobs += claim(rest, connection=connection, using=using).jobs
+        jobs.sort(key=lambda j: (-j.priority, j.execute_at, j.id))
+    return Claimed(jobs, _blocked(rooms, jobs, now), held)
 
 
 def _blocked(rooms, jobs, now):

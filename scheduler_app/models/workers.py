@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from .. import conf
 from ..sql.readable import json_reader as stored_json
-from ..vocabulary.bounds import HOSTNAME_MAX, WORKER_ID_MAX
+from ..vocabulary.bounds import HOSTNAME_MAX, ROLE_MAX, WORKER_ID_MAX
 
 
 class WorkerState(models.TextChoices):
@@ -67,3 +67,20 @@ class Worker(models.Model):
             and self.last_heartbeat is not None
             and self.last_heartbeat >= stale_before()
         )
+
+
+class Leadership(models.Model):
+    """Which dispatcher leads a role until when (``maintenance``: the one that runs the maintenance services).
+
+    One row per role, taken and kept by compare-and-set (``maintenance.leader``):
+    the leader renews ``until`` every run; another dispatcher takes the row
+    once ``until`` passed or the leader is gone (its liveness lock let go).
+    """
+
+    role = models.CharField(max_length=ROLE_MAX, primary_key=True)
+    worker = models.CharField(max_length=WORKER_ID_MAX, blank=True, default="")
+    since = models.DateTimeField(null=True, blank=True)
+    until = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self):
+        return f"{self.role}: {self.worker or 'nobody'}"

@@ -26,6 +26,7 @@ import time
 
 from .. import conf
 from ..validation.settings import SETTINGS
+from ..vocabulary.redaction import scrub
 from ..vocabulary.storable import utf8_size
 
 # The scheduler's own loggers and Django's task log describe the attempt;
@@ -62,9 +63,10 @@ class Capture:
         "lock",
         "closed",
         "base",
+        "secrets",
     )
 
-    def __init__(self, level, max_records, max_bytes, attempt=None, flusher=None, base=0):
+    def __init__(self, level, max_records, max_bytes, attempt=None, flusher=None, base=0, secrets=()):
         self.level = level
         self.max_records = max_records
         self.max_bytes = max_bytes
@@ -79,6 +81,8 @@ class Capture:
         self.closed = False  # the attempt ended: the flusher leaves it alone; under ``lock``
         # Records its attempt number already holds: a snoozed run gives its number back (see ``stored``).
         self.base = base
+        # The job's FILTER_ARGUMENTS values: a record that quotes one keeps [FILTERED] instead.
+        self.secrets = secrets
 
     def add(self, record):
         if record.levelno < self.level:
@@ -96,6 +100,8 @@ class Capture:
         if not isinstance(message, str):
             message = str(message)
         exc_text = _formatter.formatException(record.exc_info) if record.exc_info else ""
+        if self.secrets:
+            message, exc_text = scrub(message, self.secrets), scrub(exc_text, self.secrets)
         # Bytes as stored (UTF-8): a line of 65,000 emoji is 260,000 of them.
         size = utf8_size(message) + utf8_size(exc_text) + utf8_size(name)
         if self.size + size > self.max_bytes:
@@ -196,7 +202,7 @@ def stored(job, using="default"):
 
 
 @contextlib.contextmanager
-def capture(attempt=None, flusher=None, base=0):
+def capture(attempt=None, flusher=None, base=0, secrets=()):
     """Keep the current thread's (and context's) records while the block runs; yield the Capture.
 
     With a ``flusher`` (a ``logflush.LogFlusher``), the records of running
@@ -211,7 +217,7 @@ def capture(attempt=None, flusher=None, base=0):
         yield None
         return
     live = flusher if attempt is not None else None
-    box = Capture(level(), max_records, conf.get("JOB_LOG_MAX_BYTES"), attempt, live, base)
+    box = Capture(level(), max_records, conf.get("JOB_LOG_MAX_BYTES"), attempt, live, base, secrets)
     token = _current.set(box)
     if live is not None:
         live.add(box)

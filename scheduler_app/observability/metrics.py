@@ -1,15 +1,19 @@
 """GET /metrics: the scheduler in Prometheus' text format, read from the database at scrape time.
 
 One scrape of any web process sees every dispatcher: nothing is kept in
-memory here. The collector runs five queries whatever the table size:
+memory here. The collector runs six queries whatever the table size:
 
-1. pending jobs by queue, with the oldest due one (the pending rows only);
-2. running jobs by dispatcher and queue (the slots in use); finished rows
-   are never read;
-3. the counters table (finished attempts and the wait/run histograms, per
+1. jobs by queue and status now (``stats.job_counts``, the dashboard's
+   count: past ``stats.EXACT_COUNT_LIMIT`` rows on PostgreSQL the finished
+   statuses are the planner's estimate, under the queue ``*``);
+2. pending jobs by queue, with the oldest due one (the pending rows only);
+3. running jobs by dispatcher and queue (the slots in use);
+4. the counters table (finished attempts and the wait/run histograms, per
    queue and task: added by the dispatchers with their rollups, never pruned);
-4. live dispatchers (their slots);
-5. dispatchers by state.
+5. live dispatchers (their slots);
+6. dispatchers by state.
+
+Gauges say what is now; what accumulates is a counter (``_total``).
 
 Who may scrape: staff with ``scheduler_app.view_job`` (a session, or
 ``Authorization: Token``), or ``Authorization: Bearer <SCHEDULER["METRICS_TOKEN"]>``.
@@ -36,7 +40,6 @@ from ..vocabulary.tallies import BUCKETS, OUTCOMES, SLOTS
 from . import stats
 
 VIEW_PERMISSION = "scheduler_app.view_job"
-FINISHED = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
 
 
 def _buckets(counts):
@@ -60,24 +63,21 @@ class SchedulerCollector(Collector):
         now = self.now or timezone.now()
         queues = set(conf.known_queues())
         jobs = GaugeMetricFamily(
-            "scheduler_jobs",
-            "Jobs by queue and status (finished: attempts that ended so, all time).",
-            labels=["queue", "status"],
+            "scheduler_jobs", "Jobs by queue and status now (as the dashboard counts them).", labels=["queue", "status"]
         )
+        current = stats.job_counts(by_queue=True)
+        queues.update(queue for queue, _ in current if queue != stats.ALL_QUEUES)
         lag = GaugeMetricFamily(
             "scheduler_queue_lag_seconds", "Age of the oldest due pending job of the queue.", labels=["queue"]
         )
-        active = defaultdict(int)
         oldest = {}
-        for queue, (n, _, first_due) in pending_by_queue(now).items():
+        for queue, (_, _, first_due) in pending_by_queue(now).items():
             queues.add(queue)
-            active[(queue, JobStatus.PENDING)] += n
             if first_due is not None:
                 oldest[queue] = first_due
         running = defaultdict(int)  # (dispatcher, queue) -> running jobs: the slots in use
         for row in Job.objects.running().order_by().values("worker", "queue").annotate(n=Count("id")):
             queues.add(row["queue"])
-            active[(row["queue"], JobStatus.RUNNING)] += row["n"]
             running[(row["worker"], row["queue"])] += row["n"]
 
         finished = CounterMetricFamily(
@@ -89,23 +89,22 @@ class SchedulerCollector(Collector):
         duration = HistogramMetricFamily(
             "scheduler_job_duration_seconds", "Seconds from an attempt's start to its end.", labels=["queue", "task"]
         )
-        ended = defaultdict(int)  # (queue, status) -> attempts that ended so
         waits = {}
         for row in Counter.objects.order_by("queue", "task").values():
             queue, task = row["queue"], row["task"]
             queues.add(queue)
             for outcome in OUTCOMES:
                 finished.add_metric([queue, task, outcome], row[outcome])
-            for status in FINISHED:
-                ended[(queue, status)] += row[status]
             duration.add_metric([queue, task], _buckets([row[f"run_{i}"] for i in range(SLOTS)]), row["run_sum"])
             counts, total = waits.get(queue, ([0] * SLOTS, 0.0))
             waits[queue] = ([a + row[f"wait_{i}"] for i, a in enumerate(counts)], total + row["wait_sum"])
         for queue in sorted(queues):
             for status in JobStatus.values:
-                value = ended[(queue, status)] if status in FINISHED else active[(queue, status)]
-                jobs.add_metric([queue, status], value)
+                jobs.add_metric([queue, status], current.get((queue, status), 0))
             lag.add_metric([queue], max((now - oldest[queue]).total_seconds(), 0.0) if queue in oldest else 0.0)
+        for (queue, status), n in current.items():
+            if queue == stats.ALL_QUEUES:  # an estimate of a big table's finished jobs
+                jobs.add_metric([queue, status], n)
         for queue, (counts, total) in sorted(waits.items()):
             wait.add_metric([queue], _buckets(counts), total)
         yield jobs

@@ -22,22 +22,35 @@ from .lateness import LATE_AFTER
 EXACT_COUNT_LIMIT = 200_000
 
 
-def job_counts():
-    """Return ``{status: count}`` for every status (zeros included).
+# The queue of finished counts that are an estimate (not split by queue).
+ALL_QUEUES = "*"
 
-    Pending and running are always exact (small partial indexes). On
-    PostgreSQL tables past EXACT_COUNT_LIMIT rows, finished statuses are the
-    planner's estimate (table rows x the status's frequency in pg_stats),
-    refreshed by autovacuum's ANALYZE.
+
+def job_counts(*, by_queue=False):
+    """Return ``{status: count}`` for every status (zeros included): the jobs in it now.
+
+    ``by_queue``: ``{(queue, status): count}`` instead, for the pairs that
+    have jobs; their sum by status is the plain answer (the dashboard's and
+    ``/metrics``' ``scheduler_jobs``: one count).
+
+    Pending, waiting and running are always exact (small partial indexes).
+    On PostgreSQL tables past EXACT_COUNT_LIMIT rows, finished statuses are
+    the planner's estimate (table rows x the status's frequency in pg_stats),
+    refreshed by autovacuum's ANALYZE; by queue, they come under ALL_QUEUES.
     """
-    counts = dict.fromkeys(JobStatus.values, 0)
+    found = {}
     estimated = sql.estimated_value_counts(Job, "status", FINISHED_STATUSES, min_rows=EXACT_COUNT_LIMIT)
     jobs = Job.objects.order_by()
     if estimated is not None:
         jobs = jobs.active()
-        counts.update(estimated)
-    for row in jobs.values("status").annotate(n=Count("id")):
-        counts[row["status"]] = row["n"]
+        found.update(((ALL_QUEUES, status), n) for status, n in estimated.items())
+    for row in jobs.values("queue", "status").annotate(n=Count("id")):
+        found[(row["queue"], row["status"])] = row["n"]
+    if by_queue:
+        return found
+    counts = dict.fromkeys(JobStatus.values, 0)
+    for (_, status), n in found.items():
+        counts[status] = counts.get(status, 0) + n
     return counts
 
 

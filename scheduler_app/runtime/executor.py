@@ -14,13 +14,14 @@ from traceback import format_exception
 from django.db import close_old_connections
 from django.tasks.signals import task_finished, task_started
 
-from .. import lifecycle, registry, taskresults
+from .. import conf, lifecycle, registry, taskresults
 from ..context import JobCancelled, JobContext
 from ..observability import joblogs
 from ..observability.logflush import LogFlusher
 from ..validation.durations import Snooze
 from ..vocabulary.jobs import Status
 from ..vocabulary.policy import TIMEOUT_CLASS
+from ..vocabulary.redaction import scrub, secret_texts
 from . import forks
 
 # Its documented name (README), from before the module moved: projects configure it.
@@ -80,8 +81,12 @@ class Executor:
             )
         try:
             base = self._stored_logs(job)
-            with joblogs.capture((job.id, job.worker, job.attempt), self.flusher, base) as captured:
+            secrets = secret_texts([job.args, job.kwargs], conf.filter_names())
+            with joblogs.capture((job.id, job.worker, job.attempt), self.flusher, base, secrets) as captured:
                 outcome = self._run(job, cancel_event, deadline)
+            if secrets and outcome.error:  # an error that quotes a secret argument keeps [FILTERED] instead
+                error = {k: scrub(v, secrets) for k, v in outcome.error.items()}
+                outcome = dataclasses.replace(outcome, error=error)
             if captured is not None:
                 rows = captured.rows()  # what the flusher did not write: the capture is closed
                 if rows:
@@ -149,7 +154,8 @@ class Executor:
         else:
             outcome = self._past_deadline(job, deadline) or self.policy.succeeded(job, value, _now())
         if finish or (
-            outcome.status != Status.SUCCEEDED and taskresults.wanted(task_finished, sender, level=logging.ERROR)
+            outcome.status not in (Status.SUCCEEDED, Status.CANCELLED)
+            and taskresults.wanted(task_finished, sender, level=logging.ERROR)
         ):
             self._finished(sender, result or taskresults.attempt_result(job, task), outcome)
         return outcome
@@ -176,7 +182,7 @@ class Executor:
     @staticmethod
     def _finished(sender, result, outcome):
         taskresults.apply_outcome(result, outcome, datetime.now(UTC))
-        taskresults.send(task_finished, sender, result)
+        taskresults.send_finished(sender, result, cancelled=outcome.status == Status.CANCELLED)
 
     def _context(self, result, job, cancel_event, deadline):
         def report(progress):

@@ -16,12 +16,13 @@ from datetime import UTC, datetime
 from django.db import InterfaceError, OperationalError, connections
 from django.utils import timezone
 
-from .. import conf, lifecycle, registry, schedules, sql
+from .. import conf, lifecycle, maintenance, registry, schedules, sql
 from ..dispatcher.timeline import Entry, schedule_entry
 from ..models import Job, Worker, WorkerState
 from ..observability import rollups
 from ..sql import connections as pg
 from ..sql import liveness
+from ..vocabulary.claims import KEYED, LIMITED, PLAIN, ClaimRequest
 from ..vocabulary.policy import RetryPolicy
 from ..vocabulary.wakeup import WakeUp
 
@@ -71,6 +72,7 @@ class DjangoStore:
         self._data_version = None  # SQLite: PRAGMA data_version last seen
         self._statistics_checked = -STATISTICS_CHECK_INTERVAL  # monotonic time of the last check
         self._liveness = None  # sql.liveness.Liveness from register() to retire(); any thread may retire
+        self._maintenance = None  # maintenance.Maintenance, made at the first maintain() (loop thread only)
 
     def _hot_connection(self):
         """PostgreSQL: the loop's own connection for claims and finishes (``sql.connections.hot``); None elsewhere."""
@@ -112,6 +114,8 @@ class DjangoStore:
         )
 
     def unregister(self, *, processed, failed):
+        if self._maintenance is not None:
+            self._maintenance.resign(time.time())  # the next dispatcher to look leads at once
         if self._raw is not None:
             self._raw.close()
             self._raw = None
@@ -231,45 +235,22 @@ class DjangoStore:
 
     # -- transitions (through the lifecycle) -------------------------------
 
-    def claim(self, queues, limit, now, ids=None, finished=(), in_flight=()):
-        return lifecycle.claim(
-            self.worker_id,
-            queues=sorted(queues),
-            limit=limit,
-            lease=self.lease,
-            now=to_datetime(now),
-            ids=ids,
-            finished=finished,
-            in_flight=in_flight,
-            connection=self._hot_connection(),
-            using=self.using,
+    def _claim(self, kind, queues, limit, now, finished, in_flight, ids=None):
+        request = ClaimRequest(
+            self.worker_id, tuple(queues), limit, self.lease, to_datetime(now), kind=kind, ids=ids, in_flight=in_flight
         )
+        return lifecycle.claim(request, finished=finished, connection=self._hot_connection(), using=self.using)
+
+    def claim(self, queues, limit, now, ids=None, finished=(), in_flight=()):
+        return self._claim(PLAIN, queues, limit, now, finished, in_flight, ids=None if ids is None else tuple(ids)).jobs
 
     def claim_limited(self, queues, limit, now, finished=(), in_flight=()):
-        return lifecycle.claim_limited(
-            self.worker_id,
-            queues=sorted(queues),
-            limit=limit,
-            lease=self.lease,
-            now=to_datetime(now),
-            finished=finished,
-            in_flight=in_flight,
-            connection=self._hot_connection(),
-            using=self.using,
-        )
+        claimed = self._claim(LIMITED, queues, limit, now, finished, in_flight)
+        return claimed.jobs, claimed.blocked
 
     def claim_keyed(self, queues, limit, now, finished=(), in_flight=()):
-        return lifecycle.claim_keyed(
-            self.worker_id,
-            queues=sorted(queues),
-            limit=limit,
-            lease=self.lease,
-            now=to_datetime(now),
-            finished=finished,
-            in_flight=in_flight,
-            connection=self._hot_connection(),
-            using=self.using,
-        )
+        claimed = self._claim(KEYED, queues, limit, now, finished, in_flight)
+        return claimed.jobs, claimed.held
 
     def notify_freed(self, queues):
         # Other processes only: this loop freed its own gate already.
@@ -312,16 +293,21 @@ class DjangoStore:
     def write_rollups(self, tallies, now, *, samples=True):
         rollups.record(tallies, to_datetime(now), samples=samples, using=self.using)
 
-    def housekeeping(self, now):
-        moment = to_datetime(now)
-        dead = Worker.objects.using(self.using).stale(moment).update(state=WorkerState.DEAD)
-        if dead:
-            logger.warning("marked %d dispatchers dead (stale heartbeat)", dead)
-        # A safety net: due schedules the window missed (it is a cache).
-        schedules.materialize_due(moment, using=self.using)
-        if self.prune:
-            deleted = lifecycle.prune(now=moment, max_batches=1, using=self.using)
-            if deleted:
-                logger.info("pruned %d finished jobs past retention", deleted)
-            rollups.prune(moment, using=self.using)
-        self._dialect.optimize(using=self.using)
+    def maintain(self, now, *, housekeeping_interval):
+        if self._maintenance is None:
+            found = maintenance.services(
+                lease=self.lease,
+                policy=self.policy,
+                housekeeping_interval=housekeeping_interval,
+                prune=self.prune,
+                using=self.using,
+            )
+            self._maintenance = maintenance.Maintenance(
+                self.worker_id, lease=self.lease, services=found, using=self.using
+            )
+        return self._maintenance.run(now)
+
+    @property
+    def leads(self):
+        """Whether this dispatcher leads the maintenance (as of its last ``maintain``)."""
+        return self._maintenance is not None and self._maintenance.leads

@@ -14,6 +14,7 @@ from typing import Protocol
 
 from django.db import connections
 
+from ..vocabulary.claims import KEYED, LIMITED
 from . import connections as pg_connections
 from .base import is_postgres
 from .bulk import pg_bulk_insert
@@ -63,6 +64,14 @@ class Dialect(Protocol):
         own, as a prepared statement); a finish and a claim on SQLite.
         """
 
+    def claim(self, rows, request, *, lease_until, logs=(), connection=None, using="default") -> tuple:
+        """Record outcome ``rows``, then claim what ``request`` (a ``vocabulary.claims.ClaimRequest``) asks for.
+
+        The one entry of every claim: return ``(won, claimed rows, rooms, held)``
+        (``rooms``: the limited queues' room, ``held``: a keyed job was held back).
+        ``request.now`` is set and its queues sorted (``lifecycle.claim``).
+        """
+
     def finish_and_claim_limited(
         self, rows, *, worker, queues, limit, now, lease_until, logs=(), in_flight=(), connection=None, using="default"
     ) -> tuple[dict, list, list]:
@@ -99,7 +108,33 @@ class Dialect(Protocol):
         """Let the planner have statistics, bounded (housekeeping)."""
 
 
-class Postgres:
+class _OneClaim:
+    """``Dialect.claim``: the request's kind chooses the dialect's statement; one shape comes back."""
+
+    def claim(self, rows, request, *, lease_until, logs=(), connection=None, using="default"):
+        common = {
+            "worker": request.worker,
+            "queues": list(request.queues),
+            "limit": max(request.limit, 0),
+            "now": request.now,
+            "lease_until": lease_until,
+            "logs": logs,
+            "in_flight": list(request.in_flight),
+            "connection": connection,
+            "using": using,
+        }
+        if request.kind == LIMITED:
+            won, claimed, rooms = self.finish_and_claim_limited(rows, **common)
+            return won, claimed, rooms, False
+        if request.kind == KEYED:
+            won, claimed, held = self.finish_and_claim_keyed(rows, **common)
+            return won, claimed, [], held
+        ids = None if request.ids is None else list(request.ids)
+        won, claimed = self.finish_and_claim(rows, ids=ids, due_by=request.due_by, limits=request.limits, **common)
+        return won, claimed, [], False
+
+
+class Postgres(_OneClaim):
     name = "postgresql"
     notifies = True
     checks_changes = False
@@ -213,7 +248,7 @@ class Postgres:
         return None
 
 
-class SQLite:
+class SQLite(_OneClaim):
     name = "sqlite"
     notifies = False
     checks_changes = True

@@ -105,7 +105,11 @@ class Liveness:
             with contextlib.suppress(OSError):
                 _lock_file(self._directory, self.worker_id).unlink()
         elif resource is not None:
+            # ROLLBACK lets the lock go when it returns; a closed connection's
+            # server process lets it go when it exits, a moment later.
             with contextlib.suppress(Exception):  # a session that ended let the lock go already
+                resource.execute("ROLLBACK")
+            with contextlib.suppress(Exception):
                 resource.close()
         with _held_lock:
             _held.discard(self.worker_id)

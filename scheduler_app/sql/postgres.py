@@ -32,6 +32,7 @@ from .base import (
     _rows,
     claim_returning,
     ending,
+    unexpired,
     unkeyed_unexpired,
 )
 from .bulk import json_insert, rows_document
@@ -193,6 +194,8 @@ STATUS_AS_FILTER = "({alias}status = '{status}') IS TRUE"
 NOT_IN_FLIGHT = "id <> ALL(%(in_flight)s::bigint[])"
 # No keyed job (``sql.keys`` claims those) and no expired one.
 UNKEYED = unkeyed_unexpired("%(now)s")
+# Without limits (``testing.drain``): keyed jobs too, their keys not counted.
+UNEXPIRED = unexpired("%(now)s")
 
 # The status an outcome leaves its job in: its own, unless a cancel was
 # requested (``ending``: the one rule, ``types.attempt_end``).
@@ -260,7 +263,8 @@ def _pg_finish_and_claim_text(by_ids, limit, limits, dependents=False, logs=Fals
     Data-modifying CTEs run on one snapshot: ``f`` touches this worker's
     running rows, ``u`` only pending ones, so they never meet. With limit 0
     it only finishes. With ``limits`` it claims from no paused or limited
-    queue (those have a claim of their own, ``sql.limited``). With ``logs``
+    queue (those have a claim of their own, ``sql.limited``) and no job with
+    a concurrency key (``sql.keys``); without, from all of them. With ``logs``
     the attempts' log records are inserted too (``finish_ctes``).
     """
     id_filter = "AND id = ANY(%(ids)s::bigint[]) " if by_ids else ""
@@ -274,7 +278,7 @@ def _pg_finish_and_claim_text(by_ids, limit, limits, dependents=False, logs=Fals
         f"WITH {finish_ctes(dependents=dependents, logs=logs)}"
         f"c AS (SELECT id FROM {TABLE} WHERE {pending} AND execute_at <= %(due)s "
         f"AND queue = ANY(%(queues)s::text[]) {'AND ' + NOT_PAUSED_NOR_LIMITED if limits else ''} {id_filter}"
-        f"AND {NOT_IN_FLIGHT} AND {UNKEYED} "
+        f"AND {NOT_IN_FLIGHT} AND {UNKEYED if limits else UNEXPIRED} "
         f"{order}LIMIT {int(limit)} FOR UPDATE SKIP LOCKED), "
         f"{claim_update('c')} "
         f"SELECT NULL::bigint AS finished, * FROM u "

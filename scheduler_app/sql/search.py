@@ -12,9 +12,8 @@ PostgreSQL reads indexes, made by migration 0011 through :func:`add_indexes`:
   is not HOT (``status`` is indexed), and a trigram index there made each
   one insert ~100 trigram entries (100,000 updates: 24 s without it, 66 s
   with it, on the shared test machine). :func:`search_matches` is
-  ``id IN (SELECT job_id ... WHERE document LIKE UPPER('%text%'))`` (with
-  ``OR job_id = N`` for a number, the id); the index serves text of
-  three characters or more, shorter text scans the side table.
+  ``id IN (SELECT job_id ... WHERE document LIKE UPPER('%text%'))``; the
+  index serves text of three characters or more.
 - ``?tag=``: a GIN index on ``tags`` (``jsonb_ops``), read by
   ``tags ?| ARRAY[...]`` (any of the tags).
 
@@ -32,6 +31,7 @@ from django.db.models.functions import Upper
 from django.db.models.lookups import Contains
 
 from .base import TABLE, is_postgres
+from .indexes import TAGGED
 
 SEARCH_TABLE = "scheduler_app_job_search"
 SEARCH_INDEX = "job_search_trgm_idx"
@@ -66,32 +66,84 @@ def _like(value):
     return "%" + value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
-def search_matches(value, using="default", job_id=None):
-    """Return a condition: the job's task, unique_key, args, kwargs or meta contain ``value`` (any case),
-    or, when ``job_id`` is given, the job's id is ``job_id``.
+def search_matches(value, using="default", hidden=(), job_id=None):
+    """Return a condition: the job's task, unique_key, args, kwargs or meta contain ``value``
+    (any case), or it carries the tag ``value``, or it failed with ``value`` in its errors.
 
-    On PostgreSQL the id is matched inside the subquery, on the side table
-    (every job has its row there; its primary key and the trigram index
-    together are a BitmapOr), not by an ``OR`` beside it: ``id IN (...) OR
-    id = N`` cannot be a semi-join, and the planner ran the subquery once
-    per row of the table (300,000 jobs: no answer in minutes; docs/SCALING.md
-    has the figures). Nor by ``UNION ALL SELECT N``: the planner then guesses
-    200 matches and joins half a million by index lookups (4 s).
+    The one rule of finding a job by text: the API's ``?search=`` and the
+    admin's search box (``api.filters.search``). Errors (messages and
+    tracebacks) change while a job runs, so the search table, written once
+    per job, does not hold them: they are read from the failed jobs' rows.
+    ``hidden``: names of keyword arguments (lower case, ``FILTER_ARGUMENTS``)
+    whose values must not be found: a job where ``value`` is part of one is
+    not a match. ``job_id``: the job with this id matches too.
+
+    On PostgreSQL the id is matched inside the first arm, on the side table
+    (every job has its row there; the trigram index and the side table's
+    primary key make a BitmapOr), not by an ``OR id = N`` beside the
+    subquery: that cannot be a semi-join, and the planner ran the subquery
+    once per row of the job table (300,000 jobs: no answer in minutes;
+    docs/SCALING.md has the figures).
     """
     if is_postgres(using):
-        found = f"SELECT job_id FROM {SEARCH_TABLE} WHERE document LIKE UPPER(%s)"
-        params = [_like(value)]
-        if job_id is not None:
-            found += " OR job_id = %s"
-            params.append(job_id)
-        return Q(pk__in=RawSQL(found, params))
-    match = Q(Contains(Document(), Upper(Value(value))))
-    escaped = json.dumps(value)[1:-1]
+        # One id list, each arm through its own index (the trigram index, the
+        # tags' GIN index, job_status_id_idx): an OR of conditions on the job
+        # table would scan it.
+        by_id = " OR job_id = %s" if job_id is not None else ""
+        found = RawSQL(
+            f"SELECT job_id FROM {SEARCH_TABLE} WHERE document LIKE UPPER(%s){by_id} "
+            f"UNION SELECT id FROM {TABLE} WHERE tags ? %s AND {TAGGED} "
+            f"UNION SELECT id FROM {TABLE} WHERE status = 'failed' AND UPPER(errors::text) LIKE UPPER(%s)",
+            [_like(value), *([job_id] if by_id else []), value, _like(value)],
+        )
+        return _visible(Q(pk__in=found), value, hidden, using, job_id)
+    escaped = json.dumps(value)[1:-1]  # SQLite's JSON text escapes non-ASCII: that form too
+    failed = Q(status="failed", errors__icontains=value)
     if escaped != value:
-        match |= Q(Contains(Document(), Upper(Value(escaped))))
+        failed |= Q(status="failed", errors__icontains=escaped)
+    document = Q(Contains(Document(), Upper(Value(value))))
+    if escaped != value:
+        document |= Q(Contains(Document(), Upper(Value(escaped))))
+    match = document | failed | tagged([value], using)
     if job_id is not None:
         match |= Q(pk=job_id)
-    return match
+    return _visible(match, value, hidden, using, job_id)
+
+
+def _visible(match, value, hidden, using, job_id=None):
+    """``match``, less the jobs where ``value`` is found only inside a hidden argument's value (not the id's job)."""
+    if not hidden:
+        return match
+    concealed = in_hidden_values(value, hidden, using)
+    if job_id is not None:
+        concealed &= ~Q(pk=job_id)
+    return match & ~concealed
+
+
+# A value of a key named in a list, at any depth of a job's args or kwargs, holds the text.
+_HIDDEN = {
+    "postgresql": (
+        "EXISTS (SELECT 1 FROM jsonb_path_query(jsonb_build_array({table}.args, {table}.kwargs), "
+        "'lax $.** ? (@.type() == \"object\").keyvalue()') AS kv "
+        "WHERE lower(kv->>'key') = ANY(%s) AND UPPER((kv->'value')::text) LIKE UPPER(%s))"
+    ),
+    "sqlite": (
+        "EXISTS (SELECT 1 FROM json_tree(CASE WHEN json_valid({table}.args) AND json_valid({table}.kwargs) "
+        "THEN json_array(json({table}.args), json({table}.kwargs)) ELSE '[]' END) AS kv "
+        "WHERE kv.key IS NOT NULL AND lower(kv.key) IN ({names}) AND UPPER(kv.value) LIKE UPPER(%s) ESCAPE '\\')"
+    ),
+}
+
+
+def in_hidden_values(value, names, using="default"):
+    """Return a condition: ``value`` is part of the value of a key in ``names`` (lower case) in args or kwargs."""
+    names = sorted(names)
+    if is_postgres(using):
+        sql, params = _HIDDEN["postgresql"].format(table=TABLE), [names, _like(value)]
+    else:
+        marks = ", ".join(["%s"] * len(names))
+        sql, params = _HIDDEN["sqlite"].format(table=TABLE, names=marks), [*names, _like(value)]
+    return Q(RawSQL(sql, params, output_field=BooleanField()))
 
 
 class _AnyTagSQLite(Func):

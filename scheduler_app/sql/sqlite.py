@@ -18,6 +18,7 @@ from .base import (
     claim_returning,
     ending,
     is_sqlite,
+    unexpired,
     unkeyed_unexpired,
 )
 from .limited import LIMITED, RATE_START_KEEP
@@ -47,7 +48,8 @@ def sqlite_claim(
     Return the rows (CLAIM_COLUMNS). One statement is atomic on SQLite; the
     status check in the outer WHERE repeats the compare-and-set. With
     ``limits`` no paused or limited queue is claimed from (limited queues
-    have a claim of their own, ``sql.limited``); without, both are (the test
+    have a claim of their own, ``sql.limited``), and no job with a
+    concurrency key (``sql.keys``); without, all of them are (the test
     helpers' ``drain``).
     """
     params = [adapt_dt(now if due_by is None else due_by, using)]
@@ -57,8 +59,8 @@ def sqlite_claim(
         where.append(NOT_PAUSED_NOR_LIMITED)
     if ids is not None:
         where.append(_in_list("id", ids, params, using))
-    # No keyed job (``sql.keys`` claims those) and no expired one.
-    where.append(unkeyed_unexpired("%s"))
+    # No expired job, and with limits no keyed one (``sql.keys`` claims those).
+    where.append(unkeyed_unexpired("%s") if limits else unexpired("%s"))
     params.append(adapt_dt(now, using))
     if in_flight:
         # Never a job this dispatcher still runs (invariant 14).

@@ -13,6 +13,7 @@ from ..lifecycle.finishing import finish_outcomes
 from ..models import Job
 from ..runtime.executor import Executor
 from ..runtime.wiring import retry_policy
+from ..vocabulary.claims import ClaimRequest
 from ..vocabulary.jobs import Status
 
 # A guard against a task that enqueues itself for ever.
@@ -27,7 +28,9 @@ def drain(queue=None, *, with_scheduled=False, with_retries=True, using="default
     times come (a dispatcher's order, with the clock jumped forward).
     ``with_retries``: a failed attempt with attempts left runs again at once
     (its backoff skipped); otherwise it stays pending at its retry time.
-    Paused queues are drained too, and queue limits do not apply. A task's
+    Every job a dispatcher would run runs: of limited and paused queues,
+    and with a ``concurrency_key``; the limits (a queue's, a key's) do not
+    apply (one job runs at a time). A task's
     ``timeout`` is not enforced (the job runs in this thread). ``queue``
     limits the drain to one queue. A job waiting on dependencies runs once
     they succeeded (in the same drain, when they run in it); a job that
@@ -47,13 +50,13 @@ def drain(queue=None, *, with_scheduled=False, with_retries=True, using="default
     worker = f"drain-{os.getpid()}-{threading.get_ident()}"
     for _ in range(MAX_RUNS):
         now = timezone.now()
-        jobs = claim(worker, queues=queues, limit=1, lease=3600, now=now, limits=False, using=using)
+        # The dispatcher's claim, without the limits (one job runs at a time here).
+        request = ClaimRequest(worker, tuple(queues), 1, 3600.0, now, limits=False)
+        jobs = claim(request, using=using).jobs
         if not jobs and with_scheduled:
             due_by = _next_time(queues, using)
             if due_by is not None:
-                jobs = claim(
-                    worker, queues=queues, limit=1, lease=3600, now=now, due_by=due_by, limits=False, using=using
-                )
+                jobs = claim(dataclasses.replace(request, due_by=due_by), using=using).jobs
         if not jobs:
             return summary
         job = jobs[0]
@@ -137,7 +140,8 @@ def _listing(using, limit=20):
     if not jobs:
         return "Nothing is enqueued."
     lines = [
-        f"  #{j.pk} {j.task} args={j.args!r} kwargs={j.kwargs!r} queue={j.queue!r} at {j.execute_at.isoformat()}"
+        f"  #{j.pk} {j.task} args={conf.filtered(j.args)!r} kwargs={conf.filtered(j.kwargs)!r} queue={j.queue!r} "
+        f"at {j.execute_at.isoformat()}"
         for j in jobs[:limit]
     ]
     more = "\n  ..." if len(jobs) > limit else ""

@@ -31,6 +31,11 @@ from .hosts import allowed_entry
 from .labels import ROUTES
 
 DAY = 24 * 3600
+# FILTER_ARGUMENTS' default: names that hold credentials in the libraries and APIs tasks call.
+FILTERED_NAMES = tuple(
+    "password passwd secret token api_key apikey authorization access_token refresh_token private_key client_secret "
+    "credentials".split()
+)
 
 
 class Fraction(Rule):
@@ -415,6 +420,17 @@ DECLARED = {
         Seconds("REQUEST_STATEMENT_TIMEOUT", limits.REQUEST_STATEMENT_TIMEOUT_MAX, zero_ok=True),
         "seconds one SQL statement of an admin page or API request of the scheduler may run before the "
         "database cancels it (API: 503, admin: a message); 0: no bound. The dispatcher is not bound by it",
+    ),
+    "FILTER_ARGUMENTS": _setting(
+        list(FILTERED_NAMES),
+        TextList("FILTER_ARGUMENTS", "keyword-argument names"),
+        "keyword arguments (any depth, any case) whose values pages, the API, search, logs and the audit show as "
+        "[FILTERED]; tasks still get the real values",
+    ),
+    "AUDIT_RETENTION": _setting(
+        timedelta(days=90),
+        Age("AUDIT_RETENTION", limits.RETENTION_MAX),
+        "how long audit events (who did what) are kept; dispatchers prune older ones",
     ),
     "METRICS_TOKEN": _setting(
         None, Secret("METRICS_TOKEN"), "GET /metrics also answers 'Authorization: Bearer <this>'; None: staff only"

@@ -25,12 +25,18 @@ BACKEND_ALIAS_MAX = 100
 # Columns: a dispatcher's id (host-pid-random) and host name, a log record's
 # logger name and level (a smallint), a schedule's name, cron text and zone.
 WORKER_ID_MAX = 100
+# A leadership role's name (``Leadership.role``: ``maintenance``).
+ROLE_MAX = 32
 HOSTNAME_MAX = 255
 LOGGER_MAX = 255
 LOG_LEVEL_MAX = 32767
 SCHEDULE_NAME_MAX = 200
 CRON_MAX = 200
 ZONE_NAME_MAX = 64
+# An audit event's user name (Django's username), action and object id (a queue name at most).
+AUDIT_USERNAME_MAX = 150
+AUDIT_ACTION_MAX = 32
+AUDIT_OBJECT_ID_MAX = QUEUE_NAME_MAX
 # A rollup cursor's name (the piece of shared work it tracks).
 CURSOR_NAME_MAX = 32
 # Characters of a list's ?search= text.

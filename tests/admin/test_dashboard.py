@@ -357,3 +357,35 @@ def test_slots_text_never_reads_a_shared_pool_as_one_per_queue(slots, queues, te
     from scheduler_app.admin.formatting import slots_text
 
     assert slots_text(slots, queues) == text
+
+
+def test_the_task_run_times_page_draws_a_chart_per_task(admin_client_, client, staff_user):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from scheduler_app.observability import rollups
+    from scheduler_app.vocabulary.tallies import Tally
+    from tests.plumbing import grant
+
+    now = timezone.now()
+    tallies = {}
+    for minute in range(0, 30, 3):
+        for task, seconds in (("tests.testapp.tasks.add", 0.02), ("tests.testapp.tasks.slow", 4.0)):
+            t = Tally(started=2, succeeded=2)
+            t.run.add(seconds)
+            t.run.add(seconds * 2)
+            at = (now - timedelta(minutes=minute)).replace(second=0, microsecond=0)
+            tallies[(at.timestamp(), "default", task)] = t
+    rollups.record(tallies, now)
+    url = "/admin/scheduler_app/dashboard/runtimes/"
+    html = admin_client_.get(url).content.decode()
+    assert html.count('data-chart="runtime"') == 2 and html.count('id="sched-runtime-') == 2
+    assert "p95" in html and "tests.testapp.tasks.slow" in html
+    one = admin_client_.get(url, {"task": "tests.testapp.tasks.slow", "minutes": "1440"}).content.decode()
+    assert one.count('data-chart="runtime"') == 1 and "tests.testapp.tasks.add" not in one
+    assert "Task run times" in admin_client_.get("/admin/scheduler_app/dashboard/").content.decode()
+    client.force_login(staff_user)
+    assert client.get(url).status_code == 403  # the dashboard's permission
+    grant(staff_user, "scheduler_app.view_dashboard")
+    assert client.get(url).status_code == 200

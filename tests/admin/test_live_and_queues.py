@@ -90,6 +90,25 @@ def test_job_list_live_json_is_one_query_for_the_page(admin_client_, job_row):
     assert 'data-kind="job-list"' in listing
 
 
+def test_job_list_live_json_says_which_rows_the_page_lists_now(admin_client_, job_row):
+    old = [job_row(JobStatus.PENDING) for _ in range(3)]
+    live = reverse("admin:scheduler_app_job_live")
+    shown = ",".join(str(j.pk) for j in old)
+    data = admin_client_.get(live, {"ids": shown, "list": "status__exact=pending"}).json()
+    assert sorted(data["page"]) == sorted(j.pk for j in old)
+    new = job_row(JobStatus.PENDING)  # created while the page is open
+    job_row(JobStatus.FAILED)  # not in this filter
+    data = admin_client_.get(live, {"ids": shown, "list": "status__exact=pending"}).json()
+    assert new.pk in data["page"] and len(data["page"]) == 4
+    # In the list's own order, as the page would show it.
+    page = admin_client_.get(reverse("admin:scheduler_app_job_changelist"), {"status__exact": "pending"})
+    assert data["page"] == [j.pk for j in page.context["cl"].result_list]
+    # A query string that no longer reads: no page, and no message left for the next page.
+    data = admin_client_.get(live, {"ids": shown, "list": "nonsense__field=1"}).json()
+    assert data["page"] is None
+    assert admin_client_.get(live, {"ids": shown}).json()["page"] is None  # an old page: cells only
+
+
 def test_live_views_need_view_job(client, staff_user, job_row):
     job = job_row()
     client.force_login(staff_user)

@@ -82,6 +82,7 @@ def test_workers(api, workers):
         "started_at": rows[0]["started_at"],
         "last_heartbeat": rows[0]["last_heartbeat"],
         "alive": True,
+        "leader": False,
         "running": 2,
         "processed": 40,
         "failed": 3,

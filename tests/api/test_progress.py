@@ -6,6 +6,7 @@ import pytest
 
 from scheduler_app import lifecycle
 from scheduler_app.models import Job
+from tests.plumbing import claim
 
 pytestmark = pytest.mark.django_db
 
@@ -18,7 +19,7 @@ def test_no_progress_is_null(api, enqueue_job):
 
 def test_a_reported_progress_with_its_time(api, enqueue_job):
     job = enqueue_job()
-    (claimed,) = lifecycle.claim("w1", queues=["default"], limit=1, lease=30)
+    (claimed,) = claim("w1", queues=["default"], limit=1, lease=30)
     at = datetime(2026, 3, 1, 9, 0, 0, 123456, tzinfo=UTC)
     progress = {"current": 3, "total": 4, "message": "step 3 of 4"}
     assert lifecycle.set_progress(claimed.id, "w1", claimed.attempt, progress, now=at)
@@ -77,7 +78,7 @@ def test_set_progress_refuses_what_breaks_the_rule_in_the_task(enqueue_job, args
         JobContext(task_result=None, job_id=1).set_progress(*args)
     assert str(caught.value) == message
     job = enqueue_job()
-    (claimed,) = lifecycle.claim("w1", queues=["default"], limit=1, lease=30)
+    (claimed,) = claim("w1", queues=["default"], limit=1, lease=30)
     keys = ("current", "total", "message")
     with pytest.raises(error):
         lifecycle.set_progress(claimed.id, "w1", claimed.attempt, dict(zip(keys, args, strict=False)))
@@ -87,7 +88,7 @@ def test_set_progress_refuses_what_breaks_the_rule_in_the_task(enqueue_job, args
 @pytest.mark.parametrize("args", [(None, 10), (0, 0), (2.5, None), (3, 10, "step \x00 \ud800")])
 def test_set_progress_accepts_numbers_or_none(enqueue_job, args):
     job = enqueue_job()
-    (claimed,) = lifecycle.claim("w1", queues=["default"], limit=1, lease=30)
+    (claimed,) = claim("w1", queues=["default"], limit=1, lease=30)
     keys = ("current", "total", "message")
     assert lifecycle.set_progress(claimed.id, "w1", claimed.attempt, dict(zip(keys, args, strict=False)))
     stored = Job.objects.get(pk=job.pk).progress

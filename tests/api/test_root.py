@@ -4,7 +4,7 @@ import pytest
 
 pytestmark = pytest.mark.django_db
 
-NAMES = ["jobs", "tasks", "workers", "queues", "schedules", "workflows", "stats", "history", "schema", "docs"]
+NAMES = ["jobs", "tasks", "workers", "queues", "schedules", "workflows", "audit", "stats", "history", "schema", "docs"]
 
 
 def test_root_lists_every_endpoint_with_absolute_urls(api):

@@ -8,7 +8,7 @@ import pytest
 
 from scheduler_app.models import Job, Workflow
 from scheduler_app.testing import drain
-from tests.plumbing import ADD
+from tests.plumbing import ADD, claim
 
 pytestmark = pytest.mark.django_db
 
@@ -57,11 +57,10 @@ def test_list_filters_by_status_and_name(api):
 
 
 def test_a_workflow_whose_first_job_runs_is_listed_as_running(api):
-    from scheduler_app import lifecycle
 
     created = api.post("/api/workflows/", CHORD, format="json").json()
     assert [w["id"] for w in api.get("/api/workflows/?status=pending").json()["results"]] == [created["id"]]
-    lifecycle.claim("w", queues=["default"], limit=1, lease=30)
+    claim("w", queues=["default"], limit=1, lease=30)
     listed = api.get("/api/workflows/?status=running").json()["results"]
     assert [(w["id"], w["status"]) for w in listed] == [(created["id"], "running")]
     assert api.get("/api/workflows/?status=pending").json()["results"] == []

@@ -17,6 +17,7 @@ from scheduler_app.backends import SchedulerBackend
 from scheduler_app.models import Job
 from scheduler_app.vocabulary.jobs import Outcome
 from scheduler_app.vocabulary.policy import RetryPolicy
+from tests import plumbing
 from tests.plumbing import ROOT, dispatcher_thread, wait_for
 from tests.testapp import tasks as t
 
@@ -202,7 +203,7 @@ def test_django_tasks_logger_follows_scheduler_log_level_from_warning_up_and_at_
 
 
 def claim(worker, now):
-    return lifecycle.claim(worker, queues=QUEUES, limit=1, lease=30, now=now)
+    return plumbing.claim(worker, queues=QUEUES, limit=1, lease=30, now=now)
 
 
 def test_started_at_is_the_first_attempt_and_last_attempted_at_the_latest():

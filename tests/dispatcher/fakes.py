@@ -12,7 +12,7 @@ claimed job: it is kept beside it, by job id, for ``FakeExecutor``.
 What the fake does not do: announce changes (loop tests deliver wake-ups by
 hand; ``notify_freed`` only records its calls), know about other processes'
 commits (``data_changed`` is always True), keep Worker rows of other
-dispatchers (``housekeeping`` has nothing to do), or know dependencies
+dispatchers (the maintenance only rescues and expires), or know dependencies
 between jobs (they are the lifecycle's, above the store).
 """
 
@@ -105,6 +105,7 @@ class _Tables:
         self.limits = {}  # queue -> FakeLimits
         self.starts = []  # (queue, epoch): attempts started in rate-limited queues
         self.alive = set()  # worker ids registered and not retired (sql.liveness)
+        self.leader = (None, 0.0)  # (worker id, until): who leads the maintenance (maintenance.leader)
         self.scheduled_ids = itertools.count(SCHEDULED_JOB_IDS)
         # Every method holds it: loop tests add jobs from the test thread
         # while the dispatcher runs on another.
@@ -199,6 +200,9 @@ class FakeStore:
         with self._tables.lock:
             self._maybe_fail()
             self.worker_row.update(state="stopped", running=0, processed=processed, failed=failed)
+            if self._tables.leader[0] == self.worker_id:
+                self._tables.leader = (self.worker_id, self.clock.time())  # resigned
+                self._leads = False
 
     @property
     def unregistered(self):
@@ -567,5 +571,23 @@ class FakeStore:
     def rollups(self):
         return self._tables.rollups
 
-    def housekeeping(self, now):
-        self._maybe_fail()
+    def maintain(self, now, *, housekeeping_interval):
+        """Lead (one store of the shared tables at a time) and rescue and expire, as ``maintenance`` does."""
+        with self._tables.lock:
+            self._maybe_fail()
+            holder, until = self._tables.leader
+            free = holder in (None, self.worker_id) or until < now or holder not in self._tables.alive
+            self._leads = free
+            if not free:
+                return now + min(self.lease / 3, 2.0)
+            self._tables.leader = (self.worker_id, now + self.lease)
+            self.rescue(now)
+            self.expire(now)
+            leases = [j.lease_until for j in self.jobs.values() if j.status == Status.RUNNING and j.lease_until]
+            later = now + self.lease / 3
+            return min(later, max(min(leases) + 0.5, now + 0.5)) if leases else later
+
+    @property
+    def leads(self):
+        """Whether this store led at its last ``maintain``."""
+        return getattr(self, "_leads", False)

@@ -16,7 +16,8 @@ from scheduler_app.runtime.store import DjangoStore
 from scheduler_app.sql import keys
 from scheduler_app.sql.keys import choose
 from scheduler_app.vocabulary.jobs import Outcome, Status
-from tests.plumbing import at_once
+from tests import plumbing
+from tests.plumbing import at_once, claim, claim_limited
 
 pytestmark = pytest.mark.django_db
 
@@ -25,7 +26,7 @@ KEYED = "tests.testapp.tasks.keyed_span"
 
 
 def claim_keyed(limit=4, worker="w", queues=("default",), now=None):
-    return lifecycle.claim_keyed(worker, queues=list(queues), limit=limit, lease=30, now=now)
+    return plumbing.claim_keyed(worker, queues=list(queues), limit=limit, lease=30, now=now)
 
 
 def test_a_job_takes_its_key_and_limit_from_the_caller_or_the_tasks_options():
@@ -98,7 +99,7 @@ def test_the_claim_holds_a_key_at_its_limit_and_takes_the_others():
     assert held
     assert claim_keyed(limit=10) == ([], True)
     # The plain claim never takes a keyed job, whatever the limit.
-    assert lifecycle.claim("w", queues=["default"], limit=10, lease=30) == []
+    assert claim("w", queues=["default"], limit=10, lease=30) == []
     Job.objects.filter(pk=a[0].pk).update(status="succeeded")
     jobs, held = claim_keyed(limit=10)
     assert [j.id for j in jobs] == [a[2].id]
@@ -130,11 +131,11 @@ def test_keyed_jobs_of_a_limited_queue_obey_its_limits_too():
     lifecycle.set_limits("slow", concurrency_limit=2)
     plain = lifecycle.enqueue(ADD, [0, 0], queue="slow")[0]
     keyed = [lifecycle.enqueue(ADD, [i, i], concurrency_key=f"k{i}", queue="slow")[0] for i in range(4)]
-    [running] = lifecycle.claim_limited("w", queues=["slow"], limit=1, lease=30)[0]
+    [running] = claim_limited("w", queues=["slow"], limit=1, lease=30)[0]
     assert running.id == plain.pk
     jobs, held = claim_keyed(queues=("slow",), limit=4)
     assert [j.id for j in jobs] == [keyed[0].pk] and held  # one slot of two left
-    assert lifecycle.claim_limited("w", queues=["slow"], limit=4, lease=30)[0] == []  # the queue is full
+    assert claim_limited("w", queues=["slow"], limit=4, lease=30)[0] == []  # the queue is full
     lifecycle.set_limits("slow", concurrency_limit=None, rate_limit=1, rate_period=60)
     jobs, held = claim_keyed(queues=("slow",), limit=4)
     assert [j.id for j in jobs] == [keyed[1].pk] and held  # one start a minute
@@ -206,7 +207,7 @@ def test_the_keyed_claim_records_its_outcomes_first_and_counts_their_keys_as_fre
     [claimed], held = claim_keyed()
     assert claimed.id == first.pk and held
     done = Outcome(first.pk, "w", claimed.attempt, Status.SUCCEEDED, result_json="2")
-    jobs, held = lifecycle.claim_keyed("w", queues=["default"], limit=4, lease=30, finished=[done])
+    jobs, held = plumbing.claim_keyed("w", queues=["default"], limit=4, lease=30, finished=[done])
     assert [j.id for j in jobs] == [second.pk] and not held
     assert Job.objects.get(pk=first.pk).status == "succeeded"
 
@@ -217,7 +218,7 @@ def test_an_outcome_the_database_refuses_fails_its_own_job_and_the_keyed_claim_g
     second, _ = lifecycle.enqueue(ADD, [2, 2], concurrency_key="k", concurrency_limit=1)
     [claimed], _ = claim_keyed()
     refused = Outcome(first.pk, "w", claimed.attempt, Status.SUCCEEDED, result_json="{not json")
-    jobs, held = lifecycle.claim_keyed("w", queues=["default"], limit=4, lease=30, finished=[refused])
+    jobs, held = plumbing.claim_keyed("w", queues=["default"], limit=4, lease=30, finished=[refused])
     assert [j.id for j in jobs] == [second.pk] and not held
     assert Job.objects.get(pk=first.pk).status == "failed"
 

@@ -15,7 +15,7 @@ from scheduler_app import enqueue, lifecycle
 from scheduler_app.models import Job, JobDependency
 from scheduler_app.testing import drain
 from scheduler_app.vocabulary.jobs import Outcome
-from tests.plumbing import at_once
+from tests.plumbing import at_once, claim
 
 pytestmark = pytest.mark.django_db
 
@@ -36,7 +36,7 @@ def status(job):
 
 def run(job, outcome_status="succeeded", worker="w"):
     """Claim ``job`` (alone) and finish it with ``outcome_status``, as a dispatcher does."""
-    [claimed] = lifecycle.claim(worker, queues=[job.queue], limit=1, lease=30, ids=[job.pk])
+    [claimed] = claim(worker, queues=[job.queue], limit=1, lease=30, ids=[job.pk])
     result = "3" if outcome_status == "succeeded" else None
     error = None if outcome_status != "failed" else {"attempt": 1, "message": "no"}
     lifecycle.finish([Outcome(claimed.id, worker, claimed.attempt, outcome_status, result_json=result, error=error)])
@@ -48,7 +48,7 @@ def test_a_job_waits_until_every_dependency_succeeded():
     assert (c.status, c.dependencies_left, c.has_dependencies) == ("waiting", 2, True)
     assert Job.objects.get(pk=a.pk).has_dependents
     # Not claimable while waiting.
-    assert [j.id for j in lifecycle.claim("w", queues=["default"], limit=10, lease=30)] == [a.pk, b.pk]
+    assert [j.id for j in claim("w", queues=["default"], limit=10, lease=30)] == [a.pk, b.pk]
     lifecycle.finish([Outcome(a.pk, "w", 1, "succeeded", result_json="3")])
     assert (status(c), Job.objects.get(pk=c.pk).dependencies_left) == ("waiting", 1)
     lifecycle.finish([Outcome(b.pk, "w", 1, "succeeded", result_json="3")])
@@ -74,7 +74,7 @@ def test_a_failed_dependency_cancels_the_chain_with_a_reason_naming_it():
 def test_a_retry_that_remains_is_not_an_end():
     a = make(task=BOOM, args=["x"], max_attempts=2)
     b = make(a.pk)
-    [claimed] = lifecycle.claim("w", queues=["default"], limit=1, lease=30, ids=[a.pk])
+    [claimed] = claim("w", queues=["default"], limit=1, lease=30, ids=[a.pk])
     # A failed attempt with one left: pending again, not an end.
     lifecycle.finish([Outcome(a.pk, "w", claimed.attempt, "pending", error={"m": 1}, retry_at=timezone.now())])
     assert (status(a), status(b)) == ("pending", "waiting")
@@ -211,7 +211,7 @@ def test_making_a_dependent_while_its_dependency_finishes_never_strands_it():
     stranded = []
     for _ in range(25):
         dependency = make()
-        [claimed] = lifecycle.claim("w", queues=["default"], limit=1, lease=30, ids=[dependency.pk])
+        [claimed] = claim("w", queues=["default"], limit=1, lease=30, ids=[dependency.pk])
         made = race(
             lambda dependency=dependency: make(dependency.pk),
             lambda claimed=claimed: lifecycle.finish(
@@ -243,7 +243,7 @@ def test_the_finish_and_the_settling_of_dependents_are_one_transaction(monkeypat
 
     a = make()
     b = make(a.pk)
-    [claimed] = lifecycle.claim("w", queues=["default"], limit=1, lease=30, ids=[a.pk])
+    [claimed] = claim("w", queues=["default"], limit=1, lease=30, ids=[a.pk])
 
     def broken(*args, **kwargs):
         raise OperationalError("the database went away between the two statements")

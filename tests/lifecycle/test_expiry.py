@@ -8,7 +8,8 @@ from django.utils import timezone
 
 from scheduler_app import lifecycle
 from scheduler_app.models import Job
-from tests.plumbing import manage_in_process
+from tests import plumbing
+from tests.plumbing import claim_limited, manage_in_process
 
 pytestmark = pytest.mark.django_db
 
@@ -17,7 +18,7 @@ KEYED = "tests.testapp.tasks.keyed_span"
 
 
 def claim(queues=("default", "slow"), now=None, limit=10):
-    return lifecycle.claim("w", queues=list(queues), limit=limit, lease=30, now=now)
+    return plumbing.claim("w", queues=list(queues), limit=limit, lease=30, now=now)
 
 
 def test_expires_in_and_expires_at_set_the_time_and_options_give_a_default():
@@ -38,16 +39,14 @@ def test_no_claim_starts_an_expired_job(limited):
     job = lifecycle.enqueue(ADD, [1, 2], queue="slow", expires_in=5)[0]
     late = timezone.now() + timedelta(seconds=6)
     if limited:
-        assert lifecycle.claim_limited("w", queues=["slow"], limit=5, lease=30, now=late)[0] == []
+        assert claim_limited("w", queues=["slow"], limit=5, lease=30, now=late)[0] == []
     else:
         assert claim(now=late) == []
         assert claim(now=late, limit=1) == []
     assert Job.objects.get(pk=job.pk).status == "pending"
     early = timezone.now() + timedelta(seconds=4)
     if limited:
-        assert [j.id for j in lifecycle.claim_limited("w", queues=["slow"], limit=5, lease=30, now=early)[0]] == [
-            job.pk
-        ]
+        assert [j.id for j in claim_limited("w", queues=["slow"], limit=5, lease=30, now=early)[0]] == [job.pk]
     else:
         assert [j.id for j in claim(now=early)] == [job.pk]
 

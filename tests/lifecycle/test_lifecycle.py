@@ -14,7 +14,7 @@ from scheduler_app.models import Job, JobStatus
 from scheduler_app.sql.postgres import pg_array
 from scheduler_app.vocabulary.jobs import Outcome
 from scheduler_app.vocabulary.policy import RetryPolicy
-from tests.plumbing import at_once
+from tests.plumbing import at_once, claim
 
 ADD = "tests.testapp.tasks.add"
 QUEUES = ["default", "slow", "other"]
@@ -32,7 +32,7 @@ def succeeded(job, value):
 
 
 def claim_one(worker="w1", **kw):
-    return lifecycle.claim(worker, queues=QUEUES, limit=kw.pop("limit", 1), lease=30, **kw)
+    return claim(worker, queues=QUEUES, limit=kw.pop("limit", 1), lease=30, **kw)
 
 
 @pytest.mark.django_db
@@ -240,8 +240,8 @@ class TestDispatcherTransitions:
         for _ in range(3):
             lifecycle.enqueue(ADD, [1, 1])
         lifecycle.enqueue(ADD, [1, 1], queue="slow")
-        assert len(lifecycle.claim("w", queues=["slow"], limit=5, lease=30)) == 1
-        assert len(lifecycle.claim("w", queues=["default"], limit=2, lease=30)) == 2
+        assert len(claim("w", queues=["slow"], limit=5, lease=30)) == 1
+        assert len(claim("w", queues=["default"], limit=2, lease=30)) == 2
 
     def test_two_claims_of_one_job_one_wins(self):
         job, _ = lifecycle.enqueue(ADD, [1, 1])
@@ -445,7 +445,7 @@ def test_concurrent_claims_from_threads_never_share_a_job():
 
     def worker(name):
         got = []
-        while batch := lifecycle.claim(name, queues=QUEUES, limit=7, lease=30):
+        while batch := claim(name, queues=QUEUES, limit=7, lease=30):
             got.extend(c.id for c in batch)
         return got
 

@@ -21,7 +21,8 @@ from scheduler_app import lifecycle
 from scheduler_app.models import Job, Queue
 from scheduler_app.runtime.store import DjangoStore
 from scheduler_app.vocabulary.jobs import Outcome, Status
-from tests.plumbing import most_at_once, most_in_a_window
+from tests import plumbing
+from tests.plumbing import claim_keyed, most_at_once, most_in_a_window
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -40,7 +41,7 @@ def add_jobs(n, queue="slow"):
 
 
 def claim_limited(limit=4, now=None, worker="w"):
-    return lifecycle.claim_limited(worker, queues=list(QUEUES), limit=limit, lease=30, now=now)
+    return plumbing.claim_limited(worker, queues=list(QUEUES), limit=limit, lease=30, now=now)
 
 
 def ledger():
@@ -120,7 +121,7 @@ def test_a_keyed_claim_of_a_rate_limited_queue_adds_its_starts_to_the_ledger():
     lifecycle.set_limits("slow", rate_limit=10, rate_period=60)
     specs = [{"task": ADD, "args": [i, i], "queue": "slow", "concurrency_key": f"k{i}"} for i in range(3)]
     lifecycle.enqueue_many(specs)
-    jobs, _ = lifecycle.claim_keyed("w", queues=list(QUEUES), limit=4, lease=30)
+    jobs, _ = claim_keyed("w", queues=list(QUEUES), limit=4, lease=30)
     assert len(jobs) == 3 and ledger()["rate_starts"] == 3
 
 

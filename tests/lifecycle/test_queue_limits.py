@@ -12,6 +12,8 @@ from scheduler_app.checks import check_settings
 from scheduler_app.models import Job, Queue, QueueStart
 from scheduler_app.sql.limited import RATE_START_KEEP
 from scheduler_app.vocabulary.jobs import Outcome
+from tests import plumbing
+from tests.plumbing import claim
 
 pytestmark = pytest.mark.django_db
 
@@ -23,7 +25,7 @@ def add_jobs(n, queue="slow", **spec):
 
 
 def claim_limited(queues=("slow", "default"), limit=4, worker="w", now=None, finished=()):
-    return lifecycle.claim_limited(worker, queues=list(queues), limit=limit, lease=30, now=now, finished=finished)
+    return plumbing.claim_limited(worker, queues=list(queues), limit=limit, lease=30, now=now, finished=finished)
 
 
 @override_settings(SCHEDULER={"QUEUES": {"slow": {"concurrency_limit": 2, "rate_limit": 5, "rate_period": 60}}})
@@ -87,10 +89,10 @@ def test_the_plain_claim_never_takes_jobs_of_a_limited_queue():
     lifecycle.set_limits("slow", concurrency_limit=10)
     add_jobs(2)
     other = add_jobs(1, queue="default")
-    claimed = lifecycle.claim("w", queues=["slow", "default"], limit=4, lease=30)
+    claimed = claim("w", queues=["slow", "default"], limit=4, lease=30)
     assert [j.id for j in claimed] == [other[0].pk]
     # drain (limits=False) ignores limits, as it ignores pauses.
-    assert len(lifecycle.claim("d", queues=["slow"], limit=4, lease=30, limits=False)) == 2
+    assert len(claim("d", queues=["slow"], limit=4, lease=30, limits=False)) == 2
 
 
 def test_a_concurrency_limit_caps_the_claim_and_finishes_free_room():

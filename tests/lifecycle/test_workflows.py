@@ -14,6 +14,7 @@ from scheduler_app.lifecycle.workflows import derive_status, members
 from scheduler_app.models import Job, JobStatus
 from scheduler_app.testing import drain
 from scheduler_app.workflows import Workflow, chain, chord, group, step
+from tests.plumbing import claim
 from tests.testapp.tasks import add, boom, double, echo, noop, total, workflow_seen
 
 pytestmark = pytest.mark.django_db
@@ -337,7 +338,7 @@ def test_two_finishes_ending_the_last_two_jobs_at_once_enqueue_the_callbacks_onc
         wf = group(step(add, 1, round_), step(add, 2, round_)).enqueue(
             on_success=step(echo, "ok"), on_finish=step(echo, "done")
         )
-        first, second = lifecycle.claim("w", queues=["default"], limit=2, lease=30)
+        first, second = claim("w", queues=["default"], limit=2, lease=30)
         race(
             *[
                 lambda job=job: lifecycle.finish([Outcome(job.id, "w", job.attempt, "succeeded", result_json="1")])
@@ -357,7 +358,7 @@ def test_a_job_lost_with_its_dispatcher_ends_the_workflow_through_the_rescue():
     from django.utils import timezone
 
     wf = chain(step(add, 1, 2).using(max_attempts=1), step(double)).enqueue(on_failure=step(echo, "lost"))
-    [claimed] = lifecycle.claim("gone", queues=["default"], limit=1, lease=1)
+    [claimed] = claim("gone", queues=["default"], limit=1, lease=1)
     assert lifecycle.rescue_expired(now=timezone.now() + timedelta(seconds=30)) == 1
     wf.refresh_from_db()
     assert wf.status == "failed"

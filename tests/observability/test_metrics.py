@@ -55,7 +55,8 @@ def test_every_metric_with_its_labels(viewer):
     got = samples(response.content)
     assert got[("scheduler_jobs", (("queue", "default"), ("status", "pending")))] == 1
     assert got[("scheduler_jobs", (("queue", "default"), ("status", "running")))] == 1
-    assert got[("scheduler_jobs", (("queue", "default"), ("status", "succeeded")))] == 1
+    # Jobs now, not attempts: the tally's finished attempts are counters only.
+    assert got[("scheduler_jobs", (("queue", "default"), ("status", "succeeded")))] == 0
     assert got[("scheduler_jobs", (("queue", "slow"), ("status", "pending")))] == 1
     assert 29 < got[("scheduler_queue_lag_seconds", (("queue", "default"),))] < 60
     assert got[("scheduler_queue_lag_seconds", (("queue", "slow"),))] == 0
@@ -118,6 +119,49 @@ def test_api_tokens_of_staff_with_view_job_work_too(staff_user):
     assert Client().get("/metrics", HTTP_AUTHORIZATION="Token nope").status_code == 401
 
 
+def test_the_job_gauges_are_the_dashboards_counts(viewer):
+    """scheduler_jobs{status} summed over queues is what the dashboard shows; attempts are counters."""
+    from scheduler_app.observability import stats
+
+    now = timezone.now()
+    jobs = [lifecycle.enqueue(ADD, [i, 1], queue=q)[0] for i, q in enumerate(["default"] * 5 + ["slow"] * 4)]
+    lifecycle.cancel_many([j.pk for j in jobs[:3]] + [jobs[5].pk])
+    Job.objects.filter(pk=jobs[3].pk).update(status="failed", attempts=3)
+    Job.objects.filter(pk=jobs[6].pk).update(status="succeeded", attempts=1)
+    # Attempts of the past (pruned jobs, retried attempts): counted, never in the gauges.
+    rollups.record({(now.timestamp(), "default", ADD): Tally(started=9, failed=4, retried=3, cancelled=2)}, now)
+    got = samples(viewer.get("/metrics").content)
+    summed = {}
+    for (name, labels), value in got.items():
+        if name == "scheduler_jobs":
+            status = dict(labels)["status"]
+            summed[status] = summed.get(status, 0) + value
+    assert summed == stats.job_counts()
+    assert summed == {"pending": 3, "waiting": 0, "running": 0, "succeeded": 1, "failed": 1, "cancelled": 4}
+    assert got[("scheduler_jobs", (("queue", "slow"), ("status", "cancelled")))] == 1
+    key = (("outcome", "cancelled"), ("queue", "default"), ("task", ADD))
+    assert got[("scheduler_jobs_finished_total", key)] == 2
+    assert "scheduler_jobs_finished" not in {name for name, _ in got}  # a counter: only its _total sample
+
+
+@pytest.mark.postgres_only
+def test_a_big_tables_finished_gauges_are_the_dashboards_estimate(viewer, monkeypatch):
+    from scheduler_app.observability import stats
+
+    jobs = [lifecycle.enqueue(ADD, [i, 1])[0] for i in range(4)]
+    lifecycle.cancel_many([j.pk for j in jobs[:3]])
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {Job._meta.db_table}")
+    monkeypatch.setattr(stats, "EXACT_COUNT_LIMIT", 0)
+    got = samples(viewer.get("/metrics").content)
+    assert got[("scheduler_jobs", (("queue", "*"), ("status", "cancelled")))] in (
+        2,
+        3,
+    )  # not split by queue (int(rows x frequency))
+    assert got[("scheduler_jobs", (("queue", "default"), ("status", "pending")))] == 1  # active: exact
+    assert ("scheduler_queue_lag_seconds", (("queue", "*"),)) not in got
+
+
 # -- many finished rows ------------------------------------------------------------
 
 # A scrape's queries do not grow with the finished rows (the counters table
@@ -177,6 +221,6 @@ def test_a_scrape_is_a_handful_of_queries_whatever_the_finished_rows(many_finish
         response = viewer.get("/metrics")
         took = time.perf_counter() - started
     assert response.status_code == 200
-    assert len(queries) <= 10, [q["sql"][:120] for q in queries]
+    assert len(queries) <= 11, [q["sql"][:120] for q in queries]
     print(f"\nscrape with {FINISHED:,} finished rows: {len(queries)} queries, {took * 1000:.1f} ms")
     assert samples(response.content)[("scheduler_jobs", (("queue", "default"), ("status", "pending")))] == 1

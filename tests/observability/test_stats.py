@@ -9,6 +9,7 @@ from django.utils import timezone
 from scheduler_app import lifecycle
 from scheduler_app.models import Job, Worker
 from scheduler_app.observability import stats
+from tests.plumbing import claim
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ADD = "tests.testapp.tasks.add"
@@ -20,7 +21,7 @@ def make_jobs():
     lifecycle.enqueue(ADD, [1, 1], execute_at=timezone.now() + timedelta(hours=1))
     ids = list(Job.objects.filter(queue="default").order_by("pk").values_list("pk", flat=True)[:20])
     lifecycle.cancel_many(ids)
-    lifecycle.claim("w", queues=["slow"], limit=2, lease=30)
+    claim("w", queues=["slow"], limit=2, lease=30)
 
 
 def test_exact_counts_and_queues():

@@ -13,6 +13,7 @@ from scheduler_app import lifecycle
 from scheduler_app.models import Job, Worker
 from scheduler_app.runtime.store import to_datetime
 from tests.plumbing import (
+    claim,
     dispatcher_thread,
     fake_clock,
     run_manage,
@@ -209,7 +210,7 @@ def test_paused_queue_is_not_claimed_until_resumed():
 
 def test_expired_leases_are_rescued_by_a_running_dispatcher():
     job = enqueue("add", 1, 2, max_attempts=2)
-    (claimed,) = lifecycle.claim("dead-worker", queues=["default"], limit=1, lease=0.2)
+    (claimed,) = claim("dead-worker", queues=["default"], limit=1, lease=0.2)
     with dispatcher_thread(lease=0.6):
         assert wait_for(lambda: status(job) == "succeeded", 15)
     job.refresh_from_db()

@@ -263,3 +263,45 @@ def test_signals_name_a_scheduler_backend_even_after_the_task_backend_went_away(
     outcome = run(claimed("add", 1, 1))
     assert outcome.status == "succeeded"
     assert [(sender, result.backend) for _, sender, _, _, result in sent] == [(SchedulerBackend, "sched")] * 2
+
+
+class _CancelledOnceAsked:
+    """A cancel event that is clear when the attempt starts and set when the task asks."""
+
+    def __init__(self):
+        self.asked = 0
+
+    def is_set(self):
+        self.asked += 1
+        return self.asked > 1
+
+
+def test_a_cancelled_attempt_is_an_info_line_that_says_cancelled(sent, caplog, django_tasks_log_level):
+    django_tasks_log_level(logging.INFO)
+    executor = Executor(RetryPolicy(base=2.0, jitter=0.0), own_connections=False)
+    with caplog.at_level(logging.INFO, logger="django.tasks"):
+        outcome = executor(claimed("cooperative", attempt=1), _CancelledOnceAsked(), None)
+    assert outcome.status == "cancelled"
+    [line] = [
+        r
+        for r in caplog.records
+        if r.name == "django.tasks" and "state=" in r.getMessage() and "FAILED" in r.getMessage()
+    ]
+    assert line.levelno == logging.INFO and line.exc_info is None
+    assert re.fullmatch(rf"Task id=5 path={T}cooperative cancelled \(state=FAILED\)", line.getMessage())
+    # Other receivers still get django.tasks' own status for it (no CANCELLED there).
+    assert [(name, status) for name, _, status, *_ in sent][-1] == ("finished", TaskResultStatus.FAILED)
+    # A failure of another job is still Django's ERROR line.
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="django.tasks"):
+        run(claimed("boom", "kaput", attempt=3))
+    [line] = [r for r in caplog.records if r.name == "django.tasks" and "FAILED" in r.getMessage()]
+    assert line.levelno == logging.ERROR and "cancelled" not in line.getMessage()
+
+
+def test_a_cancel_is_not_logged_when_django_tasks_is_at_warning(caplog, django_tasks_log_level):
+    django_tasks_log_level(logging.WARNING)
+    executor = Executor(RetryPolicy(base=2.0, jitter=0.0), own_connections=False)
+    with caplog.at_level(logging.DEBUG, logger="scheduler_app"):
+        assert executor(claimed("cooperative"), _CancelledOnceAsked(), None).status == "cancelled"
+    assert [r for r in caplog.records if r.name == "django.tasks"] == []

@@ -15,6 +15,7 @@ from scheduler_app.lifecycle import finishing
 from scheduler_app.models import Job, JobLog
 from scheduler_app.vocabulary.jobs import Outcome, Status
 from scheduler_app.vocabulary.policy import UNSTORABLE_CLASS
+from tests import plumbing
 from tests.plumbing import dispatcher_thread, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -63,7 +64,7 @@ def no_boundary(monkeypatch):
 
 
 def claim(count, **kw):
-    return lifecycle.claim("w", queues=QUEUES, limit=count, lease=30, **kw)
+    return plumbing.claim("w", queues=QUEUES, limit=count, lease=30, **kw)
 
 
 def test_a_row_the_database_refuses_fails_its_own_job_and_the_batch_is_written(no_boundary):

@@ -545,3 +545,16 @@ def leaves_behind(marker_dir, name):
     )
     _write(os.path.join(marker_dir, f"left-{name}"), f"{child.pid} {shell.stdout.strip()}")
     return "left"
+
+
+@task
+def echo_kwargs(**kwargs):
+    """Return the keyword arguments it was called with (what the task really received)."""
+    return kwargs
+
+
+@task
+def leaky(**kwargs):
+    """Log and raise with its secret argument (the scheduler must keep [FILTERED] in what it stores)."""
+    logging.getLogger("tests.leaky").warning("logging in with %s", kwargs.get("password"))
+    raise ValueError(f"login refused for password {kwargs.get('password')}")

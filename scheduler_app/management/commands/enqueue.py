@@ -1,5 +1,6 @@
 from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
+from django.db import transaction
 
 from ... import lifecycle
 from ...lifecycle.building import QUEUE
@@ -83,28 +84,38 @@ class Command(SchedulerCommand):
 
     def handle(self, *args, **options):
         try:
-            job, created = lifecycle.enqueue(
-                options["task"],
-                options["job_args"],
-                options["job_kwargs"],
-                execute_at=options["at"],
-                delay=options["delay"],
-                priority=options["priority"],
-                queue=options["queue"],
-                max_attempts=options["max_attempts"],
-                timeout=options["timeout"],
-                unique_key=options["unique_key"],
-                unique_for=options["unique_for"],
-                depends_on=options["depends_on"],
-                on_dependency_failure=options["on_dependency_failure"],
-                expires_in=options["expires_in"],
-                expires_at=options["expires_at"],
-                concurrency_key=options["concurrency_key"],
-                concurrency_limit=options["concurrency_limit"],
-                pass_results=options["pass_results"],
-                tags=options["tags"],
-                meta=options["meta"],
-            )
+            with transaction.atomic():
+                job, created = lifecycle.enqueue(
+                    options["task"],
+                    options["job_args"],
+                    options["job_kwargs"],
+                    execute_at=options["at"],
+                    delay=options["delay"],
+                    priority=options["priority"],
+                    queue=options["queue"],
+                    max_attempts=options["max_attempts"],
+                    timeout=options["timeout"],
+                    unique_key=options["unique_key"],
+                    unique_for=options["unique_for"],
+                    depends_on=options["depends_on"],
+                    on_dependency_failure=options["on_dependency_failure"],
+                    expires_in=options["expires_in"],
+                    expires_at=options["expires_at"],
+                    concurrency_key=options["concurrency_key"],
+                    concurrency_limit=options["concurrency_limit"],
+                    pass_results=options["pass_results"],
+                    tags=options["tags"],
+                    meta=options["meta"],
+                )
+                if created:
+                    lifecycle.audit.record(
+                        "create",
+                        via="command",
+                        user=lifecycle.audit.command_user(),
+                        object_type="job",
+                        object_id=job.pk,
+                        detail={"task": job.task, "kwargs": job.kwargs},
+                    )
         except ValidationError as exc:
             raise CommandError(lifecycle.error_text(exc), returncode=2) from None
         if not created:

@@ -57,4 +57,12 @@ class Command(SchedulerCommand):
             deleted = lifecycle.prune(retention=retention, batch=options["batch_size"])
         except ValueError as exc:
             raise CommandError(str(exc), returncode=2) from None
+        lifecycle.audit.record(
+            "prune",
+            via="command",
+            user=lifecycle.audit.command_user(),
+            object_type="job",
+            filter={f"{status}_older_than": age.total_seconds() for status, age in retention.items()},
+            count=deleted,
+        )
         self.stdout.write(f"Deleted {deleted} finished jobs.")

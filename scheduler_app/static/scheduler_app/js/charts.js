@@ -84,8 +84,27 @@
         return p;
     }
 
+    /* Adjacent buckets added up until each bar is MIN_BAR px wide or more
+       (an hour of minutes in a 300 px box would be 3 px bars). */
+    var MIN_BAR = 6;
+    function merged(buckets, step, series, width) {
+        var per = Math.max(1, Math.ceil(MIN_BAR * buckets.length / width));
+        if (per === 1) { return { buckets: buckets, step: step }; }
+        var out = [];
+        for (var i = 0; i < buckets.length; i += per) {
+            var sum = { start: buckets[i].start };
+            series.forEach(function (s) {
+                sum[s.key] = 0;
+                for (var j = i; j < Math.min(i + per, buckets.length); j++) { sum[s.key] += buckets[j][s.key]; }
+            });
+            out.push(sum);
+        }
+        return { buckets: out, step: step * per };
+    }
+
     function bars(box, history, series, caption) {
-        var b = history.buckets, step = history.bucket_seconds;
+        var joined = merged(history.buckets, history.bucket_seconds, series, W - LEFT - RIGHT);
+        var b = joined.buckets, step = joined.step;
         var peak = 0;
         b.forEach(function (x) { var t = 0; series.forEach(function (s) { t += x[s.key]; }); peak = Math.max(peak, t); });
         var top = nice(peak), svg = svgBox();
@@ -166,6 +185,8 @@
                 ], count, "Pending and due now");
             } else if (kind === "lag") {
                 lines(box, history, [{ label: "oldest due lag", cls: "c-lag", get: function (x) { return x.lag; } }], seconds, "Oldest due lag");
+            } else if (kind === "runtime") {
+                lines(box, history, timing("run").slice(0, 2), seconds, "Run time p50 and p95");
             } else if (kind === "wait" || kind === "run") {
                 lines(box, history, timing(kind), seconds, kind === "wait" ? "Wait time, due to start" : "Run time, start to finish");
             }
@@ -180,4 +201,16 @@
     });
 
     window.SchedCharts = { render: render, seconds: seconds };
+
+    /* Boxes that carry their own history (data-history: the id of a
+       json_script), such as the per-task run time charts. */
+    function ready(fn) {
+        if (document.readyState !== "loading") { fn(); } else { document.addEventListener("DOMContentLoaded", fn); }
+    }
+    ready(function () {
+        Array.prototype.forEach.call(document.querySelectorAll("[data-history]"), function (root) {
+            var script = document.getElementById(root.dataset.history);
+            if (script) { render(root, JSON.parse(script.textContent)); }
+        });
+    });
 })();

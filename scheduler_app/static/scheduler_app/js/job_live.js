@@ -48,9 +48,33 @@
             });
         } else if (bar.dataset.kind === "job-list") {
             var boxes = function () { return Array.prototype.slice.call(document.querySelectorAll("#result_list input.action-select")); };
+            var shown = function () { return boxes().map(function (b) { return b.value; }); };
+            var reloading = false;
+            // The list's rows again (a new job, one that left the filter): the
+            // page's own form, fetched whole, so its actions and paginator agree.
+            // Not while the reader has rows selected: their rows stay put.
+            var reloadRows = function () {
+                if (reloading || boxes().some(function (b) { return b.checked; })) { return; }
+                reloading = true;
+                fetch(window.location.href, { credentials: "same-origin", headers: { "Accept": "text/html" } })
+                    .then(function (response) { return response.ok && !response.redirected ? response.text() : null; })
+                    .then(function (html) {
+                        if (!html) { return; }
+                        var fresh = new DOMParser().parseFromString(html, "text/html").getElementById("changelist-form");
+                        var old = document.getElementById("changelist-form");
+                        if (!fresh || !old || boxes().some(function (b) { return b.checked; })) { return; }
+                        old.replaceWith(document.importNode(fresh, true));
+                        var checks = document.querySelectorAll("tr input.action-select");
+                        if (checks.length && window.Actions) { window.Actions(checks); }
+                        bar.dataset.rowReloads = String(parseInt(bar.dataset.rowReloads || "0", 10) + 1);
+                    })
+                    .catch(function () { /* the next refresh tries again */ })
+                    .finally(function () { reloading = false; });
+            };
             window.SchedLive(bar, {
                 url: function () {
-                    return bar.dataset.liveUrl + "?ids=" + boxes().map(function (b) { return b.value; }).join(",");
+                    return bar.dataset.liveUrl + "?ids=" + shown().join(",") +
+                        "&list=" + encodeURIComponent(window.location.search.replace(/^\?/, ""));
                 },
                 apply: function (data) {
                     boxes().forEach(function (box) {
@@ -59,6 +83,7 @@
                         if (!cells || !row) { return; }
                         Object.keys(cells).forEach(function (name) { swap(row.querySelector(".field-" + name), cells[name]); });
                     });
+                    if (data.page && data.page.join(",") !== shown().join(",")) { reloadRows(); }
                 }
             });
         }

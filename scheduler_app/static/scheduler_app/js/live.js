@@ -4,6 +4,11 @@
 
        SchedLive(bar, {url: function () { return "..."; }, apply: function (data) { ... }});
 
+   With {html: true}, the answer is a page: apply gets it parsed (a Document).
+   A bar with data-swap="#a,#b" needs no script of its own: it fetches the
+   page it is on and swaps those elements' contents when they changed (the
+   workers list, a workflow's page).
+
    `bar` is the page's .sched-live-bar (server-rendered, hidden until this
    script starts it). Polling stops while the tab is hidden, slows down when
    the server is slow (at most ~10% of the time), and says when the session
@@ -49,7 +54,8 @@
             if (inFlight || stopped) { return Promise.resolve(); }
             inFlight = true;
             var started = Date.now();
-            return fetch(options.url(), { credentials: "same-origin", headers: { "Accept": "application/json" } })
+            var accept = options.html ? "text/html" : "application/json";
+            return fetch(options.url(), { credentials: "same-origin", headers: { "Accept": accept } })
                 .then(function (response) {
                     if (response.redirected || response.status === 401 || response.status === 403) {
                         stopped = true;
@@ -57,6 +63,9 @@
                         return null;
                     }
                     if (!response.ok) { throw new Error("HTTP " + response.status); }
+                    if (options.html) {
+                        return response.text().then(function (text) { return new DOMParser().parseFromString(text, "text/html"); });
+                    }
                     return response.json();
                 })
                 .then(function (data) {
@@ -65,7 +74,7 @@
                     var took = Date.now() - started;
                     delay = Math.max(ms, 10 * took);
                     if (updated) {
-                        var at = data.generated_at || data.at;
+                        var at = options.html ? null : (data.generated_at || data.at);
                         at = at ? new Date(at) : new Date();
                         updated.textContent = SchedTime.clock(at);
                         updated.setAttribute("datetime", at.toISOString());
@@ -135,4 +144,27 @@
 
     window.SchedLive = SchedLive;
     window.SchedTime = SchedTime;
+
+    function swapPage(bar) {
+        var selectors = bar.dataset.swap.split(",");
+        SchedLive(bar, {
+            html: true,
+            url: function () { return window.location.href; },
+            apply: function (doc) {
+                selectors.forEach(function (selector) {
+                    var fresh = doc.querySelector(selector), old = document.querySelector(selector);
+                    if (fresh && old && old.innerHTML !== fresh.innerHTML) { old.innerHTML = fresh.innerHTML; }
+                });
+                bar.dataset.swaps = String(parseInt(bar.dataset.swaps || "0", 10) + 1);
+            }
+        });
+    }
+
+    function ready(fn) {
+        if (document.readyState !== "loading") { fn(); } else { document.addEventListener("DOMContentLoaded", fn); }
+    }
+    ready(function () {
+        var bar = document.getElementById("sched-live");
+        if (bar && bar.dataset.swap) { swapPage(bar); }
+    });
 })();

@@ -1,0 +1,141 @@
+"""Search that finds and pages that stay live (issue 38, sections 3 and 4), at 800, 1280 and 1920 px.
+
+On screen: a running job, a failed one, a waiting one, a paused queue's
+jobs (test_console_pages.stage), tagged jobs of customer cust-5, a
+workflow, dispatchers. Screenshots: ``ops-<page>-<width>.png`` in the test
+artifacts; nothing may be clipped (OVERFLOW).
+"""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from scheduler_app import lifecycle
+from scheduler_app.models import Job, JobStatus, Worker
+from tests.browser.test_console_pages import WIDTHS, open_page, stage
+from tests.browser.test_layout_and_live import OVERFLOW
+from tests.browser.test_workflow_browser import invoices_workflow
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+T = "tests.testapp.tasks."
+
+
+def customers():
+    """Eleven jobs that name cust-5 somewhere (arguments, a tag, an error), and others that do not."""
+    found = []
+    for n in range(8):
+        found.append(
+            lifecycle.enqueue(T + "add", [n, 5], tags=["billing", f"batch-{n}"], meta={"customer": "cust-5"})[0]
+        )
+    found.append(lifecycle.enqueue(T + "add", [1, 1], tags=["cust-5"])[0])
+    job = lifecycle.enqueue(T + "add", [2, 2], tags=["billing", "eu-west", "priority", "nightly"])[0]
+    now = timezone.now()
+    Job.objects.filter(pk=job.pk).update(
+        status=JobStatus.FAILED,
+        attempts=1,
+        started_at=now,
+        finished_at=now,
+        errors=[{"attempt": 1, "exception_class": "builtins.KeyError", "message": "'cust-5'", "traceback": "t"}],
+    )
+    found.append(job)
+    found.append(lifecycle.enqueue(T + "add", [3, 3], unique_key="invoice-cust-5-2026")[0])
+    lifecycle.enqueue(T + "add", [4, 4], tags=["cust-6"], meta={"customer": "cust-6"})
+    return found
+
+
+def dispatchers():
+    now = timezone.now()
+    Worker.objects.create(
+        id="build-7.example.com-4242-a1b2c3",
+        hostname="build-7.example.com",
+        pid=4242,
+        queues=["default", "other", "slow"],
+        slots={"*": 4},
+        last_heartbeat=now,
+        started_at=now - timedelta(hours=2),
+        processed=120,
+    )
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_search_tags_and_live_pages_at(width, browser, live_server, superuser, screenshot_dir):
+    stage()
+    cust = customers()
+    workflow, wf_jobs = invoices_workflow()
+    dispatchers()
+    context, page, errors = open_page(browser, live_server, width)
+    problems = {}
+
+    def check(name):
+        found = page.evaluate(OVERFLOW)
+        if found:
+            problems[name] = found
+        page.screenshot(path=screenshot_dir / f"ops-{name}-{width}.png", full_page=True)
+
+    # Section 3: the admin's search finds what the API's finds; tags are on screen.
+    page.goto("/admin/scheduler_app/job/?q=cust-5")
+    shown = {
+        int(v) for v in page.eval_on_selector_all("#result_list input.action-select", "bs => bs.map(b => b.value)")
+    }
+    assert shown == {j.pk for j in cust}
+    api = page.evaluate("() => fetch('/api/jobs/?search=cust-5&page_size=100').then(r => r.json())")
+    assert {j["id"] for j in api["results"]} == shown
+    tags = page.locator("#result_list .field-task_name .job-tag")
+    assert tags.count() >= 10 and all(tags.nth(i).is_visible() for i in range(tags.count()))
+    assert "+2" in page.locator(f'#result_list tr:has(input[value="{cust[9].pk}"]) .field-task_name').inner_text()
+    check("search")
+
+    # Section 4: a job created while the list is open appears by itself.
+    page.goto("/admin/scheduler_app/job/")
+    page.select_option(".sched-live-interval", "2000")
+    page.evaluate("window.__sameLoad = true")
+    new = lifecycle.enqueue(T + "add", [7, 7], tags=["just-made"])[0]
+    page.wait_for_selector(f'#result_list input.action-select[value="{new.pk}"]', timeout=15_000)
+    assert page.evaluate("window.__sameLoad") is True  # no reload: the rows came by themselves
+    assert page.locator(f'#result_list tr:has(input[value="{new.pk}"]) .job-tag').inner_text() == "just-made"
+    # The actions still work on the new rows: select it, the counter says so.
+    page.check(f'#result_list input.action-select[value="{new.pk}"]')
+    assert page.locator(".action-counter").inner_text().startswith("1 of")
+    check("jobs-live")
+
+    # The workers page is live.
+    page.goto("/admin/scheduler_app/worker/")
+    page.select_option(".sched-live-interval", "2000")
+    assert "120" in page.locator("#result_list").inner_text()
+    Worker.objects.filter(processed=120).update(processed=121, last_heartbeat=timezone.now())
+    page.wait_for_function("() => document.querySelector('#result_list').innerText.includes('121')", timeout=15_000)
+    check("workers")
+
+    # A workflow's graph is live.
+    page.goto(f"/admin/scheduler_app/workflow/{workflow.pk}/change/")
+    page.select_option(".sched-live-interval", "2000")
+    pending = next(j for j in wf_jobs if j.status == JobStatus.PENDING)
+    node = f'#sched-workflow [data-job="{pending.pk}"]'
+    assert "sched-node-pending" in (page.locator(node).get_attribute("class") or "")
+    Job.objects.filter(pk=pending.pk).update(status=JobStatus.RUNNING, attempts=1, started_at=timezone.now())
+    page.wait_for_function(
+        "s => (document.querySelector(s).getAttribute('class') || '').includes('sched-node-running')",
+        arg=node,
+        timeout=15_000,
+    )
+    check("workflow")
+
+    # Per-task run times (p50, p95 over time), and the 1-hour chart's bars are wider than 2 px.
+    page.goto("/admin/scheduler_app/dashboard/runtimes/?minutes=10080")
+    page.wait_for_selector("#sched-runtimes svg.sched-chart")
+    assert page.locator("#sched-runtimes svg.sched-chart path.line.c-p50").count() >= 1
+    assert page.locator("#sched-runtimes svg.sched-chart path.line.c-p95").count() >= 1
+    check("runtimes")
+    page.goto("/admin/scheduler_app/dashboard/")
+    page.wait_for_selector('[data-chart="throughput"] svg.sched-chart')
+    widths = page.eval_on_selector_all(
+        '[data-chart="throughput"] svg.sched-chart rect.c-ok', "rs => rs.map(r => r.getBoundingClientRect().width)"
+    )
+    assert widths and min(widths) > 2, widths
+    check("dashboard")
+
+    context.close()
+    assert problems == {}, "\n".join(f"{k}: {v}" for k, v in problems.items())
+    assert errors == []
