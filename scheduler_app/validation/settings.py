@@ -32,10 +32,11 @@ from .labels import ROUTES
 
 DAY = 24 * 3600
 # FILTER_ARGUMENTS' default: names that hold credentials in the libraries and APIs tasks call.
-FILTERED_NAMES = tuple(
+_CREDENTIALS = (
     "password passwd secret token api_key apikey authorization access_token refresh_token private_key client_secret "
-    "credentials".split()
+    "credentials"
 )
+FILTERED_NAMES = tuple(_CREDENTIALS.split())
 
 
 class Fraction(Rule):
