@@ -21,6 +21,7 @@ the rule gives everywhere (``validation.fields``, ``validation.settings``).
     E013  a scheduler backend's TASKS alias is longer than a job's ``backend`` column
     W001  SCHEDULER has a key the scheduler does not know (a typo?)
     W002  SCHEDULER has a key that was renamed (ALLOWED_COMMANDS: RUN_COMMAND_ALLOWED)
+    W003  MIDDLEWARE lacks the API's APIErrorsMiddleware (some errors under /api/ would be HTML)
 """
 
 from django.conf import settings
@@ -199,6 +200,22 @@ def check_apps(app_configs=None, **kwargs):
     ]
 
 
+API_ERRORS_MIDDLEWARE = "scheduler_app.api.middleware.APIErrorsMiddleware"
+
+
+def check_middleware(app_configs=None, **kwargs):
+    if API_ERRORS_MIDDLEWARE in (getattr(settings, "MIDDLEWARE", None) or ()):
+        return []
+    return [
+        checks.Warning(
+            f"MIDDLEWARE lacks {API_ERRORS_MIDDLEWARE}: a Host not in ALLOWED_HOSTS and a server error "
+            "under the API's path answer Django's HTML pages, not JSON.",
+            hint=f"Put {API_ERRORS_MIDDLEWARE!r} first in MIDDLEWARE (the README's setup).",
+            id="scheduler_app.W003",
+        )
+    ]
+
+
 def check_task_modules(app_configs=None, **kwargs):
     from importlib.util import find_spec
 
@@ -240,3 +257,4 @@ def register():
     checks.register(check_backends, TAG)
     checks.register(check_settings, TAG)
     checks.register(check_task_modules, TAG)
+    checks.register(check_middleware, TAG)

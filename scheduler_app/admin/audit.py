@@ -17,8 +17,9 @@ from django.utils.http import urlencode
 
 from ..lifecycle import audit as trail
 from ..models import AuditEvent
+from .base import SchedulerModelAdmin
 from .formatting import when_html
-from .lookups import SafeLookupsMixin
+from .lookups import unstorable
 
 # The changelist's own parameters: never part of the filter an action records.
 _LIST_PARAMS = {"p", "o", "e", "_changelist_filters", "all"}
@@ -70,7 +71,7 @@ class ObjectIdFilter(admin.SimpleListFilter):
 
 
 @admin.register(AuditEvent)
-class AuditEventAdmin(SafeLookupsMixin, admin.ModelAdmin):
+class AuditEventAdmin(SchedulerModelAdmin):
     list_display = ["at_display", "user_display", "action", "object_type", "target_display", "count", "via"]
     list_display_links = None
     list_filter = [UserFilter, "action", "object_type", ObjectIdFilter, "via"]
@@ -143,6 +144,8 @@ class AuditHistoryMixin:
 
     def history_view(self, request, object_id, extra_context=None):
         events = AuditEvent.objects.filter(object_type=self.audit_object_type, object_id=str(object_id))
+        if unstorable(str(object_id)):  # an id no row can have (NUL: a DataError on PostgreSQL)
+            events = AuditEvent.objects.none()
         extra_context = {
             **(extra_context or {}),
             "audit_events": [_with_text(event) for event in events[: self.history_events]],

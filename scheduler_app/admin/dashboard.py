@@ -33,6 +33,7 @@ from ..sql import readable
 from ..validation import progress as progress_rule
 from . import runtimes, visibility
 from .audit import audit
+from .base import SchedulerModelAdmin
 from .changelist import site_view
 from .formatting import (
     clock,
@@ -311,7 +312,7 @@ def render_sections(request, data):
 
 
 @admin.register(Dashboard)
-class DashboardAdmin(admin.ModelAdmin):
+class DashboardAdmin(SchedulerModelAdmin):
     def get_urls(self):
         wrap = partial(site_view, self)
 

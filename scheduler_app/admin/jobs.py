@@ -19,6 +19,7 @@ from ..lifecycle.states import allowed_from, refusal
 from ..models import Job, JobStatus
 from ..vocabulary.bounds import SEARCH_MAX
 from .audit import AuditHistoryMixin, audit, list_filter_of
+from .base import SchedulerModelAdmin
 from .bulk import BulkActionsMixin, TagFilter
 from .changelist import CappedCountPaginator, DateRangeFilter, JobChangeList, QueueFilter, ScheduleFilter, TaskFilter
 from .dependencies import WORKFLOW_FIELDS, DependenciesMixin, DependencyFilter
@@ -26,7 +27,6 @@ from .forms import JobAddForm, JobRescheduleForm
 from .job_fields import JobFields, fields_for
 from .job_summary import JobSummary
 from .live import JobLive
-from .lookups import SafeLookupsMixin
 
 # Actions on "all N matching jobs" stop where the list stops counting: past
 # it, narrow the filter.
@@ -37,14 +37,7 @@ BOTH_LOCATIONS = [ActionLocation.CHANGE_LIST, ActionLocation.CHANGE_FORM]
 
 @admin.register(Job)
 class JobAdmin(
-    AuditHistoryMixin,
-    BulkActionsMixin,
-    DependenciesMixin,
-    JobSummary,
-    JobLive,
-    JobFields,
-    SafeLookupsMixin,
-    admin.ModelAdmin,
+    AuditHistoryMixin, BulkActionsMixin, DependenciesMixin, JobSummary, JobLive, JobFields, SchedulerModelAdmin
 ):
     list_display = [
         "id",

@@ -7,14 +7,25 @@ those the database refuses only when the query runs: a NUL character
 (SQLite), a date the calendar cannot hold. ``SafeLookupsMixin`` refuses them
 before any query, the same way Django refuses a lookup on an unknown field;
 ``SafeChangeList`` turns the date arithmetic that overflows inside Django's
-own filters into that refusal too.
+own filters into that refusal too, and so any lookup the database refuses
+only when it runs the list's queries (a regular expression it cannot
+compile, a year past the calendar, a JSON lookup SQLite lacks, a number
+past the range under a name the check above does not know): the count and
+the page are read in a savepoint, and an error there is Django's "?e=1"
+answer when the query string filtered, searched or drilled down; a list
+without any of these that fails is a bug, and stays a 500.
 """
 
 from django.contrib.admin.options import IncorrectLookupParameters
-from django.contrib.admin.views.main import ChangeList
+from django.contrib.admin.views.main import ALL_VAR, IS_FACETS_VAR, IS_POPUP_VAR, ORDER_VAR, TO_FIELD_VAR, ChangeList
 from django.core.exceptions import FieldDoesNotExist, ValidationError
-from django.db import connections, router
+from django.db import DatabaseError, connections, router, transaction
 from django.db.models.constants import LOOKUP_SEP
+
+from ..sql.timeouts import is_timeout
+
+# Query string keys that choose how the list shows, not which rows it holds.
+_NOT_LOOKUPS = {ORDER_VAR, ALL_VAR, IS_POPUP_VAR, TO_FIELD_VAR, IS_FACETS_VAR}
 
 
 def unstorable(text):
@@ -33,7 +44,7 @@ def _integer_range(model, key, connection):
     opts, field = model._meta, None
     for part in key.split(LOOKUP_SEP):
         try:
-            field = opts.get_field(part)
+            field = opts.pk if part == "pk" else opts.get_field(part)
         except FieldDoesNotExist:
             break  # a lookup (exact, in, gte) or a transform: the field is known
         if not (field.is_relation and field.related_model):
@@ -86,6 +97,19 @@ class SafeChangeList(ChangeList):
         try:
             return super().get_queryset(request, *args, **kwargs)
         except (ValueError, OverflowError, ValidationError) as exc:
+            raise IncorrectLookupParameters(exc) from exc
+
+    def get_results(self, request):
+        if not (self.query or set(self.params) - _NOT_LOOKUPS):
+            return super().get_results(request)  # the plain list: an error there is a bug, and stays a 500
+        # In a savepoint: a statement PostgreSQL refuses must not leave the request's transaction broken.
+        try:
+            with transaction.atomic(using=self.queryset.db):
+                super().get_results(request)
+                len(self.result_list)  # the page's query too (its rows cached), here rather than in the template
+        except (DatabaseError, ValueError, OverflowError, TypeError) as exc:
+            if is_timeout(exc):
+                raise
             raise IncorrectLookupParameters(exc) from exc
 
 

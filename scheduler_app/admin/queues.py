@@ -32,11 +32,11 @@ from ..observability import history, stats
 from ..sql import readable
 from ..validation.fields import CONCURRENCY_LIMIT, RATE_LIMIT, RATE_PERIOD
 from .audit import AuditHistoryMixin, audit
+from .base import SchedulerModelAdmin
 from .changelist import site_view
 from .dashboard import QUEUE_PERMISSION, RANGES, minutes_of
 from .formatting import humanize_seconds
 from .forms import RuleFormField
-from .lookups import SafeLookupsMixin
 
 VIEW_PERMISSIONS = ("scheduler_app.view_queue",)
 CHANGE_PERMISSION = "scheduler_app.change_queue"
@@ -81,7 +81,7 @@ def queue_rows(now, minutes):
 
 
 @admin.register(Queue)
-class QueueAdmin(AuditHistoryMixin, SafeLookupsMixin, admin.ModelAdmin):  # a name with NUL is no queue, not a DataError
+class QueueAdmin(AuditHistoryMixin, SchedulerModelAdmin):  # a name with NUL is no queue, not a DataError
     form = QueueLimitsForm
     audit_object_type = "queue"
     fields = ["name", "paused", *LIMIT_FIELDS, "use_display"]

@@ -21,9 +21,9 @@ from ..validation.fields import ARGS, KWARGS, MAX_ATTEMPTS, PRIORITY, TIMEOUT
 from ..validation.schedules import EDITABLE, INTERVAL
 from ..vocabulary.bounds import PRIORITY_MAX, PRIORITY_MIN
 from .audit import AuditHistoryMixin, audit, list_filter_of
+from .base import SchedulerModelAdmin
 from .formatting import status_badge, when_html
 from .forms import EncodableDataMixin, JSONTextField, RuleChoiceField, RuleFormField, SplitDateTime
-from .lookups import SafeLookupsMixin
 from .schedule_runs import ComingRunsMixin
 
 
@@ -96,7 +96,7 @@ class ScheduleForm(EncodableDataMixin, forms.ModelForm):
 
 
 @admin.register(Schedule)
-class ScheduleAdmin(AuditHistoryMixin, ComingRunsMixin, SafeLookupsMixin, admin.ModelAdmin):
+class ScheduleAdmin(AuditHistoryMixin, ComingRunsMixin, SchedulerModelAdmin):
     audit_object_type = "schedule"
 
     form = ScheduleForm

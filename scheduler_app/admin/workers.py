@@ -7,12 +7,12 @@ from django.utils.html import format_html
 from ..maintenance import leader
 from ..models import Worker
 from ..sql.readable import worker_queues, worker_slots
+from .base import SchedulerModelAdmin
 from .formatting import humanize_seconds, slots_text, when_html, worker_state
-from .lookups import SafeLookupsMixin
 
 
 @admin.register(Worker)
-class WorkerAdmin(SafeLookupsMixin, admin.ModelAdmin):
+class WorkerAdmin(SchedulerModelAdmin):
     # Host and pid are part of the id (and on the worker's page): the list fits 800 px.
     list_display = [
         "id",

@@ -29,9 +29,9 @@ from ..models import ACTIVE_STATUSES, FINISHED_STATUSES, JobStatus, Workflow
 from ..observability import workflows as numbers
 from . import graph
 from .audit import AuditHistoryMixin, audit
+from .base import SchedulerModelAdmin
 from .changelist import CappedCountPaginator, site_view
 from .formatting import status_badge, status_label, when_html
-from .lookups import SafeLookupsMixin
 
 RETRYABLE = (JobStatus.FAILED, JobStatus.CANCELLED)
 # The list's actions work workflow by workflow (each in its own transaction); past this many, narrow the filter.
@@ -88,7 +88,7 @@ def callbacks_html(callbacks, job_url):
 
 
 @admin.register(Workflow)
-class WorkflowAdmin(AuditHistoryMixin, SafeLookupsMixin, admin.ModelAdmin):
+class WorkflowAdmin(AuditHistoryMixin, SchedulerModelAdmin):
     audit_object_type = "workflow"
 
     list_display = [

@@ -6,9 +6,14 @@ whatever its DRF defaults, and a change of settings can neither open it
 nor bring back a renderer that fails on what a client sent.
 """
 
+from django.db import router
 from rest_framework.authentication import SessionAuthentication, TokenAuthentication
 
+from .. import conf
+from ..models import Job
+from ..sql.timeouts import bounded_statements
 from .exceptions import exception_handler
+from .middleware import early_error
 from .parsers import BoundedJSONParser
 from .permissions import StaffModelPermission
 from .renderers import SafeJSONRenderer
@@ -30,6 +35,15 @@ class SchedulerAPI:
 
     def get_exception_handler(self):
         return exception_handler
+
+    def dispatch(self, request, *args, **kwargs):
+        # DRF's content negotiation reads the query string, and fails again while answering its own error.
+        refused = early_error(request)
+        if refused is not None:
+            return refused
+        # No statement of a request runs longer than REQUEST_STATEMENT_TIMEOUT (exceptions.py: 503).
+        with bounded_statements(conf.get("REQUEST_STATEMENT_TIMEOUT"), router.db_for_read(Job)):
+            return super().dispatch(request, *args, **kwargs)
 
 
 def audit(request, action, object_type="job", **fields):

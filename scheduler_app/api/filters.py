@@ -11,7 +11,6 @@ from datetime import UTC, datetime
 import django_filters
 from django import forms
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db.models import Q
 from django.http import QueryDict
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -233,11 +232,9 @@ def search(queryset, value):
     kwargs, meta or errors, or a tag (``sql.search.search_matches``).
     """
     value = value.replace("\x00", "").strip()  # NUL: no database stores it, no job holds it
-    match = search_matches(value, queryset.db, hidden=conf.filter_names())
     number = value.removeprefix("#")
-    if number.isascii() and number.isdigit() and int(number) <= MAX_ID:
-        match |= Q(pk=int(number))
-    return queryset.filter(match)
+    job_id = int(number) if number.isascii() and number.isdigit() and int(number) <= MAX_ID else None
+    return queryset.filter(search_matches(value, queryset.db, hidden=conf.filter_names(), job_id=job_id))
 
 
 # What a bulk action's "filter" may hold: the list's filters, not its ordering or pages.

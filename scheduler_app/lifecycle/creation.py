@@ -18,8 +18,9 @@ from django.utils import timezone
 from django.utils.functional import LazyObject, empty
 
 from .. import conf, sql, taskresults
-from ..models import ACTIVE_STATUSES, Job, JobDependency, JobStatus, UniqueWindow
+from ..models import ACTIVE_STATUSES, Job, JobStatus, UniqueWindow
 from ..validation.fields import DEPENDS_ON_INDEX
+from ..vocabulary.bounds import LINKS_PER_REQUEST_MAX
 from ..vocabulary.wakeup import WakeUp
 from .announce import announce, job_item, signal_after_commit
 from .building import build_job
@@ -147,6 +148,7 @@ def enqueue_many_created(specs, *, created_by=None, max_size=None, using="defaul
         built.append(job)
     if errors:
         raise BulkValidationError(errors)
+    _bound_links(links, built)
     order(links)
     if any(links.values()) or any(j._depends_on or j._unique_for for j in built):
         with transaction.atomic(using=using):
@@ -161,6 +163,18 @@ def enqueue_many_created(specs, *, created_by=None, max_size=None, using="defaul
             announce(jobs=new, using=using)
     taskresults.send_enqueued(new)
     return [(existing[j.unique_key], False) if j.unique_key in existing else (j, True) for j in built]
+
+
+def _bound_links(links, built):
+    """Refuse a request with more than LINKS_PER_REQUEST_MAX dependencies (its own links and existing jobs)."""
+    edges = sum(map(len, links.values())) + sum(len(j._depends_on) for j in built)
+    if edges > LINKS_PER_REQUEST_MAX:
+        raise ValidationError(
+            {
+                "jobs": f"At most {LINKS_PER_REQUEST_MAX} dependencies (depends_on and depends_on_index entries "
+                f"together) per request; this one has {edges}. Split it into several requests."
+            }
+        )
 
 
 def _holders(keys, now, using):
@@ -263,15 +277,15 @@ def _create(built, links, *, using):
                 record_failure(job, dependency, status)
     jobs = [built[i] for i in new]
     _bulk_insert(jobs, using)
-    JobDependency.objects.using(using).bulk_create(
+    sql.insert_dependencies(
         [
-            JobDependency(job_id=built[i].pk, depends_on_id=d)
+            (built[i].pk, d)
             for i in new
             for d in dict.fromkeys(
                 [*built[i]._depends_on, *((resolved.get(t) or built[t]).pk for t in links.get(i, ()))]
             )
         ],
-        batch_size=1000,
+        using=using,
     )
     for index, (target, status) in causes.items():
         record_failure(built[index], built[target].pk, status)

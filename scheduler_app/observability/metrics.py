@@ -22,6 +22,7 @@ Who may scrape: staff with ``scheduler_app.view_job`` (a session, or
 import hmac
 from collections import defaultdict
 
+from django.db import DatabaseError
 from django.db.models import Count
 from django.http import HttpResponse
 from django.utils import timezone
@@ -34,6 +35,7 @@ from .. import conf
 from ..models import Counter, Job, JobStatus, Worker, WorkerState, stale_before
 from ..sql.readable import worker_slots
 from ..sql.reads import pending_by_queue
+from ..sql.timeouts import bounded_statements, is_timeout
 from ..vocabulary.tallies import BUCKETS, OUTCOMES, SLOTS
 from . import stats
 
@@ -206,4 +208,15 @@ def metrics_view(request):
     refused = refusal(request)
     if refused is not None:
         return refused
-    return HttpResponse(b"" if request.method == "HEAD" else render(), content_type=CONTENT_TYPE_LATEST)
+    if request.method == "HEAD":
+        return HttpResponse(b"", content_type=CONTENT_TYPE_LATEST)
+    try:
+        with bounded_statements(conf.get("REQUEST_STATEMENT_TIMEOUT")):
+            body = render()
+    except DatabaseError as exc:
+        if not is_timeout(exc):
+            raise
+        return HttpResponse(
+            b"# the database took longer than REQUEST_STATEMENT_TIMEOUT\n", status=503, content_type="text/plain"
+        )
+    return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)

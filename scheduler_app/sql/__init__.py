@@ -32,7 +32,7 @@ from .bulk import pg_bulk_insert
 from .dialect import Dialect, dialect
 from .due import any_due
 from .expiry import EXPIRED_PREFIX, expire
-from .flow import DEPENDENCY_FAILED_CLASS, mark_dependencies, settle_dependents, take_unique_window
+from .flow import DEPENDENCY_FAILED_CLASS, insert_dependencies, mark_dependencies, settle_dependents, take_unique_window
 from .leases import handed_back, release, renew, rescue, take_back
 from .limited import pg_limited_claim, pg_limited_claim_text
 from .postgres import (
@@ -49,6 +49,7 @@ __all__ = [
     "CLAIM_COLUMNS",
     "Dialect",
     "DEPENDENCY_FAILED_CLASS",
+    "insert_dependencies",
     "NOT_PAUSED_NOR_LIMITED",
     "QUEUE_TABLE",
     "TABLE",

@@ -4,6 +4,8 @@ Each function is one statement; ``lifecycle`` runs them inside the
 transaction of the change they belong to (an enqueue, a finish, a cancel).
 """
 
+from django.db import connections
+
 from .base import DEPENDENCY_TABLE, SQLITE_EPOCH, TABLE, UNIQUE_WINDOW_TABLE, _in_list, _rows, adapt_dt, is_postgres
 
 # Recorded as the exception class of a job cancelled because of a dependency.
@@ -147,3 +149,24 @@ def take_unique_window(key, *, until, now, using="default"):
         "RETURNING key"
     )
     return bool(_rows(statement, [key, adapt_dt(until, using), adapt_dt(now, using)], using))
+
+
+def insert_dependencies(pairs, *, using="default"):
+    """Insert the edges ``pairs`` (``(job_id, depends_on_id)``, distinct) in the caller's transaction.
+
+    One statement on PostgreSQL (two arrays, unnested), ``executemany`` on
+    SQLite: the ORM's ``bulk_create`` built a model instance per edge and
+    spent 5 of a workflow's 10 s on 48,725 of them.
+    """
+    if not pairs:
+        return
+    with connections[using].cursor() as cursor:
+        if is_postgres(using):
+            jobs, targets = zip(*pairs, strict=True)
+            cursor.execute(
+                f"INSERT INTO {DEPENDENCY_TABLE} (job_id, depends_on_id) "
+                "SELECT * FROM unnest(%s::bigint[], %s::bigint[])",
+                [list(jobs), list(targets)],
+            )
+        else:
+            cursor.executemany(f"INSERT INTO {DEPENDENCY_TABLE} (job_id, depends_on_id) VALUES (%s, %s)", pairs)

@@ -67,7 +67,7 @@ def _like(value):
     return "%" + value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
-def search_matches(value, using="default", hidden=()):
+def search_matches(value, using="default", hidden=(), job_id=None):
     """Return a condition: the job's task, unique_key, args, kwargs or meta contain ``value``
     (any case), or it carries the tag ``value``, or it failed with ``value`` in its errors.
 
@@ -77,19 +77,27 @@ def search_matches(value, using="default", hidden=()):
     per job, does not hold them: they are read from the failed jobs' rows.
     ``hidden``: names of keyword arguments (lower case, ``FILTER_ARGUMENTS``)
     whose values must not be found: a job where ``value`` is part of one is
-    not a match.
+    not a match. ``job_id``: the job with this id matches too.
+
+    On PostgreSQL the id is matched inside the first arm, on the side table
+    (every job has its row there; the trigram index and the side table's
+    primary key make a BitmapOr), not by an ``OR id = N`` beside the
+    subquery: that cannot be a semi-join, and the planner ran the subquery
+    once per row of the job table (300,000 jobs: no answer in minutes;
+    docs/SCALING.md has the figures).
     """
     if is_postgres(using):
         # One id list, each arm through its own index (the trigram index, the
         # tags' GIN index, job_status_id_idx): an OR of conditions on the job
         # table would scan it.
+        by_id = " OR job_id = %s" if job_id is not None else ""
         found = RawSQL(
-            f"SELECT job_id FROM {SEARCH_TABLE} WHERE document LIKE UPPER(%s) "
+            f"SELECT job_id FROM {SEARCH_TABLE} WHERE document LIKE UPPER(%s){by_id} "
             f"UNION SELECT id FROM {TABLE} WHERE tags ? %s AND {TAGGED} "
             f"UNION SELECT id FROM {TABLE} WHERE status = 'failed' AND UPPER(errors::text) LIKE UPPER(%s)",
-            [_like(value), value, _like(value)],
+            [_like(value), *([job_id] if by_id else []), value, _like(value)],
         )
-        return _visible(Q(pk__in=found), value, hidden, using)
+        return _visible(Q(pk__in=found), value, hidden, using, job_id)
     escaped = json.dumps(value)[1:-1]  # SQLite's JSON text escapes non-ASCII: that form too
     failed = Q(status="failed", errors__icontains=value)
     if escaped != value:
@@ -97,12 +105,20 @@ def search_matches(value, using="default", hidden=()):
     document = Q(Contains(Document(), Upper(Value(value))))
     if escaped != value:
         document |= Q(Contains(Document(), Upper(Value(escaped))))
-    return _visible(document | failed | tagged([value], using), value, hidden, using)
+    match = document | failed | tagged([value], using)
+    if job_id is not None:
+        match |= Q(pk=job_id)
+    return _visible(match, value, hidden, using, job_id)
 
 
-def _visible(match, value, hidden, using):
-    """``match``, less the jobs where ``value`` is found only inside a hidden argument's value."""
-    return match & ~in_hidden_values(value, hidden, using) if hidden else match
+def _visible(match, value, hidden, using, job_id=None):
+    """``match``, less the jobs where ``value`` is found only inside a hidden argument's value (not the id's job)."""
+    if not hidden:
+        return match
+    concealed = in_hidden_values(value, hidden, using)
+    if job_id is not None:
+        concealed &= ~Q(pk=job_id)
+    return match & ~concealed
 
 
 # A value of a key named in a list, at any depth of a job's args or kwargs, holds the text.

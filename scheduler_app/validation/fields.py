@@ -314,14 +314,13 @@ class WholeNumbers(Rule):
             value = list(value)
         if not isinstance(value, list) or len(value) > self.max_items:
             self.fail()
-        numbers = []
+        numbers = {}  # a dict keeps the order; a list's ``in`` made a 1,000-item list cost 0.5 M comparisons
         for item in value:
             item = getattr(item, "pk", item)
             if isinstance(item, bool) or not isinstance(item, int) or not self.low <= item <= self.high:
                 self.fail()
-            if item not in numbers:
-                numbers.append(item)
-        return numbers
+            numbers[item] = None
+        return list(numbers)
 
     def parse(self, text):
         try:

@@ -32,20 +32,11 @@ from .labels import ROUTES
 
 DAY = 24 * 3600
 # FILTER_ARGUMENTS' default: names that hold credentials in the libraries and APIs tasks call.
-FILTERED_NAMES = (
-    "password",
-    "passwd",
-    "secret",
-    "token",
-    "api_key",
-    "apikey",
-    "authorization",
-    "access_token",
-    "refresh_token",
-    "private_key",
-    "client_secret",
-    "credentials",
+_CREDENTIALS = (
+    "password passwd secret token api_key apikey authorization access_token refresh_token private_key client_secret "
+    "credentials"
 )
+FILTERED_NAMES = tuple(_CREDENTIALS.split())
 
 
 class Fraction(Rule):
@@ -424,6 +415,12 @@ DECLARED = {
     ),
     "ROLLUP_RETENTION": _setting(
         timedelta(days=7), Age("ROLLUP_RETENTION", bounds.RETENTION_MAX), "how long the per-minute history is kept"
+    ),
+    "REQUEST_STATEMENT_TIMEOUT": _setting(
+        30.0,
+        Seconds("REQUEST_STATEMENT_TIMEOUT", limits.REQUEST_STATEMENT_TIMEOUT_MAX, zero_ok=True),
+        "seconds one SQL statement of an admin page or API request of the scheduler may run before the "
+        "database cancels it (API: 503, admin: a message); 0: no bound. The dispatcher is not bound by it",
     ),
     "FILTER_ARGUMENTS": _setting(
         list(FILTERED_NAMES),

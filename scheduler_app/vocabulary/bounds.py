@@ -83,6 +83,11 @@ MAX_SNOOZES_MAX = 1_000_000
 SNOOZE_MAX = DELAY_MAX
 # Jobs per bulk request (API, admin); code may lift it.
 BULK_MAX = 1000
+# Dependencies (depends_on and depends_on_index entries together) of one
+# enqueue_many call: a workflow, a bulk request, a canvas; the API, the admin
+# and code alike. At this bound a request is created in ~2 s on PostgreSQL
+# (docs/SCALING.md); 1,000 jobs each after all earlier ones (499,500) took 25-43 s.
+LINKS_PER_REQUEST_MAX = 50_000
 # GET /api/schedules/{id}/next/?count=: at most this many coming run times
 # (default NEXT_RUNS_DEFAULT); the admin's schedule page shows NEXT_RUNS_SHOWN.
 NEXT_RUNS_MAX = 100
@@ -110,6 +115,8 @@ PRUNE_BATCH_MAX = 100_000
 SCHEDULE_CATCH_UP_MAX = 1000
 # The built-in webhook task: at most this long a wait, this much body kept.
 WEBHOOK_TIMEOUT_MAX = 3600
+# The longest bound on one statement of a web request (SCHEDULER["REQUEST_STATEMENT_TIMEOUT"]).
+REQUEST_STATEMENT_TIMEOUT_MAX = 3600
 WEBHOOK_MAX_BODY_MAX = 16 * 1024 * 1024
 # Dispatcher processes one supervisor runs (rundispatcher --processes).
 PROCESSES_MAX = 64

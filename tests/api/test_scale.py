@@ -92,6 +92,9 @@ SCANS = [
     "ordering=-created_at",
     "ordering=-priority",
     "search=1234",
+    # A digit: the id or the text (issue 34: id IN (...) OR id = N ran its subquery per row, minutes).
+    "search=0",
+    "search=7&status=failed",
     "task=tests.testapp.tasks.nothing",
 ]
 if connection.vendor != "postgresql":

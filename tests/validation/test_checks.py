@@ -263,3 +263,10 @@ def test_every_setting_is_declared_once_with_a_default_its_own_rule_accepts():
 @pytest.mark.parametrize("value", ["9jobs", "", "a" * 64, "bad-name", 5])
 def test_a_notify_channel_postgresql_cannot_listen_on_is_refused(value):
     assert ids(**scheduler_with(NOTIFY_CHANNEL=value)) == ["scheduler_app.E005"]
+
+
+def test_a_project_without_the_api_errors_middleware_is_warned(settings):
+    assert "scheduler_app.W003" not in [c.id for c in checks.run_checks(tags=["scheduler"])]
+    settings.MIDDLEWARE = [m for m in settings.MIDDLEWARE if not m.endswith("APIErrorsMiddleware")]
+    [found] = [c for c in checks.run_checks(tags=["scheduler"]) if c.id == "scheduler_app.W003"]
+    assert "APIErrorsMiddleware" in found.hint
