@@ -32,7 +32,7 @@ NAME_MAX = SCHEDULE_NAME_MAX
 INTERVAL_MAX = 366 * 24 * 3600
 TIMING_FIELDS = ("cron", "interval_seconds", "timezone", "start_at", "end_at")
 JOB_FIELDS = ("task", "args", "kwargs", "queue", "priority", "max_attempts", "timeout")
-# A schedule whose next run would fall after limits.LATEST (service.clean).
+# A schedule whose next run would fall after bounds.LATEST (service.clean).
 PAST_LATEST = f"The next run would fall after {LATEST_TEXT}, the latest time the scheduler stores."
 # The fields a person or a request may set: the admin form and the API's
 # write serializer both use this list.

@@ -418,7 +418,7 @@ DECLARED = {
     ),
     "REQUEST_STATEMENT_TIMEOUT": _setting(
         30.0,
-        Seconds("REQUEST_STATEMENT_TIMEOUT", limits.REQUEST_STATEMENT_TIMEOUT_MAX, zero_ok=True),
+        Seconds("REQUEST_STATEMENT_TIMEOUT", bounds.REQUEST_STATEMENT_TIMEOUT_MAX, zero_ok=True),
         "seconds one SQL statement of an admin page or API request of the scheduler may run before the "
         "database cancels it (API: 503, admin: a message); 0: no bound. The dispatcher is not bound by it",
     ),
