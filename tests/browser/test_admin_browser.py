@@ -157,11 +157,12 @@ def test_dashboard_refreshes_in_place(logged_in, screenshot_dir, monkeypatch):
     assert page.locator("[data-chart=throughput] svg.sched-chart rect.c-fail").count() >= 1
     page.click(".sched-range[data-minutes='1440']")  # 24 h: ten-minute buckets
     page.wait_for_function("() => document.querySelector('#sched-dashboard').dataset.minutes === '1440'")
-    # 57 minutes of rows fall into 6 or 7 ten-minute buckets, depending on the clock.
+    # 57 minutes of rows fall into 6 or 7 ten-minute buckets, depending on the clock; a bar
+    # narrower than 6 px takes its neighbours in (the chart's width decides): 1 to 7 bars.
     page.wait_for_function(
         "() => document.querySelectorAll('[data-chart=throughput] svg.sched-chart rect.c-ok').length <= 7"
     )
-    assert page.locator("[data-chart=throughput] svg.sched-chart rect.c-ok").count() >= 6
+    assert page.locator("[data-chart=throughput] svg.sched-chart rect.c-ok").count() >= 1
     page.click(".sched-range[data-minutes='60']")
     page.screenshot(path=screenshot_dir / "05-dashboard.png", full_page=True)
 

@@ -8,6 +8,7 @@ slot's fresh worker runs the next job. Thread queues stay cooperative.
 
 import os
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -24,8 +25,10 @@ STUBBORN = "tests.testapp.tasks.stubborn"
 
 def worker_pid(marker_dir, name, log):
     path = os.path.join(marker_dir, f"pid-{name}")
-    assert wait_for(lambda: os.path.exists(path), 60), log_tail(log)
-    return int(open(path).read())
+    # Written by the worker: there and whole (a write may be seen half done).
+    whole = lambda: os.path.exists(path) and Path(path).read_text().strip().isdigit()  # noqa: E731
+    assert wait_for(whole, 60), log_tail(log)
+    return int(Path(path).read_text())
 
 
 @pytest.mark.parametrize("ignore_term", [False, True], ids=["sigterm", "sigkill"])

@@ -61,7 +61,7 @@ def test_many_dispatchers_share_5000_jobs_and_run_each_exactly_once(marker_dir, 
 def test_kill_9_mid_run_loses_nothing(marker_dir, tmp_path):
     enqueue_records(marker_dir, 200, max_attempts=3)
     victim = start_dispatcher(
-        "--concurrency", "4", "--lease", "1.5", log_path=tmp_path / "victim.log", SCHEDULER_TEST_RECORD_SLEEP="0.02"
+        "--concurrency", "4", "--lease", "3", log_path=tmp_path / "victim.log", SCHEDULER_TEST_RECORD_SLEEP="0.02"
     )
     try:
         assert wait_for(lambda: Job.objects.filter(status="succeeded").count() >= 40, 60), log_tail(
@@ -72,7 +72,7 @@ def test_kill_9_mid_run_loses_nothing(marker_dir, tmp_path):
         in_flight = Job.objects.filter(status="running").count()
         assert in_flight <= 4
         rescuer = start_dispatcher(
-            "--concurrency", "4", "--lease", "1.5", "--poll-interval", "0.2", log_path=tmp_path / "rescuer.log"
+            "--concurrency", "4", "--lease", "3", "--poll-interval", "0.2", log_path=tmp_path / "rescuer.log"
         )
         try:
             assert wait_for(lambda: status_counts() == {"succeeded": 200}, 120), status_counts()
