@@ -71,7 +71,7 @@ class JobAdmin(BulkActionsMixin, DependenciesMixin, JobSummary, JobLive, JobFiel
     # No column follows a relation (worker is a plain id), so no join and no
     # per-row query; tests pin the query count of a page.
     list_select_related = False
-    actions = ["cancel_jobs", "retry_jobs", "run_jobs_now"]
+    actions = ["cancel_jobs", "retry_jobs", "retry_jobs_now", "run_jobs_now"]
     change_list_template = "admin/scheduler_app/job/change_list.html"
 
     add_fieldsets = [
@@ -339,27 +339,40 @@ class JobAdmin(BulkActionsMixin, DependenciesMixin, JobSummary, JobLive, JobFiel
             "that had already finished or were already asked to stop",
         )
 
-    @admin.action(description="Retry selected jobs", permissions=["change"], location=BOTH_LOCATIONS)
+    @admin.action(
+        description="Retry selected jobs (at their time if still ahead)",
+        permissions=["change"],
+        location=BOTH_LOCATIONS,
+    )
     def retry_jobs(self, request, queryset):
+        return self._retry(request, queryset, run_now=False)
+
+    @admin.action(description="Retry selected jobs now", permissions=["change"], location=BOTH_LOCATIONS)
+    def retry_jobs_now(self, request, queryset):
+        return self._retry(request, queryset, run_now=True)
+
+    def _retry(self, request, queryset, *, run_now):
         across = self.across(request)
         if across is False:
-            return self.confirmation(request, queryset, "retry")
+            return self.confirmation(request, queryset, "retry_now" if run_now else "retry")
         retried = skipped = 0
         if across:
-            retried = lifecycle.retry_matching(queryset)
+            retried = lifecycle.retry_matching(queryset, run_now=run_now)
         else:
             ids = self._selected_ids(request, queryset)
             if ids is None:
-                return
+                return None
             for chunk in self._chunks(ids):
-                r, s = lifecycle.retry_many(chunk)
+                r, s = lifecycle.retry_many(chunk, run_now=run_now)
                 retried, skipped = retried + r, skipped + s
+        when = "to run again now" if run_now else "to run again (at their time if still ahead, else now)"
         self._report(
             request,
-            [(retried, f"queued {retried} {plural(retried)} to run again now")],
+            [(retried, f"queued {retried} {plural(retried)} {when}")],
             skipped,
             "that were not failed or cancelled (or whose unique key is taken)",
         )
+        return None
 
     @admin.action(description="Run selected jobs now", permissions=["change"], location=BOTH_LOCATIONS)
     def run_jobs_now(self, request, queryset):

@@ -332,6 +332,24 @@ class BulkActionSerializer(StrictKeysMixin, serializers.Serializer):
     )
 
 
+RUN_NOW_HELP = (
+    "true: due now, whatever its time. false (the default): a job whose execute_at is still ahead "
+    "(cancelled before its time) keeps it; the others are due now."
+)
+
+
+class RetrySerializer(StrictKeysMixin, serializers.Serializer):
+    """The body of POST /api/jobs/{id}/retry/, optional: {"now": true} runs it now even if its time is ahead."""
+
+    now = serializers.BooleanField(required=False, default=False, help_text=RUN_NOW_HELP)
+
+
+class BulkRetrySerializer(BulkActionSerializer):
+    """The body of POST /api/jobs/retry/: {"filter": {...}, "now": false}."""
+
+    now = serializers.BooleanField(required=False, default=False, help_text=RUN_NOW_HELP)
+
+
 class RescheduleSerializer(StrictKeysMixin, serializers.Serializer):
     """The body of PATCH /api/jobs/{id}/: only execute_at and priority."""
 

@@ -6,7 +6,7 @@ that ends here (a cancel) settles its dependents in the same transaction.
 """
 
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import DateTimeField, F, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
@@ -95,10 +95,12 @@ def cancel_many(job_ids, *, now=None, using="default", within=None):
     return cancelled, requested, len(job_ids) - cancelled - requested
 
 
-def retried(now):
-    """Return the columns a retry sets (besides ``status`` and ``dependencies_left``): due now, one more attempt if needed."""
+def retried(now, *, run_now=False):
+    """Return the columns a retry sets (besides ``status`` and ``dependencies_left``): one more attempt if needed,
+    and due now, or at its own time when that is still ahead (a job cancelled before its time keeps it), unless
+    ``run_now``: the one rule of a retry's time, for the admin and the API."""
     return {
-        "execute_at": now,
+        "execute_at": now if run_now else Greatest(F("execute_at"), Value(now, output_field=DateTimeField())),
         "max_attempts": Greatest(F("max_attempts"), F("attempts") + 1),
         "cancel_requested": False,
         "lease_expires_at": None,
@@ -108,8 +110,9 @@ def retried(now):
     }
 
 
-def retry(job_id, *, now=None, using="default", within=None):
-    """Put a failed or cancelled job back to pending, due now; keep its errors.
+def retry(job_id, *, now=None, using="default", within=None, run_now=False):
+    """Put a failed or cancelled job back to pending, due now (or at its own time, still ahead, unless
+    ``run_now``: ``retried``); keep its errors.
 
     A job that used all its attempts gets one more (as Oban does). A job
     with dependencies waits again for those that have not succeeded. Raise
@@ -131,7 +134,9 @@ def retry(job_id, *, now=None, using="default", within=None):
                 raise Job.DoesNotExist(f"Job {job_id} does not exist.")
             left = _dependencies_left(job_id, *found, using=using)
             won = target.filter(status__in=allowed_from("retry")).update(
-                status=JobStatus.WAITING if left else JobStatus.PENDING, dependencies_left=left, **retried(now)
+                status=JobStatus.WAITING if left else JobStatus.PENDING,
+                dependencies_left=left,
+                **retried(now, run_now=run_now),
             )
             if won:
                 if not left:
@@ -165,13 +170,13 @@ def _dependencies_left(job_id, has_dependencies, on_failure, *, using):
     return sum(1 for status in statuses.values() if status not in (JobStatus.SUCCEEDED, *FAILED_ENDS))
 
 
-def retry_many(job_ids, *, using="default"):
+def retry_many(job_ids, *, using="default", run_now=False):
     """Retry each job that allows it; return ``(retried, skipped)``."""
     retried = 0
     job_ids = list(job_ids)
     for job_id in job_ids:
         try:
-            retry(job_id, using=using)
+            retry(job_id, using=using, run_now=run_now)
             retried += 1
         except (InvalidTransition, Job.DoesNotExist):
             pass
