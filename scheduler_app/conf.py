@@ -7,6 +7,7 @@ settings.
 from django.conf import settings
 from django.core.signals import setting_changed
 
+from .validation.durations import seconds_of
 from .validation.settings import DECLARED
 from .vocabulary.bounds import QUEUE_NAME_RE
 
@@ -65,7 +66,7 @@ def queue_defaults(name):
     return {
         "concurrency_limit": entry.get("concurrency_limit"),
         "rate_limit": entry.get("rate_limit"),
-        "rate_period": float(entry.get("rate_period") or 1.0),
+        "rate_period": seconds_of(entry.get("rate_period")) or 1.0,  # "5m" too (the system check refuses worse)
     }
 
 

@@ -12,8 +12,10 @@ from django.utils import timezone
 
 from .. import sql
 from ..models import FINISHED_STATUSES, DependencyFailure, Job, JobDependency, JobStatus
-from ..validation.fields import EXECUTE_AT, PRIORITY
+from ..validation.errors import Errors
+from ..validation.fields import PRIORITY
 from .announce import announce
+from .building import due_at
 from .dependencies import FAILED_ENDS, pass_results, settle
 from .states import InvalidTransition, allowed_from
 
@@ -183,20 +185,24 @@ def retry_many(job_ids, *, using="default", run_now=False):
     return retried, len(job_ids) - retried
 
 
-def reschedule(job_id, *, execute_at=None, priority=None, now=None, using="default"):
+def reschedule(job_id, *, execute_at=None, delay=None, priority=None, now=None, using="default"):
     """Change when (and how urgently) a pending job runs; return the job.
 
-    Raise ValidationError for bad values, InvalidTransition when the job is
-    not pending.
+    When: ``execute_at``, or ``delay`` (a duration: seconds or "5m") from
+    now, as a new job's. Raise ValidationError for bad values,
+    InvalidTransition when the job is not pending.
     """
     changes = {}
-    if execute_at is not None:
-        changes["execute_at"] = EXECUTE_AT.check(execute_at)
+    now = now or timezone.now()
+    if execute_at is not None or delay is not None:
+        errors = Errors()
+        changes["execute_at"] = due_at(errors, execute_at, delay, now)
+        errors.raise_if_any()
     if priority is not None:
         changes["priority"] = PRIORITY.check(priority)
     jobs = Job.objects.using(using).filter(pk=job_id)
     with transaction.atomic(using=using):
-        changes["updated_at"] = now or timezone.now()
+        changes["updated_at"] = now
         if jobs.filter(status__in=allowed_from("reschedule")).update(**changes):
             job = jobs.get()
             if job.status == JobStatus.PENDING:  # a waiting job is not in any dispatcher's window

@@ -468,7 +468,7 @@ class TestReschedule:
     def test_unknown_key_message(self, api, enqueue_job):
         job = enqueue_job()
         response = api.patch(f"/api/jobs/{job.pk}/", {"queue": "slow"}, format="json")
-        assert "only set execute_at and priority" in response.json()["queue"][0]
+        assert "only set execute_at (or delay: a duration from now) and priority" in response.json()["queue"][0]
 
     @pytest.mark.parametrize("status", ["running", "succeeded", "failed", "cancelled"])
     def test_not_pending_is_409(self, api, enqueue_job, set_status, status):
