@@ -139,3 +139,32 @@ def test_search_tags_and_live_pages_at(width, browser, live_server, superuser, s
     context.close()
     assert problems == {}, "\n".join(f"{k}: {v}" for k, v in problems.items())
     assert errors == []
+
+
+@pytest.mark.parametrize("width", [800, 1280])
+def test_the_add_form_offers_times_and_shows_them_in_the_browsers_zone(
+    width, browser, live_server, superuser, screenshot_dir
+):
+    context, page, errors = open_page(browser, live_server, width)  # the browser in America/New_York, the site in UTC
+    page.goto("/admin/scheduler_app/job/add/")
+    page.click("text=Tomorrow 09:00")
+    # 09:00 in New York in December is 14:00 UTC: the boxes are in the site's zone.
+    assert page.input_value("#id_execute_at_1") == "14:00:00"
+    assert "09:00" in page.locator(".sched-when-local").inner_text()
+    assert "America/New_York" in page.locator(".sched-when-local").inner_text()
+    page.click("text=In 1 hour")
+    date, time = page.input_value("#id_execute_at_0"), page.input_value("#id_execute_at_1")
+    at = timezone.datetime.fromisoformat(f"{date}T{time}+00:00")
+    assert abs((at - timezone.now()).total_seconds() - 3600) < 120
+    page.select_option("#id_task", "tests.testapp.tasks.add")
+    page.fill("#id_args", "[1, 2]")
+    page.click("input[name=_save]")
+    page.wait_for_selector(".messagelist .success")
+    job = Job.objects.latest("pk")
+    assert abs((job.execute_at - at).total_seconds()) < 1
+    found = page.evaluate(OVERFLOW)
+    page.goto("/admin/scheduler_app/job/add/")
+    page.screenshot(path=screenshot_dir / f"ops-add-job-{width}.png", full_page=True)
+    found += page.evaluate(OVERFLOW)
+    context.close()
+    assert found == [] and errors == []
