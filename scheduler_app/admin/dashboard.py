@@ -419,8 +419,12 @@ class DashboardAdmin(admin.ModelAdmin):
                 return JsonResponse({"error": error}, status=400)
             messages.error(request, error)
             return HttpResponseRedirect(dashboard)
+        text = (
+            f"Queue “{name}” paused: its pending jobs wait (running ones finish) until it resumes."
+            if action == "pause"
+            else f"Queue “{name}” resumed: its due jobs start as slots free up."
+        )
         if wants_json:
-            return JsonResponse({"queue": name, "paused": action == "pause"})
-        done = "paused" if action == "pause" else "resumed"
-        messages.success(request, f"Queue “{name}” {done}.")
+            return JsonResponse({"queue": name, "paused": action == "pause", "message": text})
+        messages.success(request, text)
         return HttpResponseRedirect(dashboard)

@@ -268,11 +268,17 @@ class TestQueues:
         response = admin_client_.post(toggle_url("slow", "pause"))
         assert response.status_code == 302 and response["Location"] == DASHBOARD
         assert Queue.objects.get(name="slow").paused
-        assert [str(m) for m in get_messages(response.wsgi_request)] == ["Queue “slow” paused."]
+        assert [str(m) for m in get_messages(response.wsgi_request)] == [
+            "Queue “slow” paused: its pending jobs wait (running ones finish) until it resumes."
+        ]
         html = admin_client_.get(DASHBOARD).content.decode()
-        assert toggle_url("slow", "resume") in html and ">Resume</button>" in html
+        assert toggle_url("slow", "resume") in html and ">Resume queue</button>" in html
         response = admin_client_.post(toggle_url("slow", "resume"), HTTP_ACCEPT="application/json")
-        assert response.json() == {"queue": "slow", "paused": False}
+        assert response.json() == {
+            "queue": "slow",
+            "paused": False,
+            "message": "Queue “slow” resumed: its due jobs start as slots free up.",
+        }
         assert not Queue.objects.get(name="slow").paused
 
     def test_unknown_queue_is_a_message_not_a_500(self, admin_client_):

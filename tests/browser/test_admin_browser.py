@@ -192,14 +192,15 @@ def test_dashboard_refreshes_in_place(logged_in, screenshot_dir, monkeypatch):
     # Pause a queue from the dashboard: posted with fetch, no reload either.
     row = page.locator("tr[data-queue=default]")
     row.locator("button.sched-toggle").click()
-    expect()(row.locator("button.sched-toggle")).to_have_text("Resume")
+    expect()(row.locator("button.sched-toggle")).to_have_text("Resume queue")
     expect()(row.locator(".sched-paused-badge")).to_be_visible()
+    expect()(page.locator("#sched-notice .success")).to_contain_text("Queue “default” paused")  # it says so
     assert Queue.objects.get(name="default").paused
     assert page.evaluate("window.__sameLoad") is True
     page.evaluate("window.scrollTo(0, 0)")
     page.screenshot(path=screenshot_dir / "06-dashboard-live-paused.png", full_page=True)
     row.locator("button.sched-toggle").click()
-    expect()(row.locator("button.sched-toggle")).to_have_text("Pause")
+    expect()(row.locator("button.sched-toggle")).to_have_text("Pause queue")
     assert not Queue.objects.get(name="default").paused
 
 
