@@ -167,8 +167,21 @@ class JobAdmin(BulkActionsMixin, DependenciesMixin, JobSummary, JobLive, JobFiel
             ]
         if not (obj.status == JobStatus.PENDING and self.has_change_permission(request, obj)):
             hidden.add("execute_at")  # view only: "when" shows execute_at in the admin's one date format
+        # A job that ran: what set it up is one click away (a <details>), so the page stays short.
+        folded = {"Schedule", "Workflow"} if obj.status not in allowed_from("reschedule") else set()
+        if obj.status == JobStatus.RUNNING:
+            # Its attempt, worker, start, progress and last error lead the summary.
+            folded |= {"Execution", "Errors"}
+            fieldsets = [fs for fs in fieldsets if fs[0] != "Result"]  # none yet
         return [
-            (name, {**opts, "fields": fields_for(request.user, [f for f in opts["fields"] if f not in hidden])})
+            (
+                name,
+                {
+                    **opts,
+                    "fields": fields_for(request.user, [f for f in opts["fields"] if f not in hidden]),
+                    **({"classes": ["collapse"]} if name in folded else {}),
+                },
+            )
             for name, opts in fieldsets
         ]
 

@@ -6,7 +6,7 @@ that ends here (a cancel) settles its dependents in the same transaction.
 """
 
 from django.db import IntegrityError, transaction
-from django.db.models import DateTimeField, F, Value
+from django.db.models import Case, DateTimeField, F, Value, When
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
@@ -14,6 +14,7 @@ from .. import sql
 from ..models import FINISHED_STATUSES, DependencyFailure, Job, JobDependency, JobStatus
 from ..validation.errors import Errors
 from ..validation.fields import PRIORITY
+from ..vocabulary.bounds import LATEST
 from .announce import announce
 from .building import due_at
 from .dependencies import FAILED_ENDS, pass_results, settle
@@ -97,12 +98,22 @@ def cancel_many(job_ids, *, now=None, using="default", within=None):
     return cancelled, requested, len(job_ids) - cancelled - requested
 
 
+def _kept_or(now):
+    """The job's own execute_at when it is a time still ahead, else ``now`` (a row whose time no one
+    can read too: SQLite text that is no time compares above LATEST's)."""
+    return Case(
+        When(execute_at__gt=now, execute_at__lte=LATEST, then=F("execute_at")),
+        default=Value(now, output_field=DateTimeField()),
+        output_field=DateTimeField(),
+    )
+
+
 def retried(now, *, run_now=False):
     """Return the columns a retry sets (besides ``status`` and ``dependencies_left``): one more attempt if needed,
     and due now, or at its own time when that is still ahead (a job cancelled before its time keeps it), unless
     ``run_now``: the one rule of a retry's time, for the admin and the API."""
     return {
-        "execute_at": now if run_now else Greatest(F("execute_at"), Value(now, output_field=DateTimeField())),
+        "execute_at": now if run_now else _kept_or(now),
         "max_attempts": Greatest(F("max_attempts"), F("attempts") + 1),
         "cancel_requested": False,
         "lease_expires_at": None,

@@ -20,7 +20,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from ..models import Job, JobStatus
-from ..vocabulary.bounds import BULK_BATCH
+from ..vocabulary.bounds import BULK_BATCH, LATEST
 from .actions import cancel_many, retried, retry
 from .announce import announce
 from .states import InvalidTransition, allowed_from
@@ -89,4 +89,4 @@ def _retry_batch(jobs, ids, now, run_now):
 
 def _due(execute_at, now, run_now):
     """Return when a retried job is due, as ``actions.retried`` sets it (a time no one can read: now)."""
-    return now if run_now or execute_at is None or execute_at <= now else execute_at
+    return now if run_now or execute_at is None or not now < execute_at <= LATEST else execute_at
