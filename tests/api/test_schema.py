@@ -231,6 +231,8 @@ STATEABLE_ONLY_IN_WORDS = [
     ("depends_on_index", "Jobs "),
     # The task's own signature (the schema has one args and kwargs for every task).
     ("args", "The arguments do not match "),
+    # A built-in task's own rule on its arguments: run_command's allow-list (a setting).
+    ("args", "Command "),
     # A syntax of its own.
     ("cron", "Invalid cron expression "),
     ("cron", "The cron expression "),

@@ -167,18 +167,9 @@ def test_purgejobs_durations_keep_the_documented_syntax(text, seconds):
     "args, message",
     [
         (["--horizon", "1e308"], "argument --horizon: Must be a number of seconds from 0.001 to"),
-        (
-            ["--lease", "nan"],
-            "argument --lease: Must be a number of seconds from 0.001 to 86400, or a duration such as 90s, 2h, 3d or 1h30m.",
-        ),
-        (
-            ["--lease", "0"],
-            "argument --lease: Must be a number of seconds from 0.001 to 86400, or a duration such as 90s, 2h, 3d or 1h30m.",
-        ),
-        (
-            ["--lease", "5e-324"],
-            "argument --lease: Must be a number of seconds from 0.001 to 86400, or a duration such as 90s, 2h, 3d or 1h30m.",
-        ),
+        (["--lease", "nan"], "argument --lease: Must be a number of seconds from 0.001 to 86400."),
+        (["--lease", "0"], "argument --lease: Must be a number of seconds from 0.001 to 86400."),
+        (["--lease", "5e-324"], "argument --lease: Must be a number of seconds from 0.001 to 86400."),
         (["--poll-interval", "inf"], "argument --poll-interval: Must be a number of seconds"),
         (["--grace", "-1"], "argument --grace: Must be a number of seconds from 0 to 86400."),
         (["--concurrency", "99999999999"], "argument --concurrency: Must be a whole number from 1 to 1024."),
