@@ -28,3 +28,18 @@ class NoDemoChatter(logging.Filter):
 
     def filter(self, record):
         return not record.name.startswith("scheduler_app.demo")
+
+
+class OneLineDemoFailure(logging.Filter):
+    """Log the demo's deliberate failure (``scheduler_app.demo.tasks.fail``) without its traceback.
+
+    Django's ``task_finished`` line of a failed task carries the traceback:
+    twenty lines that pushed ``make run``'s summary (and the one-time
+    password) off the screen. The traceback is on the job's page.
+    """
+
+    def filter(self, record):
+        args = record.args if isinstance(record.args, tuple) else ()
+        if record.name == "django.tasks" and len(args) > 1 and str(args[1]).startswith("scheduler_app.demo."):
+            record.exc_info = record.exc_text = None
+        return True

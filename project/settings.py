@@ -155,6 +155,7 @@ LOGGING = {
     "filters": {
         "quiet_polling": {"()": "project.console.QuietPolling"},
         "no_demo_chatter": {"()": "project.console.NoDemoChatter"},
+        "one_line_demo_failure": {"()": "project.console.OneLineDemoFailure"},
     },
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
@@ -165,7 +166,11 @@ LOGGING = {
         },
     },
     "handlers": {
-        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["no_demo_chatter"]},
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "plain",
+            "filters": ["no_demo_chatter", "one_line_demo_failure"],
+        },
         "django.server": {"class": "logging.StreamHandler", "formatter": "django.server", "filters": ["quiet_polling"]},
     },
     "loggers": {

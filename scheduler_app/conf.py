@@ -6,6 +6,7 @@ settings.
 
 from django.conf import settings
 
+from .validation.durations import seconds_of
 from .validation.settings import DECLARED
 from .vocabulary.bounds import QUEUE_NAME_RE
 from .vocabulary.redaction import redact, redact_head, restore
@@ -63,7 +64,7 @@ def queue_defaults(name):
     return {
         "concurrency_limit": entry.get("concurrency_limit"),
         "rate_limit": entry.get("rate_limit"),
-        "rate_period": float(entry.get("rate_period") or 1.0),
+        "rate_period": seconds_of(entry.get("rate_period")) or 1.0,  # "5m" too (the system check refuses worse)
     }
 
 

@@ -61,7 +61,7 @@ class BulkActionsMixin:
     def confirmation(self, request, queryset, action):
         """Return the page that counts the jobs ``action`` would apply to and asks to go on."""
         count = queryset.count()
-        verb = {"cancel": "Cancel", "retry": "Retry"}[action]
+        verb = {"cancel": "Cancel", "retry": "Retry", "retry_now": "Retry now"}[action]
         context = {
             **self.admin_site.each_context(request),
             "opts": self.model._meta,
@@ -70,10 +70,13 @@ class BulkActionsMixin:
             "detail": (
                 "Pending and waiting jobs are cancelled at once (with their dependents); running ones are asked to stop."
                 if action == "cancel"
-                else "Failed and cancelled jobs run again now; the others are left as they are."
+                else "Failed and cancelled jobs run again now, whatever their time; the others are left as they are."
+                if action == "retry_now"
+                else "Failed and cancelled jobs run again: now, or at their own time where it is still ahead "
+                "(a job cancelled before its time keeps it); the others are left as they are."
             ),
-            "button": f"Yes, {verb.lower()} them",
-            "action": f"{action}_jobs",
+            "button": "Yes, retry them now" if action == "retry_now" else f"Yes, {verb.lower()} them",
+            "action": "retry_jobs_now" if action == "retry_now" else f"{action}_jobs",
             "count": count,
             "selected": request.POST.getlist(ACTION_CHECKBOX_NAME)[:1],
             "changelist_url": request.get_full_path(),

@@ -31,7 +31,7 @@ from ..observability import history, lateness, stats
 from ..observability import workflows as workflow_numbers
 from ..sql import readable
 from ..validation import progress as progress_rule
-from . import runtimes, visibility
+from . import runtimes, tokens, visibility
 from .audit import audit
 from .base import SchedulerModelAdmin
 from .changelist import site_view
@@ -279,6 +279,7 @@ LINKS = [
     ("Queues", "queue_changelist", "queue"),
     ("Schedule a job", "job_add", None),
     ("Workers", "worker_changelist", "worker"),
+    ("My API token", "my_token", "staff"),
 ]
 
 
@@ -294,8 +295,9 @@ def links(user, site_name):
 def _may_follow(user, model):
     if model is None:
         return user.has_perm("scheduler_app.add_job")
-    # The run times are the dashboard's own numbers: whoever sees it sees them.
-    return model == "dashboard" or visibility.may_view(user, model)
+    # The run times are the dashboard's own numbers: whoever sees it sees them;
+    # a token is every staff user's own.
+    return model in ("dashboard", "staff") or visibility.may_view(user, model)
 
 
 def render_sections(request, data):
@@ -323,6 +325,8 @@ class DashboardAdmin(SchedulerModelAdmin):
             path("", wrap(self.changelist_view), name=f"{app}_{model}_changelist"),
             path("data/", wrap(self.data_view), name=f"{app}_{model}_data"),
             path("runtimes/", wrap(self.runtimes_view), name=f"{app}_{model}_runtimes"),
+            # Any staff user's own API token (the site's staff check only: their own, as a password).
+            path("token/", wrap(partial(tokens.token_view, self)), name=f"{app}_my_token"),
             path("queues/<str:name>/<str:action>/", wrap(self.queue_toggle_view), name=f"{app}_queue_toggle"),
         ]
 
@@ -417,8 +421,12 @@ class DashboardAdmin(SchedulerModelAdmin):
                 return JsonResponse({"error": error}, status=400)
             messages.error(request, error)
             return HttpResponseRedirect(dashboard)
+        text = (
+            f"Queue “{name}” paused: its pending jobs wait (running ones finish) until it resumes."
+            if action == "pause"
+            else f"Queue “{name}” resumed: its due jobs start as slots free up."
+        )
         if wants_json:
-            return JsonResponse({"queue": name, "paused": action == "pause"})
-        done = "paused" if action == "pause" else "resumed"
-        messages.success(request, f"Queue “{name}” {done}.")
+            return JsonResponse({"queue": name, "paused": action == "pause", "message": text})
+        messages.success(request, text)
         return HttpResponseRedirect(dashboard)

@@ -210,6 +210,12 @@ def zone_help(text):
     return f"In {timezone.get_current_timezone_name()} (the site's time zone). {text}"
 
 
+def offer_shortcuts(field):
+    """Mark a date-and-time field for job_form.js: its shortcuts (in 5 minutes, 1 hour, tomorrow 09:00)
+    and the time in the browser's zone beside the site's."""
+    field.widget.widgets[0].attrs["data-site-zone"] = timezone.get_current_timezone_name()
+
+
 class JobIdsWidget(forms.TextInput):
     """Job ids typed as text (``12, 15``), with the admin's raw-id lookup: a magnifier opens the
     job list in a popup, and each job picked there is added to the box."""
@@ -308,6 +314,7 @@ class JobAddForm(_LifecycleValidatedForm):
         ]
         self.fields["queue"].choices = [("", "(the task's queue)")] + [(q, q) for q in sorted(conf.known_queues())]
         self.fields["execute_at"].help_text = zone_help(self.fields["execute_at"].help_text)
+        offer_shortcuts(self.fields["execute_at"])
         self.job_options = None
         self.tags = []
 
@@ -356,6 +363,7 @@ class JobRescheduleForm(_LifecycleValidatedForm):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["execute_at"].help_text = zone_help("")
+        offer_shortcuts(self.fields["execute_at"])
 
     def clean(self):
         data = super().clean()

@@ -36,6 +36,7 @@ class Node:
     url: str
     job_id: int | None = None  # None: a group of jobs
     statuses: dict = field(default_factory=dict)  # status -> count
+    callback: str = ""  # a workflow's callback: its name (on_success, on_failure, on_finish)
     x: float = 0
     y: float = 0
 
@@ -74,14 +75,23 @@ def layers(ids, edges):
 def build_nodes(jobs, edges, job_url, group_url, last=()):
     """Return ``(nodes, node_edges, grouped)`` for ``jobs`` (``(id, task, status)``) and ``edges`` (dependency, dependent).
 
-    The jobs in ``last`` (a workflow's callbacks) get a row of their own, below the rest.
+    The jobs in ``last`` (a workflow's callbacks; a dict names each) get a row of their own, below
+    the rest, and an arrow from each job nothing else waits for (the workflow's end leads to them).
     """
+    if last:
+        waited_on = {dep for dep, _ in edges}
+        ends = [pk for pk, _, _ in jobs if pk not in last and pk not in waited_on]
+        edges = [*edges, *((end, pk) for pk in last for end in ends)]
     layer = layers([pk for pk, _, _ in jobs], edges)
     if last:
         below = max((n for pk, n in layer.items() if pk not in last), default=-1) + 1
         layer.update({pk: max(layer[pk], below) for pk in last if pk in layer})
+    names = last if isinstance(last, dict) else {}
     if len(jobs) <= NODES_MAX:
-        nodes = {pk: Node(pk, layer[pk], task, job_url(pk), pk, {status: 1}) for pk, task, status in jobs}
+        nodes = {
+            pk: Node(pk, layer[pk], task, job_url(pk), pk, {status: 1}, callback=names.get(pk, ""))
+            for pk, task, status in jobs
+        }
         return list(nodes.values()), list(edges), False
     rows = max(layer.values(), default=0) + 1
     band = (lambda n: n) if rows <= ROWS_MAX else (lambda n: n * ROWS_MAX // rows)
@@ -206,9 +216,10 @@ def _status_bar(node):
 def _node(node):
     x, y = f"{node.x:g}", f"{node.y:g}"
     if node.job_id is not None:
-        title = f"#{node.job_id} {node.task} · {status_label(node.status)}"
-        sub, bar = f"#{node.job_id} · {status_label(node.status)}", ""
-        css = f"sched-node sched-node-{node.status}"
+        said = f"{node.callback} callback: " if node.callback else ""
+        title = f"{said}#{node.job_id} {node.task} · {status_label(node.status)}"
+        sub, bar = f"{node.callback + ' · ' if node.callback else ''}#{node.job_id} · {status_label(node.status)}", ""
+        css = f"sched-node sched-node-{node.status}" + (" sched-node-callback" if node.callback else "")
     else:
         counts = ", ".join(f"{n} {status_label(s).lower()}" for s, n in sorted(node.statuses.items()))
         title, sub, bar = f"{node.count} jobs of {node.task}: {counts}", f"{node.count} jobs", _status_bar(node)

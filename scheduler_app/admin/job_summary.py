@@ -23,7 +23,7 @@ from ..models import Job, JobStatus
 from ..sql.readable import error_entries
 from ..validation.fields import PROGRESS
 from .audit import audit
-from .formatting import status_badge, when_html, worker_short_html
+from .formatting import exact_time, status_badge, when_html, worker_short_html
 
 CHANGE_PERMISSION = "scheduler_app.change_job"
 ACTIONS = {"retry": "Retry", "cancel": "Cancel"}
@@ -42,6 +42,10 @@ def summary_context(job, user, now=None):
             allowed = job.status in allowed_from(action) and not asked
             reason = "" if allowed else ("Already asked to stop." if asked else refusal(action, job.pk, job.status))
             buttons.append({"action": action, "label": label, "allowed": allowed, "reason": reason})
+        if job.status in allowed_from("retry") and job.execute_at is not None and job.execute_at > now:
+            # Its time is still ahead (cancelled before it): Retry keeps it; this one runs it now.
+            buttons.insert(1, {"action": "retry", "label": "Retry now", "allowed": True, "reason": "", "now": True})
+            buttons[0]["label"] = "Retry at its time"
     if job.status in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED):
         when_label, when = "finished", job.finished_at
     elif job.status == JobStatus.RUNNING:
@@ -95,16 +99,19 @@ class JobSummary:
         if not request.user.has_perm(CHANGE_PERMISSION):
             raise PermissionDenied
         page = reverse("admin:scheduler_app_job_change", args=[job_id], current_app=self.admin_site.name)
+        run_now = request.POST.get("now") == "1"
         try:
             with transaction.atomic():
-                done = lifecycle.retry(job_id) if action == "retry" else lifecycle.cancel(job_id)
+                done = lifecycle.retry(job_id, run_now=run_now) if action == "retry" else lifecycle.cancel(job_id)
                 audit(request, action, "job", object_id=job_id, detail={} if action == "retry" else {"outcome": done})
         except Job.DoesNotExist:
             raise Http404("No job has this id.") from None
         except lifecycle.InvalidTransition as exc:
             self.message_user(request, f"Not done: {exc}", messages.ERROR)
             return HttpResponseRedirect(page)
-        if action == "retry":
+        if action == "retry" and done.status == JobStatus.PENDING and done.execute_at > timezone.now():
+            text = f"Job {job_id} is pending again: it runs at its time, {exact_time(done.execute_at)}."
+        elif action == "retry":
             text = f"Job {job_id} is {done.status} again" + (
                 ": it runs now." if done.status == JobStatus.PENDING else ", for its dependencies."
             )

@@ -75,7 +75,7 @@ class JobAdmin(
     # No column follows a relation (worker is a plain id), so no join and no
     # per-row query; tests pin the query count of a page.
     list_select_related = False
-    actions = ["cancel_jobs", "retry_jobs", "run_jobs_now"]
+    actions = ["cancel_jobs", "retry_jobs", "retry_jobs_now", "run_jobs_now"]
     change_list_template = "admin/scheduler_app/job/change_list.html"
     audit_object_type = "job"
 
@@ -172,8 +172,21 @@ class JobAdmin(
             ]
         if not (obj.status == JobStatus.PENDING and self.has_change_permission(request, obj)):
             hidden.add("execute_at")  # view only: "when" shows execute_at in the admin's one date format
+        # A job that ran: what set it up is one click away (a <details>), so the page stays short.
+        folded = {"Schedule", "Workflow"} if obj.status not in allowed_from("reschedule") else set()
+        if obj.status == JobStatus.RUNNING:
+            # Its attempt, worker, start, progress and last error lead the summary.
+            folded |= {"Execution", "Errors"}
+            fieldsets = [fs for fs in fieldsets if fs[0] != "Result"]  # none yet
         return [
-            (name, {**opts, "fields": fields_for(request.user, [f for f in opts["fields"] if f not in hidden])})
+            (
+                name,
+                {
+                    **opts,
+                    "fields": fields_for(request.user, [f for f in opts["fields"] if f not in hidden]),
+                    **({"classes": ["collapse"]} if name in folded else {}),
+                },
+            )
             for name, opts in fieldsets
         ]
 
@@ -366,29 +379,42 @@ class JobAdmin(
             "that had already finished or were already asked to stop",
         )
 
-    @admin.action(description="Retry selected jobs", permissions=["change"], location=BOTH_LOCATIONS)
+    @admin.action(
+        description="Retry selected jobs (at their time if still ahead)",
+        permissions=["change"],
+        location=BOTH_LOCATIONS,
+    )
     def retry_jobs(self, request, queryset):
+        return self._retry(request, queryset, run_now=False)
+
+    @admin.action(description="Retry selected jobs now", permissions=["change"], location=BOTH_LOCATIONS)
+    def retry_jobs_now(self, request, queryset):
+        return self._retry(request, queryset, run_now=True)
+
+    def _retry(self, request, queryset, *, run_now):
         across = self.across(request)
         if across is False:
-            return self.confirmation(request, queryset, "retry")
+            return self.confirmation(request, queryset, "retry_now" if run_now else "retry")
         retried = skipped = 0
         ids = None
         if across:
-            retried = lifecycle.retry_matching(queryset)
+            retried = lifecycle.retry_matching(queryset, run_now=run_now)
         else:
             ids = self._selected_ids(request, queryset)
             if ids is None:
-                return
+                return None
             for chunk in self._chunks(ids):
-                r, s = lifecycle.retry_many(chunk)
+                r, s = lifecycle.retry_many(chunk, run_now=run_now)
                 retried, skipped = retried + r, skipped + s
         self._audit_bulk(request, "bulk_retry", ids, retried)
+        when = "to run again now" if run_now else "to run again (at their time if still ahead, else now)"
         self._report(
             request,
-            [(retried, f"queued {retried} {plural(retried)} to run again now")],
+            [(retried, f"queued {retried} {plural(retried)} {when}")],
             skipped,
             "that were not failed or cancelled (or whose unique key is taken)",
         )
+        return None
 
     @admin.action(description="Run selected jobs now", permissions=["change"], location=BOTH_LOCATIONS)
     def run_jobs_now(self, request, queryset):

@@ -87,6 +87,16 @@ def callbacks_html(callbacks, job_url):
     return format_html_join(" · ", "{}: <code>{}</code>{}", rows) if rows else "–"
 
 
+def callback_names(callbacks):
+    """Return ``{job id: callback name}`` of a workflow's enqueued callbacks (on_success, on_failure, on_finish)."""
+    entries = callbacks.get("enqueued") if isinstance(callbacks, dict) else None
+    return {
+        e["job"]: e["callback"]
+        for e in entries or ()
+        if isinstance(e, dict) and isinstance(e.get("job"), int) and isinstance(e.get("callback"), str)
+    }
+
+
 @admin.register(Workflow)
 class WorkflowAdmin(AuditHistoryMixin, SchedulerModelAdmin):
     audit_object_type = "workflow"
@@ -251,7 +261,7 @@ class WorkflowAdmin(AuditHistoryMixin, SchedulerModelAdmin):
             job_url=job_url,
             group_url=lambda task: f"{jobs_url}?{urlencode({'workflow': obj.pk, 'task': task})}" if sees_jobs else None,
             label=f"The jobs of workflow {obj.pk} and their dependencies",
-            last=callbacks,
+            last={pk: callback_names(obj.callbacks).get(pk, "callback") for pk in callbacks},
         )
         can_change = self.has_change_permission(request, obj)
         context = {

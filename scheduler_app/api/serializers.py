@@ -27,6 +27,7 @@ from ..validation.fields import (
     UNIQUE_FOR,
     UNIQUE_KEY,
 )
+from ..validation.jobs import BOTH_WHEN
 from ..validation.labels import META, TAGS
 from ..validation.workflows import PASS_RESULTS
 from ..vocabulary import bounds
@@ -333,16 +334,51 @@ class BulkActionSerializer(StrictKeysMixin, serializers.Serializer):
     )
 
 
-class RescheduleSerializer(StrictKeysMixin, serializers.Serializer):
-    """The body of PATCH /api/jobs/{id}/: only execute_at and priority."""
+RUN_NOW_HELP = (
+    "true: due now, whatever its time. false (the default): a job whose execute_at is still ahead "
+    "(cancelled before its time) keeps it; the others are due now."
+)
 
-    unknown_key_message = "Cannot be changed: a PATCH may only set execute_at and priority."
+
+class JSONBoolean(serializers.BooleanField):
+    """true or false, nothing else (DRF's BooleanField also takes 0, 1, "yes", "on")."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
+class RetrySerializer(StrictKeysMixin, serializers.Serializer):
+    """The body of POST /api/jobs/{id}/retry/, optional: {"now": true} runs it now even if its time is ahead."""
+
+    now = JSONBoolean(required=False, default=False, help_text=RUN_NOW_HELP)
+
+
+class BulkRetrySerializer(BulkActionSerializer):
+    """The body of POST /api/jobs/retry/: {"filter": {...}, "now": false}."""
+
+    now = JSONBoolean(required=False, default=False, help_text=RUN_NOW_HELP)
+
+
+class RescheduleSerializer(StrictKeysMixin, serializers.Serializer):
+    """The body of PATCH /api/jobs/{id}/: when (execute_at, or delay from now) and priority."""
+
+    unknown_key_message = (
+        "Cannot be changed: a PATCH may only set execute_at (or delay: a duration from now) and priority; "
+        "a job's other fields are fixed once it is made (cancel it and enqueue another)."
+    )
     openapi_extra = {"minProperties": 1}
 
     execute_at = RuleField(EXECUTE_AT, text=True, allow_null=False)
+    delay = RuleField(
+        DELAY, allow_null=False, help_text="Run this long from now: seconds, or text such as 5m or 1h30m."
+    )
     priority = RuleField(PRIORITY, allow_null=False)
 
     def validate(self, attrs):
         if not attrs:
-            raise serializers.ValidationError("Give execute_at, priority or both.")
+            raise serializers.ValidationError("Give execute_at or delay, priority, or both.")
+        if "execute_at" in attrs and "delay" in attrs:
+            raise serializers.ValidationError({"delay": [BOTH_WHEN]})
         return attrs

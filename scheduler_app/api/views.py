@@ -33,11 +33,13 @@ from .schema import DETAIL_ERROR, FIELD_ERRORS, QUERY_ERRORS, extend_schema, ext
 from .serializers import (
     BulkActionSerializer,
     BulkCreateSerializer,
+    BulkRetrySerializer,
     DuplicateSerializer,
     JobCreateSerializer,
     JobListEntrySerializer,
     JobSerializer,
     RescheduleSerializer,
+    RetrySerializer,
 )
 
 
@@ -233,23 +235,26 @@ class JobViewSet(SchedulerAPI, mixins.ListModelMixin, mixins.RetrieveModelMixin,
         return self._respond(job)
 
     @extend_schema(
-        summary="Retry a failed or cancelled job now",
-        request=None,
-        responses={200: JobSerializer, 404: DETAIL_ERROR, 409: DETAIL_ERROR},
+        summary='Retry a failed or cancelled job (a time still ahead is kept unless {"now": true})',
+        request=RetrySerializer,
+        responses={200: JobSerializer, 400: FIELD_ERRORS, 404: DETAIL_ERROR, 409: DETAIL_ERROR},
     )
     @action(detail=True, methods=["post"])
     def retry(self, request, pk=None):
+        pk = self.get_object().pk
+        body = RetrySerializer(data=request.data if request.data else {})
+        body.is_valid(raise_exception=True)
         with transaction.atomic():
-            job = lifecycle.retry(self.get_object().pk)
+            job = lifecycle.retry(pk, run_now=body.validated_data["now"])
             audit(request, "retry", object_id=job.pk)
         return self._respond(job)
 
-    def _matching(self, request):
+    def _matching(self, request, serializer_class=BulkActionSerializer):
         """Return the jobs the body's "filter" matches (``filters.matching``: the list's own filters); 400 else."""
-        serializer = BulkActionSerializer(data=request.data)
+        serializer = serializer_class(data=request.data)
         serializer.is_valid(raise_exception=True)
         try:
-            return matching(serializer.validated_data["filter"])
+            return matching(serializer.validated_data["filter"]), serializer.validated_data
         except ValueError as exc:
             raise ValidationError({"filter": exc.args[0]}) from None
 
@@ -268,7 +273,7 @@ class JobViewSet(SchedulerAPI, mixins.ListModelMixin, mixins.RetrieveModelMixin,
     )
     @action(detail=False, methods=["post"], url_path="cancel", filter_backends=[], pagination_class=None)
     def bulk_cancel(self, request):
-        jobs = self._matching(request)
+        jobs, _ = self._matching(request)
         cancelled, requested = lifecycle.cancel_matching(jobs)
         audit(
             request,
@@ -281,8 +286,8 @@ class JobViewSet(SchedulerAPI, mixins.ListModelMixin, mixins.RetrieveModelMixin,
 
     @extend_schema(
         operation_id="jobs_bulk_retry",
-        summary="Retry every failed or cancelled job the filter matches",
-        request=BulkActionSerializer,
+        summary="Retry every failed or cancelled job the filter matches (times still ahead kept unless now)",
+        request=BulkRetrySerializer,
         responses={
             200: OpenApiResponse(
                 OpenApiTypes.OBJECT,
@@ -293,8 +298,8 @@ class JobViewSet(SchedulerAPI, mixins.ListModelMixin, mixins.RetrieveModelMixin,
     )
     @action(detail=False, methods=["post"], url_path="retry", filter_backends=[], pagination_class=None)
     def bulk_retry(self, request):
-        jobs = self._matching(request)
-        retried = lifecycle.retry_matching(jobs)
+        jobs, body = self._matching(request, BulkRetrySerializer)
+        retried = lifecycle.retry_matching(jobs, run_now=body["now"])
         audit(request, "bulk_retry", filter=request.data.get("filter"), count=retried)
         return Response({"retried": retried})
 

@@ -6,14 +6,17 @@ that ends here (a cancel) settles its dependents in the same transaction.
 """
 
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import Case, DateTimeField, F, Value, When
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from .. import sql
 from ..models import FINISHED_STATUSES, DependencyFailure, Job, JobDependency, JobStatus, Workflow
-from ..validation.fields import EXECUTE_AT, PRIORITY
+from ..validation.errors import Errors
+from ..validation.fields import PRIORITY
+from ..vocabulary.bounds import LATEST
 from .announce import announce
+from .building import due_at
 from .dependencies import settle
 from .depends_on import FAILED_ENDS, pass_results
 from .states import InvalidTransition, allowed_from
@@ -97,10 +100,22 @@ def cancel_many(job_ids, *, now=None, using="default", within=None):
     return cancelled, requested, len(job_ids) - cancelled - requested
 
 
-def retried(now):
-    """Return the columns a retry sets (besides ``status`` and ``dependencies_left``): due now, one more attempt if needed."""
+def _kept_or(now):
+    """The job's own execute_at when it is a time still ahead, else ``now`` (a row whose time no one
+    can read too: SQLite text that is no time compares above LATEST's)."""
+    return Case(
+        When(execute_at__gt=now, execute_at__lte=LATEST, then=F("execute_at")),
+        default=Value(now, output_field=DateTimeField()),
+        output_field=DateTimeField(),
+    )
+
+
+def retried(now, *, run_now=False):
+    """Return the columns a retry sets (besides ``status`` and ``dependencies_left``): one more attempt if needed,
+    and due now, or at its own time when that is still ahead (a job cancelled before its time keeps it), unless
+    ``run_now``: the one rule of a retry's time, for the admin and the API."""
     return {
-        "execute_at": now,
+        "execute_at": now if run_now else _kept_or(now),
         "max_attempts": Greatest(F("max_attempts"), F("attempts") + 1),
         "cancel_requested": False,
         "lease_expires_at": None,
@@ -110,8 +125,9 @@ def retried(now):
     }
 
 
-def retry(job_id, *, now=None, using="default", within=None):
-    """Put a failed or cancelled job back to pending, due now; keep its errors.
+def retry(job_id, *, now=None, using="default", within=None, run_now=False):
+    """Put a failed or cancelled job back to pending, due now (or at its own time, still ahead, unless
+    ``run_now``: ``retried``); keep its errors.
 
     A job that used all its attempts gets one more (as Oban does). A job
     with dependencies waits again for those that have not succeeded. Raise
@@ -133,7 +149,9 @@ def retry(job_id, *, now=None, using="default", within=None):
                 raise Job.DoesNotExist(f"Job {job_id} does not exist.")
             left = _dependencies_left(job_id, *found, using=using)
             won = target.filter(status__in=allowed_from("retry")).update(
-                status=JobStatus.WAITING if left else JobStatus.PENDING, dependencies_left=left, **retried(now)
+                status=JobStatus.WAITING if left else JobStatus.PENDING,
+                dependencies_left=left,
+                **retried(now, run_now=run_now),
             )
             if won:
                 if not left:
@@ -165,33 +183,37 @@ def _dependencies_left(job_id, has_dependencies, on_failure, *, using):
     return sum(1 for status in statuses.values() if status not in (JobStatus.SUCCEEDED, *FAILED_ENDS))
 
 
-def retry_many(job_ids, *, using="default"):
+def retry_many(job_ids, *, using="default", run_now=False):
     """Retry each job that allows it; return ``(retried, skipped)``."""
     retried = 0
     job_ids = list(job_ids)
     for job_id in job_ids:
         try:
-            retry(job_id, using=using)
+            retry(job_id, using=using, run_now=run_now)
             retried += 1
         except (InvalidTransition, Job.DoesNotExist):
             pass
     return retried, len(job_ids) - retried
 
 
-def reschedule(job_id, *, execute_at=None, priority=None, now=None, using="default"):
+def reschedule(job_id, *, execute_at=None, delay=None, priority=None, now=None, using="default"):
     """Change when (and how urgently) a pending job runs; return the job.
 
-    Raise ValidationError for bad values, InvalidTransition when the job is
-    not pending.
+    When: ``execute_at``, or ``delay`` (a duration: seconds or "5m") from
+    now, as a new job's. Raise ValidationError for bad values,
+    InvalidTransition when the job is not pending.
     """
     changes = {}
-    if execute_at is not None:
-        changes["execute_at"] = EXECUTE_AT.check(execute_at)
+    now = now or timezone.now()
+    if execute_at is not None or delay is not None:
+        errors = Errors()
+        changes["execute_at"] = due_at(errors, execute_at, delay, now)
+        errors.raise_if_any()
     if priority is not None:
         changes["priority"] = PRIORITY.check(priority)
     jobs = Job.objects.using(using).filter(pk=job_id)
     with transaction.atomic(using=using):
-        changes["updated_at"] = now or timezone.now()
+        changes["updated_at"] = now
         if jobs.filter(status__in=allowed_from("reschedule")).update(**changes):
             job = jobs.get()
             if job.status == JobStatus.PENDING:  # a waiting job is not in any dispatcher's window

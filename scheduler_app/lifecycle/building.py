@@ -183,7 +183,7 @@ def build_job(
     }
     values = _chosen_fields(errors, given, task_obj, task_options, backend_options, _memo)
     _unique_for_within_tasks(errors, values["unique_for"], task_options)
-    execute_at = _execute_at(errors, execute_at, delay, now)
+    execute_at = due_at(errors, execute_at, delay, now)
     depends_on = [] if depends_on is None else errors.run(DEPENDS_ON, depends_on) or []
     on_dependency_failure = on_dependency_failure or "cancel"
     errors.run(ON_DEPENDENCY_FAILURE, on_dependency_failure)
@@ -336,8 +336,8 @@ def _arguments(errors, task_obj, task_options, args, kwargs, pass_results=False)
     return args, kwargs
 
 
-def _execute_at(errors, execute_at, delay, now):
-    """Return when the job is due: ``execute_at``, or ``delay`` seconds from ``now``, or now."""
+def due_at(errors, execute_at, delay, now):
+    """Return when the job is due: ``execute_at``, or ``delay`` seconds from ``now``, or now (a new job, a reschedule)."""
     if delay is not None:
         if execute_at is not None:
             errors.add("delay", BOTH_WHEN)

@@ -20,7 +20,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from ..models import Job, JobStatus
-from ..vocabulary.bounds import BULK_BATCH
+from ..vocabulary.bounds import BULK_BATCH, LATEST
 from .actions import cancel_many, retried, retry
 from .announce import announce
 from .states import InvalidTransition, allowed_from
@@ -51,31 +51,42 @@ def cancel_matching(jobs, *, size=BULK_BATCH, now=None):
     return cancelled, requested
 
 
-def retry_matching(jobs, *, size=BULK_BATCH, now=None):
-    """Retry every failed or cancelled job of ``jobs``; return how many were retried."""
+def retry_matching(jobs, *, size=BULK_BATCH, now=None, run_now=False):
+    """Retry every failed or cancelled job of ``jobs`` (at its own time if still ahead, unless ``run_now``:
+    ``actions.retried``); return how many were retried."""
     done = 0
     for ids in batches(jobs, allowed_from("retry"), size):
-        done += _retry_batch(jobs, ids, now or timezone.now())
+        done += _retry_batch(jobs, ids, now or timezone.now(), run_now)
     return done
 
 
-def _retry_batch(jobs, ids, now):
+def _retry_batch(jobs, ids, now, run_now):
     using = jobs.db
     batch = jobs.order_by().filter(pk__in=ids, status__in=allowed_from("retry"))
     plain = Q(has_dependencies=False, unique_key__isnull=True)
     with transaction.atomic(using=using):
-        rows = list(batch.filter(plain).select_for_update(of=("self",)).values_list("pk", "priority", "queue"))
+        rows = list(
+            batch.filter(plain).select_for_update(of=("self",)).values_list("pk", "priority", "queue", "execute_at")
+        )
         won = (
             Job.objects.using(using)
-            .filter(pk__in=[pk for pk, _, _ in rows])
-            .update(status=JobStatus.PENDING, dependencies_left=0, **retried(now))
+            .filter(pk__in=[pk for pk, *_ in rows])
+            .update(status=JobStatus.PENDING, dependencies_left=0, **retried(now, run_now=run_now))
         )
         if won:
-            announce(items=[(pk, now.timestamp(), priority, queue) for pk, priority, queue in rows], using=using)
+            announce(
+                items=[(pk, _due(at, now, run_now).timestamp(), priority, queue) for pk, priority, queue, at in rows],
+                using=using,
+            )
     for job_id in batch.exclude(plain).values_list("pk", flat=True):
         try:
-            retry(job_id, now=now, using=using, within=jobs)
+            retry(job_id, now=now, using=using, within=jobs, run_now=run_now)
             won += 1
         except (InvalidTransition, Job.DoesNotExist):
             pass  # changed meanwhile, or its rules refuse it: left alone
     return won
+
+
+def _due(execute_at, now, run_now):
+    """Return when a retried job is due, as ``actions.retried`` sets it (a time no one can read: now)."""
+    return now if run_now or execute_at is None or not now < execute_at <= LATEST else execute_at

@@ -103,7 +103,9 @@ def _clean_timing(errors, data, now):
         data["interval_seconds"] = None
     else:
         data["cron"] = ""
-        errors.run(INTERVAL, interval)
+        checked = errors.run(INTERVAL, interval)  # "5m" is stored as 300
+        if checked is not None:
+            data["interval_seconds"] = checked
     data["timezone"] = data.get("timezone") or "UTC"
     errors.run(TIMEZONE, data["timezone"])
     if data.get("misfire_policy") in (None, ""):

@@ -435,4 +435,4 @@ ON_DEPENDENCY_FAILURE = Choice("on_dependency_failure", ("cancel", "run"))
 # A queue's limits (``lifecycle.queues``; the admin, PATCH /api/queues/{name}/, SCHEDULER["QUEUES"]).
 CONCURRENCY_LIMIT = WholeNumber("concurrency_limit", 1, CONCURRENCY_LIMIT_MAX)
 RATE_LIMIT = WholeNumber("rate_limit", 1, RATE_LIMIT_MAX)
-RATE_PERIOD = Seconds("rate_period", RATE_PERIOD_MAX)
+RATE_PERIOD = Duration("rate_period", RATE_PERIOD_MAX)

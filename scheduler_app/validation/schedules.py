@@ -11,7 +11,8 @@ from zoneinfo import available_timezones
 from cronsim import CronSim, CronSimError
 
 from ..vocabulary.bounds import CRON_MAX, NEXT_RUNS_MAX, SCHEDULE_NAME_MAX
-from .fields import LATEST_TEXT, Moment, Rule, Text, WholeNumber, shown
+from . import durations
+from .fields import LATEST_TEXT, Duration, Moment, Rule, Text, WholeNumber, shown
 
 CRON_HELP = "5 fields: minute hour day-of-month month day-of-week, e.g. '0 2 * * 1-5'."
 # What a schedule does about runs it missed (the model's MisfirePolicy is made from this).
@@ -125,9 +126,30 @@ class Flag(Rule):
         return {"type": "boolean"}
 
 
+class WholeDuration(Duration):
+    """A ``Duration`` of whole seconds from ``low`` to ``high`` (a schedule's interval): ``300``, ``"300"``,
+    ``"5m"``; ``check`` returns an int."""
+
+    def __init__(self, field, low, high):
+        super().__init__(field, high)
+        self.low = low
+        self.message = f"Must be a whole number of seconds from {low} to {high}, or {durations.FORMS}."
+
+    def check(self, value):
+        seconds = durations.seconds_of(value)
+        if seconds is None or not self.low <= seconds <= self.high or seconds != int(seconds):
+            self.fail()
+        return int(seconds)
+
+    def schema(self):
+        number = {"type": "integer", "minimum": self.low, "maximum": self.high}
+        text = {"type": "string", "example": "5m", "description": f"seconds as text, or {durations.FORMS}"}
+        return {"oneOf": [number, text]}
+
+
 NAME = Name("name", NAME_MAX)
 CRON = Cron()
-INTERVAL = WholeNumber("interval_seconds", 1, INTERVAL_MAX)
+INTERVAL = WholeDuration("interval_seconds", 1, INTERVAL_MAX)
 # How many coming run times GET /api/schedules/{id}/next/?count= answers.
 NEXT_COUNT = WholeNumber("count", 1, NEXT_RUNS_MAX)
 TIMEZONE = Zone()

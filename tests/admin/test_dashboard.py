@@ -274,11 +274,17 @@ class TestQueues:
         response = admin_client_.post(toggle_url("slow", "pause"))
         assert response.status_code == 302 and response["Location"] == DASHBOARD
         assert Queue.objects.get(name="slow").paused
-        assert [str(m) for m in get_messages(response.wsgi_request)] == ["Queue “slow” paused."]
+        assert [str(m) for m in get_messages(response.wsgi_request)] == [
+            "Queue “slow” paused: its pending jobs wait (running ones finish) until it resumes."
+        ]
         html = admin_client_.get(DASHBOARD).content.decode()
-        assert toggle_url("slow", "resume") in html and ">Resume</button>" in html
+        assert toggle_url("slow", "resume") in html and ">Resume queue</button>" in html
         response = admin_client_.post(toggle_url("slow", "resume"), HTTP_ACCEPT="application/json")
-        assert response.json() == {"queue": "slow", "paused": False}
+        assert response.json() == {
+            "queue": "slow",
+            "paused": False,
+            "message": "Queue “slow” resumed: its due jobs start as slots free up.",
+        }
         assert not Queue.objects.get(name="slow").paused
 
     def test_unknown_queue_is_a_message_not_a_500(self, admin_client_):
@@ -390,3 +396,33 @@ def test_the_task_run_times_page_draws_a_chart_per_task(admin_client_, client, s
     assert client.get(url).status_code == 403  # the dashboard's permission
     grant(staff_user, "scheduler_app.view_dashboard")
     assert client.get(url).status_code == 200
+
+
+def test_a_staff_user_makes_their_own_api_token_from_the_admin(client, staff_user):
+    from rest_framework.authtoken.models import Token
+
+    url = "/admin/scheduler_app/dashboard/token/"
+    assert client.get(url).status_code == 302  # not logged in: the login page
+    client.force_login(staff_user)  # staff, no model permission at all
+    page = client.get(url).content.decode()
+    assert "You have no API token yet." in page and "Make my token" in page
+    made = client.post(url).content.decode()
+    key = Token.objects.get(user=staff_user).key
+    assert key in made and "shown once" in made
+    page = client.get(url).content.decode()
+    assert key not in page and key[:4] + "…" in page
+    client.post(url)
+    assert Token.objects.get(user=staff_user).key != key  # a new one; the old one stops working
+    from rest_framework.test import APIClient
+
+    caller = APIClient()
+    caller.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.get(user=staff_user).key}")
+    assert caller.get("/api/jobs/").status_code == 403  # the token is the user, with the user's permissions
+    caller.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    assert caller.get("/api/jobs/").status_code == 401
+
+
+def test_a_non_staff_user_gets_no_token_page(client, plain_user):
+    client.force_login(plain_user)
+    assert client.get("/admin/scheduler_app/dashboard/token/").status_code == 302
+    assert client.post("/admin/scheduler_app/dashboard/token/").status_code == 302

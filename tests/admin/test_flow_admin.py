@@ -59,7 +59,9 @@ class TestQueueAdmin:
         errors = response.context["adminform"].form.errors
         assert errors == {
             "concurrency_limit": ["Must be a whole number from 1 to 100000."],
-            "rate_period": ["Must be a number of seconds from 0.001 to 86400."],
+            "rate_period": [
+                "Must be a number of seconds from 0.001 to 86400, or a duration such as 90s, 2h, 3d or 1h30m."
+            ],
         }
         assert Queue.objects.get(name="slow").concurrency_limit is None
 
@@ -69,7 +71,9 @@ class TestQueueAdmin:
         response = admin_client_.post(queue_url("slow"), form(rate_limit="10", rate_period=period))
         assert response.status_code == 200
         assert response.context["adminform"].form.errors == {
-            "rate_period": ["Must be a number of seconds from 0.001 to 86400."]
+            "rate_period": [
+                "Must be a number of seconds from 0.001 to 86400, or a duration such as 90s, 2h, 3d or 1h30m."
+            ]
         }
         assert Queue.objects.get(name="slow").rate_limit is None
 

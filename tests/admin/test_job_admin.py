@@ -471,7 +471,7 @@ class TestActions:
         failed, cancelled, pending = job_row(JobStatus.FAILED), job_row(JobStatus.CANCELLED), job_row()
         response = act(admin_client_, "retry_jobs", [failed, cancelled, pending])
         assert message_texts(response) == [
-            "Queued 2 jobs to run again now; skipped 1 job that were not failed or cancelled (or whose unique key is taken)."
+            "Queued 2 jobs to run again (at their time if still ahead, else now); skipped 1 job that were not failed or cancelled (or whose unique key is taken)."
         ]
         assert set(Job.objects.values_list("status", flat=True)) == {"pending"}
 
@@ -509,7 +509,7 @@ class TestActions:
             change_url(failed), {"CHANGE_FORM-action": "retry_jobs", "_selected_action": [failed.pk]}, follow=True
         )
         assert response.status_code == 200
-        assert message_texts(response) == ["Queued 1 job to run again now."]
+        assert message_texts(response) == ["Queued 1 job to run again (at their time if still ahead, else now)."]
         failed.refresh_from_db()
         assert failed.status == JobStatus.PENDING
 

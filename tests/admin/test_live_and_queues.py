@@ -126,7 +126,7 @@ def test_queues_page_lists_load_history_and_pause(admin_client_, job_row):
     assert "<h1>Queues</h1>" in html
     row = html[html.index('data-queue="default"') :]
     row = row[: row.index("</tr>")]
-    assert 'data-col="pending">1<' in row and 'data-col="due">1<' in row and ">Pause</button>" in row
+    assert 'data-col="pending">1<' in row and 'data-col="due">1<' in row and ">Pause queue</button>" in row
     assert html.count('class="sched-queue-history"') == 3  # default, other, slow
     data = admin_client_.get(QUEUES + "data/?minutes=1440").json()
     assert set(data["histories"]) == {"default", "other", "slow"} and data["histories"]["slow"]["bucket_seconds"] == 600
@@ -135,7 +135,7 @@ def test_queues_page_lists_load_history_and_pause(admin_client_, job_row):
     )
     assert response.status_code == 302 and response["Location"] == QUEUES
     assert Queue.objects.get(name="default").paused
-    assert ">Resume</button>" in admin_client_.get(QUEUES).content.decode()
+    assert ">Resume queue</button>" in admin_client_.get(QUEUES).content.decode()
 
 
 def test_queues_page_needs_view_queue_and_pausing_change_queue(client, staff_user):
@@ -144,5 +144,5 @@ def test_queues_page_needs_view_queue_and_pausing_change_queue(client, staff_use
     assert client.get(QUEUES + "data/").status_code == 403
     grant(staff_user, "view_queue")
     html = client.get(QUEUES).content.decode()
-    assert ">Pause</button>" not in html
+    assert ">Pause queue</button>" not in html
     assert client.post(reverse("admin:scheduler_app_queue_toggle", args=["default", "pause"])).status_code == 403

@@ -48,7 +48,7 @@ def test_retry_all_matching_after_a_page_that_counts_them(admin_client_, job_row
     assert "3 jobs match this filter" in html and 'name="confirmed"' in html
     assert Job.objects.filter(status=JobStatus.FAILED).count() == 4
     done = admin_client_.post(CHANGELIST + "?tag=incident", {**body, "confirmed": "3"}, follow=True)
-    assert messages_of(done) == ["Queued 3 jobs to run again now."]
+    assert messages_of(done) == ["Queued 3 jobs to run again (at their time if still ahead, else now)."]
     assert Job.objects.filter(status=JobStatus.FAILED).count() == 1
 
 

@@ -62,7 +62,7 @@ def test_view_only_staff_can_watch_but_not_act(client, staff_user, job_row):
     detail = client.get(reverse("admin:scheduler_app_job_change", args=[job.pk])).content.decode()
     assert 'name="priority"' not in detail
     dashboard = client.get(DASHBOARD).content.decode()
-    assert ">Pause</button>" not in dashboard  # pausing needs change_queue
+    assert ">Pause queue</button>" not in dashboard  # pausing needs change_queue
     assert client.post(PAUSE).status_code == 403
     assert not Queue.objects.filter(paused=True).exists()
 
@@ -104,7 +104,7 @@ def test_view_dashboard_alone_watches_the_dashboard_only(client, staff_user, job
     job_row()
     client.force_login(staff_user)
     page = client.get(DASHBOARD).content.decode()
-    assert 'id="sched-count-pending">1<' in page and ">Pause</button>" not in page
+    assert 'id="sched-count-pending">1<' in page and ">Pause queue</button>" not in page
     assert client.get(reverse("admin:app_list", args=["scheduler_app"])).status_code == 200
     assert client.get(CHANGELIST).status_code == 403
     assert client.post(PAUSE).status_code == 403

@@ -215,6 +215,14 @@ class TestActions:
             )
         }
         assert ys[str(callback.pk)] > ys[str(b.pk)] > ys[str(a.pk)]
+        # Named, and an arrow into it from the job the workflow ends with (b), not from a (b waits for a).
+        svg = the_svg(html)
+        node = re.search(
+            rf'class="([^"]*)" data-job="{callback.pk}"><title>([^<]*)</title>.*?sched-node-sub">([^<]*)<', svg
+        )
+        assert "sched-node-callback" in node.group(1) and node.group(2).startswith("on_success callback: ")
+        assert node.group(3).startswith("on_success · #")
+        assert svg.count('class="sched-edge"') == 2  # a -> b, b -> the callback
 
     def test_cancel_cancels_pending_and_waiting_and_asks_running_jobs_to_stop(self, admin_client_, set_status):
         workflow, jobs = workflow_of([{}, {}, {"depends_on_index": [0]}])

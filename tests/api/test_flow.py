@@ -158,10 +158,31 @@ class TestQueueLimits:
             ({"concurrency_limit": 0}, {"concurrency_limit": ["Must be a whole number from 1 to 100000."]}),
             ({"rate_limit": 1.5}, {"rate_limit": ["Must be a whole number from 1 to 10000."]}),
             ({"rate_period": None}, {"rate_period": ["This field may not be null."]}),
-            ({"rate_period": 0}, {"rate_period": ["Must be a number of seconds from 0.001 to 86400."]}),
+            (
+                {"rate_period": 0},
+                {
+                    "rate_period": [
+                        "Must be a number of seconds from 0.001 to 86400, or a duration such as 90s, 2h, 3d or 1h30m."
+                    ]
+                },
+            ),
             # Positive, but a window of nothing: 5e-324 rounds to zero against a time.
-            ({"rate_period": 5e-324}, {"rate_period": ["Must be a number of seconds from 0.001 to 86400."]}),
-            ({"rate_period": 0.0009}, {"rate_period": ["Must be a number of seconds from 0.001 to 86400."]}),
+            (
+                {"rate_period": 5e-324},
+                {
+                    "rate_period": [
+                        "Must be a number of seconds from 0.001 to 86400, or a duration such as 90s, 2h, 3d or 1h30m."
+                    ]
+                },
+            ),
+            (
+                {"rate_period": 0.0009},
+                {
+                    "rate_period": [
+                        "Must be a number of seconds from 0.001 to 86400, or a duration such as 90s, 2h, 3d or 1h30m."
+                    ]
+                },
+            ),
             (
                 {"paused": True},
                 {"paused": ["Cannot be changed: a PATCH may only set concurrency_limit, rate_limit and rate_period."]},

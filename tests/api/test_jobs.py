@@ -468,7 +468,7 @@ class TestReschedule:
     def test_unknown_key_message(self, api, enqueue_job):
         job = enqueue_job()
         response = api.patch(f"/api/jobs/{job.pk}/", {"queue": "slow"}, format="json")
-        assert "only set execute_at and priority" in response.json()["queue"][0]
+        assert "only set execute_at (or delay: a duration from now) and priority" in response.json()["queue"][0]
 
     @pytest.mark.parametrize("status", ["running", "succeeded", "failed", "cancelled"])
     def test_not_pending_is_409(self, api, enqueue_job, set_status, status):
@@ -514,7 +514,8 @@ class TestRetry:
     def test_back_to_pending_now_keeping_errors(self, api, enqueue_job, set_status, status):
         errors = [{"attempt": 1, "message": "boom"}]
         job = set_status(enqueue_job(execute_at=timezone.now() + timedelta(days=1)), status, errors=errors, attempts=3)
-        response = api.post(f"/api/jobs/{job.pk}/retry/")
+        # Its time is ahead: "now" says run it now (without it, it keeps its time: tests/lifecycle/test_retry_time.py).
+        response = api.post(f"/api/jobs/{job.pk}/retry/", {"now": True}, format="json")
         assert response.status_code == 200, response.data
         body = response.json()
         assert body["status"] == "pending" and body["errors"] == errors

@@ -258,8 +258,8 @@ STATEABLE_ONLY_IN_WORDS = [
 
 # A duration's text ("90s", "1h30m") has a syntax of its own, and its value a
 # bound no pattern states: its message is allowed when the field was sent as text.
-DURATION_FIELDS = {"delay", "timeout", "unique_for", "expires_in"}
-DURATION_MESSAGE = "Must be a number of seconds from "
+DURATION_FIELDS = {"delay", "timeout", "unique_for", "expires_in", "interval_seconds", "rate_period"}
+DURATION_MESSAGE = ("Must be a number of seconds from ", "Must be a whole number of seconds from ")
 
 
 def text_fields(body):

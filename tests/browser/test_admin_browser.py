@@ -155,14 +155,17 @@ def test_dashboard_refreshes_in_place(logged_in, screenshot_dir, monkeypatch):
     expect()(page.locator("#sched-count-pending")).to_have_text("1")
     assert page.locator("[data-chart=throughput] svg.sched-chart rect.c-ok").count() > 10
     assert page.locator("[data-chart=throughput] svg.sched-chart rect.c-fail").count() >= 1
-    page.click(".sched-range[data-minutes='1440']")  # 24 h: ten-minute buckets
+    page.click(".sched-range[data-minutes='1440']")  # 24 h: ten-minute buckets, added up to bars of 6 px or more
     page.wait_for_function("() => document.querySelector('#sched-dashboard').dataset.minutes === '1440'")
-    # 57 minutes of rows fall into 6 or 7 ten-minute buckets, depending on the clock; a bar
-    # narrower than 6 px takes its neighbours in (the chart's width decides): 1 to 7 bars.
+    # 57 minutes of rows fall into 2 to 7 bars, depending on the clock and the chart's width.
     page.wait_for_function(
         "() => document.querySelectorAll('[data-chart=throughput] svg.sched-chart rect.c-ok').length <= 7"
     )
-    assert page.locator("[data-chart=throughput] svg.sched-chart rect.c-ok").count() >= 1
+    assert page.locator("[data-chart=throughput] svg.sched-chart rect.c-ok").count() >= 2
+    widths = page.eval_on_selector_all(
+        "[data-chart=throughput] svg.sched-chart rect.c-ok", "rs => rs.map(r => r.getBoundingClientRect().width)"
+    )
+    assert min(widths) >= 4, widths  # not the 1-2 px bars of 144 buckets in a 300 px chart
     page.click(".sched-range[data-minutes='60']")
     page.screenshot(path=screenshot_dir / "05-dashboard.png", full_page=True)
 
@@ -193,14 +196,15 @@ def test_dashboard_refreshes_in_place(logged_in, screenshot_dir, monkeypatch):
     # Pause a queue from the dashboard: posted with fetch, no reload either.
     row = page.locator("tr[data-queue=default]")
     row.locator("button.sched-toggle").click()
-    expect()(row.locator("button.sched-toggle")).to_have_text("Resume")
+    expect()(row.locator("button.sched-toggle")).to_have_text("Resume queue")
     expect()(row.locator(".sched-paused-badge")).to_be_visible()
+    expect()(page.locator("#sched-notice .success")).to_contain_text("Queue “default” paused")  # it says so
     assert Queue.objects.get(name="default").paused
     assert page.evaluate("window.__sameLoad") is True
     page.evaluate("window.scrollTo(0, 0)")
     page.screenshot(path=screenshot_dir / "06-dashboard-live-paused.png", full_page=True)
     row.locator("button.sched-toggle").click()
-    expect()(row.locator("button.sched-toggle")).to_have_text("Pause")
+    expect()(row.locator("button.sched-toggle")).to_have_text("Pause queue")
     assert not Queue.objects.get(name="default").paused
 
 

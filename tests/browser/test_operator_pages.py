@@ -139,3 +139,89 @@ def test_search_tags_and_live_pages_at(width, browser, live_server, superuser, s
     context.close()
     assert problems == {}, "\n".join(f"{k}: {v}" for k, v in problems.items())
     assert errors == []
+
+
+@pytest.mark.parametrize("width", [800, 1280])
+def test_the_add_form_offers_times_and_shows_them_in_the_browsers_zone(
+    width, browser, live_server, superuser, screenshot_dir
+):
+    context, page, errors = open_page(browser, live_server, width)  # the browser in America/New_York, the site in UTC
+    page.goto("/admin/scheduler_app/job/add/")
+    page.click("text=Tomorrow 09:00")
+    # 09:00 in New York in December is 14:00 UTC: the boxes are in the site's zone.
+    assert page.input_value("#id_execute_at_1") == "14:00:00"
+    assert "09:00" in page.locator(".sched-when-local").inner_text()
+    assert "America/New_York" in page.locator(".sched-when-local").inner_text()
+    page.click("text=In 1 hour")
+    date, time = page.input_value("#id_execute_at_0"), page.input_value("#id_execute_at_1")
+    at = timezone.datetime.fromisoformat(f"{date}T{time}+00:00")
+    assert abs((at - timezone.now()).total_seconds() - 3600) < 120
+    page.select_option("#id_task", "tests.testapp.tasks.add")
+    page.fill("#id_args", "[1, 2]")
+    page.click("input[name=_save]")
+    page.wait_for_selector(".messagelist .success")
+    job = Job.objects.latest("pk")
+    assert abs((job.execute_at - at).total_seconds()) < 1
+    found = page.evaluate(OVERFLOW)
+    page.goto("/admin/scheduler_app/job/add/")
+    page.screenshot(path=screenshot_dir / f"ops-add-job-{width}.png", full_page=True)
+    found += page.evaluate(OVERFLOW)
+    context.close()
+    assert found == [] and errors == []
+
+
+def a_chatty_running_job():
+    """A running second attempt with 120 log records and the first attempt's error."""
+    from scheduler_app.models import JobLog
+
+    now = timezone.now()
+    job = lifecycle.enqueue(T + "slow_progress", [40, 0.1], tags=["billing", "nightly"], meta={"customer": "cust-5"})[0]
+    Job.objects.filter(pk=job.pk).update(
+        status=JobStatus.RUNNING,
+        attempts=2,
+        started_at=now - timedelta(minutes=3),
+        last_attempted_at=now - timedelta(seconds=40),
+        worker="build-7.example.com-4242-a1b2c3",
+        lease_expires_at=now + timedelta(minutes=5),
+        progress={"current": 12, "total": 40, "message": "rendering page 12", "updated_at": now.isoformat()},
+        errors=[
+            {
+                "attempt": 1,
+                "exception_class": "builtins.TimeoutError",
+                "message": "upstream slow",
+                "traceback": "Traceback (most recent call last):\n  ...\nTimeoutError: upstream slow\n" * 3,
+            }
+        ],
+        logs_count=120,
+    )
+    JobLog.objects.bulk_create(
+        JobLog(
+            job_id=job.pk,
+            attempt=1 + (i >= 40),
+            seq=i + 1,
+            time=now - timedelta(seconds=120 - i),
+            level=20,
+            logger="shop.render",
+            message=f"rendered page {i} of the monthly invoice batch",
+        )
+        for i in range(120)
+    )
+    return job
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_running_jobs_page_is_compact(width, browser, live_server, superuser, screenshot_dir):
+    job = a_chatty_running_job()
+    context, page, errors = open_page(browser, live_server, width)
+    page.goto(f"/admin/scheduler_app/job/{job.pk}/change/")
+    height = page.evaluate("document.documentElement.scrollHeight")
+    page.screenshot(path=screenshot_dir / f"ops-running-job-{width}.png", full_page=True)
+    found = page.evaluate(OVERFLOW)
+    # The summary, the progress, the newest logs, and the rest one click away.
+    assert page.locator("#sched-summary .sched-action-cancel").is_visible()
+    assert page.locator(".sched-logs-attempt[open] li.sched-log").first.is_visible()
+    context.close()
+    print(f"running job page at {width}: {height} px")
+    # 6,067 px before (this job: 120 log records, a traceback); 800 px wraps more.
+    assert height <= (2200 if width >= 1280 else 2400), height
+    assert found == [] and errors == []

@@ -46,7 +46,7 @@ def test_limits_are_checked_by_their_rules():
     assert caught.value.message_dict == {
         "concurrency_limit": ["Must be a whole number from 1 to 100000."],
         "rate_limit": ["Must be a whole number from 1 to 10000."],
-        "rate_period": ["Must be a number of seconds from 0.001 to 86400."],
+        "rate_period": ["Must be a number of seconds from 0.001 to 86400, or a duration such as 90s, 2h, 3d or 1h30m."],
     }
     with pytest.raises(ValidationError):
         lifecycle.set_limits("nope", concurrency_limit=1)
@@ -61,7 +61,10 @@ def test_limits_are_checked_by_their_rules():
     [
         ({"bad name": {}}, "'bad name' is not a queue name (1 to 64 letters, digits, '_', '.' or '-')."),
         ({"slow": {"concurrency_limit": 0}}, "slow: concurrency_limit: Must be a whole number from 1 to 100000."),
-        ({"slow": {"rate_period": 5e-324}}, "slow: rate_period: Must be a number of seconds from 0.001 to 86400."),
+        (
+            {"slow": {"rate_period": 5e-324}},
+            "slow: rate_period: Must be a number of seconds from 0.001 to 86400, or a duration such as 90s, 2h, 3d or 1h30m.",
+        ),
         ({"slow": {"mode": "fork"}}, 'slow: mode: Must be "thread" or "process".'),
         (
             {"slow": {"burst": 3}},

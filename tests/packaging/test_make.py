@@ -57,7 +57,7 @@ def test_the_project_settings_use_them():
     from project.settings import LOGGING
 
     assert LOGGING["handlers"]["django.server"]["filters"] == ["quiet_polling"]
-    assert LOGGING["handlers"]["console"]["filters"] == ["no_demo_chatter"]
+    assert LOGGING["handlers"]["console"]["filters"] == ["no_demo_chatter", "one_line_demo_failure"]
     assert LOGGING["loggers"]["django.server"]["handlers"] == ["django.server"]
 
 

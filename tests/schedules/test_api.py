@@ -79,7 +79,11 @@ def test_create_retrieve_list_update_delete(api):
         ({"task": "os.system"}, "task", "not a registered task"),
         ({"queue": "nope"}, "queue", "Unknown queue"),
         ({"misfire_policy": "later"}, "misfire_policy", "Must be one of run_once, skip, catch_up."),
-        ({"interval_seconds": 0, "cron": None}, "interval_seconds", "Must be a whole number from 1 to 31622400."),
+        (
+            {"interval_seconds": 0, "cron": None},
+            "interval_seconds",
+            "Must be a whole number of seconds from 1 to 31622400, or a duration such as 90s, 2h, 3d or 1h30m.",
+        ),
         ({"start_at": "2030-01-01T00:00:00"}, "start_at", "time zone offset"),
         ({"surprise": 1}, "surprise", "Unknown field"),
     ],

@@ -20,7 +20,15 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         User = get_user_model()
-        if not User.objects.filter(is_staff=True).exists():
+        staff = User.objects.filter(is_staff=True, is_active=True).order_by("-is_superuser", "pk").first()
+        if staff is not None:
+            # A later run: the password was shown once, at the first; say how to set one.
+            name = staff.get_username()
+            self.stdout.write(
+                f"Log in as {name} (its password was shown once, at the first `make run`; "
+                f"to set a new one: .venv/bin/python manage.py changepassword {name})."
+            )
+        elif not User.objects.filter(is_staff=True).exists():
             if settings.DEBUG:
                 password = secrets.token_urlsafe(12)
                 User.objects.create_superuser("admin", "admin@localhost", password)

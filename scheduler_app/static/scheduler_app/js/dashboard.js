@@ -60,10 +60,11 @@
             })
                 .then(function (response) {
                     return response.json().then(function (body) {
-                        if (!response.ok) { window.alert(body.error || ("Failed: HTTP " + response.status)); }
+                        if (!response.ok) { window.SchedNotice(body.error || ("Failed: HTTP " + response.status), "error"); }
+                        else { window.SchedNotice(body.message); }
                     });
                 })
-                .catch(function (err) { window.alert("Failed: " + err.message); })
+                .catch(function (err) { window.SchedNotice("Failed: " + err.message, "error"); })
                 .finally(function () { live.refresh(); });
         });
     });

@@ -145,6 +145,25 @@
     window.SchedLive = SchedLive;
     window.SchedTime = SchedTime;
 
+    /* A message at the top of the page, as the admin's own messages look
+       (a queue paused with fetch(), where no page load brings one). */
+    window.SchedNotice = function (text, level) {
+        var content = document.getElementById("content");
+        if (!content || !text) { return; }
+        var list = document.getElementById("sched-notice");
+        if (!list) {
+            list = document.createElement("ul");
+            list.className = "messagelist";
+            list.id = "sched-notice";
+            list.setAttribute("role", "status");
+            content.parentNode.insertBefore(list, content);
+        }
+        var item = document.createElement("li");
+        item.className = level || "success";
+        item.textContent = text;
+        list.replaceChildren(item);
+    };
+
     function swapPage(bar) {
         var selectors = bar.dataset.swap.split(",");
         SchedLive(bar, {

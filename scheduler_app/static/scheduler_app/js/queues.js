@@ -44,8 +44,11 @@
                 method: "POST", body: new FormData(form), credentials: "same-origin",
                 headers: { "Accept": "application/json", "X-CSRFToken": form.querySelector("[name=csrfmiddlewaretoken]").value }
             }).then(function (response) {
-                return response.json().then(function (body) { if (!response.ok) { window.alert(body.error || ("Failed: HTTP " + response.status)); } });
-            }).catch(function (err) { window.alert("Failed: " + err.message); }).finally(function () { live.refresh(); });
+                return response.json().then(function (body) {
+                    if (!response.ok) { window.SchedNotice(body.error || ("Failed: HTTP " + response.status), "error"); }
+                    else { window.SchedNotice(body.message); }
+                });
+            }).catch(function (err) { window.SchedNotice("Failed: " + err.message, "error"); }).finally(function () { live.refresh(); });
         });
     });
 })();
