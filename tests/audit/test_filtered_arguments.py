@@ -110,7 +110,10 @@ def test_a_patch_or_retry_echoing_the_representation_keeps_the_real_value(api, j
     assert echoed.status_code == 400  # a job's kwargs are not patched: refused, nothing changed
     assert Job.objects.get(pk=made["id"]).kwargs == KWARGS
     api.post(f"/api/jobs/{made['id']}/cancel/")
-    assert api.post(f"/api/jobs/{made['id']}/retry/", made, format="json").status_code == 200
+    # A retry's body is {"now": ...} only: an echo is refused whole, nothing changed; a retry runs the real values.
+    assert api.post(f"/api/jobs/{made['id']}/retry/", made, format="json").status_code == 400
+    assert Job.objects.get(pk=made["id"]).kwargs == KWARGS
+    assert api.post(f"/api/jobs/{made['id']}/retry/", {"now": True}, format="json").status_code == 200
     assert Job.objects.get(pk=made["id"]).kwargs == KWARGS
 
 
