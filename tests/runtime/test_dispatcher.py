@@ -99,15 +99,16 @@ def test_far_future_job_at_the_top_does_not_delay_an_earlier_one():
 
 def test_reschedule_and_cancel_are_honoured_while_sleeping(marker_dir):
     moved = enqueue("record", marker_dir, "moved", execute_at=timezone.now() + timedelta(seconds=200))
-    cancelled = enqueue("record", marker_dir, "cancelled", execute_at=timezone.now() + timedelta(seconds=0.5))
+    # Due soon, but not before a loaded machine's dispatcher has started and holds it.
+    cancelled = enqueue("record", marker_dir, "cancelled", execute_at=timezone.now() + timedelta(seconds=3))
     with dispatcher_thread(poll_interval=60, full_sync_interval=60) as dispatcher:
         assert wait_for(lambda: cancelled.pk in dispatcher.timeline, 10)
         lifecycle.cancel(cancelled.pk)
         assert wait_for(lambda: cancelled.pk not in dispatcher.timeline, 5)
         lifecycle.reschedule(moved.pk, execute_at=timezone.now())
         assert wait_for(lambda: status(moved) == "succeeded", 10)
-        # The loop has run past the time the cancelled job had.
-        assert ticked(dispatcher, since=cancelled.execute_at.timestamp())
+        # The loop runs past the time the cancelled job had (its timers wake it).
+        assert wait_for(lambda: ticked(dispatcher, since=cancelled.execute_at.timestamp()), 20)
     assert status(cancelled) == "cancelled"
     import os
 
