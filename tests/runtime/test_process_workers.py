@@ -176,6 +176,8 @@ def test_a_worker_process_that_does_not_start_in_time_is_killed_and_its_attempt_
     others = worker_processes()
     try:
         outcome = executor(job, threading.Event(), None)
+        # Its replacement is starting (a spawned process shows spawn_main once it has exec'd).
+        wait_for(lambda: len(worker_processes() - others) == 1, timeout=10)
         workers = worker_processes() - others
     finally:
         executor.close()
