@@ -126,7 +126,7 @@ def test_cancel_request_reaches_the_running_job():
     pool.submit("a", job(1, sleep=5))
     assert wait_for(lambda: job.behaviours[1].runs)
     assert pool.request_cancel([1, 99]) == 1
-    ((job, outcome, _),) = collect_until(pool, 1, timeout=2)
+    ((job, outcome, _),) = collect_until(pool, 1, timeout=10)
     assert outcome.status == "cancelled"
     pool.shutdown()
 

@@ -83,7 +83,7 @@ def test_a_claim_that_holds_the_turn_is_waited_for_and_counted():
 
     thread = threading.Thread(target=other)
     thread.start()
-    assert taken.wait(5)
+    assert taken.wait(30)
     jobs, full = claim_limited()
     thread.join()
     assert jobs == [] and full == {"slow": None}
