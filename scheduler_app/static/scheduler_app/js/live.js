@@ -11,7 +11,7 @@
 
    `bar` is the page's .sched-live-bar (server-rendered, hidden until this
    script starts it). Polling stops while the tab is hidden, slows down when
-   the server is slow (at most ~10% of the time), and says when the session
+   the server is slow (at most ~10% of the time, at least every 30 s), and says when the session
    has ended. */
 (function () {
     "use strict";
@@ -72,7 +72,9 @@
                     if (!data) { return; }
                     options.apply(data);
                     var took = Date.now() - started;
-                    delay = Math.max(ms, 10 * took);
+                    // Slow down when the server is slow, but never below one
+                    // refresh every 30 s: a live page that stops is a lie.
+                    delay = Math.max(ms, Math.min(10 * took, 30000));
                     if (updated) {
                         var at = options.html ? null : (data.generated_at || data.at);
                         at = at ? new Date(at) : new Date();
