@@ -6,12 +6,14 @@ Filters: ``object_type`` and ``object_id`` (one object's events), ``user``
 happened".
 """
 
+from django.core.exceptions import ValidationError as RuleError
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import mixins, serializers, viewsets
 from rest_framework.exceptions import ValidationError
 
 from ..models import AuditEvent, ObjectType, Via
+from ..validation.fields import Text
 from ..vocabulary.bounds import AUDIT_ACTION_MAX, AUDIT_OBJECT_ID_MAX, AUDIT_USERNAME_MAX
 from .base import SchedulerAPI
 from .pagination import EstimatedCountPagination
@@ -43,6 +45,14 @@ class AuditEventSerializer(serializers.ModelSerializer):
         return int(event.object_id)
 
 
+# Text filters: query parameter -> (column, its rule: the check and the schema).
+_TEXT = {
+    "object_id": ("object_id", Text("object_id", AUDIT_OBJECT_ID_MAX)),
+    "user": ("username", Text("user", AUDIT_USERNAME_MAX)),
+    "action": ("action", Text("action", AUDIT_ACTION_MAX)),
+}
+_CHOICE = {"object_type": ObjectType, "via": Via}
+
 PARAMETERS = [
     OpenApiParameter(
         "object_type",
@@ -53,27 +63,21 @@ PARAMETERS = [
     ),
     OpenApiParameter(
         "object_id",
-        OpenApiTypes.STR,
+        _TEXT["object_id"][1].schema(),
         OpenApiParameter.QUERY,
         description=f"One object's id (a queue's name), up to {AUDIT_OBJECT_ID_MAX} characters.",
     ),
-    OpenApiParameter("user", OpenApiTypes.STR, OpenApiParameter.QUERY, description="Who (a user name, exactly)."),
+    OpenApiParameter(
+        "user", _TEXT["user"][1].schema(), OpenApiParameter.QUERY, description="Who (a user name, exactly)."
+    ),
     OpenApiParameter(
         "action",
-        OpenApiTypes.STR,
+        _TEXT["action"][1].schema(),
         OpenApiParameter.QUERY,
         description="What, e.g. cancel, retry, bulk_cancel, pause, edit, delete, prune.",
     ),
     OpenApiParameter("via", OpenApiTypes.STR, OpenApiParameter.QUERY, enum=Via.values, description="Which door."),
 ]
-
-# Text filters: query parameter -> (column, most characters).
-_TEXT = {
-    "object_id": ("object_id", AUDIT_OBJECT_ID_MAX),
-    "user": ("username", AUDIT_USERNAME_MAX),
-    "action": ("action", AUDIT_ACTION_MAX),
-}
-_CHOICE = {"object_type": ObjectType, "via": Via}
 
 
 def audit_filters(params):
@@ -86,13 +90,13 @@ def audit_filters(params):
                 errors[name] = [f"Must be one of: {', '.join(choices.values)}."]
             else:
                 found[name] = value
-    for name, (column, limit) in _TEXT.items():
+    for name, (column, rule) in _TEXT.items():
         value = params.get(name)
         if value:
-            if len(value) > limit or "\x00" in value:
-                errors[name] = [f"Must be at most {limit} characters, without NUL."]
-            else:
-                found[column] = value
+            try:
+                found[column] = rule.check(value)
+            except RuleError as error:
+                errors[name] = error.message_dict[name]
     if errors:
         raise ValidationError(errors)
     return found

@@ -109,7 +109,7 @@ class WorkflowDetailSerializer(WorkflowSerializer):
 STATUS_FILTER = OpenApiParameter(
     "status", str, enum=WorkflowStatus.values, description="Only workflows in this status."
 )
-NAME_FILTER = OpenApiParameter("name", str, description="Only workflows of this name.")
+NAME_FILTER = OpenApiParameter("name", WORKFLOW_NAME.schema(), description="Only workflows of this name.")
 
 
 @extend_schema_view(

@@ -16,7 +16,7 @@ import pytest
 import schemathesis
 from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
-from django.db import close_old_connections, connection
+from django.db import close_old_connections
 from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.renderers import OpenApiJsonRenderer
 from hypothesis import HealthCheck, settings
@@ -336,27 +336,57 @@ def valid_data_is_accepted_unless_a_rule_is_stated_only_in_words(ctx, response, 
         raise
 
 
-# Independent of the database, so it runs in the SQLite pass only (the suite's
-# "once"); on PostgreSQL it is not even generated: schemathesis builds its 33
-# tests' examples at collection, seconds in every worker of a pass.
-once = pytest.mark.skip(reason="independent of the database: runs once, in the SQLite pass of make test")
-
-
-@pytest.mark.once
-@(once if connection.vendor == "postgresql" else schema.parametrize())
-@settings(
+# The operations by label ("GET /api/jobs/"). schemathesis's own parametrize()
+# builds every operation's examples and coverage cases at collection, about 10 s
+# of CPU in every pytest process of a run (each xdist worker collects them all);
+# here each test builds its operation's hypothesis test when it runs, with the
+# builder parametrize() uses, so collecting costs nothing and only the worker
+# that runs a test pays for it.
+OPERATIONS = {result.ok().label: result.ok() for result in schema.get_all_operations()}
+FUZZ_SETTINGS = settings(
     max_examples=20,
     deadline=None,
     derandomize=True,
     database=None,  # the same examples every run, not failures replayed from .hypothesis/
     suppress_health_check=list(HealthCheck),
 )
-def test_fuzz_finds_nothing(case, fuzz_token, seeded, wsgi_keeps_the_test_connection):
-    case.call_and_validate(
-        headers={"Authorization": f"Token {fuzz_token}"},
-        excluded_checks=[positive_data_acceptance],
-        additional_checks=[valid_data_is_accepted_unless_a_rule_is_stated_only_in_words],
-    )
+
+
+def fuzz(operation, token):
+    """Run schemathesis's examples, coverage and fuzzing phases against one operation."""
+    from schemathesis.checks import load_all_checks
+    from schemathesis.generation.feedback import FeedbackSources
+    from schemathesis.pytest._test_builder import build_operation_test
+    from schemathesis.python._constants.orchestrator import make_constants_value_source
+
+    load_all_checks()
+
+    @FUZZ_SETTINGS
+    def check(case):
+        case.call_and_validate(
+            headers={"Authorization": f"Token {token}"},
+            excluded_checks=[positive_data_acceptance],
+            additional_checks=[valid_data_is_accepted_unless_a_rule_is_stated_only_in_words],
+        )
+
+    build_operation_test(
+        config=schema.config,
+        operation=operation,
+        test_func=check,
+        given_kwargs={},
+        feedback=FeedbackSources(constants_value_source=make_constants_value_source(schema)),
+    )()
+
+
+def test_every_operation_is_fuzzed():
+    assert {tuple(label.lower().split(" ", 1)) for label in OPERATIONS} == EXPECTED_OPERATIONS
+
+
+# Independent of the database: it runs in the SQLite pass only (the suite's "once").
+@pytest.mark.once
+@pytest.mark.parametrize("label", sorted(OPERATIONS))
+def test_fuzz_finds_nothing(label, fuzz_token, seeded, wsgi_keeps_the_test_connection):
+    fuzz(OPERATIONS[label], fuzz_token)
 
 
 def test_the_create_example_never_sends_execute_at_and_delay_together(api):

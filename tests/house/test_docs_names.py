@@ -19,6 +19,7 @@ module that no longer exists (``RETIRED``).
 """
 
 import ast
+import functools
 import importlib
 import inspect
 import io
@@ -67,6 +68,7 @@ def app_modules():
 MODULES = app_modules()
 
 
+@functools.cache
 def stored_names():
     """Return the ``scheduler_app.…`` strings of the app's code: logger names, stored exception paths."""
     found = set()
@@ -78,12 +80,17 @@ def stored_names():
     return found
 
 
-STORED = stored_names()
 TOP = {name.split(".")[1] for name in MODULES if name.count(".") >= 1}
 BY_LAST = {}
 for _name in MODULES:
     BY_LAST.setdefault(_name.rsplit(".", 1)[-1], []).append(_name)
-FILES = {p.name for p in ROOT.rglob("*") if p.is_file() and ".git" not in p.parts and ".venv" not in p.parts}
+
+
+@functools.cache
+def file_names():
+    """Return the names of the repository's files (read when a test first asks: not at collection)."""
+    skipped = {".git", ".venv", "test-artifacts"}
+    return {p.name for p in ROOT.rglob("*") if p.is_file() and not skipped & set(p.parts)}
 
 
 def has(target, attribute):
@@ -135,7 +142,7 @@ def candidates(dotted, package=None):
     if dotted.rsplit(".", 1)[-1] in FILE_ENDINGS or dotted in EXAMPLES:
         return None  # a file name: file_problems
     if first == "scheduler_app":
-        return None if dotted in STORED or NOT_CODE.fullmatch(dotted) else [dotted]
+        return None if dotted in stored_names() or NOT_CODE.fullmatch(dotted) else [dotted]
     if first in RETIRED:
         return []
     if first in OBJECTS and OBJECTS[first] is None:
@@ -171,7 +178,7 @@ def file_problems(names, here):
         name = name.rstrip(".,:;")
         if "/" not in name:
             ending = name.rsplit(".", 1)[-1]
-            if ending in FILE_ENDINGS and ending not in MADE and name not in FILES:
+            if ending in FILE_ENDINGS and ending not in MADE and name not in file_names():
                 found.append(name)
             continue
         if name.startswith("../"):
