@@ -3,9 +3,11 @@ import logging
 import os
 import sys
 
+from django.core import checks
 from django.core.management.base import CommandError
 
 from ... import conf, sql
+from ...checks import TAG
 from ...dispatcher import shutdown
 from ...dispatcher.shutdown import StopRequest, graceful_signals
 from ...lifecycle.building import QUEUE
@@ -43,6 +45,9 @@ class Command(SchedulerCommand):
         "Run the dispatcher: mirror pending jobs in a timed heap, claim due jobs "
         "when a worker slot is free, run them on a bounded thread pool."
     )
+    # The scheduler's own checks and the models': a dispatcher serves no URL,
+    # so it does not import the URLconf (the admin, the API, DRF) to check it.
+    requires_system_checks = [TAG, checks.Tags.models]
 
     def add_arguments(self, parser):
         parser.add_argument(
