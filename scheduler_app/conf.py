@@ -81,18 +81,31 @@ def get(name):
     return overrides.get(name, DEFAULTS[name])
 
 
+# FILTER_ARGUMENTS as checked, by the list's words: read for every job run and
+# every page shown, checked once per value (a test's override_settings is a new one).
+_filter_names = {}
+
+
 def filter_names():
     """Return ``FILTER_ARGUMENTS`` as a frozenset of lower-case names; ImproperlyConfigured when it is not valid."""
+    value = get("FILTER_ARGUMENTS")
+    key = tuple(value) if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value) else None
+    if key is not None and key in _filter_names:
+        return _filter_names[key]
     from django.core.exceptions import ImproperlyConfigured, ValidationError
 
-    value = get("FILTER_ARGUMENTS")
     try:
         names = DECLARED["FILTER_ARGUMENTS"].rule.check(value)
     except ValidationError as exc:
         raise ImproperlyConfigured(
             f"SCHEDULER['FILTER_ARGUMENTS'] is {value!r}: {' '.join(exc.messages)} E.g. ['password', 'token']."
         ) from None
-    return frozenset(name.strip().lower() for name in names)
+    names = frozenset(name.strip().lower() for name in names)
+    if key is not None:
+        if len(_filter_names) >= 16:
+            _filter_names.clear()
+        _filter_names[key] = names
+    return names
 
 
 def filtered(value):
