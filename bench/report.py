@@ -10,6 +10,10 @@ LABEL = {
     "dtdb": "django-tasks-db 0.13.0",
     "procrastinate": "procrastinate 3.10.0",
     "djangoq": "django-q2 1.11.1 (ORM broker)",
+    "pgqueuer": "pgqueuer 1.6.0",
+    "oban": "oban 0.7.0 (Python)",
+    "chancy": "chancy 0.26.0",
+    "dbos": "DBOS 3.4.0",
 }
 DBL = {"pg": "PostgreSQL", "sqlite": "SQLite"}
 

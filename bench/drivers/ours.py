@@ -46,7 +46,11 @@ def cmd_enqueue_noop(args):
 
     t0 = time.perf_counter()
     at = None if args.future is None else dt(time.time() + args.future)
-    base = {"task": STAMP if args.stamp else args.task} | ({} if at is None else {"execute_at": at})
+    base = (
+        {"task": STAMP if args.stamp else args.task}
+        | ({} if at is None else {"execute_at": at})
+        | ({} if args.queue is None else {"queue": args.queue})
+    )
     due = time.time()
     done = 0
     while done < args.n:
@@ -344,6 +348,7 @@ def main():
     s.add_argument("--stamp", action="store_true", help="stamp(key, due) jobs (bench/stamps.py)")
     s.add_argument("--keys", type=int, default=None, help="concurrency keys: 0 = one per job; K = K keys in turn")
     s.add_argument("--key-limit", type=int, default=1)
+    s.add_argument("--queue", default=None, help="the jobs' queue (default: the task's)")
     s = sub.add_parser("enqueue_stamps")
     s.add_argument("--n", type=int, default=200)
     s.add_argument("--first", type=float, default=3.0)
