@@ -107,7 +107,7 @@ NEW_PEERS = ["pgqueuer", "oban", "chancy", "dbos"]
 SUBJECT_GROUPS = {"peers-new": NEW_PEERS}
 MEASUREMENT_GROUPS = {"peers-new": ["stamp", "io"]}
 IO_TASK = "bench.benchapp.tasks.io_sleep"  # await asyncio.sleep(0.05)
-IO_QUEUE = "io:200:async"  # rundispatcher --queue of the io measurement
+IO_QUEUE = "io:200:async"  # rundispatcher --queue of the io measurement (--io-queue)
 LABEL = {
     "ours": "this project",
     "dtdb": "django-tasks-db 0.13.0",
@@ -536,8 +536,9 @@ class Chancy(PgPeer):
         return "`Queue(concurrency=4, eager_polling=True)`"
 
     def stamp_n(self, ctx, variant):
-        # At its documented setting a backlog drains 10 jobs per 5 s poll: a short row.
-        return ctx.slow_peer_n if variant == "default" else ctx.peer_n_for(self.name)
+        # At its documented setting a backlog drains 10 jobs per 5 s poll: a short row. With eager
+        # polling it runs tens of jobs a second: a quarter of the jobs keeps the run short.
+        return ctx.slow_peer_n if variant == "default" else max(1, ctx.peer_n_for(self.name) // 4)
 
 
 class Dbos(PgPeer):
@@ -872,12 +873,12 @@ def io_once(ctx, name, tag):
             tag,
             task=IO_TASK,
             enqueue_args=("--queue", "io"),
-            worker_args=("--queue", IO_QUEUE),
+            worker_args=("--queue", ctx.io_queue),
             timeout=60 + ctx.io_n / 20,
         )
     except RuntimeError as exc:
-        log(f"  io ours: not available ({str(exc).splitlines()[0]})")
-        return {"unavailable": str(exc).splitlines()[0][:300], "jobs_per_s": None, "jobs_per_s_wall": None}
+        reason = last_line(os.path.join(LOGS, f"{tag}-0.log")) or str(exc).splitlines()[0]
+        return {"unavailable": reason[:300], "jobs_per_s": None, "jobs_per_s_wall": None}
     res["succeeded"] = subj.db.q("SELECT count(*) FROM scheduler_app_job WHERE status = 'succeeded'")[0][0]
     if res["succeeded"] < ctx.io_n:
         res["unavailable"] = f"{res['succeeded']} of {ctx.io_n} jobs succeeded"
@@ -885,12 +886,22 @@ def io_once(ctx, name, tag):
     return res
 
 
+def last_line(path):
+    """The last non-blank line of a log (why a worker exited), or ''."""
+    try:
+        with open(path, errors="replace") as f:
+            lines = [x.strip() for x in f if x.strip()]
+    except OSError:
+        return ""
+    return lines[-1] if lines else ""
+
+
 def m_io(ctx):
     """I/O-bound async jobs: ``io_n`` due jobs of ``await asyncio.sleep(0.05)``, this project's async lane
     at 200 against pgqueuer at its defaults (PostgreSQL); alternating like ``stamp``."""
     variants = {}
     if "ours" in ctx.subjects:
-        variants[f"ours/pg/{IO_QUEUE}"] = {"subject": "ours", "label": f"`rundispatcher --queue {IO_QUEUE}`"}
+        variants[f"ours/pg/{ctx.io_queue}"] = {"subject": "ours", "label": f"`rundispatcher --queue {ctx.io_queue}`"}
     if "pgqueuer" in ctx.stamp_peers:
         variants["pgqueuer/pg/default"] = {"subject": "pgqueuer", "label": PgQueuer("pg").variant_label("default")}
     if not variants:
@@ -1552,6 +1563,7 @@ class Ctx:
         self.slow_peer_n = 12 if q else args.slow_peer_n
         self.stamp_slots = [4, 16]  # ours in ``stamp``
         self.io_n = 500 if q else 5000
+        self.io_queue = args.io_queue
         # django-q2 runs ~35 jobs/s here: half the jobs keeps a full run under an hour.
         self.peer_n_overrides = {} if q else {"djangoq": max(1, args.peer_n // 2)}
         self.big_reps = 1 if q else args.big_reps
@@ -1688,6 +1700,7 @@ def main():
     p.add_argument("--reps", type=int, default=0, help="repetitions (default 3; 1 with --quick)")
     p.add_argument("--peer-n", type=int, default=2000, help="jobs per peer throughput run")
     p.add_argument("--slow-peer-n", type=int, default=40, help="jobs per stamp run of chancy's default and DBOS")
+    p.add_argument("--io-queue", default=IO_QUEUE, help=f"rundispatcher --queue of the io measurement ({IO_QUEUE})")
     p.add_argument("--big-reps", type=int, default=1, help="repetitions of the 50,000-job run")
     p.add_argument("--sqlite-big", action="store_true", help="also run 50,000 jobs on SQLite")
     p.add_argument("--ours-n", default="", help="this project's throughput runs: comma list of N (default 5000,50000)")
