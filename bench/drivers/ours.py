@@ -216,6 +216,7 @@ def cmd_explain(args):
     from scheduler_app import lifecycle
     from scheduler_app.models import Job
     from scheduler_app.runtime.store import DjangoStore
+    from scheduler_app.vocabulary.claims import ClaimRequest
 
     now = datetime.now(tz=UTC)
     queues = ["default", "slow"]
@@ -240,7 +241,7 @@ def cmd_explain(args):
         return execute(statement, params, many, context)
 
     with transaction.atomic(), connection.execute_wrapper(capture):
-        lifecycle.claim("bench-explain", queues=queues, limit=4, lease=30, now=now)
+        lifecycle.claim(ClaimRequest("bench-explain", tuple(queues), 4, 30.0, now))
         transaction.set_rollback(True)
     claim_sql, claim_params = captured[-1]
     queries = {
@@ -291,6 +292,25 @@ def cmd_set_limits(args):
     emit({"queue": args.queue})
 
 
+def put_back(store):
+    """``store.release`` for claim-timing loops, then the attempts taken back at once.
+
+    Released attempts stay unclaimable until their dispatcher's process is
+    gone (``lifecycle.take_back``); this process runs none of them, so they
+    are put back to pending here, where the lifecycle has that step.
+    """
+    from datetime import UTC, datetime
+
+    from scheduler_app import sql
+
+    def release(jobs, now):
+        store.release(jobs, now)
+        if hasattr(sql, "take_back"):
+            sql.take_back([job.id for job in jobs], now=datetime.fromtimestamp(now, tz=UTC))
+
+    return release
+
+
 def cmd_claim_cost(args):
     """Time the dispatcher's claim of 4 due jobs, by query, on its own connection: plain and limited.
 
@@ -305,6 +325,7 @@ def cmd_claim_cost(args):
     lifecycle.enqueue_many([{"task": NOOP}] * args.n, max_size=None)
     store = DjangoStore("bench-claims", lease=30)
     queues = {"default"}
+    release = put_back(store)
     variants = {
         "plain (no limits)": ({}, lambda now: store.claim(queues, 4, now)),
         "concurrency_limit": ({"concurrency_limit": 1000}, lambda now: store.claim_limited(queues, 4, now)[0]),
@@ -326,7 +347,7 @@ def cmd_claim_cost(args):
             jobs = claim(now)
             elapsed = (time.perf_counter() - t) * 1000
             assert len(jobs) == 4, (name, len(jobs))
-            store.release(jobs, now)
+            release(jobs, now)
             if i >= args.warmup:
                 times.append(elapsed)
         QueueStart.objects.all().delete()
