@@ -3,6 +3,7 @@
     .venv/bin/python bench/run.py                       # everything (make bench)
     .venv/bin/python bench/run.py --quick               # small N, 1 repetition: harness check
     .venv/bin/python bench/run.py --only throughput,precision --subjects ours,procrastinate --dbs pg
+    .venv/bin/python bench/run.py --only peers-new [--quick] --no-docs   # stamp + io: ours and the new peers
     .venv/bin/python bench/run.py --from-json bench/results/X.json --no-docs   # print the tables again
 
 Every subject runs as subprocesses (its own worker command) against its own
@@ -10,7 +11,7 @@ database; the harness measures from outside, through the database: the
 frameworks' own start/finish columns for throughput, and a shared bench-only
 task that records ``time.time()`` as its first statement for timing.
 Results: stdout, bench/results/<stamp>.json, docs/BENCHMARKS.md (generated
-section, opening with the Targets tables of issues #28 and #15: every target
+section, opening with the Targets tables of issues #37, #28 and #15: every target
 as a ratio of numbers measured in this run) and docs/SCALING.md (generated
 section).
 Measurement names for --only: ALL_MEASUREMENTS below; bench/README.md says
