@@ -10,6 +10,10 @@ LABEL = {
     "dtdb": "django-tasks-db 0.13.0",
     "procrastinate": "procrastinate 3.10.0",
     "djangoq": "django-q2 1.11.1 (ORM broker)",
+    "pgqueuer": "pgqueuer 1.6.0",
+    "oban": "oban 0.7.0 (Python)",
+    "chancy": "chancy 0.26.0",
+    "dbos": "DBOS 3.4.0",
 }
 DBL = {"pg": "PostgreSQL", "sqlite": "SQLite"}
 
@@ -57,7 +61,8 @@ def floor_tables(r):
     return {}, floor
 
 
-PEERS = ("dtdb", "procrastinate", "djangoq")
+PEERS = ("dtdb", "procrastinate", "djangoq")  # the Django peers: issue #15's and #28's "best peer"
+NEW_PEERS = ("pgqueuer", "oban", "chancy", "dbos")
 NA = "not measured in this run"
 
 
@@ -84,7 +89,7 @@ class Targets:
 
     def render(self, title):
         met = sum(1 for x in self.rows if x[-1] == "met")
-        missed = sum(1 for x in self.rows if x[-1] not in ("met", "-"))
+        missed = sum(1 for x in self.rows if x[-1] not in ("met", "-", "not available"))
         return (
             f"### {title}: {met} met, {missed} not met, {len(self.rows) - met - missed} not measured\n\n"
             "Every ratio compares numbers measured in this run, on this machine (peers, floor and this project "
@@ -426,6 +431,153 @@ def targets_28(results):
     return t.render("Targets (issue #28, PostgreSQL)")
 
 
+NEW_FLOOR_SHARES = ((4, 0.60), (16, 0.50), (64, 0.40))  # issue #37: no-op jobs against the bare-table floor
+
+
+def stamp_rate(entry):
+    return med((entry or {}).get("jobs_per_s"))
+
+
+def ours_best_stamp(st):
+    """(rate, label) of this project's best ``stamp`` configuration, or (None, None)."""
+    found = [(stamp_rate(v), v.get("label", k)) for k, v in st.items() if k.startswith("ours/pg/")]
+    found = [x for x in found if x[0]]
+    return max(found) if found else (None, None)
+
+
+def stamp_against(st, ours, ours_label, peer_key, need):
+    """This project's ``stamp`` rate against one peer configuration's: ≥ ``need``x; None when either is missing.
+    A configuration that did not write every stamp (the work not done) does not meet its target."""
+    entry = st.get(peer_key)
+    p = stamp_rate(entry)
+    if not (ours and p):
+        return None
+    lost = min(x.get("stamped", 0) for x in entry["reps"]) < entry.get("n", 0)
+    return (
+        f"this project ({ours_label}) {fmt(ours)} jobs/s; {entry.get('label')} {fmt(p)} jobs/s"
+        + ("; **stamps missing**" if lost else ""),
+        f"{ours / p:.2f}x",
+        ours >= need * p and not lost,
+    )
+
+
+def targets_37(results):
+    """The Targets table of issue #37: the new peers, the I/O-bound async scenario and the floor shares."""
+    r = results.get("results", {})
+    cfg = results.get("config", {})
+    t = Targets()
+    st = r.get("stamp", {})
+
+    # 1. Stamp jobs: our best configuration against pgqueuer's and oban's documented defaults
+    best, best_label = ours_best_stamp(st)
+    for peer, need, how in (("pgqueuer", 1.5, "at its defaults (`pgq run`)"), ("oban", 3.0, "at `default:10`")):
+        t.add(
+            f"1. `stamp` jobs (one INSERT each), this project's best configuration against {LABEL[peer]} {how}",
+            f"≥ {need}x",
+            stamp_against(st, best, best_label, f"{peer}/pg/default", need),
+        )
+
+    # 2. The same concurrency (4) against every peer
+    ours4 = stamp_rate(st.get("ours/pg/slots=4"))
+    for peer in PEERS + NEW_PEERS:
+        t.add(
+            f"2. `stamp` jobs at concurrency 4: this project (4 slots) against {LABEL[peer]} at 4",
+            "≥ 2x",
+            stamp_against(st, ours4, "4 slots", f"{peer}/pg/c4", 2.0),
+        )
+
+    # 3. I/O-bound async jobs
+    io = r.get("io", {})
+    ours_io = next((v for k, v in io.items() if k.startswith("ours/")), None)
+    pgq = io.get("pgqueuer/pg/default")
+    name = f"3. I/O-bound async jobs (`await asyncio.sleep(0.05)`, {fmt(cfg.get('io_n'))}), this project's async queue at 200 against pgqueuer at its defaults"
+    if ours_io and ours_io.get("unavailable"):
+        t.rows.append([name, f"not available: {ours_io['unavailable']}", "≥ 1.5x", "-", "not available"])
+    else:
+        o, p = stamp_rate(ours_io), stamp_rate(pgq)
+        t.add(
+            name,
+            "≥ 1.5x",
+            (f"this project {fmt(o)} jobs/s; pgqueuer {fmt(p)} jobs/s", f"{o / p:.2f}x", o >= 1.5 * p)
+            if o and p
+            else None,
+        )
+
+    # 4. No-op jobs against the bare-table floor
+    for slots, share in NEW_FLOOR_SHARES:
+        t.add(
+            f"4. no-op jobs, one dispatcher, {slots} slots, against the bare-table floor at batch {slots}",
+            *floor_share(r, cfg, slots, share),
+        )
+
+    # 5. Pickup, lateness, processes, limits that never bind (measured as for issue #28)
+    t.add("5. pickup p50, from before `task.enqueue()` to the job's first statement", *pickup(r, "p50", 3.0))
+    for busy in (True, False):
+        name, req, result = lateness(r, cfg, busy, "p99", 5.0)
+        t.add(f"5. {name}", req, result)
+    t.add("5. `rundispatcher --processes 2` against 1, `--concurrency 16` each", *processes_gain(r))
+    for label, entry, base in limit_rows(r):
+        v = med((entry or {}).get("jobs_per_s"))
+        t.add(
+            f"5. 4 slots, a queue with limits that never bind, against one without limits: {label}",
+            "≥ 85 % of the unlimited rate",
+            (f"no limits {fmt(base)} jobs/s; {label} {fmt(v)} jobs/s", f"{100 * v / base:.0f} %", v >= 0.85 * base)
+            if v and base
+            else None,
+        )
+    return t.render("Targets (issue #37, PostgreSQL)")
+
+
+def limit_rows(r):
+    """(label, entry, unlimited rate) of each limited variant of ``limits`` (keyed ones when measured)."""
+    lim = r.get("limits", {})
+    base = med((lim.get("pg/throughput/no limits") or {}).get("jobs_per_s"))
+    limited = {"concurrency_limit 1,000 + rate_limit 10,000 / s": lim.get("pg/throughput/both")}
+    keyed = {k.split("/", 2)[2]: v for k, v in lim.items() if k.startswith("pg/throughput/keyed")}
+    limited |= keyed or {"keyed limits": None}
+    return [(label, entry, base) for label, entry in limited.items()]
+
+
+def io_table(results):
+    io = results.get("results", {}).get("io", {})
+    if not io:
+        return ""
+    rows = []
+    for key, v in io.items():
+        name = key.split("/")[0]
+        rows.append(
+            [
+                LABEL[name],
+                v.get("label", ""),
+                fmt(v.get("n")),
+                "not available: " + v["unavailable"] if v.get("unavailable") else ms(v["jobs_per_s"], 0),
+                "-" if v.get("unavailable") else ms(v["jobs_per_s_wall"], 0),
+                len(v.get("reps", [])),
+                "" if v.get("complete") or v.get("unavailable") else "**incomplete (timeout)**",
+            ]
+        )
+    return (
+        "### I/O-bound async jobs: `await asyncio.sleep(0.05)` (PostgreSQL)\n\n"
+        + table(
+            [
+                "subject",
+                "configuration",
+                "N",
+                "jobs/s (first start → last finish)",
+                "jobs/s (spawn → last finish)",
+                "reps",
+                "",
+            ],
+            rows,
+        )
+        + "\n\nN due jobs whose task only awaits `asyncio.sleep(0.05)`, enqueued before the workers start: this "
+        "project's `bench.benchapp.tasks.io_sleep` on the queue `io` served by `rundispatcher --queue io:200:async`, "
+        "pgqueuer's `io` entrypoint under `pgq run` at its defaults. The configurations alternate within each "
+        'repetition. "not available": this project\'s dispatcher refused the async queue, its backend the task, or '
+        "not every job succeeded.\n"
+    )
+
+
 def render(results):
     r = results.get("results", {})
     m = results.get("machine", {})
@@ -447,6 +599,7 @@ def render(results):
         f"{tuple(round(x, 2) for x in m.get('loadavg_end', ()))} (other engineers' test suites share the 2 cores)",
     ]
     parts.append("Machine:\n\n" + "\n".join(lines) + "\n")
+    parts.append(targets_37(results))
     parts.append(targets_28(results))
     parts.append(targets(results))
 
@@ -639,8 +792,11 @@ def render(results):
                 rows,
             )
             + "\n\nN due `stamp(key, due)` jobs (bench/stamps.py: `time.time()`, then one INSERT into `bench_stamp` "
-            "on the worker's own connection), enqueued before the workers start; this project with one dispatcher "
-            "of 4 slots, the peers with their own worker commands at their default and at concurrency 4. The "
+            "on the worker's own connection; the peers that are not Django apps: bench/peers/pgstamp.py, the same "
+            "INSERT on a connection of the worker process), enqueued before the workers start; this project with one "
+            "dispatcher of 4 and of 16 slots, the peers with their own worker commands at their default and at "
+            "concurrency 4 (DBOS: concurrency 4 only; it and chancy at its guide's setting drain a backlog a few jobs "
+            "a second, so their N is small; their rates count from each peer's own start and finish columns). The "
             "configurations alternate within each repetition; `bench_stamp` is emptied before and after each run. "
             "Claim → start (this project): from the claim's time (the job's `last_attempted_at`, the time the rate "
             "limit counts) to the task's first statement (its stamp), per job; p50, p99 and max of a run, median of "
@@ -936,6 +1092,9 @@ def render(results):
             "all in one transaction. Of the peers only procrastinate has a bulk call (`batch_defer()`); "
             "django-tasks-db and django-q2 enqueue one at a time.\n"
         )
+
+    if r.get("io"):
+        parts.append(io_table(results))
 
     scl = r.get("scaling", {})
     if scl:

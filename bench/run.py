@@ -3,6 +3,7 @@
     .venv/bin/python bench/run.py                       # everything (make bench)
     .venv/bin/python bench/run.py --quick               # small N, 1 repetition: harness check
     .venv/bin/python bench/run.py --only throughput,precision --subjects ours,procrastinate --dbs pg
+    .venv/bin/python bench/run.py --only peers-new [--quick] --no-docs   # stamp + io: ours and the new peers
     .venv/bin/python bench/run.py --from-json bench/results/X.json --no-docs   # print the tables again
 
 Every subject runs as subprocesses (its own worker command) against its own
@@ -10,7 +11,7 @@ database; the harness measures from outside, through the database: the
 frameworks' own start/finish columns for throughput, and a shared bench-only
 task that records ``time.time()`` as its first statement for timing.
 Results: stdout, bench/results/<stamp>.json, docs/BENCHMARKS.md (generated
-section, opening with the Targets tables of issues #28 and #15: every target
+section, opening with the Targets tables of issues #37, #28 and #15: every target
 as a ratio of numbers measured in this run) and docs/SCALING.md (generated
 section).
 Measurement names for --only: ALL_MEASUREMENTS below; bench/README.md says
@@ -53,6 +54,7 @@ ALL_MEASUREMENTS = [
     "floor",
     "throughput",
     "stamp",
+    "io",
     "logging",
     "joblog",
     "precision",
@@ -84,6 +86,7 @@ OURS_ONLY = {
 PG_ONLY = {
     "floor",
     "stamp",
+    "io",
     "scale",
     "scaling",
     "logging",
@@ -98,11 +101,23 @@ NOOP = "scheduler_app.demo.tasks.noop"  # the task of every throughput run unles
 BENCH_NOOP = "bench.benchapp.tasks.noop"
 LOG_ONE = "bench.benchapp.tasks.log_one"
 ALL_SUBJECTS = ["ours", "dtdb", "procrastinate", "djangoq"]
+# Peers that are not Django apps (bench/drivers/pgpeers.py): measured in ``stamp`` (and pgqueuer in
+# ``io``) only. ``--subjects peers-new`` names them all; ``--only peers-new`` runs ``stamp`` and ``io``
+# for this project and them.
+NEW_PEERS = ["pgqueuer", "oban", "chancy", "dbos"]
+SUBJECT_GROUPS = {"peers-new": NEW_PEERS}
+MEASUREMENT_GROUPS = {"peers-new": ["stamp", "io"]}
+IO_TASK = "bench.benchapp.tasks.io_sleep"  # await asyncio.sleep(0.05)
+IO_QUEUE = "io:200:async"  # rundispatcher --queue of the io measurement (--io-queue)
 LABEL = {
     "ours": "this project",
     "dtdb": "django-tasks-db 0.13.0",
     "procrastinate": "procrastinate 3.10.0",
     "djangoq": "django-q2 1.11.1 (ORM)",
+    "pgqueuer": "pgqueuer 1.6.0",
+    "oban": "oban 0.7.0 (Python)",
+    "chancy": "chancy 0.26.0",
+    "dbos": "DBOS 3.4.0",
 }
 SQLITE_OK = {"ours", "dtdb", "djangoq"}  # procrastinate is PostgreSQL-only
 
@@ -295,6 +310,7 @@ class Subject:
     done_sql = ""
     times_sql = ""
     reset_sql = ()
+    variants = ("default", "c4")  # the configurations of ``stamp`` (peers)
 
     def __init__(self, kind):
         self.kind = kind
@@ -331,6 +347,10 @@ class Subject:
     def variant_label(self, variant):
         return "default" if variant == "default" else "concurrency 4"
 
+    def stamp_n(self, ctx, variant):
+        """N of this peer's ``stamp`` run in ``variant``."""
+        return ctx.peer_n_for(self.name)
+
 
 class Ours(Subject):
     name = "ours"
@@ -352,13 +372,14 @@ class Ours(Subject):
     def driver(self, *args, env=None, timeout=1800):
         return run_driver([OURS_PY, os.path.join(BENCH, "drivers", "ours.py"), *args], env or self.env(), timeout)
 
-    def workers(self, variant, tag, slots=4, count=1, stats_prefix=None, log_level="WARNING", env=None):
+    def workers(self, variant, tag, slots=4, count=1, stats_prefix=None, log_level="WARNING", env=None, args=()):
+        """``args``: more arguments of ``rundispatcher`` (the io measurement's ``--queue``)."""
         procs = []
         for i in range(count):
             extra = dict(env or {})
             if stats_prefix:
                 extra["BENCH_CLAIM_STATS"] = f"{stats_prefix}-{i}.json"
-            argv = [OURS_PY, os.path.join(BENCH, "drivers", "ours_dispatch.py"), "--concurrency", str(slots)]
+            argv = [OURS_PY, os.path.join(BENCH, "drivers", "ours_dispatch.py"), "--concurrency", str(slots), *args]
             procs.append(Proc(argv, self.env(log_level=log_level, **extra), f"{tag}-{i}"))
         return procs
 
@@ -441,7 +462,116 @@ class DjangoQ(Peer):
         return f"default ({os.cpu_count()} workers)" if variant == "default" else "4 workers"
 
 
-SUBJECT_CLASSES = {"ours": Ours, "dtdb": DTDB, "procrastinate": Procrastinate, "djangoq": DjangoQ}
+class PgPeer(Subject):
+    """A peer that is not a Django app (bench/drivers/pgpeers.py, its jobs in bench/peers/), PostgreSQL only."""
+
+    def env(self, **extra):
+        e = dict(os.environ)
+        e.update(PEER=self.name, BENCH_DSN=self.db.url, PYTHONPATH=ROOT)
+        e.pop("VIRTUAL_ENV", None)
+        e.pop("DJANGO_SETTINGS_MODULE", None)
+        e.update({k: str(v) for k, v in extra.items()})
+        return e
+
+    def driver(self, *args, env=None, timeout=1800):
+        return run_driver([PEERS_PY, os.path.join(BENCH, "drivers", "pgpeers.py"), *args], env or self.env(), timeout)
+
+    def command(self, variant):
+        raise NotImplementedError
+
+    def workers(self, variant, tag):
+        return [Proc(self.command(variant), self.env(PEER_VARIANT=variant), tag)]
+
+
+class PgQueuer(PgPeer):
+    name = "pgqueuer"
+    reset_sql = ("TRUNCATE pgqueuer, pgqueuer_log, pgqueuer_statistics",)
+    done_sql = "SELECT count(*) FROM pgqueuer_log WHERE status IN ('successful', 'exception')"
+    # 'picked' is logged by the claim statement, 'successful' when the finished batch is written.
+    times_sql = (
+        "SELECT min(created) FILTER (WHERE status = 'picked'), "
+        "max(created) FILTER (WHERE status IN ('successful', 'exception')) FROM pgqueuer_log"
+    )
+
+    def command(self, variant):
+        argv = [os.path.join(PEERS_VENV, "bin", "pgq"), "--pg-dsn", self.db.url, "run", "bench.peers.pgq_app:main"]
+        if variant == "c4":
+            # pgqueuer requires the cap to be at least twice the batch.
+            argv += ["--max-concurrent-tasks", "4", "--batch-size", "2"]
+        return argv
+
+    def variant_label(self, variant):
+        return (
+            "default (`pgq run`: batch 10, no cap)"
+            if variant == "default"
+            else "`--max-concurrent-tasks 4 --batch-size 2`"
+        )
+
+
+class Oban(PgPeer):
+    name = "oban"
+    reset_sql = ("DELETE FROM oban_jobs",)
+    done_sql = "SELECT count(*) FROM oban_jobs WHERE state IN ('completed', 'discarded')"
+    times_sql = "SELECT min(attempted_at), max(completed_at) FROM oban_jobs"
+
+    def command(self, variant):
+        limit = 10 if variant == "default" else 4
+        return [os.path.join(PEERS_VENV, "bin", "oban"), "start", "--dsn", self.db.url, "--queues", f"default:{limit}"]
+
+    def variant_label(self, variant):
+        return "`oban start --queues default:10` (its docs)" if variant == "default" else "`--queues default:4`"
+
+
+class Chancy(PgPeer):
+    name = "chancy"
+    reset_sql = ("DELETE FROM chancy_jobs",)
+    done_sql = "SELECT count(*) FROM chancy_jobs WHERE state IN ('succeeded', 'failed')"
+    times_sql = "SELECT min(started_at), max(completed_at) FROM chancy_jobs"
+
+    def command(self, variant):
+        return [PEERS_PY, "-m", "bench.peers.chancy_app"]
+
+    def variant_label(self, variant):
+        if variant == "default":
+            return "`Queue(concurrency=10)` as its guide declares it (process executor, polls every 5 s)"
+        return "`Queue(concurrency=4, eager_polling=True)`"
+
+    def stamp_n(self, ctx, variant):
+        # At its documented setting a backlog drains 10 jobs per 5 s poll: a short row. With eager
+        # polling it runs tens of jobs a second: a quarter of the jobs keeps the run short.
+        return ctx.slow_peer_n if variant == "default" else max(1, ctx.peer_n_for(self.name) // 4)
+
+
+class Dbos(PgPeer):
+    name = "dbos"
+    reset_sql = ("DELETE FROM dbos.workflow_status WHERE queue_name = 'bench'",)
+    done_sql = "SELECT count(*) FROM dbos.workflow_status WHERE queue_name = 'bench' AND status IN ('SUCCESS', 'ERROR')"
+    times_sql = (
+        "SELECT to_timestamp(min(started_at_epoch_ms) / 1000.0), to_timestamp(max(updated_at) / 1000.0) "
+        "FROM dbos.workflow_status WHERE queue_name = 'bench' AND status IN ('SUCCESS', 'ERROR')"
+    )
+    variants = ("c4",)
+
+    def command(self, variant):
+        return [PEERS_PY, "-m", "bench.peers.dbos_app"]
+
+    def variant_label(self, variant):
+        return "`worker_concurrency=4` (polls once a second)"
+
+    def stamp_n(self, ctx, variant):
+        return ctx.slow_peer_n
+
+
+SUBJECT_CLASSES = {
+    "ours": Ours,
+    "dtdb": DTDB,
+    "procrastinate": Procrastinate,
+    "djangoq": DjangoQ,
+    "pgqueuer": PgQueuer,
+    "oban": Oban,
+    "chancy": Chancy,
+    "dbos": Dbos,
+}
 
 
 def stop_all(procs):
@@ -467,6 +597,7 @@ def throughput_once(
     env=None,
     stamp=False,
     enqueue_args=(),
+    worker_args=(),
 ):
     """Enqueue n due no-op jobs (ours: or of ``task``; with ``stamp``: ``stamp(key, due)`` jobs, any
     subject), start the worker(s), wait for the last to finish.
@@ -486,7 +617,14 @@ def throughput_once(
     spawn = time.time()
     if isinstance(subj, Ours):
         procs = subj.workers(
-            variant, tag, slots=slots, count=count, stats_prefix=stats_prefix, log_level=log_level, env=env
+            variant,
+            tag,
+            slots=slots,
+            count=count,
+            stats_prefix=stats_prefix,
+            log_level=log_level,
+            env=env,
+            args=worker_args,
         )
     else:
         procs = subj.workers(variant, tag)
@@ -664,23 +802,41 @@ def m_stamp(ctx):
     """Jobs that do a little work: N due ``stamp`` jobs (one INSERT into bench_stamp each, bench/stamps.py),
     ours with 4 slots, each peer at its default and at concurrency 4 (its own worker command), on
     PostgreSQL; N as in ``throughput``. Repetition-major, the order rotated: every repetition runs
-    every configuration back to back."""
+    every configuration back to back. Ours also at 16 slots (the best of ours is a target's input);
+    each peer in its ``variants`` (DBOS: concurrency 4 only), N by its ``stamp_n``."""
     variants = {}
     if "ours" in ctx.subjects:
-        variants["ours/pg/slots=4"] = {"subject": "ours", "variant": "default", "n": ctx.curve_n, "label": "4 slots"}
-    for name in ctx.peers:
-        for variant in ("default", "c4"):
+        for slots in ctx.stamp_slots:
+            variants[f"ours/pg/slots={slots}"] = {
+                "subject": "ours",
+                "variant": "default",
+                "slots": slots,
+                "n": ctx.curve_n,
+                "label": f"{slots} slots",
+            }
+    for name in ctx.stamp_peers:
+        cls = SUBJECT_CLASSES[name]
+        for variant in cls.variants:
+            probe = cls("pg")
             variants[f"{name}/pg/{variant}"] = {
                 "subject": name,
                 "variant": variant,
-                "n": ctx.peer_n_for(name),
-                "label": SUBJECT_CLASSES[name]("pg").variant_label(variant),
+                "n": probe.stamp_n(ctx, variant),
+                "label": probe.variant_label(variant),
             }
 
     def run(v, r):
         spec = variants[v]
         subj = ctx.subject(spec["subject"], "pg")
-        res = throughput_once(subj, spec["n"], spec["variant"], f"stamp-{v.replace('/', '-')}-{r}", slots=4, stamp=True)
+        res = throughput_once(
+            subj,
+            spec["n"],
+            spec["variant"],
+            f"stamp-{v.replace('/', '-')}-{r}",
+            slots=spec.get("slots", 4),
+            stamp=True,
+            timeout=60 + spec["n"] / 5,
+        )
         res["stamped"] = subj.db.q("SELECT count(*) FROM bench_stamp")[0][0]  # the work was done
         if spec["subject"] == "ours":
             res |= delay_stats(claim_to_start_ms(subj))  # under a backlog: every slot refilled at once
@@ -699,6 +855,69 @@ def m_stamp(ctx):
                 else ""
             )
         )
+    return out
+
+
+def io_once(ctx, name, tag):
+    """One run of the I/O-bound scenario: ``io_n`` due jobs that ``await asyncio.sleep(0.05)``; ours on an
+    async queue (``rundispatcher --queue io:200:async``), pgqueuer at its defaults. Where ours has no
+    async lane (its dispatcher refuses the queue, its backend the task, or the jobs do not succeed)
+    the run says so in ``unavailable`` instead of a rate."""
+    subj = ctx.subject(name, "pg")
+    if name != "ours":
+        return throughput_once(subj, ctx.io_n, "default", tag, task="io")
+    try:
+        res = throughput_once(
+            subj,
+            ctx.io_n,
+            "default",
+            tag,
+            task=IO_TASK,
+            enqueue_args=("--queue", "io"),
+            worker_args=("--queue", ctx.io_queue),
+            timeout=60 + ctx.io_n / 20,
+        )
+    except RuntimeError as exc:
+        reason = last_line(os.path.join(LOGS, f"{tag}-0.log")) or str(exc).splitlines()[0]
+        return {"unavailable": reason[:300], "jobs_per_s": None, "jobs_per_s_wall": None}
+    res["succeeded"] = subj.db.q("SELECT count(*) FROM scheduler_app_job WHERE status = 'succeeded'")[0][0]
+    if res["succeeded"] < ctx.io_n:
+        res["unavailable"] = f"{res['succeeded']} of {ctx.io_n} jobs succeeded"
+        res["jobs_per_s"] = res["jobs_per_s_wall"] = None
+    return res
+
+
+def last_line(path):
+    """The last non-blank line of a log (why a worker exited), or ''."""
+    try:
+        with open(path, errors="replace") as f:
+            lines = [x.strip() for x in f if x.strip()]
+    except OSError:
+        return ""
+    return lines[-1] if lines else ""
+
+
+def m_io(ctx):
+    """I/O-bound async jobs: ``io_n`` due jobs of ``await asyncio.sleep(0.05)``, this project's async lane
+    at 200 against pgqueuer at its defaults (PostgreSQL); alternating like ``stamp``."""
+    variants = {}
+    if "ours" in ctx.subjects:
+        variants[f"ours/pg/{ctx.io_queue}"] = {"subject": "ours", "label": f"`rundispatcher --queue {ctx.io_queue}`"}
+    if "pgqueuer" in ctx.stamp_peers:
+        variants["pgqueuer/pg/default"] = {"subject": "pgqueuer", "label": PgQueuer("pg").variant_label("default")}
+    if not variants:
+        return {}
+    out = interleaved(
+        ctx,
+        variants,
+        lambda v, r: io_once(ctx, variants[v]["subject"], f"io-{v.replace('/', '-').replace(':', '-')}-{r}"),
+    )
+    for v, o in out.items():
+        o["n"] = ctx.io_n
+        reasons = [x["unavailable"] for x in o["reps"] if x.get("unavailable")]
+        if reasons:
+            o["unavailable"] = reasons[0]
+        log(f"  io {v}: " + (f"not available ({reasons[0]})" if reasons else f"{fmt_s(o['jobs_per_s'])} jobs/s"))
     return out
 
 
@@ -744,7 +963,7 @@ def pack(reps):
     return {
         "jobs_per_s": summary([r["jobs_per_s"] for r in reps]),
         "jobs_per_s_wall": summary([r["jobs_per_s_wall"] for r in reps]),
-        "complete": all(r["complete"] for r in reps),
+        "complete": all(r.get("complete", False) for r in reps),
         "reps": reps,
     }
 
@@ -806,7 +1025,7 @@ def m_precision(ctx):
     out = {}
     for kind in ctx.dbs:
         for name in ctx.subjects:
-            if kind == "sqlite" and name != "ours":
+            if (kind == "sqlite" and name != "ours") or name in NEW_PEERS:
                 continue
             subj = ctx.subject(name, kind)
             reps = [
@@ -1001,7 +1220,7 @@ def m_pickup(ctx):
     out = {}
     for kind in ctx.dbs:
         for name in ctx.subjects:
-            if kind == "sqlite" and name != "ours":
+            if (kind == "sqlite" and name != "ours") or name in NEW_PEERS:
                 continue
             subj = ctx.subject(name, kind)
             vias = ["orm", "api", "inproc"] if name == "ours" else ["enqueue"]
@@ -1170,7 +1389,7 @@ def m_enqueue(ctx):
     back to back, so drift in the machine's commit latency hits them alike."""
     out = {}
     for kind in ctx.dbs:
-        names = [n for n in ctx.subjects if kind == "pg" or n in SQLITE_OK]
+        names = [n for n in ctx.subjects if (kind == "pg" or n in SQLITE_OK) and n not in NEW_PEERS]
         subjects = {n: ctx.subject(n, kind) for n in names}
         reps = {n: [] for n in names}
         server = ApiServer(subjects["ours"]) if "ours" in subjects else None
@@ -1314,9 +1533,23 @@ class Ctx:
         self.args = args
         self.quick = args.quick
         self.reps = args.reps or (1 if args.quick else 3)
-        self.only = args.only.split(",") if args.only else ALL_MEASUREMENTS
-        self.subjects = args.subjects.split(",") if args.subjects else ALL_SUBJECTS
-        self.peers = [s for s in self.subjects if s != "ours"]
+        only = args.only.split(",") if args.only else ALL_MEASUREMENTS
+        self.only = [m for name in only for m in MEASUREMENT_GROUPS.get(name, [name])]
+        if args.subjects:
+            subjects = args.subjects.split(",")
+        elif "peers-new" in only:
+            subjects = ["ours", "peers-new"]
+        else:
+            subjects = ALL_SUBJECTS + NEW_PEERS
+        self.subjects = list(dict.fromkeys(s for name in subjects for s in SUBJECT_GROUPS.get(name, [name])))
+        unknown = [s for s in self.subjects if s not in SUBJECT_CLASSES] + [
+            m for m in self.only if m not in ALL_MEASUREMENTS
+        ]
+        if unknown:
+            raise SystemExit(f"unknown subject or measurement: {', '.join(unknown)}")
+        # The Django peers (every measurement) and every peer (stamp, io).
+        self.peers = [s for s in self.subjects if s != "ours" and s not in NEW_PEERS]
+        self.stamp_peers = [s for s in self.subjects if s != "ours"]
         self.dbs = args.dbs.split(",")
         q = args.quick
         self.ours_ns = [int(x) for x in args.ours_n.split(",")] if args.ours_n else [500] if q else [5000, 50000]
@@ -1327,6 +1560,11 @@ class Ctx:
         self.workflow_n = 500 if q else 10_000
         self.sqlite_curve = not q
         self.peer_n = 200 if q else args.peer_n
+        # The peers that drain a backlog a few jobs a second (chancy at its documented setting, DBOS).
+        self.slow_peer_n = 12 if q else args.slow_peer_n
+        self.stamp_slots = [4, 16]  # ours in ``stamp``
+        self.io_n = 500 if q else 5000
+        self.io_queue = args.io_queue
         # django-q2 runs ~35 jobs/s here: half the jobs keeps a full run under an hour.
         self.peer_n_overrides = {} if q else {"djangoq": max(1, args.peer_n // 2)}
         self.big_reps = 1 if q else args.big_reps
@@ -1420,36 +1658,50 @@ def machine():
 
 
 def ensure_peers_venv(needed):
-    if not needed or os.path.exists(PEERS_PY):
+    """Create bench/.venv-peers when missing, and install requirements-peers.txt into it whenever the
+    file differs from what was last installed there (a venv made before a peer was added gets it)."""
+    if not needed:
         return
-    py = subprocess.run(
-        [os.path.join(ROOT, "scripts", "find-python")], capture_output=True, text=True, check=True
-    ).stdout.strip()
-    log(f"creating {PEERS_VENV} with {py}")
-    subprocess.run([py, "-m", "venv", PEERS_VENV], check=True)
+    requirements = os.path.join(BENCH, "requirements-peers.txt")
+    marker = os.path.join(PEERS_VENV, "installed-requirements.txt")
+    with open(requirements) as f:
+        wanted = f.read()
+    if os.path.exists(PEERS_PY) and os.path.exists(marker):
+        with open(marker) as f:
+            if f.read() == wanted:
+                return
+    if not os.path.exists(PEERS_PY):
+        py = subprocess.run(
+            [os.path.join(ROOT, "scripts", "find-python")], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        log(f"creating {PEERS_VENV} with {py}")
+        subprocess.run([py, "-m", "venv", PEERS_VENV], check=True)
+    log(f"installing {requirements} into {PEERS_VENV}")
     subprocess.run(
-        [
-            PEERS_PY,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "-r",
-            os.path.join(BENCH, "requirements-peers.txt"),
-        ],
-        check=True,
+        [PEERS_PY, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r", requirements], check=True
     )
+    with open(marker, "w") as f:
+        f.write(wanted)
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="small N, 1 repetition (harness check)")
-    p.add_argument("--only", default="", help=f"comma list of {','.join(ALL_MEASUREMENTS)}")
-    p.add_argument("--subjects", default="", help=f"comma list of {','.join(ALL_SUBJECTS)}")
+    p.add_argument(
+        "--only",
+        default="",
+        help=f"comma list of {','.join(ALL_MEASUREMENTS)}; peers-new = stamp,io (ours + new peers)",
+    )
+    p.add_argument(
+        "--subjects",
+        default="",
+        help=f"comma list of {','.join(ALL_SUBJECTS + NEW_PEERS)}; peers-new = {','.join(NEW_PEERS)}",
+    )
     p.add_argument("--dbs", default="pg,sqlite", help="pg,sqlite")
     p.add_argument("--reps", type=int, default=0, help="repetitions (default 3; 1 with --quick)")
     p.add_argument("--peer-n", type=int, default=2000, help="jobs per peer throughput run")
+    p.add_argument("--slow-peer-n", type=int, default=40, help="jobs per stamp run of chancy's default and DBOS")
+    p.add_argument("--io-queue", default=IO_QUEUE, help=f"rundispatcher --queue of the io measurement ({IO_QUEUE})")
     p.add_argument("--big-reps", type=int, default=1, help="repetitions of the 50,000-job run")
     p.add_argument("--sqlite-big", action="store_true", help="also run 50,000 jobs on SQLite")
     p.add_argument("--ours-n", default="", help="this project's throughput runs: comma list of N (default 5000,50000)")
@@ -1470,7 +1722,7 @@ def main():
             results = json.load(f)
     else:
         ctx = Ctx(args)
-        ensure_peers_venv(bool(ctx.peers))
+        ensure_peers_venv(bool(ctx.stamp_peers))
         results = {
             "command": command,
             "started": datetime.now(UTC).isoformat(timespec="seconds"),

@@ -35,6 +35,14 @@ def log_one(*args, **kwargs):
 
 
 @task
+async def io_sleep(*args, **kwargs):
+    """The I/O-bound job of bench/run.py ``io``: ``await asyncio.sleep(0.05)`` (served by an async queue)."""
+    import asyncio
+
+    await asyncio.sleep(0.05)
+
+
+@task
 def sleep_until(until):
     """Hold a slot until the epoch ``until`` (precision with busy slots: ``precision_busy``)."""
     import time

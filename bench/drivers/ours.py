@@ -46,7 +46,11 @@ def cmd_enqueue_noop(args):
 
     t0 = time.perf_counter()
     at = None if args.future is None else dt(time.time() + args.future)
-    base = {"task": STAMP if args.stamp else args.task} | ({} if at is None else {"execute_at": at})
+    base = (
+        {"task": STAMP if args.stamp else args.task}
+        | ({} if at is None else {"execute_at": at})
+        | ({} if args.queue is None else {"queue": args.queue})
+    )
     due = time.time()
     done = 0
     while done < args.n:
@@ -212,6 +216,7 @@ def cmd_explain(args):
     from scheduler_app import lifecycle
     from scheduler_app.models import Job
     from scheduler_app.runtime.store import DjangoStore
+    from scheduler_app.vocabulary.claims import ClaimRequest
 
     now = datetime.now(tz=UTC)
     queues = ["default", "slow"]
@@ -236,7 +241,7 @@ def cmd_explain(args):
         return execute(statement, params, many, context)
 
     with transaction.atomic(), connection.execute_wrapper(capture):
-        lifecycle.claim("bench-explain", queues=queues, limit=4, lease=30, now=now)
+        lifecycle.claim(ClaimRequest("bench-explain", tuple(queues), 4, 30.0, now))
         transaction.set_rollback(True)
     claim_sql, claim_params = captured[-1]
     queries = {
@@ -287,6 +292,25 @@ def cmd_set_limits(args):
     emit({"queue": args.queue})
 
 
+def put_back(store):
+    """``store.release`` for claim-timing loops, then the attempts taken back at once.
+
+    Released attempts stay unclaimable until their dispatcher's process is
+    gone (``lifecycle.take_back``); this process runs none of them, so they
+    are put back to pending here, where the lifecycle has that step.
+    """
+    from datetime import UTC, datetime
+
+    from scheduler_app import sql
+
+    def release(jobs, now):
+        store.release(jobs, now)
+        if hasattr(sql, "take_back"):
+            sql.take_back([job.id for job in jobs], now=datetime.fromtimestamp(now, tz=UTC))
+
+    return release
+
+
 def cmd_claim_cost(args):
     """Time the dispatcher's claim of 4 due jobs, by query, on its own connection: plain and limited.
 
@@ -301,6 +325,7 @@ def cmd_claim_cost(args):
     lifecycle.enqueue_many([{"task": NOOP}] * args.n, max_size=None)
     store = DjangoStore("bench-claims", lease=30)
     queues = {"default"}
+    release = put_back(store)
     variants = {
         "plain (no limits)": ({}, lambda now: store.claim(queues, 4, now)),
         "concurrency_limit": ({"concurrency_limit": 1000}, lambda now: store.claim_limited(queues, 4, now)[0]),
@@ -322,7 +347,7 @@ def cmd_claim_cost(args):
             jobs = claim(now)
             elapsed = (time.perf_counter() - t) * 1000
             assert len(jobs) == 4, (name, len(jobs))
-            store.release(jobs, now)
+            release(jobs, now)
             if i >= args.warmup:
                 times.append(elapsed)
         QueueStart.objects.all().delete()
@@ -344,6 +369,7 @@ def main():
     s.add_argument("--stamp", action="store_true", help="stamp(key, due) jobs (bench/stamps.py)")
     s.add_argument("--keys", type=int, default=None, help="concurrency keys: 0 = one per job; K = K keys in turn")
     s.add_argument("--key-limit", type=int, default=1)
+    s.add_argument("--queue", default=None, help="the jobs' queue (default: the task's)")
     s = sub.add_parser("enqueue_stamps")
     s.add_argument("--n", type=int, default=200)
     s.add_argument("--first", type=float, default=3.0)
