@@ -1,0 +1,129 @@
+"""The asyncio lane (``mode: "async"``): ``async def`` tasks of an async queue on one event loop per dispatcher.
+
+A dispatcher on a thread of the test (``dispatcher_thread``), the database
+real: many attempts overlap on one loop thread, a timeout and a cancel cancel
+the coroutine for real and are recorded as on a thread, logs and progress
+are written while they run, a sync task sent to an async queue runs on a
+worker thread.
+"""
+
+import threading
+
+import pytest
+
+from scheduler_app import lifecycle
+from scheduler_app.models import Job, JobLog
+from scheduler_app.vocabulary.policy import TIMEOUT_CLASS
+from tests.plumbing import dispatcher_thread, wait_for
+from tests.testapp import tasks
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+T = "tests.testapp.tasks."
+
+
+@pytest.fixture
+def seen():
+    tasks.lane_seen.clear()
+    yield tasks.lane_seen
+    tasks.lane_seen.clear()
+
+
+def lane(slots=200, **options):
+    """A dispatcher whose "other" queue is async, with ``slots`` of its own, and one thread slot for "default"."""
+    groups = {"other": ({"other"}, slots), "default": ({"default"}, 1)}
+    return dispatcher_thread(groups, async_queues={"other"}, **options)
+
+
+def statuses(jobs):
+    return [Job.objects.get(pk=job.pk).status for job in jobs]
+
+
+def test_a_hundred_async_jobs_overlap_on_one_loop_thread(seen):
+    jobs = lifecycle.enqueue_many(
+        [{"task": T + "async_overlap", "args": ["many", 2.0], "queue": "other"} for _ in range(100)]
+    )
+    with lane() as dispatcher:
+        done = lambda: set(statuses(jobs)) == {"succeeded"}  # noqa: E731
+        assert wait_for(done, 120), statuses(jobs)
+        threads = set(dispatcher.pool.live_threads())
+    assert len(seen["many"]["threads"]) == 1
+    # Every one ran on the lane's thread, none on a worker thread of the pool (it started none).
+    assert not [t for t in threads if t.name.startswith("scheduler-other-")]
+    # They overlapped: far more than one at a time (all 100 when the claims keep up).
+    assert seen["many"]["most"] > 10
+
+
+def test_a_timeout_cancels_the_coroutine_and_is_recorded_as_on_a_thread(seen):
+    job, _ = lifecycle.enqueue(T + "async_waits", ["late", 60.0], queue="other", timeout=1, max_attempts=1)
+    with lane():
+        assert wait_for(lambda: Job.objects.get(pk=job.pk).status == "failed", 60)
+        # The coroutine itself was cancelled: CancelledError reached it.
+        assert wait_for(lambda: seen["late"]["cancelled"] == 1, 30)
+    job.refresh_from_db()
+    assert [e["exception_class"] for e in job.errors] == [TIMEOUT_CLASS]
+    assert seen["late"]["ended"] == 0
+
+
+def test_a_timed_out_attempt_with_attempts_left_is_retried(seen):
+    job, _ = lifecycle.enqueue(T + "async_waits", ["again", 60.0], queue="other", timeout=1, max_attempts=2)
+    with lane():
+        assert wait_for(lambda: Job.objects.get(pk=job.pk).attempts == 2, 60)
+        assert wait_for(lambda: Job.objects.get(pk=job.pk).status == "failed", 60)
+    job.refresh_from_db()
+    assert [e["exception_class"] for e in job.errors] == [TIMEOUT_CLASS, TIMEOUT_CLASS]
+    assert seen["again"]["cancelled"] == 2
+
+
+def test_an_operator_cancel_cancels_the_running_coroutine(seen):
+    job, _ = lifecycle.enqueue(T + "async_waits", ["stop", 60.0], queue="other", max_attempts=3)
+    with lane():
+        assert wait_for(lambda: "stop" in seen and Job.objects.get(pk=job.pk).status == "running", 60)
+        lifecycle.cancel(job.pk)
+        assert wait_for(lambda: Job.objects.get(pk=job.pk).status == "cancelled", 60)
+    assert seen["stop"]["cancelled"] == 1 and seen["stop"]["ended"] == 0
+    job.refresh_from_db()
+    assert job.attempts == 1
+
+
+def test_logs_are_written_while_the_coroutine_runs(seen):
+    job, _ = lifecycle.enqueue(T + "async_waits", ["logs", 60.0], queue="other", max_attempts=1)
+    with lane():
+        # The flusher writes it within a second or so, while the attempt still awaits.
+        line = lambda: JobLog.objects.filter(job_id=job.pk, message="async logs waiting").exists()  # noqa: E731
+        assert wait_for(line, 60)
+        assert Job.objects.get(pk=job.pk).status == "running"
+        lifecycle.cancel(job.pk)
+        assert wait_for(lambda: Job.objects.get(pk=job.pk).status == "cancelled", 60)
+    assert JobLog.objects.filter(job_id=job.pk, message="async logs waiting").count() == 1
+
+
+def test_progress_on_the_loop_and_awaited():
+    job, _ = lifecycle.enqueue(T + "async_progress", [3], queue="other", max_attempts=1)
+    with lane():
+        assert wait_for(lambda: Job.objects.get(pk=job.pk).status == "succeeded", 60)
+    job.refresh_from_db()
+    assert job.result is True
+    assert job.progress["current"] == 3 and job.progress["message"] == "awaited"
+    messages = list(JobLog.objects.filter(job_id=job.pk).values_list("message", flat=True))
+    assert messages == ["progress written: True"]
+
+
+def test_a_sync_task_on_an_async_queue_runs_on_a_worker_thread(seen):
+    sync_job, _ = lifecycle.enqueue(T + "thread_name", queue="other", max_attempts=1)
+    async_job, _ = lifecycle.enqueue(T + "async_overlap", ["one", 0.0], queue="other", max_attempts=1)
+    with lane():
+        done = lambda: statuses([sync_job, async_job]) == ["succeeded", "succeeded"]  # noqa: E731
+        assert wait_for(done, 60), statuses([sync_job, async_job])
+    sync_job.refresh_from_db()
+    assert sync_job.result.startswith("scheduler-other-")  # a worker thread of the queue's slot group
+    assert seen["one"]["threads"] != {threading.get_ident()}
+
+
+def test_an_async_task_of_a_thread_queue_still_runs_on_a_thread():
+    job, _ = lifecycle.enqueue(T + "async_add", [2, 3], queue="default", max_attempts=1)
+    with lane() as dispatcher:
+        assert wait_for(lambda: Job.objects.get(pk=job.pk).status == "succeeded", 60)
+        assert dispatcher.pool._lane.live_thread() is None  # the lane never started
+    job.refresh_from_db()
+    assert job.result == 5
