@@ -14,7 +14,7 @@ import pytest
 from scheduler_app import lifecycle
 from scheduler_app.models import Job, JobLog
 from scheduler_app.vocabulary.policy import TIMEOUT_CLASS
-from tests.plumbing import dispatcher_thread, wait_for
+from tests.plumbing import dispatcher_thread, manage_in_process, wait_for
 from tests.testapp import tasks
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -127,3 +127,25 @@ def test_an_async_task_of_a_thread_queue_still_runs_on_a_thread():
         assert dispatcher.pool._lane.live_thread() is None  # the lane never started
     job.refresh_from_db()
     assert job.result == 5
+
+
+def test_the_command_line_makes_a_queue_async_and_the_banner_says_so():
+    job, _ = lifecycle.enqueue(T + "async_thread_name", queue="other", max_attempts=1)
+    code, out, err = manage_in_process("rundispatcher", "--burst", "--queue", "other:5:async", "--queue", "default")
+    assert code in (0, None), err
+    assert "on an asyncio loop: other" in out and "other:5" in out, out
+    job.refresh_from_db()
+    assert job.status == "succeeded" and job.result == "scheduler-asyncio"
+
+
+def test_the_setting_makes_a_queue_async(settings):
+    settings.SCHEDULER = {**settings.SCHEDULER, "QUEUES": {"other": {"mode": "async"}}}
+    on_lane, _ = lifecycle.enqueue(T + "async_thread_name", queue="other", max_attempts=1)
+    on_thread, _ = lifecycle.enqueue(T + "async_thread_name", queue="default", max_attempts=1)
+    code, out, err = manage_in_process("rundispatcher", "--burst")
+    assert code in (0, None), err
+    assert "on an asyncio loop: other" in out, out
+    on_lane.refresh_from_db()
+    on_thread.refresh_from_db()
+    assert on_lane.result == "scheduler-asyncio"
+    assert on_thread.status == "succeeded" and on_thread.result != "scheduler-asyncio"  # asgiref's, for a thread

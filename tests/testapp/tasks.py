@@ -631,3 +631,10 @@ async def async_ticker(context, marker_dir, seconds=2.0):
 def thread_name():
     """Return the name of the thread that runs it."""
     return threading.current_thread().name
+
+
+@task
+async def async_thread_name():
+    """Return the name of the thread whose loop runs it."""
+    await asyncio.sleep(0)
+    return threading.current_thread().name
