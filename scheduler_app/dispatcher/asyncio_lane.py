@@ -49,7 +49,7 @@ class AsyncLane:
         self._loop = None
         self._thread = None
         self._closed = False  # start nothing more (the pool closed, or the lane)
-        self._tasks = {}  # token -> [job id, asyncio.Task, cancelled]; the lane's thread only
+        self._tasks = {}  # token -> _Attempt; the lane's thread only
 
     def takes(self, job):
         """Return whether ``job``'s attempt runs on this lane (else on a worker thread)."""
@@ -146,10 +146,11 @@ class AsyncLane:
         # A context of its own, empty as a fresh thread's (not the dispatcher's, which handed it over).
         coroutine = self._attempt(token, job, cancel_event, deadline, refuse, done)
         task = self._loop.create_task(coroutine, context=contextvars.Context())
-        self._tasks[token] = [job.id, task, False]
+        self._tasks[token] = _Attempt(job.id, task, cancel_event)
 
     async def _attempt(self, token, job, cancel_event, deadline, refuse, done):
         outcome = error = None
+        self._tasks[token].started = True
         try:
             outcome = refuse(job, time.time()) if refuse is not None else None
             if outcome is None:
@@ -164,18 +165,36 @@ class AsyncLane:
 
     def _cancel(self, token):
         entry = self._tasks.get(token)
-        if entry is not None and not entry[2]:
-            # Once: a cancel, its deadline, a lost lease and the hand-back may all come; the attempt ends at the first.
-            entry[2] = True
-            entry[1].cancel()
+        if entry is None or entry.cancelled:
+            return
+        # Once: a cancel, its deadline, a lost lease and the hand-back may all come; the attempt ends at the first.
+        entry.cancelled = True
+        entry.cancel_event.set()
+        if entry.started:
+            entry.task.cancel()
+        # Else the flag stops it as it starts (``Executor.prepare``): a task cancelled before its first step
+        # would end without a word (CancelledError thrown in before any handler).
 
     async def _cancel_jobs(self, ids, wait):
         """Cancel the tasks of job ``ids`` (None: all); return how many had not ended ``wait`` seconds later."""
-        tokens = [token for token, entry in self._tasks.items() if ids is None or entry[0] in ids]
-        tasks = [self._tasks[token][1] for token in tokens]
+        tokens = [token for token, entry in self._tasks.items() if ids is None or entry.job_id in ids]
+        tasks = [self._tasks[token].task for token in tokens]
         for token in tokens:
             self._cancel(token)
         if not tasks:
             return 0
         _, pending = await asyncio.wait(tasks, timeout=wait)
         return len(pending)
+
+
+class _Attempt:
+    """An attempt on the lane (the lane's thread only)."""
+
+    __slots__ = ("job_id", "task", "cancel_event", "started", "cancelled")
+
+    def __init__(self, job_id, task, cancel_event):
+        self.job_id = job_id
+        self.task = task
+        self.cancel_event = cancel_event
+        self.started = False  # its coroutine took its first step
+        self.cancelled = False  # cancelled once already

@@ -14,25 +14,11 @@ import pytest
 from scheduler_app import lifecycle
 from scheduler_app.models import Job
 from scheduler_app.vocabulary.policy import RELEASED_CLASS
-from tests.plumbing import overlapping_runs, start_dispatcher, wait_for
+from tests.plumbing import kill_and_wait, log_tail, overlapping_runs, start_dispatcher, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 TICKER = "tests.testapp.tasks.async_ticker"
-
-
-def log_tail(path):
-    try:
-        return path.read_text()[-3000:]
-    except FileNotFoundError:
-        return ""
-
-
-def stop(*processes):
-    for process in processes:
-        if process.poll() is None:
-            process.send_signal(signal.SIGKILL)
-        process.wait(30)
 
 
 def test_sigterm_lets_coroutines_finish_within_the_grace_and_cancels_the_rest_before_the_hand_back(tmp_path):
@@ -55,7 +41,7 @@ def test_sigterm_lets_coroutines_finish_within_the_grace_and_cancels_the_rest_be
         done = lambda: Job.objects.filter(status="succeeded").count() == 2  # noqa: E731
         assert wait_for(done, 60), (log_tail(tmp_path / "b.log"), list(Job.objects.values("status", "errors")))
     finally:
-        stop(first, *([second] if second else []))
+        kill_and_wait(first, *([second] if second else []))
     assert overlapping_runs(tmp_path) == []
     quick.refresh_from_db()
     slow.refresh_from_db()

@@ -571,13 +571,16 @@ def _lane_record(key):
 
 
 @task
-async def async_overlap(key, seconds=0.5):
-    """Await ``seconds``; record how many attempts of ``key`` ran at once, and on which threads."""
+async def async_overlap(key, gather=1, seconds=0.0):
+    """Wait until ``gather`` attempts of ``key`` run at once (60 s at most), then ``seconds``; record where they ran."""
     seen = _lane_record(key)
     seen["threads"].add(threading.get_ident())
     seen["running"] += 1
     seen["most"] = max(seen["most"], seen["running"])
     try:
+        end = time.monotonic() + 60
+        while seen["most"] < gather and time.monotonic() < end:
+            await asyncio.sleep(0.005)
         await asyncio.sleep(seconds)
     finally:
         seen["running"] -= 1
