@@ -32,8 +32,10 @@ import asyncio
 import contextlib
 import contextvars
 import functools
+import queue
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from inspect import iscoroutinefunction
 
 from asgiref.sync import SyncToAsync, ThreadSensitiveContext, sync_to_async
@@ -54,7 +56,7 @@ class AsyncExecutor:
         self.executor = executor  # the thread Executor: its policy, database alias, log flusher and parts
         self.queues = frozenset(queues)
         # The lane's own blocking work, in order, off the loop (see the module's doc).
-        self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scheduler-asyncio-io")
+        self._io = _OneThread("scheduler-asyncio-io")
 
     def takes(self, job):
         """Return whether ``job`` runs on the lane: an ``async def`` task of one of its queues."""
@@ -141,12 +143,54 @@ class AsyncExecutor:
     async def _offload(self, function, *args):
         """Return ``function(*args)``, run on the bookkeeping thread in this context."""
         context = contextvars.copy_context()
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._io, context.run, _recycled, function, *args)
+        return await asyncio.wrap_future(self._io.submit(context.run, _recycled, function, *args))
 
     def close(self):
         """Let the bookkeeping thread end once what was handed to it is done (the dispatcher is stopping)."""
-        self._io.shutdown(wait=False)
+        self._io.close()
+
+
+class _OneThread:
+    """Calls run in order on one daemon thread, started at the first.
+
+    Not a ThreadPoolExecutor: Python joins its threads at exit, and a write
+    stuck on an unreachable database would hold the dispatcher's exit.
+    """
+
+    def __init__(self, name):
+        self.name = name
+        self._calls = queue.SimpleQueue()  # (Future, function, args); None: exit
+        self._lock = threading.Lock()
+        self._thread = None  # under _lock
+        self._closed = False  # under _lock
+
+    def submit(self, function, *args):
+        """Return a ``concurrent.futures.Future`` of ``function(*args)``, run after those submitted before."""
+        future = Future()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the asyncio lane's bookkeeping thread is closed")
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._serve, name=self.name, daemon=True)
+                self._thread.start()
+            self._calls.put((future, function, args))
+        return future
+
+    def _serve(self):
+        while (call := self._calls.get()) is not None:
+            future, function, args = call
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(function(*args))
+            except BaseException as exc:  # noqa: BLE001 - the caller's to handle
+                future.set_exception(exc)
+
+    def close(self):
+        with self._lock:
+            self._closed = True
+            if self._thread is not None:
+                self._calls.put(None)
 
 
 def _recycled(function, *args):
