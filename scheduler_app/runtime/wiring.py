@@ -57,14 +57,9 @@ def create(
 
         processes = ProcessExecutor(policy, settings.SETTINGS_MODULE, using, cancel_grace=conf.get("CANCEL_GRACE"))
         executor = QueueRouter(executor, processes, process_queues)
-    if async_queues:
-        from ..dispatcher.asyncio_lane import AsyncLane
-        from .async_executor import AsyncExecutor
-
-        runner = AsyncExecutor(thread_executor, async_queues)
-        executor.lane = lane = AsyncLane(runner, runner.takes)  # the pool hands the lane what it takes
+    lane, runner = _lane(executor, thread_executor, async_queues)
     dispatcher = Dispatcher(store, groups, executor, lease=lease, clock=clock, policy=policy, **defaults)
-    if async_queues:
+    if lane is not None:
         dispatcher.async_queues = frozenset(async_queues)
         # Cancelled for real, and waited for, before the hand-back commits (the hand-back itself is the threads').
         dispatcher.before_release.append(lane.abort)
@@ -80,6 +75,21 @@ def create(
                 sum(slots for queues, slots in dispatcher.groups.values() if queues <= dispatcher.process_queues)
             )
     return dispatcher
+
+
+def _lane(executor, thread_executor, async_queues):
+    """Give ``executor`` the asyncio lane of ``async_queues`` (the pool hands it what it takes).
+
+    Return the lane and what it runs attempts with (None, None without such queues).
+    """
+    if not async_queues:
+        return None, None
+    from ..dispatcher.asyncio_lane import AsyncLane
+    from .async_executor import AsyncExecutor
+
+    runner = AsyncExecutor(thread_executor, async_queues)
+    executor.lane = lane = AsyncLane(runner, runner.takes)
+    return lane, runner
 
 
 def uses_notify(using="default"):
