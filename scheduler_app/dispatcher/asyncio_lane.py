@@ -18,8 +18,8 @@ Stopping an attempt is real here, where a thread can only be asked:
   until the coroutine has actually returned (one that swallows the
   cancel, or blocks the loop, still runs);
 * at the end of the grace period ``abort`` cancels the attempts about to
-  be handed back and waits up to ``ABORT_WAIT`` seconds for them to end,
-  before the hand-back commits.
+  be handed back and waits up to ``ABORT_WAIT`` seconds (a quarter of the
+  lease at most) for them to end, before the hand-back commits.
 
 Nothing here imports Django: ``run`` (a coroutine function
 ``(job, cancel_event, deadline) -> Outcome``) and ``takes`` (which attempts
@@ -34,21 +34,29 @@ import time
 
 logger = logging.getLogger(__name__)
 
-# Seconds the loop thread waits for cancelled attempts to end at a hand-back, and for the lane's loop to stop.
+# Seconds the loop thread waits for cancelled attempts to end at a hand-back, and for the lane's loop to stop;
+# at most a quarter of the lease: the loop renews no lease meanwhile, and its guardian would kill it.
 ABORT_WAIT = 5.0
+
+
+def abort_wait(lease):
+    """Return how long the hand-back waits for cancelled attempts to end, given the dispatcher's ``lease``."""
+    return min(ABORT_WAIT, lease / 4)
 
 
 class AsyncLane:
     """One event loop on one thread; runs attempts as asyncio tasks and reports how they ended."""
 
-    def __init__(self, run, takes, *, name="scheduler-asyncio"):
+    def __init__(self, run, takes, *, wait=ABORT_WAIT, name="scheduler-asyncio"):
         self._run = run
         self._takes = takes
+        self.wait = wait  # seconds abort() and close() wait for attempts to end (see ``abort_wait``)
         self.name = name
         self._lock = threading.Lock()  # guards _loop, _thread, _closed
         self._loop = None
         self._thread = None
         self._closed = False  # start nothing more (the pool closed, or the lane)
+        self._aborted = False  # abort() waited already: close() does not wait again
         self._tasks = {}  # token -> _Attempt; the lane's thread only
 
     def takes(self, job):
@@ -73,7 +81,7 @@ class AsyncLane:
         with self._lock:
             self._closed = True
 
-    def abort(self, jobs, wait=ABORT_WAIT):
+    def abort(self, jobs, wait=None):
         """Cancel the attempts of ``jobs`` and wait up to ``wait`` seconds for them to end; return how many did not.
 
         The loop calls it at the end of the grace period, before it hands
@@ -81,6 +89,8 @@ class AsyncLane:
         job is handed back.
         """
         self.close_starts()
+        self._aborted = True
+        wait = self.wait if wait is None else wait
         loop = self._loop
         ids = {job.id for job in jobs}
         if loop is None or not ids or not loop.is_running():
@@ -99,16 +109,26 @@ class AsyncLane:
             )
         return left
 
-    def close(self, wait=ABORT_WAIT):
-        """Cancel whatever still runs, stop the loop and its thread (waiting up to ``wait`` seconds)."""
+    def close(self, wait=None):
+        """Cancel whatever still runs and wait up to ``wait`` seconds; then stop the loop and its thread.
+
+        When an attempt has still not ended (it ignores its cancel, or waits
+        for a thread of its own: asgiref waits for its sync call to return),
+        the loop is left running: ``live_thread`` keeps saying so, so that
+        the jobs handed back wait for this process to end (``handback.py``).
+        """
         with self._lock:
             self._closed = True
             loop, thread = self._loop, self._thread
         if loop is None:
             return
+        wait = self.wait if wait is None else wait
         try:
-            asyncio.run_coroutine_threadsafe(self._cancel_jobs(None, wait), loop).result(wait + 1.0)
+            future = asyncio.run_coroutine_threadsafe(self._cancel_jobs(None, 0.0 if self._aborted else wait), loop)
+            left = future.result(wait + 1.0)
         except Exception:  # noqa: BLE001 - the loop is stuck; the thread is a daemon and ends with the process
+            return
+        if left:
             return
         loop.call_soon_threadsafe(loop.stop)
         thread.join(wait)
@@ -183,7 +203,7 @@ class AsyncLane:
             self._cancel(token)
         if not tasks:
             return 0
-        _, pending = await asyncio.wait(tasks, timeout=wait)
+        _, pending = await asyncio.wait(tasks, timeout=wait) if wait else (None, [t for t in tasks if not t.done()])
         return len(pending)
 
 

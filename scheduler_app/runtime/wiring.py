@@ -57,7 +57,7 @@ def create(
 
         processes = ProcessExecutor(policy, settings.SETTINGS_MODULE, using, cancel_grace=conf.get("CANCEL_GRACE"))
         executor = QueueRouter(executor, processes, process_queues)
-    lane, runner = _lane(executor, thread_executor, async_queues)
+    lane, runner = _lane(executor, thread_executor, async_queues, lease)
     dispatcher = Dispatcher(store, groups, executor, lease=lease, clock=clock, policy=policy, **defaults)
     if lane is not None:
         dispatcher.async_queues = frozenset(async_queues)
@@ -77,18 +77,18 @@ def create(
     return dispatcher
 
 
-def _lane(executor, thread_executor, async_queues):
+def _lane(executor, thread_executor, async_queues, lease):
     """Give ``executor`` the asyncio lane of ``async_queues`` (the pool hands it what it takes).
 
     Return the lane and what it runs attempts with (None, None without such queues).
     """
     if not async_queues:
         return None, None
-    from ..dispatcher.asyncio_lane import AsyncLane
+    from ..dispatcher.asyncio_lane import AsyncLane, abort_wait
     from .async_executor import AsyncExecutor
 
     runner = AsyncExecutor(thread_executor, async_queues)
-    executor.lane = lane = AsyncLane(runner, runner.takes)
+    executor.lane = lane = AsyncLane(runner, runner.takes, wait=abort_wait(lease))
     return lane, runner
 
 

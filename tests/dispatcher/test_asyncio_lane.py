@@ -172,6 +172,10 @@ def test_the_abort_says_how_many_did_not_end():
     pool.submit("a", claimed_job(1))
     assert wait_for(lambda: run.running == 1)
     assert lane.abort([claimed_job(1)], wait=0.05) == 1
+    # Still running: the close leaves the loop running, so the hand-back waits for the process to end.
+    lane.close()
+    assert lane.live_thread() is not None and pool.live_threads() == [lane.live_thread()]
     release.set()
+    assert wait_for(lambda: run.running == 0)
     lane.close()
     assert lane.live_thread() is None

@@ -53,3 +53,24 @@ def test_sigterm_lets_coroutines_finish_within_the_grace_and_cancels_the_rest_be
     assert slow.attempts == 1
     runs = {line.split()[1] for line in (tmp_path / f"ticks-{slow.pk}").read_text().splitlines()}
     assert len(runs) == 2
+
+
+def test_a_coroutine_that_ignores_its_cancel_ends_with_its_process_before_its_job_runs_again(tmp_path):
+    stubborn = lifecycle.enqueue(TICKER, [str(tmp_path), 12.0, True], queue="other", max_attempts=1)[0]
+    args = ("--queue", "other:5:async", "--lease", "5")
+    first = start_dispatcher(*args, "--grace", "0.5", log_path=tmp_path / "a.log", log_level="INFO")
+    second = None
+    try:
+        assert wait_for(lambda: (tmp_path / f"ticks-{stubborn.pk}").exists(), 30), log_tail(tmp_path / "a.log")
+        second = start_dispatcher(*args, log_path=tmp_path / "b.log")
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(60) == 0, log_tail(tmp_path / "a.log")
+        assert "1 async attempts did not end" in log_tail(tmp_path / "a.log")
+        assert (tmp_path / f"cancelled-{stubborn.pk}").exists()
+        done = lambda: Job.objects.get(pk=stubborn.pk).status == "succeeded"  # noqa: E731
+        assert wait_for(done, 90), (log_tail(tmp_path / "b.log"), list(Job.objects.values("status", "errors")))
+    finally:
+        kill_and_wait(first, *([second] if second else []))
+    assert overlapping_runs(tmp_path) == []
+    stubborn.refresh_from_db()
+    assert [e["exception_class"] for e in stubborn.errors] == [RELEASED_CLASS]

@@ -612,22 +612,26 @@ async def async_progress(context, steps=3):
 
 
 @task(takes_context=True)
-async def async_ticker(context, marker_dir, seconds=2.0):
-    """``ticker`` on the loop: a line every 20 ms while it runs; ``cancelled-ID`` when a cancel stopped it."""
+async def async_ticker(context, marker_dir, seconds=2.0, stubborn=False):
+    """``ticker`` on the loop: a line every 20 ms while it runs; ``cancelled-ID`` when a cancel reached it.
+
+    A ``stubborn`` one swallows its cancels and ticks on.
+    """
     run = f"{os.getpid()}.{threading.get_ident()}.{time.monotonic_ns()}"
     end = time.monotonic() + seconds
     path = os.path.join(marker_dir, f"ticks-{context.job_id}")
-    try:
-        while True:
-            with open(path, "a") as out:
-                out.write(f"{context.job_id} {run} {time.time():.6f}\n")
-            if time.monotonic() >= end:
-                return context.job_id
+    while True:
+        with open(path, "a") as out:
+            out.write(f"{context.job_id} {run} {time.time():.6f}\n")
+        if time.monotonic() >= end:
+            return context.job_id
+        try:
             await asyncio.sleep(0.02)
-    except asyncio.CancelledError:
-        with open(os.path.join(marker_dir, f"cancelled-{context.job_id}"), "a") as out:
-            out.write(f"{run}\n")
-        raise
+        except asyncio.CancelledError:
+            with open(os.path.join(marker_dir, f"cancelled-{context.job_id}"), "a") as out:
+                out.write(f"{run}\n")
+            if not stubborn:
+                raise
 
 
 @task
