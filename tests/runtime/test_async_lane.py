@@ -149,3 +149,15 @@ def test_the_setting_makes_a_queue_async(settings):
     on_thread.refresh_from_db()
     assert on_lane.result == "scheduler-asyncio"
     assert on_thread.status == "succeeded" and on_thread.result != "scheduler-asyncio"  # asgiref's, for a thread
+
+
+def test_a_running_coroutines_lease_is_renewed(seen):
+    job, _ = lifecycle.enqueue(T + "async_waits", ["lease", 60.0], queue="other", max_attempts=1)
+    with lane(lease=1.5):
+        assert wait_for(lambda: "lease" in seen and Job.objects.get(pk=job.pk).lease_expires_at is not None, 60)
+        first = Job.objects.get(pk=job.pk).lease_expires_at
+        assert wait_for(lambda: Job.objects.get(pk=job.pk).lease_expires_at > first, 30)
+        lifecycle.cancel(job.pk)
+        assert wait_for(lambda: Job.objects.get(pk=job.pk).status == "cancelled", 60)
+    job.refresh_from_db()
+    assert job.attempts == 1 and seen["lease"]["cancelled"] == 1
