@@ -96,8 +96,7 @@ class AsyncLane:
         if loop is None or not ids or not loop.is_running():
             return 0
         try:
-            future = asyncio.run_coroutine_threadsafe(self._cancel_jobs(ids, wait), loop)
-            left = future.result(wait + 1.0)
+            left = asyncio.run_coroutine_threadsafe(self._cancel_jobs(ids, wait), loop).result(_beyond(wait))
         except Exception:  # noqa: BLE001 - the loop is stuck (a task blocks it): they end with the process
             left = len(ids)
         if left:
@@ -122,16 +121,15 @@ class AsyncLane:
             loop, thread = self._loop, self._thread
         if loop is None:
             return
-        wait = self.wait if wait is None else wait
+        wait = 0.0 if self._aborted else self.wait if wait is None else wait
         try:
-            future = asyncio.run_coroutine_threadsafe(self._cancel_jobs(None, 0.0 if self._aborted else wait), loop)
-            left = future.result(wait + 1.0)
+            left = asyncio.run_coroutine_threadsafe(self._cancel_jobs(None, wait), loop).result(_beyond(wait))
         except Exception:  # noqa: BLE001 - the loop is stuck; the thread is a daemon and ends with the process
             return
         if left:
             return
         loop.call_soon_threadsafe(loop.stop)
-        thread.join(wait)
+        thread.join(_beyond(self.wait))
 
     def live_thread(self):
         """Return the lane's OS thread while it runs, else None."""
@@ -205,6 +203,14 @@ class AsyncLane:
             return 0
         _, pending = await asyncio.wait(tasks, timeout=wait) if wait else (None, [t for t in tasks if not t.done()])
         return len(pending)
+
+
+def _beyond(wait):
+    """Return how long the dispatcher's thread waits for an answer the lane gives after ``wait`` seconds.
+
+    Past it the lane's loop is taken to be stuck (a task blocks it): what it runs ends with the process.
+    """
+    return wait * 1.25 + 0.05
 
 
 class _Attempt:

@@ -130,13 +130,9 @@ class AsyncExecutor:
         def report(progress):
             # Every write of the attempt's progress on one thread, in the order reported.
             written = self._io.submit(_recycled, write, progress)
-            try:
-                asyncio.get_running_loop()
-            except (
-                RuntimeError
-            ):  # on a thread (``context.aset_progress``, sync_to_async): wait, say whether it is current
-                return written.result()
-            return True  # on the loop: never wait there (whether the attempt is current is not known yet)
+            if _on_a_loop():
+                return True  # never wait there (whether the attempt is current is not known yet)
+            return written.result()  # on a thread (``context.aset_progress``): say whether it is current
 
         return report
 
@@ -191,6 +187,15 @@ class _OneThread:
             self._closed = True
             if self._thread is not None:
                 self._calls.put(None)
+
+
+def _on_a_loop():
+    """Return whether this thread runs an event loop (where nothing may wait)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def _recycled(function, *args):
