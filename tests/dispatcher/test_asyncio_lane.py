@@ -9,15 +9,7 @@ from scheduler_app.dispatcher.asyncio_lane import AsyncLane
 from scheduler_app.dispatcher.pool import WorkerPool
 from tests.dispatcher.fake_executor import FakeExecutor, claimed_job
 from tests.dispatcher.fakes import FakeClock
-
-
-def wait_for(predicate, timeout=10.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(0.005)
-    return False
+from tests.dispatcher.test_pool import wait_for
 
 
 class FakeRun:
