@@ -7,9 +7,11 @@ are written while they run, a sync task sent to an async queue runs on a
 worker thread.
 """
 
+import sys
 import threading
 
 import pytest
+from django.tasks.signals import task_finished, task_started
 
 from scheduler_app import lifecycle
 from scheduler_app.models import Job, JobLog
@@ -161,3 +163,27 @@ def test_a_running_coroutines_lease_is_renewed(seen):
         assert wait_for(lambda: Job.objects.get(pk=job.pk).status == "cancelled", 60)
     job.refresh_from_db()
     assert job.attempts == 1 and seen["lease"]["cancelled"] == 1
+
+
+def test_an_error_is_recorded_and_task_finished_is_sent_inside_its_handler():
+    heard = []
+
+    def started(sender, task_result, **kwargs):
+        heard.append(("started", str(task_result.status), threading.current_thread().name))
+
+    def finished(sender, task_result, **kwargs):
+        heard.append(("finished", str(task_result.status), sys.exc_info()[0]))
+
+    task_started.connect(started, weak=False)
+    task_finished.connect(finished, weak=False)
+    try:
+        job, _ = lifecycle.enqueue(T + "async_boom", ["no luck"], queue="other", max_attempts=1)
+        with lane():
+            assert wait_for(lambda: Job.objects.get(pk=job.pk).status == "failed", 60)
+    finally:
+        task_started.disconnect(started)
+        task_finished.disconnect(finished)
+    job.refresh_from_db()
+    assert job.errors[-1]["exception_class"] == "builtins.ValueError" and job.errors[-1]["message"] == "no luck"
+    # Sent off the loop (a receiver may use the ORM), the error's handler around task_finished.
+    assert heard == [("started", "RUNNING", "scheduler-asyncio-io"), ("finished", "FAILED", ValueError)]

@@ -645,3 +645,9 @@ async def async_thread_name():
     """Return the name of the thread whose loop runs it."""
     await asyncio.sleep(0)
     return threading.current_thread().name
+
+
+@task
+async def async_boom(message="boom"):
+    await asyncio.sleep(0)
+    raise ValueError(message)
