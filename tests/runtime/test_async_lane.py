@@ -187,3 +187,16 @@ def test_an_error_is_recorded_and_task_finished_is_sent_inside_its_handler():
     assert job.errors[-1]["exception_class"] == "builtins.ValueError" and job.errors[-1]["message"] == "no luck"
     # Sent off the loop (a receiver may use the ORM), the error's handler around task_finished.
     assert heard == [("started", "RUNNING", "scheduler-asyncio-io"), ("finished", "FAILED", ValueError)]
+
+
+def test_a_snooze_runs_it_again_without_counting_an_attempt(seen):
+    job, _ = lifecycle.enqueue(T + "async_snoozer", ["nap"], queue="other", max_attempts=1)
+    with lane():
+        assert wait_for(lambda: Job.objects.get(pk=job.pk).status == "succeeded", 60)
+    job.refresh_from_db()
+    assert job.result == 2 and job.attempts == 1 and job.errors == []
+    # The second run's records are numbered after the snoozed run's (the stored count, read off the loop).
+    assert list(JobLog.objects.filter(job_id=job.pk).order_by("seq").values_list("message", flat=True)) == [
+        "run 1",
+        "run 2",
+    ]

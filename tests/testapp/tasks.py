@@ -651,3 +651,14 @@ async def async_thread_name():
 async def async_boom(message="boom"):
     await asyncio.sleep(0)
     raise ValueError(message)
+
+
+@task(takes_context=True)
+async def async_snoozer(context, key):
+    """Snooze the first run (no time), return the second's count of runs."""
+    seen = _lane_record(key)
+    seen["ended"] += 1
+    log.info("run %d", seen["ended"])
+    if seen["ended"] == 1:
+        context.snooze(0)
+    return seen["ended"]
