@@ -17,8 +17,8 @@ database or on a lock (the count of a snoozed attempt's stored log
 records, ``task_started`` and ``task_finished`` and their receivers,
 closing the log capture after a write in progress, progress reported with
 ``context.set_progress``) runs on one bookkeeping thread, in order, in the
-attempt's context (its log records stay the attempt's), its connection
-recycled around each call as a worker thread's is around each job. The
+attempt's context (its log records stay the attempt's); its connection is
+checked before each call and closed whenever nothing is left to run. The
 outcome is written by the dispatcher's loop thread, as a thread's is.
 
 The task's own database work is its business: Django's async ORM methods
@@ -56,7 +56,7 @@ class AsyncExecutor:
         self.executor = executor  # the thread Executor: its policy, database alias, log flusher and parts
         self.queues = frozenset(queues)
         # The lane's own blocking work, in order, off the loop (see the module's doc).
-        self._io = _OneThread("scheduler-asyncio-io")
+        self._io = _OneThread("scheduler-asyncio-io", idle=connections.close_all)
 
     def takes(self, job):
         """Return whether ``job`` runs on the lane: an ``async def`` task of one of its queues."""
@@ -150,11 +150,14 @@ class _OneThread:
     """Calls run in order on one daemon thread, started at the first.
 
     Not a ThreadPoolExecutor: Python joins its threads at exit, and a write
-    stuck on an unreachable database would hold the dispatcher's exit.
+    stuck on an unreachable database would hold the dispatcher's exit. Its
+    connections are closed whenever it has nothing left to run (as the log
+    flusher's): a burst of writes shares one, an idle lane holds none.
     """
 
-    def __init__(self, name):
+    def __init__(self, name, idle=None):
         self.name = name
+        self._idle = idle  # called whenever nothing is left to run (closing the thread's connections)
         self._calls = queue.SimpleQueue()  # (Future, function, args); None: exit
         self._lock = threading.Lock()
         self._thread = None  # under _lock
@@ -175,12 +178,15 @@ class _OneThread:
     def _serve(self):
         while (call := self._calls.get()) is not None:
             future, function, args = call
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                future.set_result(function(*args))
-            except BaseException as exc:  # noqa: BLE001 - the caller's to handle
-                future.set_exception(exc)
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(function(*args))
+                except BaseException as exc:  # noqa: BLE001 - the caller's to handle
+                    future.set_exception(exc)
+            if self._idle is not None and self._calls.empty():
+                self._idle()
+        if self._idle is not None:
+            self._idle()
 
     def close(self):
         with self._lock:
@@ -199,12 +205,9 @@ def _on_a_loop():
 
 
 def _recycled(function, *args):
-    """Call ``function(*args)`` with this thread's connection recycled around it (as a worker thread's, around a job)."""
+    """Call ``function(*args)`` with this thread's connection recycled first, as a worker thread's is before a job."""
     close_old_connections()
-    try:
-        return function(*args)
-    finally:
-        close_old_connections()
+    return function(*args)
 
 
 def _in_handler(exc, function, *args):
