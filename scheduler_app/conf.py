@@ -69,7 +69,7 @@ def queue_defaults(name):
 
 
 def queue_mode(name):
-    """Return how ``SCHEDULER["QUEUES"]`` says queue ``name``'s jobs run: "thread" (the default) or "process"."""
+    """Return how ``SCHEDULER["QUEUES"]`` says queue ``name``'s jobs run: "thread" (the default), "process" or "async"."""
     return ((get("QUEUES") or {}).get(name) or {}).get("mode") or "thread"
 
 

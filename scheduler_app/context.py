@@ -10,6 +10,9 @@ A task declared with ``@task(takes_context=True)`` receives a JobContext:
             if rate_limited():
                 context.snooze(60)        # pending again in a minute; not an attempt
             context.set_progress(done, total)
+
+An ``async def`` task awaits ``context.aset_progress(done, total)`` to
+learn whether its attempt is still current (see ``runtime/async_executor.py``).
 """
 
 import threading
@@ -17,6 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from asgiref.sync import sync_to_async
 from django.tasks import TaskContext
 
 from .validation.durations import Snooze
@@ -69,3 +73,11 @@ class JobContext(TaskContext):
         if self.progress_callback is None:
             return True
         return self.progress_callback(progress)
+
+    async def aset_progress(self, current, total=None, message=""):
+        """``set_progress`` for an ``async def`` task: the write runs on a thread; return its answer.
+
+        (On an ``async`` queue's loop, ``set_progress`` does not wait: it
+        hands the write on, in order, and returns True.)
+        """
+        return await sync_to_async(self.set_progress)(current, total, message)

@@ -6,6 +6,7 @@ Fixtures built on these live in ``tests/conftest.py`` (one per concept:
 
 import io
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -242,6 +243,23 @@ def start_dispatcher(*args, log_path=None, **env):
     cmd, environment = manage("rundispatcher", *args, **env)
     out = open(log_path, "w") if log_path else subprocess.DEVNULL  # noqa: SIM115 - the dispatcher writes to it
     return subprocess.Popen(cmd, env=environment, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+
+
+def log_tail(path):
+    """Return the end of a dispatcher's log file (for an assertion's message)."""
+    try:
+        return path.read_text()[-3000:]
+    except FileNotFoundError:
+        return ""
+
+
+def kill_and_wait(*processes):
+    """SIGKILL what still runs of ``processes`` (a stopped one too) and reap them all."""
+    for process in processes:
+        if process.poll() is None:
+            process.send_signal(signal.SIGCONT)
+            process.send_signal(signal.SIGKILL)
+        process.wait(30)
 
 
 def manage_in_process(*args):

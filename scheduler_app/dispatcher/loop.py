@@ -162,6 +162,7 @@ class Dispatcher(StopSteps):
         # Given the unfinished attempts at the grace's end, before their release: each stops them for good.
         self.before_release = []
         self.process_queues = frozenset()  # queues whose jobs run in worker processes (wiring sets it)
+        self.async_queues = frozenset()  # queues whose async tasks run on the asyncio lane (wiring sets it)
         self.overdue = {}  # job id -> (job, retry Outcome) of a timed-out attempt whose thread runs on; loop only
         self.finished = self._need_paused = False
 

@@ -24,6 +24,12 @@ overdue attempt no thread has taken yet is failed and never starts. An
 executor may enforce some attempts' timeouts itself (a worker process is
 killed at its deadline, counted from the task's own start): it says which
 with an ``owns_deadline(job)`` method, and the pool leaves those alone.
+
+An attempt the pool's ``lane`` (``asyncio_lane.AsyncLane``) takes, an
+``async def`` task of an ``async`` queue, takes a slot but no thread: it
+runs on the lane's event loop, and its end comes back through ``_done`` as
+a thread's does. Its timeout and its cancel cancel its asyncio task; a
+timed-out one keeps its slot until its coroutine has returned.
 """
 
 import collections
@@ -65,10 +71,11 @@ class _Running:
     # and whether it was dropped before any thread took it.
     thread: WorkerThread | None = None
     dropped: bool = False
+    on_lane: bool = False  # runs on the asyncio lane, not on a thread
 
 
 class WorkerPool:
-    def __init__(self, groups, execute, *, wake, clock, max_abandoned=8, name="scheduler", refuse=None):
+    def __init__(self, groups, execute, *, wake, clock, max_abandoned=8, name="scheduler", refuse=None, lane=None):
         self.groups = dict(groups)  # group -> slots
         self.name = name
         self._execute = execute  # (job, cancel_event, deadline_epoch) -> outcome
@@ -78,6 +85,9 @@ class WorkerPool:
         self._owns_deadline = getattr(execute, "owns_deadline", None)
         self._wake = wake
         self._clock = clock
+        # Runs the attempts it ``takes`` on its event loop (None: every attempt on a thread); an executor may carry it.
+        self._lane = lane if lane is not None else getattr(execute, "lane", None)
+        self._on_lane = dict.fromkeys(self.groups, 0)  # group -> its _running on the lane; loop thread only
         self.max_abandoned = max_abandoned
         self._done = queue.SimpleQueue()  # shared: (token, outcome, error)
         self._lock = threading.Lock()  # guards _ready, _sleeping, _Running.thread/dropped
@@ -132,20 +142,45 @@ class WorkerPool:
             )
             if getattr(job, "cancel_requested", False):
                 record.cancel_event.set()
+            record.on_lane = self._lane is not None and self._lane.takes(job)
             self._running[token] = record
             self._by_job[job.id] = token
             records.append(record)
         self._busy[group] += len(records)
+        if self._lane is not None and any(record.on_lane for record in records):
+            records = self._to_lane(group, records)
+            if not records:
+                return
         threads = self._threads[group]
         # A slot per busy attempt; threads are started when first needed
         # (and again when a timed-out one was abandoned).
-        for _ in range(self._busy[group] - len(threads)):
+        for _ in range(self._busy[group] - self._on_lane[group] - len(threads)):
             threads.add(WorkerThread(self, group, next(self._numbers)))
         with self._lock:
             self._ready[group].extend(records)
             sleeping = self._sleeping[group]
             if sleeping:
                 sleeping.pop().inbox.put(_WAKE)
+
+    def _to_lane(self, group, records):
+        """Start the lane's records on it; return the others (for the threads)."""
+        for record in records:
+            if record.on_lane:
+                self._on_lane[group] += 1
+                self._lane.start(
+                    record.token,
+                    record.job,
+                    record.cancel_event,
+                    record.deadline_epoch,
+                    refuse=self._refuse,
+                    done=self._lane_done,
+                )
+        return [record for record in records if not record.on_lane]
+
+    def _lane_done(self, token, outcome, error):
+        """The lane's thread: an attempt on the lane ended."""
+        self._done.put((token, outcome, error))
+        self._wake()
 
     def _take(self, thread):
         """Return the next ready attempt of ``thread``'s group, None after putting it to sleep, or _EXIT.
@@ -216,6 +251,8 @@ class WorkerPool:
             if record is None:
                 continue
             self._busy[record.group] -= 1
+            if record.on_lane:
+                self._on_lane[record.group] -= 1
             self._by_job.pop(record.job.id, None)
             if record.timed_out:
                 self._returned.append(record.job.id)
@@ -237,6 +274,11 @@ class WorkerPool:
                 continue
             record.cancel_event.set()  # a cooperative task can still stop early
             expired.append(record.job)
+            if record.on_lane:
+                # Its coroutine is cancelled; its slot frees when it has returned (it may swallow the cancel).
+                record.timed_out = True
+                self._lane.cancel(token)
+                continue
             with self._lock:
                 thread = record.thread
                 if thread is None:
@@ -285,7 +327,10 @@ class WorkerPool:
         for job_id in job_ids:
             token = self._by_job.get(job_id)
             if token is not None:
-                self._running[token].cancel_event.set()
+                record = self._running[token]
+                record.cancel_event.set()
+                if record.on_lane:
+                    self._lane.cancel(token)
                 count += 1
         return count
 
@@ -307,10 +352,14 @@ class WorkerPool:
         """Return the OS threads of this pool that are still alive (running an attempt, or about to exit)."""
         threads = [t for group in self._threads.values() for t in group]
         threads += [t for t, _ in self._abandoned.values()]
-        return [t.os_thread for t in threads if t.os_thread.is_alive()]
+        alive = [t.os_thread for t in threads if t.os_thread.is_alive()]
+        lane = self._lane.live_thread() if self._lane is not None else None
+        return alive + [lane] if lane is not None else alive
 
     def close(self):
         """Start nothing more: attempts no thread has taken yet never start (they stay in running_jobs)."""
+        if self._lane is not None:
+            self._lane.close_starts()
         with self._lock:
             self._closed = True
             for ready in self._ready.values():

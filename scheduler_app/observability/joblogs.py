@@ -212,20 +212,43 @@ def capture(attempt=None, flusher=None, base=0, secrets=()):
     Yields None when nothing is captured (no handler installed, or
     ``JOB_LOG_MAX_RECORDS`` is 0).
     """
-    max_records = conf.get("JOB_LOG_MAX_RECORDS")
-    if not _installed or not max_records:
+    box, token = open_capture(attempt, flusher, base, secrets)
+    if box is None:
         yield None
         return
+    try:
+        yield box
+    finally:
+        _current.reset(token)
+        close_capture(box)
+
+
+def open_capture(attempt=None, flusher=None, base=0, secrets=()):
+    """Start keeping the current context's records: return ``(Capture, token)``, or ``(None, None)``.
+
+    The two halves of :func:`capture`, for the asyncio lane, whose attempts
+    share a thread: ``stop_capturing(token)`` in the attempt's own context,
+    then ``close_capture`` (which may wait for a write) on a thread that can wait.
+    """
+    max_records = conf.get("JOB_LOG_MAX_RECORDS")
+    if not _installed or not max_records:
+        return None, None
     live = flusher if attempt is not None else None
     box = Capture(level(), max_records, conf.get("JOB_LOG_MAX_BYTES"), attempt, live, base, secrets)
     token = _current.set(box)
     if live is not None:
         live.add(box)
-    try:
-        yield box
-    finally:
-        _current.reset(token)
-        if live is not None:
-            live.remove(box)
-        else:
-            box.close()
+    return box, token
+
+
+def stop_capturing(token):
+    """Keep no more of this context's records (``token`` from :func:`open_capture`)."""
+    _current.reset(token)
+
+
+def close_capture(box):
+    """Close ``box``: a write in progress ends first; from now on only the attempt's Outcome writes its records."""
+    if box.flusher is not None:
+        box.flusher.remove(box)
+    else:
+        box.close()

@@ -5,6 +5,7 @@ Around the task call it sends Django's ``task_started`` and
 when someone listens or the task takes a context).
 """
 
+import asyncio
 import dataclasses
 import logging
 import time
@@ -29,6 +30,11 @@ from .store import default_policy
 logger = logging.getLogger("scheduler_app.dispatcher.runner")
 
 
+# What a task raises to end its attempt rather than fail it: a cancel (asyncio's too: the async lane's) or a snooze.
+CANCELS = (JobCancelled, asyncio.CancelledError)
+ENDINGS = (*CANCELS, Snooze)
+
+
 def _now():
     return datetime.now(UTC)
 
@@ -40,8 +46,26 @@ class UnreadableJob(Exception):
     __module__ = "scheduler_app.dispatcher.runner"
 
 
+@dataclasses.dataclass(slots=True)
+class Call:
+    """A task about to be called for an attempt, and who hears of it (``Executor.prepare``)."""
+
+    task: object
+    sender: object
+    start: bool  # task_started has receivers
+    finish: bool  # task_finished has receivers (at any level)
+    result: object  # the attempt's TaskResult, when a signal or the task's context needs it
+
+
 class Executor:
-    """The pool's ``execute(job, cancel_event, deadline)``: call the task, return an Outcome."""
+    """The pool's ``execute(job, cancel_event, deadline)``: call the task, return an Outcome.
+
+    Its parts (``prepare``, ``outcome_of``, ``tell_finished``, ``with_logs``,
+    ``context``) are the asyncio lane's too (``async_executor.py``): one
+    boundary for how an attempt ends, whichever lane ran it.
+    """
+
+    lane = None  # the asyncio lane the pool hands ``async`` queues' attempts to (wiring sets it)
 
     def __init__(self, policy, using="default", *, own_connections=True):
         self.policy = policy
@@ -59,50 +83,30 @@ class Executor:
         # A child the task forked never reports for the slot, nor outlives the attempt (forks.py).
         with forks.attempt() as attempt:
             outcome = self._attempt(job, cancel_event, deadline)
-        if attempt.killed:
-            logger.info(
-                "job %s: killed %d processes its task forked and left running",
-                job.id,
-                attempt.killed,
-                extra={"job_id": job.id, "action": "forked"},
-            )
+        log_killed(job, attempt)
         return outcome
 
     def _attempt(self, job, cancel_event, deadline):
         if self.own_connections:
             close_old_connections()
         started = time.monotonic()
-        if logger.isEnabledFor(logging.DEBUG):
-            logger.debug(
-                "job %s started: %s attempt %d/%d",
-                job.id,
-                job.task,
-                job.attempt,
-                job.max_attempts,
-                extra={"job_id": job.id, "action": "start"},
-            )
+        log_start(job)
         try:
-            base = self._stored_logs(job)
+            base = self.stored_logs(job)
             secrets = secret_texts([job.args, job.kwargs], conf.filter_names())
             with (
                 joblogs.capture((job.id, job.worker, job.attempt), self.flusher, base, secrets) as captured,
                 redacting.hiding(secrets),
             ):
                 outcome = self._run(job, cancel_event, deadline)
-            if secrets and outcome.error:  # an error that quotes a secret argument keeps [FILTERED] instead
-                error = {k: scrub(v, secrets) for k, v in outcome.error.items()}
-                outcome = dataclasses.replace(outcome, error=error)
-            if captured is not None:
-                rows = captured.rows()  # what the flusher did not write: the capture is closed
-                if rows:
-                    outcome = dataclasses.replace(outcome, logs=rows, logs_before=captured.base + captured.flushed)
+            outcome = with_logs(outcome, secrets, captured)
         finally:
             if self.own_connections:
                 close_old_connections()
         log_outcome(job, outcome, time.monotonic() - started)
         return outcome
 
-    def _stored_logs(self, job):
+    def stored_logs(self, job):
         """Return the records the attempt's number already holds (after a snooze; see ``joblogs.stored``)."""
         if not job.snoozes or not joblogs.installed():
             return 0
@@ -114,7 +118,8 @@ class Executor:
             )
             return 0
 
-    def _run(self, job, cancel_event, deadline):
+    def prepare(self, job, cancel_event):
+        """Return the ``Call`` of ``job``'s task, or the Outcome of an attempt that does not start."""
         if cancel_event.is_set():
             # Cancelled between its claim and its start: a job whose cancel
             # was requested never starts again (invariant 14).
@@ -135,35 +140,68 @@ class Executor:
         start = taskresults.wanted(task_started, sender)
         finish = taskresults.wanted(task_finished, sender)
         result = taskresults.attempt_result(job, task) if start or finish or task.takes_context else None
-        if start:
-            taskresults.send(task_started, sender, result)
+        return Call(task, sender, start, finish, result)
+
+    def _run(self, job, cancel_event, deadline):
+        call = self.prepare(job, cancel_event)
+        if not isinstance(call, Call):
+            return call
+        if call.start:
+            taskresults.send(task_started, call.sender, call.result)
         try:
-            if task.takes_context:
-                context = self._context(result, job, cancel_event, deadline)
-                value = forks.call(task, context, *job.args, **job.kwargs)
+            if call.task.takes_context:
+                context = self.context(call.result, job, cancel_event, deadline)
+                value = forks.call(call.task, context, *job.args, **job.kwargs)
             else:
-                value = forks.call(task, *job.args, **job.kwargs)
-        except JobCancelled:
-            outcome = self._past_deadline(job, deadline) or self.policy.cancelled(job)
-        except Snooze as snooze:
-            outcome = self._past_deadline(job, deadline) or self.policy.snoozed(job, snooze.seconds, _now())
+                value = forks.call(call.task, *job.args, **job.kwargs)
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - whatever the task raised is its attempt's error
             # sys.exit() in a task is an error of its attempt, not the end of the
             # thread (or of the worker process) that runs it.
-            outcome = self._past_deadline(job, deadline) or self._raised(job, exc)
-            if finish or taskresults.wanted(task_finished, sender, level=logging.ERROR):
-                # Inside the handler, as Django's backends do: its log
-                # receiver adds the traceback (sys.exc_info()).
-                self._finished(sender, result or taskresults.attempt_result(job, task), outcome)
-            return outcome
+            outcome = self.outcome_of(job, deadline, exc=exc)
+            if not isinstance(exc, ENDINGS):
+                # Inside the handler, as Django's backends do: its log receiver adds the traceback (sys.exc_info()).
+                self.tell_finished(call, job, outcome, exc)
+                return outcome
         else:
-            outcome = self._past_deadline(job, deadline) or self.policy.succeeded(job, value, _now())
-        if finish or (
-            outcome.status not in (Status.SUCCEEDED, Status.CANCELLED)
-            and taskresults.wanted(task_finished, sender, level=logging.ERROR)
-        ):
-            self._finished(sender, result or taskresults.attempt_result(job, task), outcome)
+            outcome = self.outcome_of(job, deadline, value=value)
+        self.tell_finished(call, job, outcome)
         return outcome
+
+    def outcome_of(self, job, deadline, *, value=None, exc=None):
+        """Return the Outcome of an attempt whose task returned ``value`` or raised ``exc``.
+
+        ``JobCancelled`` (and asyncio's ``CancelledError``, the async lane's
+        cancel) end it cancelled, ``Snooze`` snoozed, anything else is its
+        error; an attempt that ended past its deadline timed out, whatever it did.
+        """
+        if (late := self._past_deadline(job, deadline)) is not None:
+            return late
+        if exc is None:
+            return self.policy.succeeded(job, value, _now())
+        if isinstance(exc, CANCELS):
+            return self.policy.cancelled(job)
+        if isinstance(exc, Snooze):
+            return self.policy.snoozed(job, exc.seconds, _now())
+        return self._raised(job, exc)
+
+    @staticmethod
+    def finish_heard(call, outcome, exc=None):
+        """Return whether ``task_finished`` for ``outcome`` has a receiver that hears it (an error: Django's log's too)."""
+        if call.finish:
+            return True
+        if exc is not None:
+            return taskresults.wanted(task_finished, call.sender, level=logging.ERROR)
+        return outcome.status not in (Status.SUCCEEDED, Status.CANCELLED) and taskresults.wanted(
+            task_finished, call.sender, level=logging.ERROR
+        )
+
+    def tell_finished(self, call, job, outcome, exc=None):
+        """Send ``task_finished`` for ``outcome`` if someone hears it (``finish_heard``).
+
+        Call it inside the handler of ``exc``, the error the task raised (not one of ``ENDINGS``).
+        """
+        if self.finish_heard(call, outcome, exc):
+            self._finished(call.sender, call.result or taskresults.attempt_result(job, call.task), outcome)
 
     def _raised(self, job, exc):
         if isinstance(exc, SystemExit):
@@ -189,10 +227,13 @@ class Executor:
         taskresults.apply_outcome(result, outcome, datetime.now(UTC))
         taskresults.send_finished(sender, result, cancelled=outcome.status == Status.CANCELLED)
 
-    def _context(self, result, job, cancel_event, deadline):
-        def report(progress):
+    def context(self, result, job, cancel_event, deadline, report=None):
+        """Return the JobContext of ``job``'s attempt; ``report(progress)`` writes its progress (default: here, now)."""
+
+        def write(progress):
             return lifecycle.set_progress(job.id, job.worker, job.attempt, progress, using=self.using)
 
+        report = report or write
         return JobContext(
             task_result=result,
             job_id=job.id,
@@ -201,6 +242,42 @@ class Executor:
             progress_callback=report,
             workflow_lookup=lambda: lifecycle.workflow_of(job.id, using=self.using),
         )
+
+
+def log_killed(job, attempt):
+    """Log how many processes the task of ``job``'s ``forks.attempt`` forked and left running (they were killed)."""
+    if attempt.killed:
+        logger.info(
+            "job %s: killed %d processes its task forked and left running",
+            job.id,
+            attempt.killed,
+            extra={"job_id": job.id, "action": "forked"},
+        )
+
+
+def log_start(job):
+    """Log an attempt's start (DEBUG)."""
+    if logger.isEnabledFor(logging.DEBUG):
+        logger.debug(
+            "job %s started: %s attempt %d/%d",
+            job.id,
+            job.task,
+            job.attempt,
+            job.max_attempts,
+            extra={"job_id": job.id, "action": "start"},
+        )
+
+
+def with_logs(outcome, secrets, captured):
+    """Return ``outcome`` with its error scrubbed of ``secrets`` and the records ``captured`` left to write."""
+    if secrets and outcome.error:  # an error that quotes a secret argument keeps [FILTERED] instead
+        error = {k: scrub(v, secrets) for k, v in outcome.error.items()}
+        outcome = dataclasses.replace(outcome, error=error)
+    if captured is not None:
+        rows = captured.rows()  # what the flusher did not write: the capture is closed
+        if rows:
+            outcome = dataclasses.replace(outcome, logs=rows, logs_before=captured.base + captured.flushed)
+    return outcome
 
 
 def exit_message(exc):

@@ -105,22 +105,24 @@ def attempt():
 
 def call(task, *args, **kwargs):
     """Call ``task`` as ``Task.call`` does; a forked child coming back out of it exits at once."""
-    pid = os.getpid()
-    func = task.func
-    if iscoroutinefunction(func):
+    if iscoroutinefunction(task.func):
         # The coroutine runs on asgiref's loop thread: a child forked there comes back out of it there.
-        async def guarded():
-            try:
-                value = await func(*args, **kwargs)
-            except BaseException as exc:
-                exit_if_forked(pid, exc)
-                raise
-            exit_if_forked(pid)
-            return value
-
-        return async_to_sync(guarded)()
+        return async_to_sync(acall)(task, *args, **kwargs)
+    pid = os.getpid()
     try:
         value = task.call(*args, **kwargs)
+    except BaseException as exc:
+        exit_if_forked(pid, exc)
+        raise
+    exit_if_forked(pid)
+    return value
+
+
+async def acall(task, *args, **kwargs):
+    """Await ``async def`` task ``task`` on the running loop; a forked child coming back out of it exits at once."""
+    pid = os.getpid()
+    try:
+        value = await task.func(*args, **kwargs)
     except BaseException as exc:
         exit_if_forked(pid, exc)
         raise

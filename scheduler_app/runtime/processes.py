@@ -366,6 +366,8 @@ class ProcessExecutor:
 class QueueRouter:
     """The pool's ``execute``: process-mode queues go to the ProcessExecutor, the rest run on the thread."""
 
+    lane = None  # the asyncio lane, as on the thread Executor (wiring sets it)
+
     def __init__(self, thread_execute, process_execute, process_queues):
         self.thread_execute = thread_execute
         self.process_execute = process_execute

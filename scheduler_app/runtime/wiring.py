@@ -19,18 +19,23 @@ def retry_policy():
     return default_policy()
 
 
-def create(groups, *, lease=None, using="default", clock=None, process_queues=(), prewarm=False, **options):
+def create(
+    groups, *, lease=None, using="default", clock=None, process_queues=(), async_queues=(), prewarm=False, **options
+):
     """Return a Dispatcher over the database; unset options come from settings.SCHEDULER.
 
     Jobs of ``process_queues`` run in worker processes (``processes.py``);
     a slot group may mix them with thread queues (a worker process is
-    started the first time such a job needs one). With ``prewarm``, the
+    started the first time such a job needs one). The ``async def`` tasks
+    of ``async_queues`` run on one asyncio loop (``dispatcher/asyncio_lane.py``,
+    ``async_executor.py``). With ``prewarm``, the
     worker processes of the slot groups that only run process queues start
     now, one per slot (``rundispatcher`` does; a dispatcher built only to
     check the options does not).
     """
     lease = lease or conf.get("LEASE")
     policy, executor = executor_for(using)
+    thread_executor = executor
     store = DjangoStore(new_worker_id(), lease=lease, using=using, policy=policy)
     defaults = {
         "horizon": conf.get("HORIZON"),
@@ -52,7 +57,13 @@ def create(groups, *, lease=None, using="default", clock=None, process_queues=()
 
         processes = ProcessExecutor(policy, settings.SETTINGS_MODULE, using, cancel_grace=conf.get("CANCEL_GRACE"))
         executor = QueueRouter(executor, processes, process_queues)
+    lane, runner = _lane(executor, thread_executor, async_queues, lease)
     dispatcher = Dispatcher(store, groups, executor, lease=lease, clock=clock, policy=policy, **defaults)
+    if lane is not None:
+        dispatcher.async_queues = frozenset(async_queues)
+        # Cancelled for real, and waited for, before the hand-back commits (the hand-back itself is the threads').
+        dispatcher.before_release.append(lane.abort)
+        dispatcher.on_exit += [lane.close, runner.close]
     if process_queues:
         dispatcher.process_queues = frozenset(process_queues)
         # Invariant 14: a released attempt's worker (and what its task started) is gone before the release.
@@ -64,6 +75,21 @@ def create(groups, *, lease=None, using="default", clock=None, process_queues=()
                 sum(slots for queues, slots in dispatcher.groups.values() if queues <= dispatcher.process_queues)
             )
     return dispatcher
+
+
+def _lane(executor, thread_executor, async_queues, lease):
+    """Give ``executor`` the asyncio lane of ``async_queues`` (the pool hands it what it takes).
+
+    Return the lane and what it runs attempts with (None, None without such queues).
+    """
+    if not async_queues:
+        return None, None
+    from ..dispatcher.asyncio_lane import AsyncLane, abort_wait
+    from .async_executor import AsyncExecutor
+
+    runner = AsyncExecutor(thread_executor, async_queues)
+    executor.lane = lane = AsyncLane(runner, runner.takes, wait=abort_wait(lease))
+    return lane, runner
 
 
 def uses_notify(using="default"):

@@ -145,15 +145,18 @@ class Secret(Rule):
         return value
 
 
+MODES = ("thread", "process", "async")  # how a queue's jobs run (also ``rundispatcher --queue NAME:N:MODE``)
+
+
 class QueueSettings(Rule):
     """SCHEDULER["QUEUES"]: queue name -> {"concurrency_limit", "rate_limit", "rate_period", "mode"}.
 
-    A limit may be None (no limit). ``mode`` says how the queue's jobs run:
-    "thread" (the worker threads) or "process".
+    A limit may be None (no limit). ``mode``: "thread" (worker threads), "process" (worker
+    processes) or "async" (its ``async def`` tasks on one asyncio loop per dispatcher).
     """
 
     rules = {"concurrency_limit": CONCURRENCY_LIMIT, "rate_limit": RATE_LIMIT, "rate_period": RATE_PERIOD}
-    mode = Choice("mode", ("thread", "process"))
+    mode = Choice("mode", MODES)
 
     def __init__(self, field):
         super().__init__(

@@ -65,7 +65,7 @@ def test_limits_are_checked_by_their_rules():
             {"slow": {"rate_period": 5e-324}},
             "slow: rate_period: Must be a number of seconds from 0.001 to 86400, or a duration such as 90s, 2h, 3d or 1h30m.",
         ),
-        ({"slow": {"mode": "fork"}}, 'slow: mode: Must be "thread" or "process".'),
+        ({"slow": {"mode": "fork"}}, 'slow: mode: Must be "thread", "process" or "async".'),
         (
             {"slow": {"burst": 3}},
             "slow: unknown key 'burst'; the keys are concurrency_limit, rate_limit, rate_period and mode.",
@@ -83,8 +83,10 @@ def test_bad_queue_settings_are_a_system_check_error(queues, message):
     assert error.msg == f"SCHEDULER['QUEUES']: {message}"
 
 
-@override_settings(SCHEDULER={"QUEUES": {"slow": {"mode": "process"}, "default": {"mode": "thread"}}})
-def test_both_modes_are_valid_settings():
+@override_settings(
+    SCHEDULER={"QUEUES": {"slow": {"mode": "process"}, "default": {"mode": "thread"}, "other": {"mode": "async"}}}
+)
+def test_every_mode_is_a_valid_setting():
     assert check_settings() == []
 
 

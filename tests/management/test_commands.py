@@ -178,6 +178,8 @@ def test_purgejobs_durations_keep_the_documented_syntax(text, seconds):
         (["--queue", "a/b"], "argument --queue: Unknown queue: queue names are"),
         (["--queue", "nope"], "argument --queue: Unknown queue 'nope'."),
         (["--queue", "default", "--queue", "default"], "queue 'default' given twice"),
+        (["--queue", "default:5:fibers"], "argument --queue: unknown mode 'fibers'; use thread, process or async"),
+        (["--queue", "default:5:"], "argument --queue: use NAME, NAME:CONCURRENCY or NAME:CONCURRENCY:MODE"),
     ],
 )
 def test_rundispatcher_bad_input(args, message):

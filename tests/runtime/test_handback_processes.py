@@ -11,26 +11,11 @@ import pytest
 from scheduler_app import lifecycle
 from scheduler_app.models import Job
 from scheduler_app.vocabulary.policy import LEASE_EXPIRED_CLASS, RELEASED_CLASS
-from tests.plumbing import overlapping_runs, start_dispatcher, wait_for
+from tests.plumbing import kill_and_wait, log_tail, overlapping_runs, start_dispatcher, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 TICKER = "tests.testapp.tasks.ticker"
-
-
-def log_tail(path):
-    try:
-        return path.read_text()[-3000:]
-    except FileNotFoundError:
-        return ""
-
-
-def stop(*processes):
-    for process in processes:
-        if process.poll() is None:
-            process.send_signal(signal.SIGCONT)
-            process.send_signal(signal.SIGKILL)
-        process.wait(30)
 
 
 def test_a_rolling_restart_runs_no_thread_job_twice_at_once(tmp_path):
@@ -46,7 +31,7 @@ def test_a_rolling_restart_runs_no_thread_job_twice_at_once(tmp_path):
         done = lambda: Job.objects.filter(status="succeeded").count() == 3  # noqa: E731
         assert wait_for(done, 60), (log_tail(tmp_path / "b.log"), list(Job.objects.values("status", "errors")))
     finally:
-        stop(first, *([second] if second else []))
+        kill_and_wait(first, *([second] if second else []))
     assert overlapping_runs(tmp_path) == []
     for job in jobs:
         job.refresh_from_db()
@@ -69,7 +54,7 @@ def test_a_dispatcher_paused_past_its_lease_is_killed_before_its_threads_could_r
         assert "did not renew its leases in time" in log_tail(tmp_path / "a.log")
         assert wait_for(lambda: Job.objects.get(pk=job.pk).status == "succeeded", 60), log_tail(tmp_path / "b.log")
     finally:
-        stop(paused, *([other] if other else []))
+        kill_and_wait(paused, *([other] if other else []))
     assert overlapping_runs(tmp_path) == []
     job.refresh_from_db()
     assert [e["exception_class"] for e in job.errors] == [LEASE_EXPIRED_CLASS]

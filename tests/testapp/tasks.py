@@ -558,3 +558,107 @@ def leaky(**kwargs):
     """Log and raise with its secret argument (the scheduler must keep [FILTERED] in what it stores)."""
     logging.getLogger("tests.leaky").warning("logging in with %s", kwargs.get("password"))
     raise ValueError(f"login refused for password {kwargs.get('password')}")
+
+
+# The asyncio lane's tests: what the attempts on one loop saw, by key (same process: a dispatcher on a thread).
+lane_seen = {}
+_lane_lock = threading.Lock()
+
+
+def _lane_record(key):
+    with _lane_lock:
+        return lane_seen.setdefault(key, {"running": 0, "most": 0, "threads": set(), "cancelled": 0, "ended": 0})
+
+
+@task
+async def async_overlap(key, gather=1, seconds=0.0):
+    """Wait until ``gather`` attempts of ``key`` run at once (60 s at most), then ``seconds``; record where they ran."""
+    seen = _lane_record(key)
+    seen["threads"].add(threading.get_ident())
+    seen["running"] += 1
+    seen["most"] = max(seen["most"], seen["running"])
+    try:
+        end = time.monotonic() + 60
+        while seen["most"] < gather and time.monotonic() < end:
+            await asyncio.sleep(0.005)
+        await asyncio.sleep(seconds)
+    finally:
+        seen["running"] -= 1
+    return seen["most"]
+
+
+@task(takes_context=True)
+async def async_waits(context, key, seconds=30.0):
+    """Await ``seconds`` (log a line first); count a cancel that reached it (CancelledError) in ``lane_seen``."""
+    seen = _lane_record(key)
+    log.info("async %s waiting", key)
+    try:
+        await asyncio.sleep(seconds)
+    except asyncio.CancelledError:
+        seen["cancelled"] += 1
+        raise
+    seen["ended"] += 1
+    return key
+
+
+@task(takes_context=True)
+async def async_progress(context, steps=3):
+    """Report progress on the loop (``set_progress``, not waiting) and off it (``aset_progress``, its answer)."""
+    context.set_progress(1, steps, "on the loop")
+    current = await context.aset_progress(steps, steps, "awaited")
+    log.info("progress written: %s", current)
+    await asyncio.sleep(0)
+    return current
+
+
+@task(takes_context=True)
+async def async_ticker(context, marker_dir, seconds=2.0, stubborn=False):
+    """``ticker`` on the loop: a line every 20 ms while it runs; ``cancelled-ID`` when a cancel reached it.
+
+    A ``stubborn`` one swallows its cancels and ticks on.
+    """
+    run = f"{os.getpid()}.{threading.get_ident()}.{time.monotonic_ns()}"
+    end = time.monotonic() + seconds
+    path = os.path.join(marker_dir, f"ticks-{context.job_id}")
+    while True:
+        with open(path, "a") as out:
+            out.write(f"{context.job_id} {run} {time.time():.6f}\n")
+        if time.monotonic() >= end:
+            return context.job_id
+        try:
+            await asyncio.sleep(0.02)
+        except asyncio.CancelledError:
+            with open(os.path.join(marker_dir, f"cancelled-{context.job_id}"), "a") as out:
+                out.write(f"{run}\n")
+            if not stubborn:
+                raise
+
+
+@task
+def thread_name():
+    """Return the name of the thread that runs it."""
+    return threading.current_thread().name
+
+
+@task
+async def async_thread_name():
+    """Return the name of the thread whose loop runs it."""
+    await asyncio.sleep(0)
+    return threading.current_thread().name
+
+
+@task
+async def async_boom(message="boom"):
+    await asyncio.sleep(0)
+    raise ValueError(message)
+
+
+@task(takes_context=True)
+async def async_snoozer(context, key):
+    """Snooze the first run (no time), return the second's count of runs."""
+    seen = _lane_record(key)
+    seen["ended"] += 1
+    log.info("run %d", seen["ended"])
+    if seen["ended"] == 1:
+        context.snooze(0)
+    return seen["ended"]

@@ -15,7 +15,7 @@ from ...runtime import supervisor as supervisor_module
 from ...runtime import wiring
 from ...runtime.guardian import Guardian
 from ...runtime.supervisor import Supervisor, supervisor_signals
-from ...validation.settings import MAX_JOBS, PROCESSES, SETTINGS
+from ...validation.settings import MAX_JOBS, MODES, PROCESSES, SETTINGS
 from .. import arguments
 from ..base import SchedulerCommand
 
@@ -23,20 +23,19 @@ logger = logging.getLogger("scheduler_app.dispatcher")
 
 SHARED = "*"
 
-
-MODES = ("thread", "process")
+WORDS = ", ".join(MODES[:-1]) + f" or {MODES[-1]}"  # the modes, for the errors
 
 
 def queue_spec(text):
     """Parse NAME, NAME:CONCURRENCY or NAME:CONCURRENCY:MODE (the rules judge each part)."""
     parts = text.split(":")
     if len(parts) > 3 or any(not p.strip() for p in parts[1:]):
-        raise argparse.ArgumentTypeError("use NAME, NAME:CONCURRENCY or NAME:CONCURRENCY:MODE (thread or process)")
+        raise argparse.ArgumentTypeError(f"use NAME, NAME:CONCURRENCY or NAME:CONCURRENCY:MODE ({WORDS})")
     name = arguments.rule(QUEUE)(parts[0].strip())
     slots = arguments.rule(SETTINGS["CONCURRENCY"])(parts[1]) if len(parts) > 1 else None
     mode = parts[2].strip() if len(parts) > 2 else None
     if mode is not None and mode not in MODES:
-        raise argparse.ArgumentTypeError(f"unknown mode {mode!r}; use thread or process")
+        raise argparse.ArgumentTypeError(f"unknown mode {mode!r}; use {WORDS}")
     return name, slots, mode
 
 
@@ -57,7 +56,8 @@ class Command(SchedulerCommand):
             dest="queues",
             metavar="NAME[:CONCURRENCY[:MODE]]",
             help="Serve this queue with its own slots (repeatable); MODE 'process' runs its jobs in worker "
-            "processes (parallel CPU, hard timeouts). Default: every queue, sharing --concurrency slots.",
+            "processes (parallel CPU, hard timeouts), 'async' its async def tasks on one asyncio loop "
+            "(hundreds of slots on one thread). Default: every queue, sharing --concurrency slots.",
         )
         parser.add_argument(
             "--concurrency",
@@ -170,7 +170,7 @@ class Command(SchedulerCommand):
     def _build(self, options, prewarm=False):
         known = conf.known_queues()
         concurrency = options["concurrency"] or conf.get("CONCURRENCY")
-        modes = {}  # queue -> "thread" or "process": the command line's, else SCHEDULER["QUEUES"]'s
+        modes = {}  # queue -> "thread", "process" or "async": the command line's, else SCHEDULER["QUEUES"]'s
         if options["queues"]:
             groups = {}
             for name, slots, mode in options["queues"]:
@@ -185,6 +185,7 @@ class Command(SchedulerCommand):
         return wiring.create(
             groups,
             process_queues=process_queues,
+            async_queues={name for name, mode in modes.items() if mode == "async"},
             lease=options["lease"],
             horizon=options["horizon"],
             poll_interval=options["poll_interval"],
@@ -210,6 +211,11 @@ class Command(SchedulerCommand):
             + (
                 f" | in worker processes: {', '.join(sorted(dispatcher.process_queues))}"
                 if dispatcher.process_queues
+                else ""
+            )
+            + (
+                f" | on an asyncio loop: {', '.join(sorted(dispatcher.async_queues))}"
+                if dispatcher.async_queues
                 else ""
             )
             + (" | burst" if dispatcher.burst else "")
