@@ -246,6 +246,18 @@ def stop_capturing(token):
     _current.reset(token)
 
 
+def close_capture_at_once(box):
+    """Close ``box`` unless a write of its records is in progress; return whether it closed (else: ``close_capture``)."""
+    if not box.lock.acquire(blocking=False):
+        return False
+    try:
+        box.closed = True
+    finally:
+        box.lock.release()
+    close_capture(box)  # closed already: only the flusher's bookkeeping is left, under its short lock
+    return True
+
+
 def close_capture(box):
     """Close ``box``: a write in progress ends first; from now on only the attempt's Outcome writes its records."""
     if box.flusher is not None:

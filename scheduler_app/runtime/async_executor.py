@@ -81,7 +81,9 @@ class AsyncExecutor:
         secrets = secret_texts([job.args, job.kwargs], conf.filter_names())
         captured = token = None
         try:
-            base = await self._offload(self.executor.stored_logs, job)
+            # Off the loop only when it reads the database: a hop to the bookkeeping thread per attempt
+            # made that one thread the lane's bottleneck.
+            base = await self._offload(self.executor.stored_logs, job) if self.executor.reads_stored_logs(job) else 0
             key = (job.id, job.worker, job.attempt)
             captured, token = joblogs.open_capture(key, self.executor.flusher, base, secrets)
             with redacting.hiding(secrets):
@@ -91,7 +93,7 @@ class AsyncExecutor:
         finally:
             if token is not None:
                 joblogs.stop_capturing(token)
-            if captured is not None:
+            if captured is not None and not joblogs.close_capture_at_once(captured):
                 # A write of its records in progress ends first: waited for off the loop.
                 await _to_the_end(self._offload(joblogs.close_capture, captured))
         return with_logs(outcome, secrets, captured)

@@ -106,9 +106,14 @@ class Executor:
         log_outcome(job, outcome, time.monotonic() - started)
         return outcome
 
+    @staticmethod
+    def reads_stored_logs(job):
+        """Return whether ``stored_logs`` reads the database for ``job`` (its attempt's number may hold records)."""
+        return bool(job.snoozes) and joblogs.installed()
+
     def stored_logs(self, job):
         """Return the records the attempt's number already holds (after a snooze; see ``joblogs.stored``)."""
-        if not job.snoozes or not joblogs.installed():
+        if not self.reads_stored_logs(job):
             return 0
         try:
             return joblogs.stored(job, self.using)
