@@ -245,11 +245,11 @@ def start_dispatcher(*args, log_path=None, **env):
     return subprocess.Popen(cmd, env=environment, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
 
 
-def log_tail(path):
-    """Return the end of a dispatcher's log file (for an assertion's message)."""
+def log_tail(path, size=3000):
+    """Return the end of a dispatcher's log file (for an assertion's message); "" when it cannot be read."""
     try:
-        return path.read_text()[-3000:]
-    except FileNotFoundError:
+        return Path(path).read_text(errors="replace")[-size:]
+    except OSError:
         return ""
 
 

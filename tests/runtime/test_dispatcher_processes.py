@@ -8,7 +8,7 @@ from django.db.models import Count
 
 from scheduler_app import lifecycle
 from scheduler_app.models import Job
-from tests.plumbing import manage_in_process, markers, run_manage, start_dispatcher, wait_for
+from tests.plumbing import log_tail, manage_in_process, markers, run_manage, start_dispatcher, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -31,13 +31,6 @@ def stop(processes, sig=signal.SIGTERM):
         if p.poll() is None:
             p.send_signal(sig)
     return [p.wait(60) for p in processes]
-
-
-def log_tail(path):
-    try:
-        return open(path).read()[-3000:]
-    except OSError:
-        return ""
 
 
 @pytest.mark.postgres_only

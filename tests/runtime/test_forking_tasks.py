@@ -12,7 +12,7 @@ import pytest
 
 from scheduler_app import lifecycle
 from scheduler_app.models import Job
-from tests.plumbing import start_dispatcher, wait_for
+from tests.plumbing import log_tail, start_dispatcher, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -26,13 +26,6 @@ def gone(pid):
         return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return True
-
-
-def log_tail(path):
-    try:
-        return path.read_text()[-4000:]
-    except OSError:
-        return ""
 
 
 def child_pid(tmp_path, name, log):

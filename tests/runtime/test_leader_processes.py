@@ -15,19 +15,12 @@ import pytest
 from scheduler_app import lifecycle
 from scheduler_app.models import Job
 from scheduler_app.vocabulary.policy import LEASE_EXPIRED_CLASS
-from tests.plumbing import start_dispatcher, wait_for
+from tests.plumbing import log_tail, start_dispatcher, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 LEASE = 4.0
 SLEEPER = "tests.testapp.tasks.sleeper"
-
-
-def log_tail(path):
-    try:
-        return path.read_text()[-3000:]
-    except FileNotFoundError:
-        return ""
 
 
 def workers(client):

@@ -19,6 +19,7 @@ from tests.dispatcher.fakes import FakeClock
 from tests.plumbing import (
     count_claims,
     dispatcher_thread,
+    log_tail,
     most_at_once,
     most_in_a_window,
     run_until,
@@ -56,13 +57,6 @@ def run_dispatchers(count, *args, logs, timeout=120):
             if p.poll() is None:
                 p.kill()
     return codes
-
-
-def log_tail(path):
-    try:
-        return open(path).read()[-2000:]
-    except OSError:
-        return ""
 
 
 def dispatchers_for_this_database():

@@ -17,7 +17,7 @@ from scheduler_app.models import Job
 from scheduler_app.runtime.processes import ProcessExecutor
 from scheduler_app.runtime.wiring import retry_policy
 from tests.dispatcher.fake_executor import claimed_job
-from tests.plumbing import ROOT, dispatcher_thread, manage, start_dispatcher, wait_for
+from tests.plumbing import ROOT, dispatcher_thread, log_tail, manage, start_dispatcher, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -38,13 +38,6 @@ def family_pids(path, log):
     worker, child = (int(pid) for pid in path.read_text().split())
     assert not gone(worker) and not gone(child)
     return worker, child
-
-
-def log_tail(path):
-    try:
-        return path.read_text()[-3000:]
-    except OSError:
-        return ""
 
 
 def kill(process):

@@ -16,7 +16,7 @@ from django.db.models import Count
 
 from scheduler_app.models import Job, Worker, Workflow
 from scheduler_app.workflows import group, step
-from tests.plumbing import start_dispatcher, wait_for
+from tests.plumbing import log_tail, start_dispatcher, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -35,13 +35,6 @@ def stamps(marker_dir):
             key = name.rsplit("-", 1)[0]
             found[key] = found.get(key, 0) + 1
     return found
-
-
-def log_tail(path):
-    try:
-        return open(path).read()[-3000:]
-    except OSError:
-        return ""
 
 
 def test_callbacks_run_once_with_dispatcher_processes_racing_to_end_the_last_jobs(marker_dir, tmp_path):
