@@ -27,20 +27,12 @@ from ..vocabulary.bounds import (
 )
 from ..vocabulary.jobs import Status
 
-
-class JobStatus(models.TextChoices):
-    # The values are the dispatcher's (vocabulary.jobs.Status); one list.
-    PENDING = Status.PENDING, "Pending"
-    WAITING = Status.WAITING, "Waiting"
-    RUNNING = Status.RUNNING, "Running"
-    SUCCEEDED = Status.SUCCEEDED, "Succeeded"
-    FAILED = Status.FAILED, "Failed"
-    CANCELLED = Status.CANCELLED, "Cancelled"
-
+# The one status type, under the name the models have always exported.
+JobStatus = Status
 
 # Not finished: a waiting job (on its dependencies) holds its unique key too.
-ACTIVE_STATUSES = (JobStatus.PENDING, JobStatus.WAITING, JobStatus.RUNNING)
-FINISHED_STATUSES = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
+ACTIVE_STATUSES = Status.ACTIVE
+FINISHED_STATUSES = Status.FINISHED
 
 
 class DependencyFailure(models.TextChoices):
