@@ -54,7 +54,8 @@ from .base import (
     _in_list,
     _rows,
     adapt_dt,
-    claim_returning,
+    claim_by,
+    claim_order,
     is_postgres,
     unexpired,
 )
@@ -117,15 +118,16 @@ def claim_keyed(
         _choose(state, queues, now, in_flight, scan, pg, db)
         if not state.chosen:
             return won, [], state.held
-        params = [worker, adapt_dt(lease_until, using), t, t, t]
-        ids = _in_list("id", state.chosen, params, using)
-        claimed = db.rows(
-            f"UPDATE {TABLE} SET status = 'running', attempts = attempts + 1, worker = %s, "
-            "lease_expires_at = %s, started_at = COALESCE(started_at, %s), last_attempted_at = %s, "
-            f"updated_at = %s, finished_at = NULL WHERE status = 'pending' AND {ids} "
-            f"RETURNING {claim_returning(pg=pg)}",
-            params,
+        ids = []
+        statement, params = claim_by(
+            _in_list("id", state.chosen, ids, using),
+            worker=worker,
+            lease_until=lease_until,
+            now=now,
+            pg=pg,
+            using=using,
         )
+        claimed = db.rows(statement, params + ids)
         _record_starts(claimed, state.rooms, t, db)
     return won, claimed, state.held
 
@@ -326,7 +328,7 @@ def _candidates(queues, now, skip_ids, skip_keys, chunk, pg, db, locked=()):
     hint = "" if pg else " INDEXED BY job_pending_key_claim_idx"
     statement = (
         f"SELECT id, concurrency_key, concurrency_limit, queue, priority, execute_at FROM {TABLE}{hint} "
-        f"WHERE {' AND '.join(where)} ORDER BY priority DESC, execute_at, id LIMIT %s"
+        f"WHERE {' AND '.join(where)} ORDER BY {claim_order()} LIMIT %s"
     )
     if not pg:
         return [row[:4] for row in db.rows(statement, params)]
@@ -334,6 +336,6 @@ def _candidates(queues, now, skip_ids, skip_keys, chunk, pg, db, locked=()):
     return db.rows(
         "SELECT c.id, c.concurrency_key, c.concurrency_limit, c.queue, CASE WHEN c.concurrency_key = ANY(%s) "
         f"THEN NULL ELSE pg_try_advisory_xact_lock(%s, hashtext(c.concurrency_key)) END FROM ({statement}) c "
-        "ORDER BY c.priority DESC, c.execute_at, c.id",
+        f"ORDER BY {claim_order('c')}",
         [list(locked), KEY_LOCKS, *params],
     )

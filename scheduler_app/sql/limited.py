@@ -19,9 +19,9 @@ limited queue as its limits leave room for, across every dispatcher
 The count must see every claim of the queue that committed before, and no
 other may commit before this one does. On PostgreSQL a queue's row is its
 turn: every claim of a limited queue's jobs (this one, ``sql.keys``) writes
-the row in its transaction. The claim is one statement (issue 28; it was a
-transaction of a lock and a statement, 40-55 % of a 4-slot dispatcher's
-throughput) that takes the turn without waiting, by compare-and-set: only
+the row in its transaction. The claim is one statement (a transaction of a
+lock and a statement costs the dispatcher a round trip and a commit a
+claim) that takes the turn without waiting, by compare-and-set: only
 where the row is the version its own snapshot read (``xmin``) and no other
 claim holds it (SKIP LOCKED). Then no claim of the queue committed after
 the snapshot (it would have written the row) and none can before this one
@@ -44,7 +44,7 @@ import re
 
 from django.db import transaction
 
-from .base import CLAIM_COLUMNS, QUEUE_TABLE, START_TABLE, TABLE, _rows
+from .base import CLAIM_COLUMNS, QUEUE_TABLE, START_TABLE, TABLE, _rows, claim_order
 from .connections import raw_cursor
 from .postgres import (
     NOT_IN_FLIGHT,
@@ -80,11 +80,10 @@ PG_LOCK = (
 # Claim order within one queue, by its own claim index (PostgreSQL,
 # migration 0008). The queue is named as a range of one value and comes first
 # in the order: with ``queue = name`` the planner knows it constant, drops it
-# from the order, and a generic plan took the claim index of all queues
+# from the order, and a generic plan takes the claim index of all queues
 # instead, walking every due row of the others to find none of an empty
-# queue (0.9 ms a claim at 3,500 due jobs of another queue: most of what a
-# limited queue cost). A deterministic collation: the range holds that name only.
-QUEUE_ORDER = "queue, priority DESC, execute_at, id"
+# queue. A deterministic collation: the range holds that name only.
+QUEUE_ORDER = f"queue, {claim_order()}"
 
 
 def one_queue(name):
@@ -185,7 +184,7 @@ def _pg_limited_claim_text(limit, logs=False, turn=True):
         f"LIMIT GREATEST(LEAST(COALESCE(room.by_concurrency, {limit}), COALESCE(room.by_rate, {limit}), {limit}), 0) "
         "FOR UPDATE SKIP LOCKED) p), "
         "c AS (SELECT id FROM (SELECT * FROM a UNION ALL SELECT * FROM b) x "
-        f"ORDER BY priority DESC, execute_at, id LIMIT {limit}), "
+        f"ORDER BY {claim_order()} LIMIT {limit}), "
         f"{claim_update('c')}, {ledger}"
         f"st AS (INSERT INTO {START_TABLE} (queue, started_at) SELECT u.queue, %(now)s FROM u "
         "WHERE u.queue IN (SELECT name FROM room WHERE rated)), "
@@ -259,7 +258,7 @@ def pg_limited_claim_raw(limit, logs=False):
 
     Run on a raw cursor (``connections.raw_cursor``): psycopg converts
     ``%(name)s`` placeholders at every execution of a statement longer than
-    it caches (4 KB; this one is 6-7 KB), 0.16 ms a claim.
+    it caches (4 KB), and this one is longer.
     """
     key = (int(limit), bool(logs))
     raw = _RAW.get(key)
