@@ -90,6 +90,30 @@ def one_queue(name):
     return f"queue >= {name} AND queue <= {name}"
 
 
+def _window(q):
+    """SQL: ``FROM ... WHERE`` the starts of queue row ``q`` in its rate window at ``%(now)s``."""
+    return f"FROM {START_TABLE} s WHERE s.queue = {q}.name AND s.started_at > %(now)s - make_interval(secs => {q}.rate_period)"
+
+
+def room_by_concurrency(q, ending=""):
+    """SQL: how many more jobs of queue row ``q`` may run (NULL: no limit); ``ending``: running jobs not to count."""
+    running = f"(SELECT count(*) FROM {TABLE} r WHERE r.status = 'running' AND r.queue = {q}.name{ending})"
+    return f"CASE WHEN {q}.concurrency_limit IS NULL THEN NULL ELSE {q}.concurrency_limit - {running} END"
+
+
+def room_by_rate(q):
+    """SQL: how many more jobs of queue row ``q`` may start in its rate window, counted (NULL: no rate limit)."""
+    return f"CASE WHEN {q}.rate_limit IS NULL THEN NULL ELSE {q}.rate_limit - (SELECT count(*) {_window(q)}) END"
+
+
+# Each limited queue's room, counted: ``(name, by concurrency, by rate)``. Run
+# in the queues' turn (after ``PG_LOCK``, a statement of its own), so the
+# counts see every claim of those queues that committed before.
+PG_ROOMS = (
+    f"SELECT x.name, {room_by_concurrency('x')}, {room_by_rate('x')} FROM {QUEUE_TABLE} x "
+    f"WHERE x.name = ANY(%(queues)s::text[]) AND NOT x.paused AND {LIMITED}"
+)
+
 # A contended queue's row in the claim's result (first column), and that of a room row.
 CONTENDED = -2
 ROOM = -1
@@ -117,10 +141,7 @@ def _pg_turn(limit):
         f"AND k.rate_checked_window + k.rate_starts - k.rate_checked_starts + {limit} < k.rate_limit"
     )
     keep = f"CASE WHEN k.rate_limit IS NULL OR ({fresh}) THEN"
-    count = (
-        f"(SELECT count(*) FROM {START_TABLE} s WHERE s.queue = k.name "
-        "AND s.started_at > %(now)s - make_interval(secs => k.rate_period))"
-    )
+    count = f"(SELECT count(*) {_window('k')})"
     return (
         f"seen AS (SELECT name, xmin AS x FROM {QUEUE_TABLE} WHERE name = ANY(%(queues)s::text[]) "
         f"AND NOT paused AND {LIMITED}), "
@@ -137,6 +158,13 @@ def _pg_turn(limit):
         "k.rate_limit - (k.rate_checked_window + k.rate_starts - k.rate_checked_starts - "
         f"{limit}) AS by_rate), "
     )
+
+
+# The running attempts ``f`` ends in the claim's statement, whose snapshot still sees them run.
+ENDING = (
+    " AND NOT EXISTS (SELECT 1 FROM v WHERE v.vid = r.id AND v.vworker = r.worker AND v.vattempts = r.attempts "
+    "AND NOT r.has_dependents)"
+)
 
 
 def _pg_limited_claim_text(limit, logs=False, turn=True):
@@ -156,19 +184,12 @@ def _pg_limited_claim_text(limit, logs=False, turn=True):
     the oldest start of the window only where the rate may leave no room.
     """
     limit = int(limit)
-    in_window = (
-        f"FROM {START_TABLE} s WHERE s.queue = q.name AND s.started_at > %(now)s - make_interval(secs => q.rate_period)"
-    )
     queues, ledger = (_pg_turn(limit), "") if turn else _pg_after_lock()
     return (
         f"WITH {finish_ctes(logs=logs)}{queues}"
         "room AS (SELECT q.name, q.rate_period, q.rate_limit IS NOT NULL AS rated, "
-        "CASE WHEN q.concurrency_limit IS NULL THEN NULL ELSE q.concurrency_limit - "
-        f"(SELECT count(*) FROM {TABLE} r WHERE r.status = 'running' AND r.queue = q.name AND NOT EXISTS "
-        # ``f`` ends these attempts in this statement, whose snapshot still sees them run.
-        "(SELECT 1 FROM v WHERE v.vid = r.id AND v.vworker = r.worker AND v.vattempts = r.attempts "
-        "AND NOT r.has_dependents)) END AS by_concurrency, q.by_rate, "
-        f"CASE WHEN q.by_rate > {limit} THEN NULL ELSE (SELECT min(s.started_at) {in_window}) END AS oldest "
+        f"{room_by_concurrency('q', ENDING)} AS by_concurrency, q.by_rate, "
+        f"CASE WHEN q.by_rate > {limit} THEN NULL ELSE (SELECT min(s.started_at) {_window('q')}) END AS oldest "
         "FROM q), "
         # The other queues one by one, by their own claim index: walking the
         # claim index of all queues past a limited queue's backlog cost a scan
@@ -205,9 +226,7 @@ def _pg_after_lock():
     rows in an earlier statement of this transaction.
     """
     queues = (
-        f"q AS (SELECT x.name, x.concurrency_limit, x.rate_limit, x.rate_period, CASE WHEN x.rate_limit IS NULL "
-        f"THEN NULL ELSE x.rate_limit - (SELECT count(*) FROM {START_TABLE} s WHERE s.queue = x.name "
-        "AND s.started_at > %(now)s - make_interval(secs => x.rate_period)) END AS by_rate "
+        f"q AS (SELECT x.name, x.concurrency_limit, x.rate_limit, x.rate_period, {room_by_rate('x')} AS by_rate "
         f"FROM {QUEUE_TABLE} x WHERE x.name = ANY(%(queues)s::text[]) AND NOT x.paused AND {LIMITED}), "
     )
     ledger = (
