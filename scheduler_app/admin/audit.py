@@ -17,7 +17,7 @@ from django.utils.http import urlencode
 
 from ..lifecycle import audit as trail
 from ..models import AuditEvent
-from .base import SchedulerModelAdmin
+from .base import ReadOnlyModelAdmin
 from .formatting import when_html
 from .lookups import unstorable
 
@@ -71,7 +71,7 @@ class ObjectIdFilter(admin.SimpleListFilter):
 
 
 @admin.register(AuditEvent)
-class AuditEventAdmin(SchedulerModelAdmin):
+class AuditEventAdmin(ReadOnlyModelAdmin):
     list_display = ["at_display", "user_display", "action", "object_type", "target_display", "count", "via"]
     list_display_links = None
     list_filter = [UserFilter, "action", "object_type", ObjectIdFilter, "via"]
@@ -86,15 +86,6 @@ class AuditEventAdmin(SchedulerModelAdmin):
 
     class Media:
         css = {"all": ["scheduler_app/css/admin.css", "scheduler_app/css/audit.css"]}
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     def get_actions(self, request, action_location=ActionLocation.CHANGE_LIST):
         return {}

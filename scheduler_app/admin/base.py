@@ -67,3 +67,16 @@ class SchedulerModelAdmin(SafeLookupsMixin, admin.ModelAdmin):
             "opts": self.opts,
         }
         return TemplateResponse(request, "admin/scheduler_app/timeout.html", context, status=503)
+
+
+class ReadOnlyModelAdmin(SchedulerModelAdmin):
+    """The admin of rows only the scheduler writes: nobody adds, changes or deletes them here."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

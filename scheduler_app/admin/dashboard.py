@@ -33,7 +33,7 @@ from ..sql import readable
 from ..validation import progress as progress_rule
 from . import runtimes, tokens, visibility
 from .audit import audit
-from .base import SchedulerModelAdmin
+from .base import ReadOnlyModelAdmin
 from .changelist import site_view
 from .formatting import (
     clock,
@@ -314,7 +314,7 @@ def render_sections(request, data):
 
 
 @admin.register(Dashboard)
-class DashboardAdmin(SchedulerModelAdmin):
+class DashboardAdmin(ReadOnlyModelAdmin):
     def get_urls(self):
         wrap = partial(site_view, self)
 
@@ -332,15 +332,6 @@ class DashboardAdmin(SchedulerModelAdmin):
 
     def has_view_permission(self, request, obj=None):
         return any(request.user.has_perm(perm) for perm in VIEW_PERMISSIONS)
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     def _require_view(self, request):
         if not self.has_view_permission(request):

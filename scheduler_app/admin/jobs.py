@@ -26,7 +26,7 @@ from .dependencies import WORKFLOW_FIELDS, DependenciesMixin, DependencyFilter
 from .forms import JobAddForm, JobRescheduleForm
 from .job_fields import JobFields, fields_for
 from .job_summary import JobSummary
-from .live import JobLive
+from .live import EXECUTION_FIELDS, JobLive
 
 # Actions on "all N matching jobs" stop where the list stops counting: past
 # it, narrow the filter.
@@ -118,22 +118,7 @@ class JobAdmin(
                 ]
             },
         ),
-        (
-            "Execution",
-            {
-                "fields": [
-                    "attempts_display",
-                    "worker_display",
-                    "started_at_display",
-                    "last_attempted_at_display",
-                    "finished_at_display",
-                    "duration_display",
-                    "lease_display",
-                    "progress_display",
-                    "cancel_requested_display",
-                ]
-            },
-        ),
+        ("Execution", {"fields": [*EXECUTION_FIELDS, "cancel_requested_display"]}),
         ("Workflow", {"fields": WORKFLOW_FIELDS}),
         ("Result", {"fields": ["result_display"]}),
         ("Errors", {"fields": ["errors_display"]}),

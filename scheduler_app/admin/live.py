@@ -21,8 +21,8 @@ from .job_fields import fields_for, mark_held
 
 # The job page's fields that change while a job runs (read-only boxes only:
 # the reschedule inputs of a pending job are never replaced).
-PAGE_FIELDS = [
-    "status_badge",
+# The page's "Execution" section (``jobs.JobAdmin.fieldsets``) is these, and the cancel flag.
+EXECUTION_FIELDS = [
     "attempts_display",
     "worker_display",
     "started_at_display",
@@ -31,11 +31,8 @@ PAGE_FIELDS = [
     "duration_display",
     "lease_display",
     "progress_display",
-    "result_display",
-    "errors_display",
-    "logs_display",
-    "due_display",
 ]
+PAGE_FIELDS = ["status_badge", *EXECUTION_FIELDS, "result_display", "errors_display", "logs_display", "due_display"]
 # The list's cells that change (its other columns are fixed once made).
 LIST_FIELDS = ["status_badge", "execute_at_display", "attempts_display", "duration_display", "worker_short"]
 LIST_COLUMNS = [

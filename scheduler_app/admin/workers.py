@@ -7,12 +7,12 @@ from django.utils.html import format_html
 from ..maintenance import leader
 from ..models import Worker
 from ..sql.readable import worker_queues, worker_slots
-from .base import SchedulerModelAdmin
+from .base import ReadOnlyModelAdmin
 from .formatting import humanize_seconds, slots_text, when_html, worker_state
 
 
 @admin.register(Worker)
-class WorkerAdmin(SchedulerModelAdmin):
+class WorkerAdmin(ReadOnlyModelAdmin):
     # Host and pid are part of the id (and on the worker's page): the list fits 800 px.
     list_display = [
         "id",
@@ -54,15 +54,6 @@ class WorkerAdmin(SchedulerModelAdmin):
     class Media:
         css = {"all": ["scheduler_app/css/admin.css"]}
         js = ["scheduler_app/js/live.js"]  # the list is live (data-swap)
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     @admin.display(description="queues")
     def queues_display(self, obj):

@@ -15,8 +15,7 @@ from rest_framework.exceptions import ValidationError
 from ..models import AuditEvent, ObjectType, Via
 from ..validation.fields import Text
 from ..vocabulary.bounds import AUDIT_ACTION_MAX, AUDIT_OBJECT_ID_MAX, AUDIT_USERNAME_MAX
-from .base import SchedulerAPI
-from .pagination import EstimatedCountPagination
+from .base import RowsAPI
 from .permissions import needs
 from .schema import QUERY_ERRORS, extend_schema, extend_schema_view
 
@@ -109,11 +108,9 @@ def audit_filters(params):
         responses={200: AuditEventSerializer(many=True), 400: QUERY_ERRORS},
     )
 )
-class AuditEventViewSet(SchedulerAPI, mixins.ListModelMixin, viewsets.GenericViewSet):
+class AuditEventViewSet(RowsAPI, mixins.ListModelMixin, viewsets.GenericViewSet):
     required_permissions = {"list": needs("view", AuditEvent)}
     serializer_class = AuditEventSerializer
-    pagination_class = EstimatedCountPagination
-    filter_backends = []
 
     def get_queryset(self):
         return AuditEvent.objects.filter(**audit_filters(self.request.query_params)).order_by("-at", "-id")

@@ -14,6 +14,7 @@ from ..models import Job
 from ..sql.timeouts import bounded_statements
 from .exceptions import exception_handler
 from .middleware import early_error
+from .pagination import EstimatedCountPagination
 from .parsers import BoundedJSONParser
 from .permissions import StaffModelPermission
 from .renderers import SafeJSONRenderer
@@ -44,6 +45,15 @@ class SchedulerAPI:
         # No statement of a request runs longer than REQUEST_STATEMENT_TIMEOUT (exceptions.py: 503).
         with bounded_statements(conf.get("REQUEST_STATEMENT_TIMEOUT"), router.db_for_read(Job)):
             return super().dispatch(request, *args, **kwargs)
+
+
+class RowsAPI(SchedulerAPI):
+    """A view of one table's rows: counted pages, no filters but those it declares, any id in a URL."""
+
+    # Anything but a slash reaches get_object, which answers 404 for what is not an id.
+    lookup_value_regex = "[^/]+"
+    pagination_class = EstimatedCountPagination
+    filter_backends = []
 
 
 def audit(request, action, object_type="job", **fields):

@@ -143,6 +143,17 @@ class TieBreakingOrderingFilter(django_filters.OrderingFilter):
         return qs.order_by(*ordering)
 
 
+def _priority_filter(lookup, bound):
+    """Return the filter of a priority bound: ``lookup`` (gte, lte), worded "Priority ``bound`` this"."""
+    return IntegerFilter(
+        field_name="priority",
+        lookup_expr=lookup,
+        min_value=PRIORITY_MIN,
+        max_value=PRIORITY_MAX,
+        help_text=f"Priority {bound} this ({PRIORITY_MIN}..{PRIORITY_MAX}).",
+    )
+
+
 class JobFilter(django_filters.FilterSet):
     status = StatusInFilter(
         field_name="status",
@@ -156,20 +167,8 @@ class JobFilter(django_filters.FilterSet):
         help_text='A task\'s path, or its end when only one known task has it ("echo" for myapp.tasks.echo); '
         "a name several tasks end with is a 400 listing them.",
     )
-    priority_min = IntegerFilter(
-        field_name="priority",
-        lookup_expr="gte",
-        min_value=PRIORITY_MIN,
-        max_value=PRIORITY_MAX,
-        help_text=f"Priority at least this ({PRIORITY_MIN}..{PRIORITY_MAX}).",
-    )
-    priority_max = IntegerFilter(
-        field_name="priority",
-        lookup_expr="lte",
-        min_value=PRIORITY_MIN,
-        max_value=PRIORITY_MAX,
-        help_text=f"Priority at most this ({PRIORITY_MIN}..{PRIORITY_MAX}).",
-    )
+    priority_min = _priority_filter("gte", "at least")
+    priority_max = _priority_filter("lte", "at most")
     execute_after = AwareIsoDateTimeFilter(
         field_name="execute_at", lookup_expr="gte", help_text="execute_at at or after this ISO 8601 time (with offset)."
     )

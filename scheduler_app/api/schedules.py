@@ -34,10 +34,9 @@ from ..validation.schedules import (
     TIMEZONE,
 )
 from ..vocabulary.bounds import NEXT_RUNS_DEFAULT, NEXT_RUNS_MAX
-from .base import SchedulerAPI, audit
+from .base import RowsAPI, audit
 from .fields import ArgsField, DirectAttributesMixin, IdentityUrlField, KwargsField, RuleField, StrictKeysMixin
 from .filters import MAX_ID
-from .pagination import EstimatedCountPagination
 from .permissions import needs
 from .schema import DETAIL_ERROR, FIELD_ERRORS, QUERY_ERRORS, extend_schema, extend_schema_view
 from .serializers import JobSerializer
@@ -114,7 +113,7 @@ class ScheduleWriteSerializer(StrictKeysMixin, serializers.Serializer):
     list=extend_schema(summary="List schedules"),
     retrieve=extend_schema(summary="Show one schedule", responses={200: ScheduleSerializer, 404: DETAIL_ERROR}),
 )
-class ScheduleViewSet(SchedulerAPI, viewsets.ModelViewSet):
+class ScheduleViewSet(RowsAPI, viewsets.ModelViewSet):
     required_permissions = {
         "list": needs("view", Schedule),
         "retrieve": needs("view", Schedule),
@@ -125,11 +124,7 @@ class ScheduleViewSet(SchedulerAPI, viewsets.ModelViewSet):
         "run": needs("change", Schedule),
         "next": needs("view", Schedule),
     }
-    # Anything but a slash reaches get_object, which answers 404 for what is not an id.
-    lookup_value_regex = "[^/]+"
     serializer_class = ScheduleSerializer
-    pagination_class = EstimatedCountPagination
-    filter_backends = []
 
     def get_queryset(self):
         return Schedule.objects.select_related("last_job").order_by("name", "id")

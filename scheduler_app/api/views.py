@@ -22,11 +22,10 @@ from ..models import Job, Queue, Worker
 from ..observability import stats
 from ..vocabulary.bounds import BULK_MAX
 from . import previews
-from .base import SchedulerAPI, audit
+from .base import RowsAPI, SchedulerAPI, audit
 from .exceptions import Conflict
 from .filters import MAX_ID, JobFilter, matching
 from .observability import LOG_PARAMETERS, PaginatedJobLogSerializer, job_logs
-from .pagination import EstimatedCountPagination
 from .permissions import needs
 from .resources import QueueLimitsSerializer, QueueSerializer, StatsSerializer, TaskSerializer, WorkerSerializer
 from .schema import DETAIL_ERROR, FIELD_ERRORS, QUERY_ERRORS, extend_schema, extend_schema_view
@@ -60,6 +59,16 @@ DUPLICATE_TEXT = (
 )
 
 
+def _email_example(name, **when):
+    """Return a request body example for Swagger UI's "Try it out": a built-in email, sent ``when``."""
+    value = {
+        "task": "scheduler_app.tasks.send_email",
+        "kwargs": {"to": "ops@example.com", "subject": "Report", "body": "Ready."},
+        **when,
+    }
+    return OpenApiExample(name, request_only=True, value=value)
+
+
 def id_only(job):
     """Return a job that held a unique key as a caller without view_job sees it."""
     return {"id": job.pk, "duplicate": True}
@@ -69,7 +78,7 @@ def id_only(job):
     list=extend_schema(summary="List jobs (filtered, ordered, paginated; args, kwargs and result cut to 4 KiB)"),
     retrieve=extend_schema(summary="Show one job", responses={200: JobSerializer, 404: DETAIL_ERROR}),
 )
-class JobViewSet(SchedulerAPI, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class JobViewSet(RowsAPI, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     required_permissions = {
         "list": needs("view", Job),
         "retrieve": needs("view", Job),
@@ -82,12 +91,9 @@ class JobViewSet(SchedulerAPI, mixins.ListModelMixin, mixins.RetrieveModelMixin,
         "bulk_retry": needs("change", Job),
         "logs": needs("view", Job),
     }
-    # Anything but a slash reaches get_object, which answers 404 for what is not an id.
-    lookup_value_regex = "[^/]+"
     serializer_class = JobSerializer
     filter_backends = [DjangoFilterBackend]
     filterset_class = JobFilter
-    pagination_class = EstimatedCountPagination
 
     def get_queryset(self):
         jobs = Job.objects.select_related("created_by").order_by("-id")
@@ -124,25 +130,8 @@ class JobViewSet(SchedulerAPI, mixins.ListModelMixin, mixins.RetrieveModelMixin,
         # Swagger UI's "Try it out" starts from this body (not from every
         # property, which would send execute_at and delay together).
         examples=[
-            OpenApiExample(
-                "In a minute",
-                request_only=True,
-                value={
-                    "task": "scheduler_app.tasks.send_email",
-                    "kwargs": {"to": "ops@example.com", "subject": "Report", "body": "Ready."},
-                    "delay": 60,
-                },
-            ),
-            OpenApiExample(
-                "At a time",
-                request_only=True,
-                value={
-                    "task": "scheduler_app.tasks.send_email",
-                    "kwargs": {"to": "ops@example.com", "subject": "Report", "body": "Ready."},
-                    "execute_at": "2030-01-01T09:00:00+00:00",
-                    "priority": 5,
-                },
-            ),
+            _email_example("In a minute", delay=60),
+            _email_example("At a time", execute_at="2030-01-01T09:00:00+00:00", priority=5),
         ],
         responses={
             201: OpenApiResponse(JobSerializer, description="Created."),
@@ -323,12 +312,10 @@ class TaskViewSet(SchedulerAPI, viewsets.ViewSet):
 
 
 @extend_schema_view(list=extend_schema(summary="List dispatcher processes"))
-class WorkerViewSet(SchedulerAPI, mixins.ListModelMixin, viewsets.GenericViewSet):
+class WorkerViewSet(RowsAPI, mixins.ListModelMixin, viewsets.GenericViewSet):
     required_permissions = {"list": needs("view", Worker)}
     serializer_class = WorkerSerializer
     queryset = Worker.objects.order_by("-started_at", "id")
-    filter_backends = []
-    pagination_class = EstimatedCountPagination
 
     def get_queryset(self):
         return leader.with_leader(super().get_queryset())

@@ -22,10 +22,9 @@ from ..lifecycle import workflows
 from ..models import JobStatus, Workflow, WorkflowStatus
 from ..validation.workflows import WORKFLOW_NAME
 from ..vocabulary import bounds
-from .base import SchedulerAPI, audit
+from .base import RowsAPI, audit
 from .fields import RuleField, StrictKeysMixin
 from .filters import MAX_ID
-from .pagination import EstimatedCountPagination
 from .permissions import needs
 from .schema import DETAIL_ERROR, FIELD_ERRORS, extend_schema, extend_schema_view
 from .serializers import BoundedListField, BulkJobSerializer, JobCreateSerializer
@@ -119,7 +118,7 @@ NAME_FILTER = OpenApiParameter("name", WORKFLOW_NAME.schema(), description="Only
         responses={200: WorkflowDetailSerializer, 404: DETAIL_ERROR},
     ),
 )
-class WorkflowViewSet(SchedulerAPI, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class WorkflowViewSet(RowsAPI, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     required_permissions = {
         "list": needs("view", Workflow),
         "retrieve": needs("view", Workflow),
@@ -127,10 +126,7 @@ class WorkflowViewSet(SchedulerAPI, mixins.ListModelMixin, mixins.RetrieveModelM
         "retry": needs("change", Workflow),
         "cancel": needs("change", Workflow),
     }
-    lookup_value_regex = "[^/]+"
     serializer_class = WorkflowSerializer
-    pagination_class = EstimatedCountPagination
-    filter_backends = []
 
     def get_queryset(self):
         found = Workflow.objects.order_by("-id")

@@ -1,7 +1,7 @@
 """The claim step of ``Dispatcher.tick``: which due jobs to claim, for which free slots, and how.
 
-A collaborator of ``loop.Dispatcher`` with its dependencies given
-explicitly; loop thread only. Per slot group with free slots: the window's
+A collaborator of ``loop.Dispatcher``, given the loop's parts it uses
+(``Claimer.PARTS``, by name); loop thread only. Per slot group with free slots: the window's
 best due jobs by id while this dispatcher is alone on them; by query (the
 database picks, skipping rows others hold) when the window may not hold the
 best ones or another dispatcher was seen taking them; and, for a group with
@@ -20,32 +20,15 @@ class Claimer:
     # Seconds to claim by query after a claim by id came back short.
     CONTENTION_BACKOFF = 1.0
 
-    def __init__(
-        self,
-        store,
-        groups,
-        *,
-        timeline,
-        window,
-        pool,
-        gate,
-        outcomes,
-        leases,
-        clock,
-        rollups=None,
-        max_jobs=None,
-        burst=False,
-    ):
+    # The loop's parts the claim step works with: ``parts`` has them as attributes
+    # of these names (the Dispatcher; a test's harness). Loop thread only.
+    PARTS = ("timeline", "window", "pool", "gate", "outcomes", "leases", "clock", "rollups")
+
+    def __init__(self, store, groups, parts, *, max_jobs=None, burst=False):
         self.store = store
         self.groups = groups  # slot group -> (queues, slots)
-        self.timeline = timeline
-        self.window = window
-        self.pool = pool
-        self.gate = gate
-        self.outcomes = outcomes
-        self.leases = leases
-        self.clock = clock
-        self.rollups = rollups
+        for name in self.PARTS:
+            setattr(self, name, getattr(parts, name))
         self.max_jobs = max_jobs
         self.burst = burst
         self.claimed_total = 0

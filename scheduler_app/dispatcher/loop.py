@@ -133,20 +133,7 @@ class Dispatcher(StopSteps):
         self.outcomes = OutcomeBuffer(self.gate, self.rollups)
         self.leases = LeaseWatch(self.lease, self.pool, self.policy)
         self.hand_back = HandBack(store, self.pool, self.lease)
-        self.claims = Claimer(
-            store,
-            self.groups,
-            timeline=self.timeline,
-            window=self.window,
-            pool=self.pool,
-            gate=self.gate,
-            outcomes=self.outcomes,
-            leases=self.leases,
-            clock=self.clock,
-            rollups=self.rollups,
-            max_jobs=max_jobs,
-            burst=self.burst,
-        )
+        self.claims = Claimer(store, self.groups, self, max_jobs=max_jobs, burst=self.burst)
 
     def _fresh_state(self):
         """The loop's own state: the wake-up, the inbox, the timers, the flags."""
@@ -244,7 +231,7 @@ class Dispatcher(StopSteps):
                     if self.pool.busy():
                         # Yield the GIL once: worker threads that finished at the same moment report
                         # now, so one round trip records (and refills) several slots. Not when none
-                        # runs: the yield is a sleep of ~0.08 ms (timer slack) added to an idle pickup.
+                        # runs: the yield is a sleep of the timer slack added to an idle pickup.
                         time.sleep(0)
                 else:
                     self.poll_wakeups()  # no sleep, but what arrived is read

@@ -91,7 +91,7 @@ def summary(tallies, seconds):
 
 
 # Seconds between writes of the tallies alone: /metrics counts an attempt that
-# ended this long ago or more recently (the issue asks 15 s; a tick's latency on top).
+# ended this long ago or more recently: within 15 s (docs/OPERATIONS.md) with a tick's latency on top.
 FRESH_EVERY = 10.0
 
 

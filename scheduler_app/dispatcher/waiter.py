@@ -2,7 +2,8 @@
 
 With a ``threading.Event`` a NOTIFY took two thread wake-ups to reach the
 loop: the kernel woke the listener thread, which decoded the payload and
-set the Event, which woke the loop (0.49 ms of a pickup's ~4 ms). Here the
+set the Event, which woke the loop (docs/BENCHMARKS.md: "Where a pickup's
+milliseconds go"). Here the
 loop thread waits in ``select()`` on a self-pipe *and* on the LISTEN
 connection's socket, and reads the notifications itself: one wake-up.
 

@@ -27,20 +27,12 @@ from ..vocabulary.bounds import (
 )
 from ..vocabulary.jobs import Status
 
-
-class JobStatus(models.TextChoices):
-    # The values are the dispatcher's (vocabulary.jobs.Status); one list.
-    PENDING = Status.PENDING, "Pending"
-    WAITING = Status.WAITING, "Waiting"
-    RUNNING = Status.RUNNING, "Running"
-    SUCCEEDED = Status.SUCCEEDED, "Succeeded"
-    FAILED = Status.FAILED, "Failed"
-    CANCELLED = Status.CANCELLED, "Cancelled"
-
+# The one status type, under the name the models have always exported.
+JobStatus = Status
 
 # Not finished: a waiting job (on its dependencies) holds its unique key too.
-ACTIVE_STATUSES = (JobStatus.PENDING, JobStatus.WAITING, JobStatus.RUNNING)
-FINISHED_STATUSES = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
+ACTIVE_STATUSES = Status.ACTIVE
+FINISHED_STATUSES = Status.FINISHED
 
 
 class DependencyFailure(models.TextChoices):
@@ -48,6 +40,15 @@ class DependencyFailure(models.TextChoices):
 
     CANCEL = "cancel", "Cancel it too"
     RUN = "run", "Run it anyway"
+
+
+def _optional_link(model, **options):
+    """Return the link of a job to a ``model`` row most jobs lack (its creator, schedule, workflow).
+
+    Set to NULL when that row is deleted; no index of its own: a partial
+    index (``Job.Meta.indexes``, rows that have one) serves it.
+    """
+    return models.ForeignKey(model, null=True, blank=True, on_delete=models.SET_NULL, db_index=False, **options)
 
 
 class JobQuerySet(models.QuerySet):
@@ -102,23 +103,8 @@ class Job(models.Model):
     # current or last attempt; not a thread. Part of every attempt's
     # compare-and-set (status, worker, attempts).
     worker = models.CharField(max_length=WORKER_ID_MAX, blank=True, default="")
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="+",
-        db_index=False,  # a partial index below: most jobs have no creator
-    )
-    schedule = models.ForeignKey(
-        "Schedule",
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="jobs",
-        help_text="The schedule that created this job.",
-        db_index=False,  # a partial index below: most jobs have no schedule
-    )
+    created_by = _optional_link(settings.AUTH_USER_MODEL, related_name="+")
+    schedule = _optional_link("Schedule", related_name="jobs", help_text="The schedule that created this job.")
     created_at = models.DateTimeField(default=timezone.now)
     # Written explicitly by every lifecycle UPDATE (auto_now does not apply
     # to QuerySet.update); the dispatcher's change poll reads it.
@@ -164,14 +150,7 @@ class Job(models.Model):
     # a retried job keeps them; one cancelled while waiting gets them later).
     results_passed = models.BooleanField(default=False, db_default=False)
     # The workflow this job belongs to (scheduler_app.workflows), if any.
-    workflow = models.ForeignKey(
-        "Workflow",
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="jobs",
-        db_index=False,  # a partial index below: most jobs are in no workflow
-    )
+    workflow = _optional_link("Workflow", related_name="jobs")
     # Operators' labels and free-form data, set at creation.
     tags = models.JSONField(default=list, blank=True, db_default=[], decoder=json_reader)
     meta = models.JSONField(default=dict, blank=True, db_default={}, decoder=json_reader)

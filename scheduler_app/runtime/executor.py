@@ -302,60 +302,27 @@ def log_outcome(job, outcome, seconds):
     """Log how an attempt ended: a success or a cancel at DEBUG (the loop logs a summary at INFO),
     a retry at INFO naming its time, a failure at WARNING."""
     extra = {"job_id": job.id, "action": "end", "outcome": str(outcome.status)}
+    level, numbered = logging.INFO, (job.id, job.attempt, job.max_attempts, job.task, seconds)
     if outcome.error is not None and outcome.error.get("exception_class") == TIMEOUT_CLASS:
         # The loop failed (or retried) it at its deadline and logged that.
-        logger.info(
-            "job %s attempt %d/%d of %s returned after its deadline (%.3fs): timed out",
-            job.id,
-            job.attempt,
-            job.max_attempts,
-            job.task,
-            seconds,
-            extra=extra,
-        )
+        message, args = "job %s attempt %d/%d of %s returned after its deadline (%.3fs): timed out", numbered
     elif outcome.snoozed:
-        at = _utc_text(outcome.retry_at)
         extra["outcome"] = "snooze"
-        logger.info(
-            "job %s attempt %d of %s snoozed after %.3fs; runs again at %s (not counted as an attempt)",
-            job.id,
-            job.attempt,
-            job.task,
-            seconds,
-            at,
-            extra=extra,
-        )
+        message = "job %s attempt %d of %s snoozed after %.3fs; runs again at %s (not counted as an attempt)"
+        args = (job.id, job.attempt, job.task, seconds, _utc_text(outcome.retry_at))
     elif outcome.status == Status.PENDING:
-        retry_at = _utc_text(outcome.retry_at)
         extra["outcome"] = "retry"
-        logger.info(
-            "job %s attempt %d/%d of %s failed in %.3fs (%s); retry at %s",
-            job.id,
-            job.attempt,
-            job.max_attempts,
-            job.task,
-            seconds,
-            _error_summary(outcome.error),
-            retry_at,
-            extra=extra,
-        )
+        message = "job %s attempt %d/%d of %s failed in %.3fs (%s); retry at %s"
+        args = (*numbered, _error_summary(outcome.error), _utc_text(outcome.retry_at))
     elif outcome.error is not None:
-        logger.log(
-            logging.WARNING if outcome.status == Status.FAILED else logging.DEBUG,
-            "job %s %s: %s attempt %d/%d in %.3fs (%s)",
-            job.id,
-            outcome.status,
-            job.task,
-            job.attempt,
-            job.max_attempts,
-            seconds,
-            _error_summary(outcome.error),
-            extra=extra,
-        )
-    elif logger.isEnabledFor(logging.DEBUG):
-        logger.debug(
-            "job %s %s: %s attempt %d in %.3fs", job.id, outcome.status, job.task, job.attempt, seconds, extra=extra
-        )
+        level = logging.WARNING if outcome.status == Status.FAILED else logging.DEBUG
+        message = "job %s %s: %s attempt %d/%d in %.3fs (%s)"
+        args = (job.id, outcome.status, job.task, job.attempt, job.max_attempts, seconds, _error_summary(outcome.error))
+    else:
+        level, message = logging.DEBUG, "job %s %s: %s attempt %d in %.3fs"
+        args = (job.id, outcome.status, job.task, job.attempt, seconds)
+    if logger.isEnabledFor(level):
+        logger.log(level, message, *args, extra=extra)
 
 
 def _utc_text(moment):

@@ -196,8 +196,9 @@ class DjangoStore:
 
         A schedule with nothing to run has an entry with ``at=None``. When
         more than ``limit`` jobs changed, return None: the caller reloads
-        its window instead (reading a bulk enqueue of 100,000 jobs in full
-        at every poll cost 50 MB and most of a second).
+        its window instead (reading a bulk enqueue in full at every poll
+        costs the dispatcher its memory and its time, where a reload reads
+        only the window).
         """
         entries = [schedule_entry(i, at) for i, at in schedules.changes(since, using=self.using)]
         rows = (

@@ -1,4 +1,4 @@
-"""What every statement shares: table names, the claim's columns, vendor checks, time as epoch."""
+"""What every statement shares: table names, the claim's order, SET list and columns, vendor checks, time as epoch."""
 
 import json
 
@@ -83,6 +83,45 @@ CLAIM_COLUMNS = (
     "snoozes",
     "backend",
 )
+
+
+def claim_order(alias=""):
+    """Return the claim's order (highest priority, then the earliest due, then the oldest), columns qualified by ``alias``.
+
+    Every claim of either database sorts by it, and the claim indexes are
+    in it (``job_pending_claim_idx``, ``job_pending_key_claim_idx``).
+    """
+    prefix = f"{alias}." if alias else ""
+    return f"{prefix}priority DESC, {prefix}execute_at, {prefix}id"
+
+
+def claim_set(*, worker, lease, now, alias=""):
+    """Return the SET list of a claim (pending -> running): the attempt, its dispatcher and its lease.
+
+    ``worker``, ``lease`` and ``now`` are SQL (parameters as the statement
+    spells them; ``now`` stands three times, in this order after the other
+    two); ``alias`` qualifies the columns read from the row.
+    """
+    prefix = f"{alias}." if alias else ""
+    return (
+        f"status = '{Status.RUNNING}', attempts = {prefix}attempts + 1, worker = {worker}, "
+        f"lease_expires_at = {lease}, started_at = COALESCE({prefix}started_at, {now}), "
+        f"last_attempted_at = {now}, updated_at = {now}, finished_at = NULL"
+    )
+
+
+def claim_by(where, *, worker, lease_until, now, pg, using="default"):
+    """Return ``(UPDATE, its SET parameters)``: the claim of the pending rows ``where`` (SQL) selects, positional.
+
+    The SET parameters come first; the caller appends those of ``where``.
+    It returns ``CLAIM_COLUMNS``.
+    """
+    t = adapt_dt(now, using)
+    statement = (
+        f"UPDATE {TABLE} SET {claim_set(worker='%s', lease='%s', now='%s')} "
+        f"WHERE status = '{Status.PENDING}' AND {where} RETURNING {claim_returning(pg=pg)}"
+    )
+    return statement, [worker, adapt_dt(lease_until, using), t, t, t]
 
 
 def claim_returning(alias="", *, pg):

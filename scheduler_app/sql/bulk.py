@@ -1,9 +1,9 @@
 """PostgreSQL: insert many rows of a model as one JSON document.
 
 ``bulk_create`` on PostgreSQL prepares every field of every row in Python
-(``get_db_prep_save``, 30 calls a job) and hands psycopg one array per
-column, which it quotes element by element: 0.6 of a 1,000-job
-``enqueue_many``'s 0.8 ms-per-job Python time. Here each row becomes a list
+(``get_db_prep_save``, a call per field of each job) and hands psycopg one
+array per column, which it quotes element by element: most of
+``enqueue_many``'s Python time. Here each row becomes a list
 of plain JSON values, the batch one ``json.dumps`` (C), and the server
 unpacks it with ``json_to_recordset``: the same INSERT, one parameter.
 The single enqueue (``postgres.pg_insert_and_notify``) sends the same

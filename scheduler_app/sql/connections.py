@@ -28,20 +28,18 @@ def hot(using="default", *, synchronous_commit=True):
     """Return a new connection for the dispatcher's claims and finishes, set up for their prepared statements."""
     connection = connect(using)
     # Its only prepared statements are sql.pg_finish_and_claim's
-    # (and sql.limited's), written to be planned once: planning them took longer than
-    # running them (0.46 -> 0.17 ms per empty claim).
+    # (and sql.limited's), written to be planned once: planning them takes longer than
+    # running them.
     connection.execute("SET plan_cache_mode = force_generic_plan")
     # ... and from the statistics of the moment it was planned: with
-    # none yet (a fresh table, a sudden backlog) the planner chose a
-    # bitmap scan + sort of every due row for the claim by query, 6 ms
-    # per claim at 20,000 due jobs until autovacuum analysed the
-    # table. Without sorts and bitmap scans the only plans left walk
+    # none yet (a fresh table, a sudden backlog) the planner chooses a
+    # bitmap scan + sort of every due row for the claim by query, until
+    # autovacuum analyses the table. Without sorts and bitmap scans the only plans left walk
     # the claim index in order and reach rows by primary key.
     connection.execute("SET enable_sort = off")
     connection.execute("SET enable_bitmapscan = off")
     # Nor sequential scans: planned on an empty table, the claim by id
-    # scanned the whole backlog that arrived after (7.6 ms per claim
-    # with 50,000 jobs, until an ANALYZE). Its statements reach rows
+    # scans the whole backlog that arrived after, until an ANALYZE. Its statements reach rows
     # by their ids or walk the claim index; their status tests are
     # written so that no index serves them (sql.postgres.STATUS_AS_FILTER).
     connection.execute("SET enable_seqscan = off")

@@ -126,67 +126,15 @@ class Postgres(_OneClaim):
         )
         return won
 
-    def finish_and_claim(
-        self,
-        rows,
-        *,
-        worker,
-        queues,
-        limit,
-        now,
-        lease_until,
-        ids=None,
-        due_by=None,
-        limits=True,
-        logs=(),
-        in_flight=(),
-        connection=None,
-        using="default",
-    ):
-        return pg_finish_and_claim(
-            rows,
-            worker=worker,
-            queues=queues,
-            limit=limit if queues else 0,
-            now=now,
-            lease_until=lease_until,
-            ids=ids,
-            due_by=due_by,
-            limits=limits,
-            logs=logs,
-            in_flight=in_flight,
-            connection=connection,
-            using=using,
-        )
+    def finish_and_claim(self, rows, *, queues, limit, **claim):
+        return pg_finish_and_claim(rows, queues=queues, limit=limit if queues else 0, **claim)
 
-    def finish_and_claim_limited(
-        self, rows, *, worker, queues, limit, now, lease_until, logs=(), in_flight=(), connection=None, using="default"
-    ):
-        return pg_limited_claim(
-            rows,
-            worker=worker,
-            queues=queues,
-            limit=limit,
-            now=now,
-            lease_until=lease_until,
-            logs=logs,
-            in_flight=in_flight,
-            connection=connection,
-            using=using,
-        )
+    def finish_and_claim_limited(self, rows, **claim):
+        return pg_limited_claim(rows, **claim)
 
-    def finish_and_claim_keyed(
-        self, rows, *, worker, queues, limit, now, lease_until, logs=(), in_flight=(), connection=None, using="default"
-    ):
-        claim = {
-            "worker": worker,
-            "queues": queues,
-            "limit": limit,
-            "now": now,
-            "lease_until": lease_until,
-            "in_flight": in_flight,
-            "connection": connection,
-        }
+    def finish_and_claim_keyed(self, rows, *, now, logs=(), using="default", **claim):
+        claim["now"] = now
+        connection = claim.setdefault("connection", None)
         # The dispatcher's own connection: one statement (None: the session cannot have its function).
         done = None if connection is None else pg_claim_keyed(rows, logs=logs, **claim)
         if done is None:
@@ -227,68 +175,19 @@ class SQLite(_OneClaim):
     def finish(self, rows, *, now, dependents=False, logs=(), connection=None, using="default"):
         return sqlite_finish(rows, now=now, dependents=dependents, logs=logs, using=using)
 
-    def finish_and_claim(
-        self,
-        rows,
-        *,
-        worker,
-        queues,
-        limit,
-        now,
-        lease_until,
-        ids=None,
-        due_by=None,
-        limits=True,
-        logs=(),
-        in_flight=(),
-        connection=None,
-        using="default",
-    ):
+    # SQLite: the outcomes first, then the claim, on Django's connection (``connection`` is PostgreSQL's).
+    def finish_and_claim(self, rows, *, queues, limit, now, logs=(), connection=None, using="default", **claim):
         won = self.finish(rows, now=now, logs=logs, using=using) if rows else {}
         if limit <= 0 or not queues:
             return won, []
-        claimed = sqlite_claim(
-            worker=worker,
-            queues=queues,
-            limit=limit,
-            now=now,
-            lease_until=lease_until,
-            ids=ids,
-            due_by=due_by,
-            limits=limits,
-            in_flight=in_flight,
-            using=using,
-        )
-        return won, claimed
+        return won, sqlite_claim(queues=queues, limit=limit, now=now, using=using, **claim)
 
-    def finish_and_claim_limited(
-        self, rows, *, worker, queues, limit, now, lease_until, logs=(), in_flight=(), connection=None, using="default"
-    ):
+    def finish_and_claim_limited(self, rows, *, now, logs=(), connection=None, using="default", **claim):
         won = self.finish(rows, now=now, logs=logs, using=using) if rows else {}
-        claimed, rooms = sqlite_limited_claim(
-            worker=worker,
-            queues=queues,
-            limit=limit,
-            now=now,
-            lease_until=lease_until,
-            in_flight=in_flight,
-            using=using,
-        )
-        return won, claimed, rooms
+        return won, *sqlite_limited_claim(now=now, using=using, **claim)
 
-    def finish_and_claim_keyed(
-        self, rows, *, worker, queues, limit, now, lease_until, logs=(), in_flight=(), connection=None, using="default"
-    ):
-        return claim_keyed(
-            worker=worker,
-            queues=queues,
-            limit=limit,
-            now=now,
-            lease_until=lease_until,
-            in_flight=in_flight,
-            finish=_finisher(self, rows, now, logs, using),
-            using=using,
-        )
+    def finish_and_claim_keyed(self, rows, *, now, logs=(), connection=None, using="default", **claim):
+        return claim_keyed(now=now, finish=_finisher(self, rows, now, logs, using), using=using, **claim)
 
     def append_logs(self, attempts, logs, *, using="default"):
         return sqlite_append_logs(attempts, logs, using=using)

@@ -1,11 +1,10 @@
 """The job table's list indexes, laid out so that a claim and a finish write none of them.
 
-Issue 28 measured it (docs/BENCHMARKS.md, "Table designs"): every claim and
-every finish writes a new version of the job row, and a new version takes an
-entry in each index whose predicate it meets (no update is HOT while
-``status`` is in the indexes' predicates). Five full indexes that served
-only the admin's and the API's lists took 22-35 us a job at 16 and 64 slots,
-half the gap to the bare floor. Migration 0014 lays them out so the happy
+Every claim and every finish writes a new version of the job row, and a new
+version takes an entry in each index whose predicate it meets (no update is
+HOT while ``status`` is in the indexes' predicates): full indexes that serve
+only the admin's and the API's lists cost each claim and finish their writes
+(docs/BENCHMARKS.md, "Table designs", has the figures). Migration 0014 lays them out so the happy
 path (enqueue pending, claim running, finish succeeded) writes none:
 
 - ``job_queue_id_idx`` and ``job_task_id_idx`` are gone: a list filtered by

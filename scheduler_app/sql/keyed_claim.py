@@ -30,7 +30,7 @@ migration's frozen text to :func:`function_text`.
 import logging
 import threading
 
-from .base import CLAIM_COLUMNS, QUEUE_TABLE, TABLE, unexpired
+from .base import CLAIM_COLUMNS, QUEUE_TABLE, TABLE, claim_order, unexpired
 from .keys import CHUNK, CHUNK_GROWTH, KEY_LOCKS, KEY_SCAN, first_chunk
 from .limited import LIMITED
 from .postgres import claim_update, finish_ctes, pg_finish_and_claim_params
@@ -73,11 +73,11 @@ BEGIN
         RETURN;
     END IF;
     WHILE cardinality(v_chosen) < p_limit AND v_read < p_scan LOOP
-        SELECT array_agg(c.id ORDER BY c.priority DESC, c.execute_at, c.id),
-               array_agg(c.concurrency_key ORDER BY c.priority DESC, c.execute_at, c.id),
-               array_agg(c.concurrency_limit ORDER BY c.priority DESC, c.execute_at, c.id),
+        SELECT array_agg(c.id ORDER BY {order}),
+               array_agg(c.concurrency_key ORDER BY {order}),
+               array_agg(c.concurrency_limit ORDER BY {order}),
                array_agg(pg_try_advisory_xact_lock({locks}, hashtext(c.concurrency_key))
-                         ORDER BY c.priority DESC, c.execute_at, c.id)
+                         ORDER BY {order})
           INTO v_ids, v_keys, v_limits, v_locks
           FROM (SELECT id, concurrency_key, concurrency_limit, priority, execute_at {keyed}) c;
         EXIT WHEN v_ids IS NULL;
@@ -135,7 +135,7 @@ def function_text():
         f"AND {unexpired('p_now')} AND queue = ANY(p_queues) "
         f"AND queue NOT IN (SELECT name FROM {QUEUE_TABLE} WHERE paused) "
         "AND id <> ALL(p_in_flight) AND id <> ALL(v_chosen) AND concurrency_key <> ALL(v_skip) "
-        "ORDER BY priority DESC, execute_at, id LIMIT v_chunk"
+        f"ORDER BY {claim_order()} LIMIT v_chunk"
     )
     return _BODY.format(
         function=FUNCTION,
@@ -146,6 +146,7 @@ def function_text():
         limited=LIMITED,
         locks=KEY_LOCKS,
         growth=CHUNK_GROWTH,
+        order=claim_order("c"),
     )
 
 

@@ -42,7 +42,6 @@ as by the plain claim: paused queues and expired jobs are left out.
 """
 
 from contextlib import contextmanager
-from datetime import timedelta
 
 from django.db import transaction
 
@@ -54,12 +53,14 @@ from .base import (
     _in_list,
     _rows,
     adapt_dt,
-    claim_returning,
+    claim_by,
+    claim_order,
     is_postgres,
     unexpired,
 )
-from .limited import PG_LOCK
+from .limited import PG_LOCK, PG_ROOMS
 from .postgres import pg_array
+from .sqlite import _sqlite_rooms
 
 # The advisory lock space of keys (the first of the two int4 arguments of the
 # advisory lock functions): apart from the locks an application takes with one bigint.
@@ -117,15 +118,16 @@ def claim_keyed(
         _choose(state, queues, now, in_flight, scan, pg, db)
         if not state.chosen:
             return won, [], state.held
-        params = [worker, adapt_dt(lease_until, using), t, t, t]
-        ids = _in_list("id", state.chosen, params, using)
-        claimed = db.rows(
-            f"UPDATE {TABLE} SET status = 'running', attempts = attempts + 1, worker = %s, "
-            "lease_expires_at = %s, started_at = COALESCE(started_at, %s), last_attempted_at = %s, "
-            f"updated_at = %s, finished_at = NULL WHERE status = 'pending' AND {ids} "
-            f"RETURNING {claim_returning(pg=pg)}",
-            params,
+        ids = []
+        statement, params = claim_by(
+            _in_list("id", state.chosen, ids, using),
+            worker=worker,
+            lease_until=lease_until,
+            now=now,
+            pg=pg,
+            using=using,
         )
+        claimed = db.rows(statement, params + ids)
         _record_starts(claimed, state.rooms, t, db)
     return won, claimed, state.held
 
@@ -205,38 +207,28 @@ def choose(candidates, running, limit):
 def _queue_rooms(queues, now, pg, db):
     """Return ``{queue: (room, rate-limited)}`` of the limited queues among ``queues`` (room None: no bound).
 
+    The room is counted as the limited claim counts it, in one place per
+    dialect: PostgreSQL's ``limited.PG_ROOMS``, SQLite's ``sqlite._sqlite_rooms``.
     PostgreSQL: their rows are locked first and written (name order, as
     the limited claim takes its turn when it waits for it, ``limited.PG_LOCK``),
-    so the counts, statements of their own, see every claim of those queues
+    so the count, a statement of its own, sees every claim of those queues
     that committed before, and a limited claim that counted before this one
     commits finds the queue contended.
     """
     if pg:
         # Their turns, as the limited claim waits for them: locked in name order and written.
-        rows = db.rows(PG_LOCK, {"queues": pg_array(sorted(queues))})
+        names = pg_array(sorted(queues))
+        db.rows(PG_LOCK, {"queues": names})
+        rows = db.rows(PG_ROOMS, {"queues": names, "now": now})
     else:
-        params = []
-        names = _in_list("name", sorted(queues), params, db.using)
-        rows = db.rows(
-            f"SELECT name, concurrency_limit, rate_limit, rate_period FROM {QUEUE_TABLE} WHERE {names} "
-            "AND (concurrency_limit IS NOT NULL OR rate_limit IS NOT NULL)",
-            params,
-        )
-    rooms = {}
-    for name, concurrency, rate, period in rows:
-        room = None
-        if concurrency is not None:
-            [(running,)] = db.rows(f"SELECT count(*) FROM {TABLE} WHERE status = 'running' AND queue = %s", [name])
-            room = concurrency - running
-        if rate is not None:
-            # A millisecond more than the window, as the limited claim counts: never a start too few.
-            since = adapt_dt(now - timedelta(seconds=period + 0.001), db.using)
-            [(started,)] = db.rows(
-                f"SELECT count(*) FROM {START_TABLE} WHERE queue = %s AND started_at > %s", [name, since]
-            )
-            room = rate - started if room is None else min(room, rate - started)
-        rooms[name] = (room, rate is not None)
-    return rooms
+        rows = [(name, c, r) for name, _, c, r, _ in _sqlite_rooms(sorted(queues), adapt_dt(now, db.using), db.using)]
+    return {name: (_least(c, r), r is not None) for name, c, r in rows}
+
+
+def _least(*rooms):
+    """Return the smallest of the rooms that bound (None: none does)."""
+    bounds = [room for room in rooms if room is not None]
+    return min(bounds) if bounds else None
 
 
 def _record_starts(claimed, rooms, t, db):
@@ -326,7 +318,7 @@ def _candidates(queues, now, skip_ids, skip_keys, chunk, pg, db, locked=()):
     hint = "" if pg else " INDEXED BY job_pending_key_claim_idx"
     statement = (
         f"SELECT id, concurrency_key, concurrency_limit, queue, priority, execute_at FROM {TABLE}{hint} "
-        f"WHERE {' AND '.join(where)} ORDER BY priority DESC, execute_at, id LIMIT %s"
+        f"WHERE {' AND '.join(where)} ORDER BY {claim_order()} LIMIT %s"
     )
     if not pg:
         return [row[:4] for row in db.rows(statement, params)]
@@ -334,6 +326,6 @@ def _candidates(queues, now, skip_ids, skip_keys, chunk, pg, db, locked=()):
     return db.rows(
         "SELECT c.id, c.concurrency_key, c.concurrency_limit, c.queue, CASE WHEN c.concurrency_key = ANY(%s) "
         f"THEN NULL ELSE pg_try_advisory_xact_lock(%s, hashtext(c.concurrency_key)) END FROM ({statement}) c "
-        "ORDER BY c.priority DESC, c.execute_at, c.id",
+        f"ORDER BY {claim_order('c')}",
         [list(locked), KEY_LOCKS, *params],
     )

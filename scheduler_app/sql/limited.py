@@ -19,9 +19,9 @@ limited queue as its limits leave room for, across every dispatcher
 The count must see every claim of the queue that committed before, and no
 other may commit before this one does. On PostgreSQL a queue's row is its
 turn: every claim of a limited queue's jobs (this one, ``sql.keys``) writes
-the row in its transaction. The claim is one statement (issue 28; it was a
-transaction of a lock and a statement, 40-55 % of a 4-slot dispatcher's
-throughput) that takes the turn without waiting, by compare-and-set: only
+the row in its transaction. The claim is one statement (a transaction of a
+lock and a statement costs the dispatcher a round trip and a commit a
+claim) that takes the turn without waiting, by compare-and-set: only
 where the row is the version its own snapshot read (``xmin``) and no other
 claim holds it (SKIP LOCKED). Then no claim of the queue committed after
 the snapshot (it would have written the row) and none can before this one
@@ -44,7 +44,7 @@ import re
 
 from django.db import transaction
 
-from .base import CLAIM_COLUMNS, QUEUE_TABLE, START_TABLE, TABLE, _rows
+from .base import CLAIM_COLUMNS, QUEUE_TABLE, START_TABLE, TABLE, _rows, claim_order
 from .connections import raw_cursor
 from .postgres import (
     NOT_IN_FLIGHT,
@@ -80,16 +80,39 @@ PG_LOCK = (
 # Claim order within one queue, by its own claim index (PostgreSQL,
 # migration 0008). The queue is named as a range of one value and comes first
 # in the order: with ``queue = name`` the planner knows it constant, drops it
-# from the order, and a generic plan took the claim index of all queues
+# from the order, and a generic plan takes the claim index of all queues
 # instead, walking every due row of the others to find none of an empty
-# queue (0.9 ms a claim at 3,500 due jobs of another queue: most of what a
-# limited queue cost). A deterministic collation: the range holds that name only.
-QUEUE_ORDER = "queue, priority DESC, execute_at, id"
+# queue. A deterministic collation: the range holds that name only.
+QUEUE_ORDER = f"queue, {claim_order()}"
 
 
 def one_queue(name):
     return f"queue >= {name} AND queue <= {name}"
 
+
+def _window(q):
+    """SQL: ``FROM ... WHERE`` the starts of queue row ``q`` in its rate window at ``%(now)s``."""
+    return f"FROM {START_TABLE} s WHERE s.queue = {q}.name AND s.started_at > %(now)s - make_interval(secs => {q}.rate_period)"
+
+
+def room_by_concurrency(q, ending=""):
+    """SQL: how many more jobs of queue row ``q`` may run (NULL: no limit); ``ending``: running jobs not to count."""
+    running = f"(SELECT count(*) FROM {TABLE} r WHERE r.status = 'running' AND r.queue = {q}.name{ending})"
+    return f"CASE WHEN {q}.concurrency_limit IS NULL THEN NULL ELSE {q}.concurrency_limit - {running} END"
+
+
+def room_by_rate(q):
+    """SQL: how many more jobs of queue row ``q`` may start in its rate window, counted (NULL: no rate limit)."""
+    return f"CASE WHEN {q}.rate_limit IS NULL THEN NULL ELSE {q}.rate_limit - (SELECT count(*) {_window(q)}) END"
+
+
+# Each limited queue's room, counted: ``(name, by concurrency, by rate)``. Run
+# in the queues' turn (after ``PG_LOCK``, a statement of its own), so the
+# counts see every claim of those queues that committed before.
+PG_ROOMS = (
+    f"SELECT x.name, {room_by_concurrency('x')}, {room_by_rate('x')} FROM {QUEUE_TABLE} x "
+    f"WHERE x.name = ANY(%(queues)s::text[]) AND NOT x.paused AND {LIMITED}"
+)
 
 # A contended queue's row in the claim's result (first column), and that of a room row.
 CONTENDED = -2
@@ -118,10 +141,7 @@ def _pg_turn(limit):
         f"AND k.rate_checked_window + k.rate_starts - k.rate_checked_starts + {limit} < k.rate_limit"
     )
     keep = f"CASE WHEN k.rate_limit IS NULL OR ({fresh}) THEN"
-    count = (
-        f"(SELECT count(*) FROM {START_TABLE} s WHERE s.queue = k.name "
-        "AND s.started_at > %(now)s - make_interval(secs => k.rate_period))"
-    )
+    count = f"(SELECT count(*) {_window('k')})"
     return (
         f"seen AS (SELECT name, xmin AS x FROM {QUEUE_TABLE} WHERE name = ANY(%(queues)s::text[]) "
         f"AND NOT paused AND {LIMITED}), "
@@ -138,6 +158,13 @@ def _pg_turn(limit):
         "k.rate_limit - (k.rate_checked_window + k.rate_starts - k.rate_checked_starts - "
         f"{limit}) AS by_rate), "
     )
+
+
+# The running attempts ``f`` ends in the claim's statement, whose snapshot still sees them run.
+ENDING = (
+    " AND NOT EXISTS (SELECT 1 FROM v WHERE v.vid = r.id AND v.vworker = r.worker AND v.vattempts = r.attempts "
+    "AND NOT r.has_dependents)"
+)
 
 
 def _pg_limited_claim_text(limit, logs=False, turn=True):
@@ -157,19 +184,12 @@ def _pg_limited_claim_text(limit, logs=False, turn=True):
     the oldest start of the window only where the rate may leave no room.
     """
     limit = int(limit)
-    in_window = (
-        f"FROM {START_TABLE} s WHERE s.queue = q.name AND s.started_at > %(now)s - make_interval(secs => q.rate_period)"
-    )
     queues, ledger = (_pg_turn(limit), "") if turn else _pg_after_lock()
     return (
         f"WITH {finish_ctes(logs=logs)}{queues}"
         "room AS (SELECT q.name, q.rate_period, q.rate_limit IS NOT NULL AS rated, "
-        "CASE WHEN q.concurrency_limit IS NULL THEN NULL ELSE q.concurrency_limit - "
-        f"(SELECT count(*) FROM {TABLE} r WHERE r.status = 'running' AND r.queue = q.name AND NOT EXISTS "
-        # ``f`` ends these attempts in this statement, whose snapshot still sees them run.
-        "(SELECT 1 FROM v WHERE v.vid = r.id AND v.vworker = r.worker AND v.vattempts = r.attempts "
-        "AND NOT r.has_dependents)) END AS by_concurrency, q.by_rate, "
-        f"CASE WHEN q.by_rate > {limit} THEN NULL ELSE (SELECT min(s.started_at) {in_window}) END AS oldest "
+        f"{room_by_concurrency('q', ENDING)} AS by_concurrency, q.by_rate, "
+        f"CASE WHEN q.by_rate > {limit} THEN NULL ELSE (SELECT min(s.started_at) {_window('q')}) END AS oldest "
         "FROM q), "
         # The other queues one by one, by their own claim index: walking the
         # claim index of all queues past a limited queue's backlog cost a scan
@@ -185,7 +205,7 @@ def _pg_limited_claim_text(limit, logs=False, turn=True):
         f"LIMIT GREATEST(LEAST(COALESCE(room.by_concurrency, {limit}), COALESCE(room.by_rate, {limit}), {limit}), 0) "
         "FOR UPDATE SKIP LOCKED) p), "
         "c AS (SELECT id FROM (SELECT * FROM a UNION ALL SELECT * FROM b) x "
-        f"ORDER BY priority DESC, execute_at, id LIMIT {limit}), "
+        f"ORDER BY {claim_order()} LIMIT {limit}), "
         f"{claim_update('c')}, {ledger}"
         f"st AS (INSERT INTO {START_TABLE} (queue, started_at) SELECT u.queue, %(now)s FROM u "
         "WHERE u.queue IN (SELECT name FROM room WHERE rated)), "
@@ -206,9 +226,7 @@ def _pg_after_lock():
     rows in an earlier statement of this transaction.
     """
     queues = (
-        f"q AS (SELECT x.name, x.concurrency_limit, x.rate_limit, x.rate_period, CASE WHEN x.rate_limit IS NULL "
-        f"THEN NULL ELSE x.rate_limit - (SELECT count(*) FROM {START_TABLE} s WHERE s.queue = x.name "
-        "AND s.started_at > %(now)s - make_interval(secs => x.rate_period)) END AS by_rate "
+        f"q AS (SELECT x.name, x.concurrency_limit, x.rate_limit, x.rate_period, {room_by_rate('x')} AS by_rate "
         f"FROM {QUEUE_TABLE} x WHERE x.name = ANY(%(queues)s::text[]) AND NOT x.paused AND {LIMITED}), "
     )
     ledger = (
@@ -259,7 +277,7 @@ def pg_limited_claim_raw(limit, logs=False):
 
     Run on a raw cursor (``connections.raw_cursor``): psycopg converts
     ``%(name)s`` placeholders at every execution of a statement longer than
-    it caches (4 KB; this one is 6-7 KB), 0.16 ms a claim.
+    it caches (4 KB), and this one is longer.
     """
     key = (int(limit), bool(logs))
     raw = _RAW.get(key)

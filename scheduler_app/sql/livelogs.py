@@ -11,7 +11,8 @@ import json
 
 from django.db import transaction
 
-from .base import LOG_TABLE, TABLE, _rows
+from .base import TABLE, _rows
+from .postgres import logs_cte, logs_document
 from .sqlite import _insert_logs
 
 PG_APPEND = (
@@ -20,11 +21,7 @@ PG_APPEND = (
     f"u AS (UPDATE {TABLE} AS j SET logs_count = j.logs_count + a.n FROM a "
     "WHERE j.id = a.job AND j.status = 'running' AND j.worker = a.worker AND j.attempts = a.attempt "
     "RETURNING j.id), "
-    f"l AS (INSERT INTO {LOG_TABLE} (job_id, attempt, seq, time, level, logger, message, exc_text) "
-    "SELECT x.job, x.attempt, x.seq, to_timestamp(x.time), x.level, x.logger, x.message, x.exc "
-    "FROM json_to_recordset(%(logs)s::json) AS x(job bigint, attempt integer, seq integer, time float8, "
-    "level smallint, logger text, message text, exc text) WHERE x.job IN (SELECT id FROM u)) "
-    "SELECT id FROM u"
+    f"{logs_cte('u')} SELECT id FROM u"
 )
 
 
@@ -32,21 +29,7 @@ def pg_append_logs(attempts, logs, *, using="default"):
     """PostgreSQL: insert ``logs`` of the running ``attempts`` ``(job, worker, attempt, count)``; return the ids that won."""
     params = {
         "attempts": json.dumps([{"job": j, "worker": w, "attempt": a, "n": n} for j, w, a, n in attempts]),
-        "logs": json.dumps(
-            [
-                {
-                    "job": job,
-                    "attempt": attempt,
-                    "seq": seq,
-                    "time": t,
-                    "level": level,
-                    "logger": name,
-                    "message": message,
-                    "exc": exc,
-                }
-                for job, attempt, seq, t, level, name, message, exc in logs
-            ]
-        ),
+        "logs": logs_document(logs),
     }
     return {row[0] for row in _rows(PG_APPEND, params, using)}
 

@@ -3,8 +3,7 @@
 The enqueue statement is a server-side prepared statement of the session:
 the first enqueue on a connection sends ``PREPARE`` in the same query, later
 ones ``EXECUTE`` (planning an INSERT into a table with fifteen indexes costs
-the server about as much as running it: 0.3-0.4 ms of an enqueue's round
-trip on the benchmark's guest). Django turns psycopg's own prepared
+the server about as much as running it). Django turns psycopg's own prepared
 statements off by default for connection poolers; this one statement keeps
 working behind them: where the session lacks it (a pooler in transaction
 mode, ``DISCARD ALL``) or already has it (an earlier client of a pooled
@@ -30,7 +29,9 @@ from .base import (
     NOT_PAUSED_NOR_LIMITED,
     TABLE,
     _rows,
+    claim_order,
     claim_returning,
+    claim_set,
     ending,
     status_in,
     unexpired,
@@ -153,8 +154,8 @@ def pg_insert_statement(obj, *, channel, payload_parts, using="default"):
     """Return ``(statement, params, types)`` of :func:`pg_insert_and_notify`.
 
     The INSERT is ``bulk.json_insert``'s with a document of one row (four
-    parameters of the SQL ``types``: 0.5 ms less Python an enqueue than
-    thirty fields prepared and quoted one by one); a value without a JSON
+    parameters of the SQL ``types``, where thirty fields prepared and quoted
+    one by one cost more Python than the statement); a value without a JSON
     form takes the ORM's compiled INSERT instead (``types`` None: never
     prepared).
     """
@@ -181,9 +182,9 @@ def _with_notify(insert):
 # A status test no index can serve, for statements that reach their rows by an
 # id list. The loop's statements are planned once (generic plans), from the
 # statistics of that moment: planned while few jobs ran, a plain
-# ``status = 'running'`` was estimated at one row and the finish walked
-# ``job_status_id_idx`` (every running job) to find its few ids: 2.3 ms per
-# finish with 20,000 running instead of four primary-key lookups. ``IS TRUE``
+# ``status = 'running'`` is estimated at one row and the finish walks
+# ``job_status_id_idx`` (every running job) to find its few ids, where a
+# few primary-key lookups would do. ``IS TRUE``
 # leaves the test as a filter, so the id list is what finds the rows: by the
 # primary key (statistics stale enough to call the table empty can still make
 # another ``(column, id)`` index look as cheap, until the next ANALYZE).
@@ -243,10 +244,7 @@ def claim_update(source, *, pending=False):
     """
     cas = f" AND {STATUS_AS_FILTER.format(status='pending', alias='j.')}" if pending else ""
     return (
-        f"u AS (UPDATE {TABLE} AS j SET status = 'running', attempts = j.attempts + 1, "
-        "worker = %(worker)s, lease_expires_at = %(lease)s, "
-        "started_at = COALESCE(j.started_at, %(now)s), last_attempted_at = %(now)s, "
-        "updated_at = %(now)s, finished_at = NULL "
+        f"u AS (UPDATE {TABLE} AS j SET {claim_set(worker='%(worker)s', lease='%(lease)s', now='%(now)s', alias='j')} "
         f"WHERE j.id = ANY(ARRAY(SELECT id FROM {source})){cas} RETURNING {claim_returning('j', pg=True)})"
     )
 
@@ -274,7 +272,7 @@ def _pg_finish_and_claim_text(by_ids, limit, limits, dependents=False, logs=Fals
     pending = STATUS_AS_FILTER.format(status="pending", alias="") if by_ids else status_in("claim")
     # By ids the caller asks for exactly the rows it names (and orders what
     # comes back), so no sort; by query the claim index gives claim order.
-    order = "" if by_ids else "ORDER BY priority DESC, execute_at, id "
+    order = "" if by_ids else f"ORDER BY {claim_order()} "
     return (
         f"WITH {finish_ctes(dependents=dependents, logs=logs)}"
         f"c AS (SELECT id FROM {TABLE} WHERE {pending} AND execute_at <= %(due)s "
@@ -300,13 +298,37 @@ def finished_statuses(result):
     return {r[0]: r[at] for r in result if r[0] is not None and r[0] > 0}
 
 
+def logs_cte(source):
+    """Return the CTE ``l`` (comma-less): insert the log records ``%(logs)s`` (``logs_document``) of the jobs ``source`` returns."""
+    return (
+        f"l AS (INSERT INTO {LOG_TABLE} (job_id, attempt, seq, time, level, logger, message, exc_text) "
+        "SELECT x.job, x.attempt, x.seq, to_timestamp(x.time), x.level, x.logger, x.message, x.exc "
+        "FROM json_to_recordset(%(logs)s::json) AS x(job bigint, attempt integer, seq integer, time float8, "
+        f"level smallint, logger text, message text, exc text) WHERE x.job IN (SELECT id FROM {source}))"
+    )
+
+
+def logs_document(logs):
+    """Return log rows ``(job, attempt, seq, epoch, level, logger, message, exc text)`` as one JSON document."""
+    return json.dumps(
+        [
+            {
+                "job": job,
+                "attempt": attempt,
+                "seq": seq,
+                "time": t,
+                "level": level,
+                "logger": name,
+                "message": message,
+                "exc": exc,
+            }
+            for job, attempt, seq, t, level, name, message, exc in logs
+        ]
+    )
+
+
 # The attempts' log records, for the outcomes that won (f returns their ids).
-LOGS_CTE = (
-    f"l AS (INSERT INTO {LOG_TABLE} (job_id, attempt, seq, time, level, logger, message, exc_text) "
-    "SELECT x.job, x.attempt, x.seq, to_timestamp(x.time), x.level, x.logger, x.message, x.exc "
-    "FROM json_to_recordset(%(logs)s::json) AS x(job bigint, attempt integer, seq integer, time float8, "
-    "level smallint, logger text, message text, exc text) WHERE x.job IN (SELECT id FROM f)), "
-)
+LOGS_CTE = f"{logs_cte('f')}, "
 
 _PG_FINISH_AND_CLAIM = {}
 
@@ -365,21 +387,7 @@ def pg_finish_and_claim_params(rows, *, worker, queues, now, lease_until, ids, d
         "lease": lease_until,
     }
     if logs:
-        params["logs"] = json.dumps(
-            [
-                {
-                    "job": job,
-                    "attempt": attempt,
-                    "seq": seq,
-                    "time": t,
-                    "level": level,
-                    "logger": name,
-                    "message": message,
-                    "exc": exc,
-                }
-                for job, attempt, seq, t, level, name, message, exc in logs
-            ]
-        )
+        params["logs"] = logs_document(logs)
     return params
 
 

@@ -66,15 +66,8 @@ def upsert(table, keys, columns, rows, *, add=(), greatest=(), replace=(), using
 def add_tallies(rows, using="default"):
     """Add ``[(minute, queue, task, tally)]`` to the rollups and to the never-pruned counters."""
     columns = COUNTS + HISTOGRAM + MAXIMA
-    upsert(
-        ROLLUP_TABLE,
-        ("minute", "queue", "task"),
-        columns,
-        [(minute, queue, task, *tally_values(t)) for minute, queue, task, t in rows],
-        add=COUNTS + HISTOGRAM,
-        greatest=MAXIMA,
-        using=using,
-    )
+    rows_of_minutes = [(minute, queue, task, *tally_values(t)) for minute, queue, task, t in rows]
+    _upsert_rollups(columns, rows_of_minutes, add=COUNTS + HISTOGRAM, greatest=MAXIMA, using=using)
     totals = {}
     for _, queue, task, tally in rows:
         values = tally_values(tally)
@@ -99,23 +92,15 @@ def add_tallies(rows, using="default"):
 
 def add_samples(rows, using="default"):
     """Record ``[(minute, queue, depth, due, lag)]`` on each queue's own rollup row (task ``""``)."""
-    upsert(
-        ROLLUP_TABLE,
-        ("minute", "queue", "task"),
-        SAMPLES,
-        [(minute, queue, "", *values) for minute, queue, *values in rows],
-        greatest=SAMPLES,
-        using=using,
-    )
+    samples = [(minute, queue, "", *values) for minute, queue, *values in rows]
+    _upsert_rollups(SAMPLES, samples, greatest=SAMPLES, using=using)
 
 
 def add_enqueued(rows, using="default"):
     """Add ``[(minute, queue, task, n)]`` jobs enqueued to the rollups."""
-    upsert(
-        ROLLUP_TABLE,
-        ("minute", "queue", "task"),
-        ("enqueued",),
-        [tuple(row) for row in rows],
-        add=("enqueued",),
-        using=using,
-    )
+    _upsert_rollups(("enqueued",), [tuple(row) for row in rows], add=("enqueued",), using=using)
+
+
+def _upsert_rollups(columns, rows, *, add=(), greatest=(), using):
+    """Upsert ``rows`` (minute, queue, task, then ``columns``) into the per-minute rollups."""
+    upsert(ROLLUP_TABLE, ("minute", "queue", "task"), columns, rows, add=add, greatest=greatest, using=using)

@@ -82,9 +82,8 @@ def search_matches(value, using="default", hidden=(), job_id=None):
     On PostgreSQL the id is matched inside the first arm, on the side table
     (every job has its row there; the trigram index and the side table's
     primary key make a BitmapOr), not by an ``OR id = N`` beside the
-    subquery: that cannot be a semi-join, and the planner ran the subquery
-    once per row of the job table (300,000 jobs: no answer in minutes;
-    docs/SCALING.md has the figures).
+    subquery: that cannot be a semi-join, and the planner runs the subquery
+    once per row of the job table (docs/SCALING.md has the figures).
     """
     if is_postgres(using):
         # One id list, each arm through its own index (the trigram index, the
@@ -139,9 +138,8 @@ _HIDDEN = {
 # PostgreSQL: the row's JSON text first. A text value under a hidden key is
 # found by one regular expression on it; the walk of the JSON runs only on
 # rows with a hidden key whose value is not a text (a number, an object, a
-# list) and whose args or kwargs hold the text. Measured: a word 10,000 rows
-# held, counted with the walk on each 1.4 s, like this 0.5 s, without the
-# hidden keys 0.3 s (docs/OPERATIONS.md#search).
+# list) and whose args or kwargs hold the text: the walk is the costly part,
+# and most rows never need it (docs/BENCHMARKS.md has the figures).
 _ROW_TEXT = "({table}.args::text || ' ' || {table}.kwargs::text)"
 _PRECHECKED = "({text} ~* %s OR ({text} ~* %s AND UPPER({text}) LIKE UPPER(%s) AND {walk}))"
 _PLAIN_NAME = re.compile(r"[\w.-]+")

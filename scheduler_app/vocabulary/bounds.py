@@ -85,8 +85,8 @@ SNOOZE_MAX = DELAY_MAX
 BULK_MAX = 1000
 # Dependencies (depends_on and depends_on_index entries together) of one
 # enqueue_many call: a workflow, a bulk request, a canvas; the API, the admin
-# and code alike. At this bound a request is created in ~2 s on PostgreSQL
-# (docs/SCALING.md); 1,000 jobs each after all earlier ones (499,500) took 25-43 s.
+# and code alike. It keeps one request's creation to seconds, where a request's
+# links can grow as the square of its jobs (docs/SCALING.md has the figures).
 LINKS_PER_REQUEST_MAX = 50_000
 # GET /api/schedules/{id}/next/?count=: at most this many coming run times
 # (default NEXT_RUNS_DEFAULT); the admin's schedule page shows NEXT_RUNS_SHOWN.

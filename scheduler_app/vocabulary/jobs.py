@@ -4,12 +4,38 @@ Pure: no Django. The Django store builds these from rows, the tests' fake
 store builds them from dicts, and the loop cannot tell the two apart.
 """
 
+import enum
 from dataclasses import dataclass
 from datetime import datetime
 
 
-class Status:
-    """A job's status, as stored (``models.JobStatus`` has the same values and labels)."""
+class _Choices(enum.EnumType):
+    """What a Django field or a DRF ChoiceField reads of a choices enum (``choices``, ``values``, ``labels``).
+
+    Django's ``TextChoices`` has these too; this module imports no Django, so the one
+    status type gives them itself and ``models.JobStatus`` is this same class.
+    """
+
+    @property
+    def values(cls):
+        return [member.value for member in cls]
+
+    @property
+    def labels(cls):
+        return [member.label for member in cls]
+
+    @property
+    def choices(cls):
+        return [(member.value, member.label) for member in cls]
+
+
+class Status(enum.StrEnum, metaclass=_Choices):
+    """A job's status, as stored: the one type (``models.JobStatus`` is this class).
+
+    A member is its stored text (``Status.PENDING == "pending"``, ``str()`` and
+    f-strings give the text), so rows, SQL parameters and JSON take it as it is.
+    The groups below are plain tuples of that text, not members.
+    """
 
     PENDING = "pending"
     WAITING = "waiting"  # on dependencies: pending once the last one succeeds
@@ -18,14 +44,22 @@ class Status:
     FAILED = "failed"
     CANCELLED = "cancelled"
 
-    ALL = (PENDING, WAITING, RUNNING, SUCCEEDED, FAILED, CANCELLED)
-    ACTIVE = (PENDING, WAITING, RUNNING)
-    FINISHED = (SUCCEEDED, FAILED, CANCELLED)
+    ALL = enum.nonmember((PENDING, WAITING, RUNNING, SUCCEEDED, FAILED, CANCELLED))
+    ACTIVE = enum.nonmember((PENDING, WAITING, RUNNING))
+    FINISHED = enum.nonmember((SUCCEEDED, FAILED, CANCELLED))
     # What an attempt can end as: finished, or back to pending for a retry.
-    OUTCOMES = (SUCCEEDED, FAILED, CANCELLED, PENDING)
+    OUTCOMES = enum.nonmember((SUCCEEDED, FAILED, CANCELLED, PENDING))
     # The endings a requested cancel overrides (``attempt_end``): anything
     # but a success, which stands (the work was done).
-    YIELD_TO_CANCEL = (PENDING, FAILED)
+    YIELD_TO_CANCEL = enum.nonmember((PENDING, FAILED))
+
+    # Django's templates call what is callable; a status class in a context stays a class.
+    do_not_call_in_templates = enum.nonmember(True)
+
+    @property
+    def label(self):
+        """Return the word a page shows: the stored text, capitalised ("Pending")."""
+        return self.value.capitalize()
 
 
 def attempt_end(status, cancel_requested):

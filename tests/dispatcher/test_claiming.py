@@ -76,19 +76,8 @@ class Harness:
         self.gate = Gate(retry_interval=1.0)
         self.outcomes = OutcomeBuffer(self.gate)
         self.leases = LeaseWatch(30.0, self.pool, RetryPolicy())
-        self.claimer = Claimer(
-            self.store,
-            self.groups,
-            timeline=self.timeline,
-            window=self.window,
-            pool=self.pool,
-            gate=self.gate,
-            outcomes=self.outcomes,
-            leases=self.leases,
-            clock=self.clock,
-            max_jobs=max_jobs,
-            burst=burst,
-        )
+        self.rollups = None  # no per-minute tallies kept
+        self.claimer = Claimer(self.store, self.groups, self, max_jobs=max_jobs, burst=burst)
 
     def add(self, job_id, at=DUE, **columns):
         return self.store.add(job_id, at, **columns)

@@ -92,3 +92,18 @@ def test_a_claimed_job_defaults_and_changed_copies():
     again = dataclasses.replace(job, attempt=3)
     assert (again.attempt, job.attempt) == (3, 2)
     assert isinstance(again, ClaimedJob)
+
+
+def test_the_models_status_is_the_vocabulary_status():
+    # One type: the public name in the models is the dispatcher's class, not a copy of its values.
+    from scheduler_app.models import ACTIVE_STATUSES, FINISHED_STATUSES, JobStatus
+
+    assert JobStatus is Status
+    assert (ACTIVE_STATUSES, FINISHED_STATUSES) == (Status.ACTIVE, Status.FINISHED)
+
+
+def test_a_status_reads_as_django_choices_and_as_its_text():
+    assert Status.values == list(Status.ALL)
+    assert Status.choices == [(s, s.capitalize()) for s in Status.ALL]
+    assert Status("failed") is Status.FAILED and Status.FAILED.label == "Failed"
+    assert (str(Status.RUNNING), f"{Status.RUNNING}", Status.RUNNING == "running") == ("running", "running", True)

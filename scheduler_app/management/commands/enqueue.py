@@ -4,19 +4,8 @@ from django.db import transaction
 
 from ... import lifecycle
 from ...lifecycle.building import QUEUE
+from ...validation import fields
 from ...validation.admission import CONCURRENCY_KEY, EXPIRES_AT, EXPIRES_IN, JOB_CONCURRENCY_LIMIT
-from ...validation.fields import (
-    ARGS,
-    DELAY,
-    DEPENDS_ON,
-    EXECUTE_AT,
-    KWARGS,
-    MAX_ATTEMPTS,
-    ON_DEPENDENCY_FAILURE,
-    PRIORITY,
-    TIMEOUT,
-    UNIQUE_FOR,
-)
 from ...validation.labels import META, TAG
 from .. import arguments
 from ..base import SchedulerCommand
@@ -27,31 +16,33 @@ class Command(SchedulerCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("task", help="Registered task path (see the admin or GET /api/tasks/).")
-        parser.add_argument("--args", dest="job_args", type=arguments.rule(ARGS), default=[], help="JSON list.")
-        parser.add_argument("--kwargs", dest="job_kwargs", type=arguments.rule(KWARGS), default={}, help="JSON object.")
+        parser.add_argument("--args", dest="job_args", type=arguments.rule(fields.ARGS), default=[], help="JSON list.")
+        parser.add_argument(
+            "--kwargs", dest="job_kwargs", type=arguments.rule(fields.KWARGS), default={}, help="JSON object."
+        )
         when = parser.add_mutually_exclusive_group()
-        when.add_argument("--at", type=arguments.rule(EXECUTE_AT), help="ISO 8601 time with offset.")
+        when.add_argument("--at", type=arguments.rule(fields.EXECUTE_AT), help="ISO 8601 time with offset.")
         when.add_argument(
             "--in",
             dest="delay",
-            type=arguments.rule(DELAY),
+            type=arguments.rule(fields.DELAY),
             help="Seconds from now, or a duration: 90s, 2h, 3d, 1h30m.",
         )
-        parser.add_argument("--priority", type=arguments.rule(PRIORITY))
+        parser.add_argument("--priority", type=arguments.rule(fields.PRIORITY))
         parser.add_argument("--queue", type=arguments.rule(QUEUE))
-        parser.add_argument("--max-attempts", type=arguments.rule(MAX_ATTEMPTS))
+        parser.add_argument("--max-attempts", type=arguments.rule(fields.MAX_ATTEMPTS))
         parser.add_argument(
-            "--timeout", type=arguments.rule(TIMEOUT), help="Seconds an attempt may run, or a duration (30m)."
+            "--timeout", type=arguments.rule(fields.TIMEOUT), help="Seconds an attempt may run, or a duration (30m)."
         )
         parser.add_argument("--unique-key")
         parser.add_argument(
             "--unique-for",
-            type=arguments.rule(UNIQUE_FOR),
+            type=arguments.rule(fields.UNIQUE_FOR),
             help="Seconds (or a duration: 1d) the unique key stays taken, whatever becomes of the job unless it is cancelled.",
         )
         parser.add_argument(
             "--depends-on",
-            type=arguments.rule(DEPENDS_ON),
+            type=arguments.rule(fields.DEPENDS_ON),
             metavar="ID[,ID...]",
             help="Ids of jobs that must succeed first.",
         )
@@ -60,7 +51,9 @@ class Command(SchedulerCommand):
         )
         parser.add_argument("--meta", type=arguments.rule(META), help="JSON object kept with the job.")
         parser.add_argument(
-            "--on-dependency-failure", type=arguments.rule(ON_DEPENDENCY_FAILURE), help='"cancel" (default) or "run".'
+            "--on-dependency-failure",
+            type=arguments.rule(fields.ON_DEPENDENCY_FAILURE),
+            help='"cancel" (default) or "run".',
         )
         expiry = parser.add_mutually_exclusive_group()
         expiry.add_argument(

@@ -4,9 +4,7 @@
 (function () {
     "use strict";
 
-    function ready(fn) {
-        if (document.readyState !== "loading") { fn(); } else { document.addEventListener("DOMContentLoaded", fn); }
-    }
+    var ready = window.SchedLive.ready;  // live.js comes first
 
     // What the reader opened or closed (a <details data-key>): kept across
     // refreshes; the others take the server's default (the newest open).

@@ -144,6 +144,36 @@
         }
     };
 
+    /* Post the forms under `root` marked data-ajax with fetch() (a queue's pause
+       and resume), say the answer (SchedNotice), then refresh `live` at once.
+       With {disable: true} the form's button is disabled while it posts (the
+       refresh brings the section back with a fresh one). */
+    SchedLive.postForms = function (root, live, options) {
+        root.addEventListener("submit", function (event) {
+            var form = event.target;
+            if (!form.hasAttribute("data-ajax")) { return; }
+            event.preventDefault();
+            var button = form.querySelector("button");
+            if (button && options && options.disable) { button.disabled = true; }
+            fetch(form.action, {
+                method: "POST",
+                body: new FormData(form),
+                credentials: "same-origin",
+                headers: { "Accept": "application/json", "X-CSRFToken": form.querySelector("[name=csrfmiddlewaretoken]").value }
+            })
+                .then(function (response) {
+                    return response.json().then(function (body) {
+                        if (!response.ok) { window.SchedNotice(body.error || ("Failed: HTTP " + response.status), "error"); }
+                        else { window.SchedNotice(body.message); }
+                    });
+                })
+                .catch(function (err) { window.SchedNotice("Failed: " + err.message, "error"); })
+                .finally(function () { live.refresh(); });
+        });
+    };
+    /* Run fn once the page is parsed (at once if it is already). */
+    SchedLive.ready = ready;
+
     window.SchedLive = SchedLive;
     window.SchedTime = SchedTime;
 

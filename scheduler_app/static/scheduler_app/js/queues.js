@@ -3,11 +3,7 @@
 (function () {
     "use strict";
 
-    function ready(fn) {
-        if (document.readyState !== "loading") { fn(); } else { document.addEventListener("DOMContentLoaded", fn); }
-    }
-
-    ready(function () {
+    window.SchedLive.ready(function () {
         var root = document.getElementById("sched-queues");
         if (!root) { return; }
         var minutes = root.dataset.minutes || "60";
@@ -36,19 +32,6 @@
             });
             live.refresh();
         });
-        root.addEventListener("submit", function (event) {
-            var form = event.target;
-            if (!form.hasAttribute("data-ajax")) { return; }
-            event.preventDefault();
-            fetch(form.action, {
-                method: "POST", body: new FormData(form), credentials: "same-origin",
-                headers: { "Accept": "application/json", "X-CSRFToken": form.querySelector("[name=csrfmiddlewaretoken]").value }
-            }).then(function (response) {
-                return response.json().then(function (body) {
-                    if (!response.ok) { window.SchedNotice(body.error || ("Failed: HTTP " + response.status), "error"); }
-                    else { window.SchedNotice(body.message); }
-                });
-            }).catch(function (err) { window.SchedNotice("Failed: " + err.message, "error"); }).finally(function () { live.refresh(); });
-        });
+        window.SchedLive.postForms(root, live);
     });
 })();
