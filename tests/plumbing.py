@@ -22,14 +22,22 @@ from tests.dispatcher.fakes import FakeClock
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def wait_for(predicate, timeout=30.0, interval=0.02):
-    """Poll until predicate() is true; return False on timeout (a hang guard, not a timing assertion)."""
+def wait_for(predicate, timeout=30.0, interval=None):
+    """Poll until predicate() is true; return False on timeout (a hang guard, not a timing assertion).
+
+    Without ``interval`` the polls start 5 ms apart and spread out to 100 ms:
+    a condition that comes at once is seen at once, and a wait of seconds
+    (a dispatcher process at work) does not spend a core on queries.
+    """
     end = time.monotonic() + timeout
+    pause = interval or 0.005
     while time.monotonic() < end:
         if predicate():
             return True
-        time.sleep(interval)
-    return False
+        time.sleep(pause)
+        if interval is None:
+            pause = min(pause * 1.5, 0.1)
+    return predicate()
 
 
 def count_ticks(dispatcher):
