@@ -77,32 +77,34 @@ PAGES = {
 }
 
 
-def test_no_page_overflows_at_1280_and_800_in_light_and_dark(browser, live_server, superuser, screenshot_dir):
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("width", [1280, 800])
+def test_no_page_overflows_at_1280_and_800_in_light_and_dark(
+    width, scheme, browser, live_server, superuser, screenshot_dir
+):
     failed = seed()
     pages = {**PAGES, "failed-job": f"/admin/scheduler_app/job/{failed.pk}/change/"}
     problems = {}
-    for scheme in ("light", "dark"):
-        for width in (1280, 800):
-            context = browser.new_context(
-                viewport={"width": width, "height": 900}, base_url=live_server.url, color_scheme=scheme
-            )
-            page = context.new_page()
-            page.goto("/admin/login/?next=/admin/")
-            page.fill("#id_username", "admin")
-            page.fill("#id_password", "pw-admin-123")
-            page.click("input[type=submit]")
-            page.wait_for_url("**/admin/")
-            for name, url in pages.items():
-                page.goto(url)
-                if name in ("dashboard", "queues"):
-                    page.wait_for_selector("svg.sched-chart")
-                if name == "failed-job":
-                    assert page.locator(".sched-log-error").count() == 2  # one ERROR line per attempt
-                found = page.evaluate(OVERFLOW)
-                if found:
-                    problems[f"{name} {width} {scheme}"] = found
-                    page.screenshot(path=screenshot_dir / f"overflow-{name}-{width}-{scheme}.png", full_page=True)
-            context.close()
+    context = browser.new_context(
+        viewport={"width": width, "height": 900}, base_url=live_server.url, color_scheme=scheme
+    )
+    page = context.new_page()
+    page.goto("/admin/login/?next=/admin/")
+    page.fill("#id_username", "admin")
+    page.fill("#id_password", "pw-admin-123")
+    page.click("input[type=submit]")
+    page.wait_for_url("**/admin/")
+    for name, url in pages.items():
+        page.goto(url)
+        if name in ("dashboard", "queues"):
+            page.wait_for_selector("svg.sched-chart")
+        if name == "failed-job":
+            assert page.locator(".sched-log-error").count() == 2  # one ERROR line per attempt
+        found = page.evaluate(OVERFLOW)
+        if found:
+            problems[name] = found
+            page.screenshot(path=screenshot_dir / f"overflow-{name}-{width}-{scheme}.png", full_page=True)
+    context.close()
     assert problems == {}, "\n".join(f"{k}: {v}" for k, v in problems.items())
 
 
