@@ -110,7 +110,8 @@ def call(task, *args, **kwargs):
         return async_to_sync(acall)(task, *args, **kwargs)
     pid = os.getpid()
     try:
-        value = task.call(*args, **kwargs)
+        # What Task.call does for a function that is not a coroutine function (asked above already).
+        value = task.func(*args, **kwargs)
     except BaseException as exc:
         exit_if_forked(pid, exc)
         raise
