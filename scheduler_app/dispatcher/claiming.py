@@ -193,10 +193,11 @@ class Claimer:
     def _start(self, group, jobs, now):
         if jobs:
             self.leases.claimed(now)
-        for job in jobs:
-            self.timeline.remove(job.id)
+            remove = self.timeline.remove
+            for job in jobs:
+                remove(job.id)
             if self.rollups is not None:
-                self.rollups.started(job, now)
+                self.rollups.started_many(jobs, now)
         self.pool.submit_many(group, jobs)
         self.claimed_total += len(jobs)
         return jobs

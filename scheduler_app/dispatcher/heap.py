@@ -55,6 +55,16 @@ class IndexedHeap:
         heapq.heappush(self._heap, entry)
         self._compact()
 
+    def extend(self, items):
+        """Push ``(id, key, value)`` items at once (one heapify instead of a sift each); an id held is replaced."""
+        heap, live, seq = self._heap, self._live, self._seq
+        for item_id, key, value in items:
+            entry = [key, item_id, next(seq), value]
+            live[item_id] = entry
+            heap.append(entry)
+        heapq.heapify(heap)
+        self._compact()
+
     def peek(self):
         """Return ``(key, id, value)`` of the smallest item, or None."""
         heap, live = self._heap, self._live

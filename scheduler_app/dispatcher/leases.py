@@ -113,6 +113,17 @@ class LeaseWatch:
         for stop in self.on_lost:
             stop(jobs)
 
+    def ended(self, ended, moment):
+        """Return ``[(job, outcome to record)]`` for the pool's ``[(job, outcome, error)]`` of attempts that ended:
+        an executor that raised gives the policy's outcome for it, and ``outcome`` below applies."""
+        lost, raised = self.lost, self.policy.raised
+        return [
+            (job, outcome)
+            if outcome is not None and not (lost and job.id in lost)
+            else (job, self.outcome(job, raised(job, error, moment) if outcome is None else outcome, moment))
+            for job, outcome, error in ended
+        ]
+
     def outcome(self, job, outcome, moment):
         """Return the outcome to record for ``job``: a "lost" failure if it was stopped here and did not succeed."""
         if not self.lost or job.id not in self.lost:

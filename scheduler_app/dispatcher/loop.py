@@ -354,10 +354,8 @@ class Dispatcher(StopSteps):
     def _collect(self, now):
         moment = _moment(now)
         collected = len(self.outcomes.pending)
-        for job, outcome, error in self.pool.collect():
-            if outcome is None:
-                outcome = self.policy.raised(job, error, moment)
-            self.outcomes.add(job, self.leases.outcome(job, outcome, moment), now)
+        if ended := self.pool.collect():
+            self.outcomes.add_many(self.leases.ended(ended, moment), now)
         for job_id in self.pool.returned():
             if (held := self.overdue.pop(job_id, None)) is not None:
                 self.outcomes.add(*held, now)

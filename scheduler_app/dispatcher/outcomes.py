@@ -21,17 +21,24 @@ class OutcomeBuffer:
         self.failed = 0
 
     def add(self, job, outcome, now):
+        """Keep ``outcome`` of ``job`` until it is written (see ``add_many``)."""
+        self.add_many(((job, outcome),), now)
+
+    def add_many(self, ended, now):
+        """Keep each ``(job, outcome)`` of ``ended``, in order, until written: counted, in the rollups,
+        and the slots of limited queues freed on the gate."""
         if self.rollups is not None:
-            self.rollups.finished(job, outcome, now)
-        self.pending.append(outcome)
-        queue = job.queue
-        if queue in self.gate.limited:
-            # Its slot of the queue's concurrency frees when the outcome is written.
-            self._freed.add(queue)
-            self.gate.free([queue], only_concurrency=True)
-        self.processed += 1
-        if outcome.status == Status.FAILED:
-            self.failed += 1
+            self.rollups.finished_many(ended, now)
+        pending, limited, failed = self.pending, self.gate.limited, Status.FAILED
+        for job, outcome in ended:
+            pending.append(outcome)
+            if limited and job.queue in limited:
+                # Its slot of the queue's concurrency frees when the outcome is written.
+                self._freed.add(job.queue)
+                self.gate.free([job.queue], only_concurrency=True)
+            if outcome.status == failed:
+                self.failed += 1
+        self.processed += len(ended)
 
     def written(self, store, now):
         """The outcomes are in the database: forget them, and tell whom it concerns that room freed."""

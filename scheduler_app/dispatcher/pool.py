@@ -5,11 +5,13 @@ worker threads (``WorkerThread``) as slots in use. (A "worker" row in the
 database is something else: one dispatcher process, see ``store.py``.)
 
 Hand-off: the loop puts the attempts it claimed for a group on the group's
-ready queue and wakes one sleeping thread. A thread that takes an attempt
-wakes the next sleeper if more are waiting, then runs it; when it is done it
-takes the next ready attempt before it sleeps. A batch of short jobs thus
-runs on the threads that are already awake, with one thread wake-up (and
-one GIL hand-off) per batch instead of one per job, while a batch of slow
+ready queue and wakes one sleeping thread. A thread just woken (or just
+started) that takes an attempt wakes the next sleeper if more are waiting,
+then runs it; when it is done it takes the next ready attempt before it
+sleeps, without waking anyone: the chain of wake-ups that began with the
+hand-off is still under way while attempts wait, so waking another thread
+per attempt taken would only add thread switches. A batch of short jobs thus
+runs mostly on the threads that are already awake, while a batch of slow
 jobs still gets one thread each, a wake-up apart. Only the loop puts
 attempts on the queue, and never more than its free slots (invariant 3), so
 an attempt waits there only until a thread of its group looks.
@@ -182,10 +184,11 @@ class WorkerPool:
         self._done.put((token, outcome, error))
         self._wake()
 
-    def _take(self, thread):
+    def _take(self, thread, woken):
         """Return the next ready attempt of ``thread``'s group, None after putting it to sleep, or _EXIT.
 
-        Worker threads only. Taking one wakes a sleeping thread if more wait.
+        Worker threads only. When ``woken`` (the thread comes from sleep or
+        was just started), taking one wakes a sleeping thread if more wait.
         """
         group = thread.group
         with self._lock:
@@ -199,7 +202,7 @@ class WorkerPool:
                 if record.dropped:
                     continue
                 record.thread = thread
-                if ready:
+                if ready and woken:
                     sleeping = self._sleeping[group]
                     if sleeping:
                         sleeping.pop().inbox.put(_WAKE)
@@ -209,14 +212,17 @@ class WorkerPool:
 
     def _work(self, thread):
         """The body of a worker thread."""
+        woken = True
         while True:
-            record = self._take(thread)
+            record = self._take(thread, woken)
             if record is None:
                 if thread.inbox.get() is _EXIT:
                     return
+                woken = True
                 continue
             if record is _EXIT:
                 return
+            woken = False
             job = record.job
             try:
                 refused = self._refuse(job, self._clock.time()) if self._refuse is not None else None

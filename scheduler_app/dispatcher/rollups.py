@@ -36,18 +36,37 @@ class Rollups:
 
     def started(self, job, now):
         """Count a claimed attempt, and how long it waited since it was due."""
-        tally = self._tally(now, job)
-        tally.started += 1
-        if math.isfinite(job.execute_at):
-            tally.wait.add(now - job.execute_at)
+        self.started_many((job,), now)
 
     def finished(self, job, outcome, now):
         """Count how an attempt ended, and how long it ran since its claim."""
-        tally = self._tally(now, job)
-        name = _OUTCOME_OF.get(outcome.status)
-        if name is not None:
-            setattr(tally, name, getattr(tally, name) + 1)
-        tally.run.add(now - job.last_attempted_at.timestamp())
+        self.finished_many(((job, outcome),), now)
+
+    def started_many(self, jobs, now):
+        """Count claimed attempts (a claim's batch) and how long each waited since it was due.
+
+        The tally is looked up once per run of jobs of the same queue and task.
+        """
+        last, tally = None, None
+        for job in jobs:
+            if (job.queue, job.task) != last:
+                last = (job.queue, job.task)
+                tally = self._tally(now, job)
+            tally.started += 1
+            if math.isfinite(job.execute_at):
+                tally.wait.add(now - job.execute_at)
+
+    def finished_many(self, ended, now):
+        """Count how each ``(job, outcome)`` of ``ended`` ended, and how long it ran since its claim."""
+        last, tally, outcome_of = None, None, _OUTCOME_OF
+        for job, outcome in ended:
+            if (job.queue, job.task) != last:
+                last = (job.queue, job.task)
+                tally = self._tally(now, job)
+            name = outcome_of.get(outcome.status)
+            if name is not None:
+                setattr(tally, name, getattr(tally, name) + 1)
+            tally.run.add(now - job.last_attempted_at.timestamp())
 
     def take(self):
         """Return everything gathered so far, ``{(minute, queue, task): Tally}``, and start afresh."""
@@ -123,12 +142,18 @@ class Reporter:
         return min(self.next_full, self._next_fresh)
 
     def started(self, job, now):
-        self.rollups.started(job, now)
+        self.started_many((job,), now)
+
+    def finished(self, job, outcome, now):
+        self.finished_many(((job, outcome),), now)
+
+    def started_many(self, jobs, now):
+        self.rollups.started_many(jobs, now)
         if self._next_fresh is None:
             self._next_fresh = now + self.fresh_every
 
-    def finished(self, job, outcome, now):
-        self.rollups.finished(job, outcome, now)
+    def finished_many(self, ended, now):
+        self.rollups.finished_many(ended, now)
         if self._next_fresh is None:
             self._next_fresh = now + self.fresh_every
 

@@ -77,8 +77,14 @@ class Timeline:
     def __contains__(self, job_id):
         return job_id in self._waiting or job_id in self._due_queue or job_id in self._keyed_group
 
-    def reload(self, entries, *, edge, truncated):
-        """Replace the whole window with ``entries`` (at most ``cap`` of them)."""
+    def reload(self, entries, *, edge, truncated, now=None):
+        """Replace the whole window with ``entries`` (at most ``cap`` of them); those due at ``now`` (if given)
+        go straight to their due heaps, as ``promote(now)`` would move them.
+
+        The same window as an ``upsert`` of each (the last of an id wins), built
+        with one heapify per heap: a backlog beyond the cap reloads thousands of
+        entries, all due, several times while it is worked off.
+        """
         self._waiting.clear()
         self._due.clear()
         self._due_queue.clear()
@@ -86,8 +92,22 @@ class Timeline:
         self._keyed_group.clear()
         self.edge = edge
         self.truncated = truncated
-        for entry in entries[: self.cap]:
-            self.upsert(entry)
+        waiting, due = [], {}
+        for entry in {entry.id: entry for entry in entries[: self.cap]}.values():
+            group = self._group_of(entry.queue)
+            if group is None or entry.at > edge:
+                continue
+            if entry.keyed:
+                self._upsert_keyed(entry, group)
+            elif now is not None and entry.at <= now:
+                due.setdefault(entry.queue, []).append((entry.id, (-entry.priority, entry.at), entry))
+                self._due_queue[entry.id] = entry.queue
+            else:
+                waiting.append((entry.id, (entry.at, -entry.priority), entry))
+        self._waiting.extend(waiting)
+        for queue, items in due.items():
+            heap = self._due[queue] = IndexedHeap()
+            heap.extend(items)
 
     def upsert(self, entry):
         """Add or move an entry; return whether the window keeps it."""

@@ -75,7 +75,7 @@ class Window:
         entries = store.load_window(self.queues, until, self.timeline.cap)
         truncated = len(entries) >= self.timeline.cap
         edge = entries[-1].at if truncated else until
-        self.timeline.reload(entries, edge=edge, truncated=truncated)
+        self.timeline.reload(entries, edge=edge, truncated=truncated, now=now)
         self._edge_was_ahead = edge > now
         self.watermark = now
         self.need_poll = False

@@ -39,6 +39,7 @@ import traceback
 from inspect import iscoroutinefunction
 
 from asgiref.sync import async_to_sync
+from django.tasks import Task
 
 from . import lifeline
 
@@ -110,7 +111,9 @@ def call(task, *args, **kwargs):
         return async_to_sync(acall)(task, *args, **kwargs)
     pid = os.getpid()
     try:
-        value = task.call(*args, **kwargs)
+        # What Task.call does for a function that is not a coroutine function (asked above already),
+        # unless a Task class of its own calls it otherwise.
+        value = task.func(*args, **kwargs) if type(task).call is Task.call else task.call(*args, **kwargs)
     except BaseException as exc:
         exit_if_forked(pid, exc)
         raise

@@ -62,6 +62,18 @@ def test_the_default_and_a_bad_setting(settings):
             conf.filtered({})
 
 
+def test_the_same_list_read_again_and_a_list_changed_in_place(settings):
+    words = ["Pin"]
+    settings.SCHEDULER = {**settings.SCHEDULER, "FILTER_ARGUMENTS": words}
+    assert conf.filter_names() == {"pin"}
+    assert conf.filter_names() == {"pin"}  # the same list again
+    words.append("Otp")
+    assert conf.filter_names() == {"pin", "otp"}
+    words.append(3)
+    with pytest.raises(ImproperlyConfigured, match=r"SCHEDULER\['FILTER_ARGUMENTS'\]"):
+        conf.filter_names()
+
+
 def test_the_system_check_reports_a_bad_setting(settings):
     from django.core import checks
 

@@ -45,8 +45,8 @@ class RecordingRollups:
     def __init__(self):
         self.starts = []
 
-    def started(self, job, now):
-        self.starts.append((job.id, now))
+    def started_many(self, jobs, now):
+        self.starts.extend((job.id, now) for job in jobs)
 
 
 class Harness:

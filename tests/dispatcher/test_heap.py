@@ -100,3 +100,14 @@ class HeapModel(RuleBasedStateMachine):
 
 TestHeapModel = HeapModel.TestCase
 TestHeapModel.settings = settings(max_examples=200, stateful_step_count=60, deadline=None)
+
+
+def test_extend_is_a_push_of_each():
+    pushed, extended = IndexedHeap(), IndexedHeap()
+    items = [(i % 7, (i * 37 % 11, i % 3), f"v{i}") for i in range(40)]  # ids repeat: the last one wins
+    for item in items:
+        pushed.push(*item)
+    extended.push(3, (-1, 0), "old")
+    extended.extend(items)
+    assert len(extended) == len(pushed) == 7
+    assert [extended.pop() for _ in range(7)] == [pushed.pop() for _ in range(7)]

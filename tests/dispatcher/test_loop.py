@@ -92,6 +92,29 @@ def test_backpressure_never_claims_more_than_free_slots():
     assert len(dispatcher.timeline) <= 50
 
 
+def test_slots_freed_between_ticks_are_refilled_by_one_claim_that_records_their_outcomes():
+    dispatcher, store, clock = make({"*": ({"default"}, 8)})
+    first, rest = threading.Event(), threading.Event()
+    for i in range(20):
+        store.add(i, 999.0, hold=first if i < 5 else rest)
+    try:
+        dispatcher.tick(clock.time())
+        # An idle dispatcher claims for all its free slots at its first tick.
+        assert [(limit, ids) for _, limit, ids in store.claims] == [(8, list(range(8)))]
+        first.set()
+        assert wait_for(lambda: dispatcher.pool._done.qsize() == 5)  # their results wait for the loop
+        claims, finished = len(store.claims), len(store.finished)
+        dispatcher.tick(clock.time())
+        # The five slots that freed: one claim for five, which also records the five outcomes.
+        assert [(limit, ids) for _, limit, ids in store.claims[claims:]] == [(5, list(range(8, 13)))]
+        assert sorted(o.job_id for o in store.finished[finished:]) == [0, 1, 2, 3, 4]
+    finally:
+        first.set()
+        rest.set()
+    assert settle(dispatcher, clock, lambda: all(j.status == "succeeded" for j in store.jobs.values()), timeout=20)
+    assert all(limit <= 8 for _, limit, _ in store.claims)
+
+
 def test_separate_queues_have_separate_slots():
     dispatcher, store, clock = make({"slow": ({"slow"}, 1), "default": ({"default"}, 1)})
     hold = threading.Event()

@@ -22,8 +22,8 @@ class RecordingRollups:
     def __init__(self):
         self.calls = []
 
-    def finished(self, job, outcome, now):
-        self.calls.append((job.id, outcome.status, now))
+    def finished_many(self, ended, now):
+        self.calls.extend((job.id, outcome.status, now) for job, outcome in ended)
 
 
 def make(*limited, rollups=None):
@@ -155,3 +155,18 @@ def test_no_message_when_every_freed_queue_was_told_just_now():
     buffer.add(job(2, "a"), ended(2), 1000.0)
     buffer.written(store, 1000.0 + Gate.TELL_EVERY / 2)
     assert store.freed == [{"a"}]  # not an empty NOTIFY
+
+
+def test_a_batch_is_kept_counted_and_frees_its_limited_queues_as_one_by_one():
+    rollups = RecordingRollups()
+    buffer, gate, store = make("lim", rollups=rollups)
+    gate.block("lim", None, now=1000.0)
+    batch = [(job(1), ended(1)), (job(2, queue="lim"), ended(2, Status.FAILED)), (job(3), ended(3))]
+    buffer.add_many(batch, 1000.0)
+    assert buffer.pending == [outcome for _, outcome in batch]
+    assert (buffer.processed, buffer.failed) == (3, 1)
+    assert rollups.calls == [(1, Status.SUCCEEDED, 1000.0), (2, Status.FAILED, 1000.0), (3, Status.SUCCEEDED, 1000.0)]
+    assert gate.blocked(1000.0) == set()
+    assert store.freed == []
+    buffer.written(store, 1000.0)
+    assert buffer.pending == [] and store.freed == [{"lim"}]

@@ -148,6 +148,26 @@ def test_a_batch_of_slow_jobs_gets_a_thread_each():
     pool.shutdown()
 
 
+def test_slow_jobs_behind_short_ones_get_a_thread_each_while_threads_sleep():
+    """Threads back from a short attempt take the next without waking anyone; the slow ones still run at once."""
+    pool, _, job = make_pool({"a": 6})
+    pool.submit_many("a", [job(i, sleep=0.01) for i in range(6)])
+    collect_until(pool, 6)  # six threads, all asleep again
+    assert wait_for(lambda: len(pool._sleeping["a"]) == 6)
+    hold = threading.Event()
+    try:
+        batch = [job(10 + i) for i in range(3)] + [job(20 + i, hold=hold) for i in range(3)]
+        pool.submit_many("a", batch)
+        assert wait_for(lambda: all(job.behaviours[20 + i].runs for i in range(3))), (
+            "the slow three did not run at once"
+        )
+        collect_until(pool, 3)
+    finally:
+        hold.set()
+    assert sorted(j.id for j, _, _ in collect_until(pool, 3)) == [20, 21, 22]
+    pool.shutdown()
+
+
 def test_a_batch_starts_in_the_order_given():
     pool, _, job = make_pool({"a": 3})
     pool.submit_many("a", [job(i, sleep=0.05) for i in (5, 3, 9)])  # claim order, not id order

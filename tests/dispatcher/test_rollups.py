@@ -95,3 +95,19 @@ def test_each_rollup_write_logs_one_info_summary_and_an_idle_interval_logs_none(
     assert "last 60s: 3 started, 3 ended (2 succeeded, 1 failed, 0 retried, 0 cancelled)" in text, text
     assert "; wait p50 " in text and "; run p50 " in text, text
     assert text.startswith("dispatcher fake last 60s") and text.endswith("0/2 slots busy"), text
+
+
+def test_a_batch_counts_as_its_jobs_one_by_one_whatever_their_queues_and_tasks():
+    jobs = [
+        replace(claimed_job(i), execute_at=1000.0 - i, queue=queue, task=task)
+        for i, (queue, task) in enumerate([("q", "t"), ("q", "t"), ("r", "t"), ("q", "u"), ("q", "t")])
+    ]
+    statuses = [Status.SUCCEEDED, Status.FAILED, Status.PENDING, Status.CANCELLED, Status.SUCCEEDED]
+    one_by_one, batched = Rollups(), Rollups()
+    for job, status in zip(jobs, statuses, strict=True):
+        one_by_one.started(job, 1000.5)
+        one_by_one.finished(job, Outcome(job.id, "w", 1, status), 1001.0)
+    batched.started_many(jobs, 1000.5)
+    batched.finished_many([(j, Outcome(j.id, "w", 1, s)) for j, s in zip(jobs, statuses, strict=True)], 1001.0)
+    assert batched.take() == one_by_one.take()
+    assert len(one_by_one) == 0

@@ -170,3 +170,36 @@ def test_take_due_hands_out_claim_order_from_one_queue_or_several(entries, remov
         taken.extend(e.id for e in chunk)
     assert taken == expected
     assert tl.due_count("*") == 0 and len(tl) == len(live) - len(expected)
+
+
+def drained(tl):
+    """Return what ``tl`` holds, in the order it would hand it out: due now, then the rest by time."""
+    due = {g: [e.id for e in tl.take_due(g, 1000)] for g in ("*", "fast")}
+    keyed = sorted(tl._keyed_group.items())
+    tl.promote(float("inf"))
+    later = {g: [e.id for e in tl.take_due(g, 1000)] for g in ("*", "fast")}
+    return due, keyed, later
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 25),
+            st.sampled_from([1.0, 2.0, 5.0, 9.0, 2000.0]),
+            st.integers(-2, 2),
+            st.sampled_from(["default", "slow", "fast", "unserved"]),
+            st.booleans(),
+        ),
+        max_size=60,
+    ),
+    st.sampled_from([0.0, 2.0, 5.0, 100.0]),
+)
+def test_a_reload_with_now_is_a_reload_then_promote(rows, now):
+    entries = [Entry(i, at, p, q, keyed) for i, at, p, q, keyed in rows]
+    one, two = make(cap=40), make(cap=40)
+    one.reload(entries, edge=1000.0, truncated=True, now=now)
+    two.reload(entries, edge=1000.0, truncated=True)
+    assert one.promote(now) == two.promote(now)
+    assert (len(one), one.next_at(), one.truncated, one.edge) == (len(two), two.next_at(), two.truncated, two.edge)
+    assert drained(one) == drained(two)

@@ -93,3 +93,19 @@ def _backend():
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_backend_pid()")
         return cursor.fetchone()[0]
+
+
+@pytest.mark.once  # no database
+def test_a_task_is_called_as_its_own_class_calls_it():
+    """A plain task's function is called as ``Task.call`` calls it; a Task class with a ``call`` of its own is asked."""
+    from dataclasses import fields
+
+    from django.tasks import Task
+
+    class Loud(Task):
+        def call(self, *args, **kwargs):
+            return ("loud", super().call(*args, **kwargs))
+
+    loud = Loud(**{f.name: getattr(tasks.add, f.name) for f in fields(tasks.add) if f.init})
+    assert forks.call(tasks.add, 2, 3) == 5
+    assert forks.call(loud, 2, 3) == ("loud", 5)
