@@ -84,21 +84,14 @@ def get(name):
 # FILTER_ARGUMENTS as checked, by the list's words: read for every job run and
 # every page shown, checked once per value (a test's override_settings is a new one).
 _filter_names = {}
-# The list read last, its words then, and its names: every job run reads the same list
-# object; its words are compared again (a list changed in place is checked afresh).
-_last_filter = (None, None, None)
 
 
 def filter_names():
     """Return ``FILTER_ARGUMENTS`` as a frozenset of lower-case names; ImproperlyConfigured when it is not valid."""
-    global _last_filter
     value = get("FILTER_ARGUMENTS")
-    last_value, last_words, last_names = _last_filter
-    if value is last_value and tuple(value) == last_words:
-        return last_names
+    # By its words, not the object: a list changed in place is checked afresh.
     key = tuple(value) if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value) else None
     if key is not None and key in _filter_names:
-        _last_filter = (value, key, _filter_names[key])
         return _filter_names[key]
     from django.core.exceptions import ImproperlyConfigured, ValidationError
 
@@ -113,7 +106,6 @@ def filter_names():
         if len(_filter_names) >= 16:
             _filter_names.clear()
         _filter_names[key] = names
-        _last_filter = (value, key, names)
     return names
 
 
